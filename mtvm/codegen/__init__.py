@@ -1,0 +1,1 @@
+"""C code generation: kernels, the AOT entry, the header and the constants."""

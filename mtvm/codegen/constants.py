@@ -1,0 +1,48 @@
+"""Weights as `const` data (they stay in flash).
+
+Each constant is a union of its typed array and a byte view. Large ones are
+initialized from a string literal of octal escapes: gcc reads 10 MB of that in
+about a second, where a numeric initializer list of the same data takes ten
+or more. Small ones are written as readable numbers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops.base import c_literal, ctype
+
+READABLE_MAX = 64          # elements; above this the byte-string form is used
+_OCTAL = ["\\%03o" % i for i in range(256)]
+
+
+def union_type(sym: str, arr: np.ndarray) -> str:
+    n = max(arr.size, 1)
+    return (f"union {sym}_u {{ unsigned char bytes[{n * arr.dtype.itemsize + 1}]; "
+            f"{ctype(arr.dtype)} data[{n}]; }}")
+
+
+def declaration(sym: str, arr: np.ndarray) -> str:
+    return f"{union_type(sym, arr)};\nextern const union {sym}_u {sym};"
+
+
+def _byte_string(raw: bytes) -> str:
+    chars = [_OCTAL[b] for b in raw]
+    return "\n    ".join('"' + "".join(chars[i:i + 64]) + '"' for i in range(0, len(chars), 64))
+
+
+def definition(sym: str, arr: np.ndarray, origin: str) -> str:
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8)
+    head = f"/* {origin}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
+    if arr.size <= READABLE_MAX:
+        vals = ", ".join(c_literal(v, arr.dtype) for v in arr.ravel().tolist()) or "0"
+        return head + f"{{ .data = {{ {vals} }} }};\n"
+    return head + "{\n    " + _byte_string(arr.astype(arr.dtype.newbyteorder("<")).tobytes()) \
+        + "\n};\n"
+
+
+ENDIAN_CHECK = """#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "mtvm constants are stored little-endian"
+#endif
+"""

@@ -1,0 +1,141 @@
+"""What an operator's C emitter sees: its buffers, its attributes and a way
+to apply the fused elementwise tail (the epilogue) to a computed value."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ops.base import c_literal, ctype, get_op
+
+
+@dataclass
+class Buf:
+    c: str                          # C parameter name inside the kernel
+    name: str                       # IR tensor name
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    const: np.ndarray | None = None  # constant value, when known at compile time
+
+    @property
+    def ctype(self) -> str:
+        return ctype(self.dtype)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Row-major element strides."""
+        s, out = 1, []
+        for d in reversed(self.shape):
+            out.append(s)
+            s *= d
+        return tuple(reversed(out))
+
+
+def epilogue_mode(out_shape, operand_shape) -> str | None:
+    """How a fused binary tail reads its other operand at output element (idx, ch):
+    'scalar' (one value), 'full' (same layout as the output), 'channel' (varies
+    only along axis 1), or None when it cannot be fused."""
+    size = int(np.prod(operand_shape, dtype=np.int64))
+    if size == 1:
+        return "scalar"
+    if len(operand_shape) > len(out_shape):
+        return None
+    padded = (1,) * (len(out_shape) - len(operand_shape)) + tuple(operand_shape)
+    if padded == tuple(out_shape):
+        return "full"
+    if len(out_shape) >= 2 and padded[1] == out_shape[1] and \
+            all(d == 1 for i, d in enumerate(padded) if i != 1):
+        return "channel"
+    return None
+
+
+class Kernel:
+    """One fused kernel: anchor node + elementwise tail, as a C function."""
+
+    def __init__(self, graph, node, fname: str):
+        self.graph, self.node, self.fname = graph, node, fname
+        self.ins: list[Buf | None] = []
+        for i, name in enumerate(node.inputs):
+            self.ins.append(self._buf(f"in{i}", name) if name else None)
+        self.outs = [self._buf(f"out{i}", name) if name else None
+                     for i, name in enumerate(node.kernel_outputs)]
+        self.eps: list[Buf] = []       # extra operands of the fused tail
+        for t in node.tail:
+            for name in t.inputs[1:]:
+                if name and not self._inline(name):
+                    self.eps.append(self._buf(f"ep{len(self.eps)}", name))
+        self.scratch_bytes = 0         # set by the op (planned in the arena)
+
+    def _buf(self, c, name) -> Buf:
+        t = self.graph.tensors[name]
+        return Buf(c, name, tuple(t.shape), np.dtype(t.dtype), t.data)
+
+    def _inline(self, name) -> bool:
+        t = self.graph.tensors[name]
+        return t.data is not None and t.size == 1
+
+    # -- helpers for emitters --------------------------------------------------
+    @property
+    def out(self) -> Buf:
+        return self.outs[0]
+
+    @property
+    def ctype(self) -> str:
+        """C type of the anchor's computation (its first output's dtype)."""
+        t = self.graph.tensors[self.node.outputs[0]]
+        return ctype(t.dtype)
+
+    def lit(self, value, dtype=None) -> str:
+        return c_literal(value, dtype if dtype is not None else
+                         self.graph.tensors[self.node.outputs[0]].dtype)
+
+    def channel_of(self, idx: str) -> str:
+        """Axis-1 coordinate of flat output index `idx` (a C expression)."""
+        shape = self.graph.tensors[self.node.outputs[0]].shape
+        inner = int(np.prod(shape[2:], dtype=np.int64)) if len(shape) > 2 else 1
+        c = shape[1] if len(shape) > 1 else 1
+        return f"((({idx}) / {inner}) % {c})" if inner > 1 else f"(({idx}) % {c})"
+
+    def epilogue(self, acc: str, idx: str, ch: str | None = None) -> str:
+        """C statements applying the fused tail to variable `acc`, the value of
+        output element `idx` (flat) whose axis-1 coordinate is `ch`."""
+        lines, ep = [], iter(self.eps)
+        shape = self.graph.tensors[self.node.outputs[0]].shape
+        for t in self.node.tail:
+            args = [acc]
+            for name in t.inputs[1:]:
+                tensor = self.graph.tensors[name]
+                if self._inline(name):
+                    args.append(c_literal(tensor.data.ravel()[0], tensor.dtype))
+                    continue
+                buf = next(ep)
+                mode = epilogue_mode(shape, tensor.shape)
+                if mode == "scalar":
+                    args.append(f"{buf.c}[0]")
+                elif mode == "full":
+                    args.append(f"{buf.c}[{idx}]")
+                else:
+                    args.append(f"{buf.c}[{ch if ch is not None else self.channel_of(idx)}]")
+            lines.append(f"{acc} = {get_op(t.op, t.domain).scalar(self, args, **t.attrs)};")
+        return " ".join(lines)
+
+    # -- assembling the function ----------------------------------------------
+    def params(self, body: str) -> list[tuple[str, Buf | None]]:
+        """(C declaration, buffer) of each parameter the body uses, in order:
+        inputs, tail operands, outputs, scratch."""
+        used = set(re.findall(r"[A-Za-z_]\w*", body))
+        out = []
+        for b in self.ins + self.eps:
+            if b is not None and b.c in used:
+                out.append((f"const {b.ctype}* restrict {b.c}", b))
+        for b in self.outs:
+            if b is not None:
+                out.append((f"{b.ctype}* restrict {b.c}", b))
+        if self.scratch_bytes:
+            out.append(("uint8_t* restrict scratch", None))
+        return out

@@ -1,0 +1,62 @@
+"""The pipeline: ONNX -> IR -> passes -> kernels -> memory plan -> C module."""
+from __future__ import annotations
+
+import os
+
+
+
+from . import passes
+from .codegen.c_codegen import CModule, lower_kernels
+from .codegen.names import sanitize
+from .frontend import load_onnx
+from .ir import Graph, Node
+from .memory import plan_memory
+from .model_library import CompiledModel
+
+
+def materialize_outputs(g: Graph) -> Graph:
+    """Every graph output must be written by a kernel: a constant or graph
+    input that is also an output gets an explicit copy."""
+    g = g.copy()
+    produced = {o for n in g.nodes for o in n.kernel_outputs}
+    for i, name in enumerate(g.outputs):
+        if name in produced and name not in g.outputs[:i]:
+            continue
+        src = name
+        new = f"{name}_out{i}"
+        g.tensors[new] = g.tensors[name].__class__(new, g.tensors[name].shape, g.tensors[name].dtype)
+        g.nodes.append(Node("Identity", f"output_copy_{i}", [src], [new]))
+        g.outputs[i] = new
+    return g
+
+
+def compile_graph(graph: Graph, module_name: str = "default", profile: bool = False,
+                  external_workspace: bool = False, fuse: bool = True,
+                  source_graph: Graph | None = None) -> CompiledModel:
+    mod = sanitize(module_name).lower()
+    g = passes.optimize(graph, fuse=fuse)
+    g = materialize_outputs(g)
+    kernels = lower_kernels(g, mod)
+    scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
+    plan = plan_memory(g, scratch)
+    cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace)
+    return CompiledModel(mod, source_graph or graph, g, plan, kernels, cmod.sources(),
+                         profile=profile, external_workspace=external_workspace)
+
+
+def compile(model, module_name: str = "default", input_shapes: dict | None = None,
+            bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
+            fuse: bool = True) -> CompiledModel:
+    """Compile an ONNX model (path or ModelProto) to a C module.
+
+    input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns
+    graph inputs into compile-time constants ({"shape": np.array([...])}).
+    """
+    graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
+    if isinstance(model, (str, os.PathLike)):
+        graph.name = sanitize(os.path.splitext(os.path.basename(os.fspath(model)))[0])
+    return compile_graph(graph, module_name, profile=profile,
+                         external_workspace=external_workspace, fuse=fuse)
+
+
+__all__ = ["compile", "compile_graph"]

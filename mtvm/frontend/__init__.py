@@ -1,0 +1,1 @@
+from .onnx_loader import load_onnx  # noqa: F401

@@ -1,0 +1,185 @@
+"""ONNX -> Graph IR: load (with external data), check, inline local functions,
+pin symbolic dims, canonicalize each node and infer static shapes."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .. import ops  # noqa: F401  (registers every operator)
+from ..errors import ModelLoadError, ShapeError, UnsupportedError, node_context
+from ..ir import Graph, Node, Tensor
+from ..ops.base import bind_attrs, get_op, supported_ops
+
+MIN_OPSET = 11
+
+
+def _read(path_or_model, source: str) -> onnx.ModelProto:
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model
+    path = os.fspath(path_or_model)
+    if not os.path.exists(path):
+        raise ModelLoadError(f"{path}: no such file")
+    try:
+        return onnx.load(path, load_external_data=True)
+    except Exception as e:  # protobuf raises DecodeError, external data OSError, ...
+        raise ModelLoadError(f"{source}: not a valid ONNX model ({type(e).__name__}: "
+                             f"{str(e).splitlines()[0] if str(e) else 'unreadable'})") from e
+
+
+def _attr_value(a: onnx.AttributeProto):
+    if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        raise UnsupportedError("subgraph attributes (If/Loop/Scan bodies) are not supported")
+    v = helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list) and v and isinstance(v[0], bytes):
+        return [x.decode() for x in v]
+    return v
+
+
+def _const_node_value(node: onnx.NodeProto) -> np.ndarray:
+    a = node.attribute[0]
+    v = _attr_value(a)
+    if a.name == "value_float":
+        return np.array(v, np.float32)
+    if a.name == "value_floats":
+        return np.array(v, np.float32)
+    if a.name in ("value_int", "value_ints"):
+        return np.array(v, np.int64)
+    if a.name == "value":
+        return v
+    raise UnsupportedError(f"Constant with attribute {a.name} is not supported")
+
+
+def _pin_shapes(model: onnx.ModelProto, input_shapes: dict, source: str) -> None:
+    inits = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    for name in input_shapes:
+        if name not in names:
+            raise ShapeError(f"{source}: --input-shape names \"{name}\", which is not an input "
+                             f"(inputs: {', '.join(names)})")
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name in input_shapes:
+            shape = input_shapes[vi.name]
+            if len(shape) != len(dims):
+                raise ShapeError(f"{source}: --input-shape {vi.name} has rank {len(shape)}, "
+                                 f"the model's input has rank {len(dims)}")
+            for d, v in zip(dims, shape):
+                d.Clear()
+                d.dim_value = int(v)
+        elif any(not d.HasField("dim_value") for d in dims):
+            shown = ",".join(d.dim_param or "?" if not d.HasField("dim_value") else str(d.dim_value)
+                             for d in dims)
+            example = ",".join(str(d.dim_value) if d.HasField("dim_value") else "1" for d in dims)
+            raise ShapeError(f"{source}: input \"{vi.name}\" has symbolic shape [{shown}]; "
+                             f"pin it with --input-shape {vi.name}:{example}")
+
+
+def load_onnx(path_or_model, input_shapes: dict | None = None,
+              bind: dict | None = None) -> Graph:
+    """Read an ONNX model into the IR.
+
+    input_shapes: {input name: shape} pinning symbolic dims.
+    bind: {input name: array} turns graph inputs into compile-time constants.
+    """
+    source = os.path.basename(os.fspath(path_or_model)) \
+        if not isinstance(path_or_model, onnx.ModelProto) else (path_or_model.graph.name or "model")
+    model = _read(path_or_model, source)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        # Models over 2 GB cannot be checked in memory; everything else is a real error.
+        if "2GB" not in str(e):
+            raise ModelLoadError(f"{source}: the ONNX checker rejects the model: "
+                                 f"{str(e).splitlines()[0]}") from e
+    if model.functions:
+        from onnx import inliner
+        model = inliner.inline_local_functions(model)
+    bind = dict(bind or {})
+    _pin_shapes(model, {k: v for k, v in (input_shapes or {}).items() if k not in bind}
+                | {k: np.shape(v) for k, v in bind.items()}, source)
+
+    opsets = {(o.domain or ""): o.version for o in model.opset_import}
+    opset = opsets.get("", opsets.get("ai.onnx", 0))
+    if opset and opset < MIN_OPSET:
+        raise UnsupportedError(f"{source}: opset {opset} is older than {MIN_OPSET}, the oldest "
+                               "mtvm supports; convert it with onnx.version_converter")
+    g = Graph(model.graph.name or "model", {}, [], [], [], opset, source)
+
+    for init in model.graph.initializer:
+        arr = numpy_helper.to_array(init)
+        g.tensors[init.name] = Tensor(init.name, tuple(arr.shape), arr.dtype, arr)
+    for vi in model.graph.input:
+        if vi.name in g.tensors:
+            continue  # initializer listed as input (IR < 4): a constant
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedError(f"{source}: input \"{vi.name}\" is not a tensor "
+                                   "(sequences, maps and optionals are not supported)")
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        shape = tuple(d.dim_value for d in tt.shape.dim)
+        if vi.name in bind:
+            arr = np.asarray(bind[vi.name], dtype)
+            g.tensors[vi.name] = Tensor(vi.name, tuple(arr.shape), arr.dtype, arr)
+            continue
+        g.tensors[vi.name] = Tensor(vi.name, shape, dtype)
+        g.inputs.append(vi.name)
+
+    for i, pn in enumerate(model.graph.node):
+        node = Node(pn.op_type, pn.name or f"{pn.op_type}_{i}", list(pn.input), list(pn.output),
+                    {}, "" if pn.domain == "ai.onnx" else pn.domain)
+        try:
+            node.attrs = {a.name: _attr_value(a) for a in pn.attribute}
+            if pn.op_type == "Constant" and node.domain == "":
+                arr = np.asarray(_const_node_value(pn))
+                g.tensors[pn.output[0]] = Tensor(pn.output[0], tuple(arr.shape), arr.dtype, arr)
+                continue
+            _add_node(g, node, opsets.get(node.domain, opset))
+        except UnsupportedError as e:
+            ctx = node_context(source, node, opsets.get(node.domain, opset))
+            raise UnsupportedError(f"{ctx}: {e}") from e
+        except ShapeError as e:
+            raise ShapeError(f"{node_context(source, node, opset)}: {e}") from e
+
+    for vo in model.graph.output:
+        if vo.name not in g.tensors:
+            raise ModelLoadError(f"{source}: output \"{vo.name}\" is never produced")
+        g.outputs.append(vo.name)
+    return g
+
+
+def _add_node(g: Graph, node: Node, opset: int) -> None:
+    op = get_op(node.op, node.domain)
+    if op is None:
+        raise UnsupportedError(f"operator not supported. Supported: {', '.join(supported_ops())}")
+    if opset < op.min_opset:
+        raise UnsupportedError(f"opset {opset} is older than {op.min_opset}, the oldest this "
+                               "operator supports; convert the model with onnx.version_converter")
+    for name in node.inputs:
+        if name and name not in g.tensors:
+            raise ModelLoadError(f"input \"{name}\" is not produced by any earlier node "
+                                 "(the graph is not topologically sorted)")
+    op.canonicalize(node, g, opset)
+    bind_attrs(op.reference, node.attrs, "reference")
+    ins = [g.tensors[n] if n else None for n in node.inputs]
+    op.check(node, ins)
+    consts = [t.data if t is not None else None for t in ins]
+    try:
+        results = op.infer(node, ins, consts)
+    except (UnsupportedError, ShapeError):
+        raise
+    except Exception as e:
+        raise ShapeError(f"inputs of shapes {[None if t is None else list(t.shape) for t in ins]}"
+                         f" are invalid for this operator ({type(e).__name__}: {e})") from e
+    for name, (shape, dtype) in zip(node.outputs, results):
+        if name:
+            g.tensors[name] = Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype))
+    g.nodes.append(node)

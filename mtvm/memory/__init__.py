@@ -1,0 +1,1 @@
+from .planner import GreedyPlanner, LinearPlanner, MemoryPlan, plan_memory  # noqa: F401

@@ -1,0 +1,131 @@
+"""Static memory planning: every activation gets an offset in one arena.
+
+The planners have the interface of TFLM's MicroMemoryPlanner:
+add_buffer(size, first_use, last_use) then offsets() and arena_size().
+LinearPlanner (every buffer its own bytes) is the trivially correct oracle;
+GreedyPlanner places the largest buffers first at the lowest offset that does
+not collide with any placed buffer whose lifetime overlaps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import Graph
+
+
+ALIGN = 16
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+class LinearPlanner:
+    def __init__(self):
+        self.buffers: list[tuple[int, int, int]] = []
+
+    def add_buffer(self, size: int, first_use: int, last_use: int) -> int:
+        self.buffers.append((size, first_use, last_use))
+        return len(self.buffers) - 1
+
+    def offsets(self) -> list[int]:
+        out, at = [], 0
+        for size, _, _ in self.buffers:
+            out.append(at)
+            at += _align(size)
+        return out
+
+    def arena_size(self) -> int:
+        return sum(_align(s) for s, _, _ in self.buffers)
+
+    def lower_bound(self) -> int:
+        """Largest sum of simultaneously live (aligned) buffers."""
+        if not self.buffers:
+            return 0
+        last = max(b[2] for b in self.buffers)
+        return max(sum(_align(s) for s, f, l in self.buffers if f <= t <= l)
+                   for t in range(last + 1))
+
+
+class GreedyPlanner(LinearPlanner):
+    def offsets(self) -> list[int]:
+        order = sorted(range(len(self.buffers)),
+                       key=lambda i: (-self.buffers[i][0], self.buffers[i][1]))
+        placed: list[tuple[int, int, int, int]] = []   # offset, end, first, last
+        out = [0] * len(self.buffers)
+        for i in order:
+            size, first, last = self.buffers[i]
+            size = _align(size)
+            busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
+            at = 0
+            for o, e in busy:
+                if at + size <= o:
+                    break
+                at = max(at, e)
+            out[i] = at
+            placed.append((at, at + size, first, last))
+        return out
+
+    def arena_size(self) -> int:
+        offs = self.offsets()
+        return max((o + _align(b[0]) for o, b in zip(offs, self.buffers)), default=0)
+
+
+@dataclass
+class MemoryPlan:
+    """Where each tensor lives: 'input'/'output' (user buffers), 'const', or
+    an arena offset. Aliases resolve to the tensor whose bytes they view."""
+    offsets: dict[str, int] = field(default_factory=dict)
+    alias_of: dict[str, str] = field(default_factory=dict)
+    scratch: dict[int, int] = field(default_factory=dict)   # node index -> arena offset
+    arena_bytes: int = 0
+    lower_bound: int = 0
+    live_bytes: list[int] = field(default_factory=list)     # per node, while it runs
+
+    def root(self, name: str) -> str:
+        while name in self.alias_of:
+            name = self.alias_of[name]
+        return name
+
+
+def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
+                planner_cls=GreedyPlanner) -> MemoryPlan:
+    """Lifetimes in execution order -> arena offsets. `scratch_bytes` maps a
+    node index to the scratch its kernel needs while it runs."""
+    plan = MemoryPlan()
+    scratch_bytes = scratch_bytes or {}
+    for n in g.nodes:
+        if n.alias:
+            plan.alias_of[n.outputs[0]] = n.inputs[0]
+    io = set(g.inputs) | set(g.outputs)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for step, n in enumerate(g.nodes):
+        for o in n.kernel_outputs:
+            if o:
+                r = plan.root(o)
+                first.setdefault(r, step)
+                last[r] = max(last.get(r, step), step)
+        for part in [n] + n.tail:
+            for i in part.inputs:
+                if i:
+                    last[plan.root(i)] = step
+    planner = planner_cls()
+    ids = {}
+    for name, f in first.items():
+        t = g.tensors[name]
+        if name in io or t.is_const:
+            continue
+        ids[name] = planner.add_buffer(t.nbytes, f, last[name])
+    scratch_ids = {i: planner.add_buffer(b, i, i) for i, b in scratch_bytes.items() if b}
+    offs = planner.offsets()
+    plan.offsets = {name: offs[i] for name, i in ids.items()}
+    plan.scratch = {step: offs[i] for step, i in scratch_ids.items()}
+    plan.arena_bytes = planner.arena_size()
+    plan.lower_bound = planner.lower_bound()
+    plan.live_bytes = [sum(_align(s) for s, f, l in planner.buffers if f <= t <= l)
+                       for t in range(len(g.nodes))]
+    return plan
+
+
+

@@ -1,0 +1,171 @@
+"""The operator registry and the base class every operator definition uses.
+
+An operator lives in one place: a class registered for one or more ONNX op
+types, holding its shape/type rule (`infer`), its NumPy reference
+(`reference`, ONNX attribute names as keyword arguments with the spec's
+defaults) and its C emitter (`emit`, or `scalar` for elementwise ops, which
+the generic elementwise kernel and fused epilogues both use).
+See mtvm/ops/_template.py for a skeleton to copy.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+
+from ..errors import UnsupportedError
+
+REGISTRY: dict[tuple[str, str], "Op"] = {}
+
+
+def register(*op_types: str, domain: str = ""):
+    """Class decorator: one instance of the class per ONNX op type."""
+    def wrap(cls):
+        for t in op_types:
+            REGISTRY[(domain, t)] = cls(t, domain)
+        return cls
+    return wrap
+
+
+def get_op(op_type: str, domain: str = "") -> "Op | None":
+    return REGISTRY.get(("" if domain == "ai.onnx" else domain, op_type))
+
+
+def supported_ops() -> list[str]:
+    return sorted(t if not d else f"{d}.{t}" for d, t in REGISTRY)
+
+
+class Op:
+    """Base class. Override what the operator needs; defaults are documented."""
+    elementwise = False   # a pure per-element function: implement `scalar`, may be fused as a tail
+    anchor = False        # its emitter calls k.epilogue(), so an elementwise tail can be fused
+    alias = False         # output is input 0 reinterpreted (same bytes, new shape): no kernel
+    min_opset = 1         # oldest opset whose semantics this definition implements
+
+    def __init__(self, name: str, domain: str = ""):
+        self.name = name
+        self.domain = domain
+
+    # -- front end --------------------------------------------------------
+    def canonicalize(self, node, graph, opset: int) -> None:
+        """Rewrite `node` in place into the form `reference`/`emit` expect, e.g.
+        move constant parameter inputs (axes, pads, shape) into attributes and
+        map older-opset semantics onto the newest. Raise UnsupportedError
+        (via `need_const`) when such an input is not constant."""
+
+    # -- semantics --------------------------------------------------------
+    def reference(self, *inputs, **attrs):
+        """NumPy reference: returns one array or a tuple of arrays."""
+        raise NotImplementedError(self.name)
+
+    def infer(self, node, inputs: list, consts: list) -> list[tuple[tuple[int, ...], np.dtype]]:
+        """(shape, dtype) of each output from the input Tensors. Default: run the
+        reference on zeros (or the constant values); override for heavy ops."""
+        args = [None if t is None else (c if c is not None else np.zeros(t.shape, t.dtype))
+                for t, c in zip(inputs, consts)]
+        with np.errstate(all="ignore"):
+            outs = self.reference(*args, **node.attrs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return [(tuple(np.shape(o)), np.asarray(o).dtype) for o in outs]
+
+    def macs(self, node, inputs: list, outputs: list) -> int:
+        """Multiply-accumulates of one run (for metadata and MACs/tick)."""
+        return 0
+
+    # -- code generation ----------------------------------------------------
+    def scalar(self, k, args: list[str], **attrs) -> str:
+        """C expression of one output element from the input elements `args`
+        (elementwise ops only). `k` gives the dtype: k.ctype, k.lit(value)."""
+        raise NotImplementedError(self.name)
+
+    def emit(self, k, **attrs) -> str:
+        """C statements of the kernel body. `k` is a mtvm.codegen.kernel.Kernel."""
+        if self.elementwise:
+            from .elementwise import emit_elementwise
+            return emit_elementwise(self, k, attrs)
+        raise NotImplementedError(self.name)
+
+    def check(self, node, inputs: list) -> None:
+        """Raise UnsupportedError for inputs or attributes the emitter cannot handle."""
+
+
+def bind_attrs(fn, attrs: dict, what: str) -> dict:
+    """Check that every attribute is one `fn` accepts (keyword-only parameters)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return attrs
+    unknown = [a for a in attrs if a not in params]
+    if unknown:
+        raise UnsupportedError(f"{what}: attribute(s) {', '.join(unknown)} not supported")
+    return attrs
+
+
+def need_const(graph, node, index: int, what: str):
+    """The value of constant input `index` of `node`, or None when the input is
+    omitted; a clear error when it is computed at run time."""
+    if index >= len(node.inputs) or not node.inputs[index]:
+        return None
+    value = graph.const(node.inputs[index])
+    if value is None:
+        raise UnsupportedError(
+            f'node "{node.name}" ({node.op}): input {index} ({what}) must be a constant; '
+            f'it is computed at run time. Bind it with --bind {node.inputs[index]}=VALUE.npy')
+    return value
+
+
+def move_input_to_attr(graph, node, index: int, attr: str, convert=lambda v: v.tolist()):
+    """Canonicalize: constant input `index` becomes attribute `attr` (input dropped)."""
+    value = need_const(graph, node, index, attr)
+    if value is not None:
+        node.attrs[attr] = convert(value)
+    if index < len(node.inputs):
+        node.inputs[index] = ""
+    while node.inputs and not node.inputs[-1]:
+        node.inputs.pop()
+
+
+# -- C helpers shared by emitters ----------------------------------------------
+
+CTYPES = {
+    "float32": "float", "float64": "double",
+    "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
+    "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
+    "bool": "uint8_t",
+}
+
+
+def ctype(dtype) -> str:
+    name = np.dtype(dtype).name
+    if name not in CTYPES:
+        raise UnsupportedError(f"dtype {name} is not supported")
+    return CTYPES[name]
+
+
+def c_literal(value, dtype) -> str:
+    """A C literal of `value` in `dtype` that round-trips exactly."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        v = float(value)
+        suffix = "f" if dt == np.float32 else ""
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "HUGE_VALF" if v > 0 and suffix else ("-HUGE_VALF" if suffix else
+                                                          ("HUGE_VAL" if v > 0 else "-HUGE_VAL"))
+        text = repr(np.float32(v).item()) if suffix else repr(v)
+        if "e" not in text and "." not in text and "inf" not in text:
+            text += ".0"
+        return text + suffix
+    if dt == np.bool_:
+        return "1" if value else "0"
+    v = int(value)
+    if dt == np.int64:
+        return f"INT64_C({v})" if v != -(1 << 63) else "INT64_MIN"
+    if dt == np.uint64:
+        return f"UINT64_C({v})"
+    if dt == np.int32 and v == -(1 << 31):
+        return "INT32_MIN"
+    if dt.kind == "u":
+        return f"{v}u"
+    return str(v)

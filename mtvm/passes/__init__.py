@@ -1,0 +1,18 @@
+"""Graph -> Graph passes. Each keeps interp(before) == interp(after)."""
+from .simplify import remove_identities, eliminate_dead, fold_constants, mark_aliases
+from .batchnorm import fold_batchnorm
+from .fusion import fuse_elementwise_tails
+
+__all__ = ["optimize", "remove_identities", "eliminate_dead", "fold_constants",
+           "mark_aliases", "fold_batchnorm", "fuse_elementwise_tails"]
+
+PIPELINE = [remove_identities, fold_constants, fold_batchnorm, fold_constants,
+            eliminate_dead, mark_aliases, fuse_elementwise_tails]
+
+
+def optimize(graph, fuse: bool = True):
+    for p in PIPELINE:
+        if p is fuse_elementwise_tails and not fuse:
+            continue
+        graph = p(graph)
+    return graph

@@ -1,0 +1,88 @@
+"""Simplifications: Identity removal, constant folding, dead code, aliases."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..interp import run_node
+from ..ir import Graph, all_inputs
+from ..ops.base import get_op
+
+IDENTITY_OPS = {"Identity", "Dropout"}
+
+
+def _rename_uses(g: Graph, old: str, new: str) -> None:
+    for n in g.nodes:
+        for part in [n] + n.tail:
+            part.inputs = [new if i == old else i for i in part.inputs]
+
+
+def remove_identities(graph: Graph) -> Graph:
+    """Identity(x) -> x (Dropout at inference too): consumers read x directly.
+    Kept only where it copies a graph input (or constant) into a graph output."""
+    g = graph.copy()
+    kept = []
+    for n in g.nodes:
+        if n.op in IDENTITY_OPS and not n.domain and n.inputs and n.inputs[0]:
+            src, dst = n.inputs[0], n.outputs[0]
+            if dst not in g.outputs:
+                _rename_uses(g, dst, src)
+                continue
+            producer = next((p for p in kept if src in p.kernel_outputs), None)
+            if producer is not None and src not in g.outputs:
+                # The producer writes straight into the graph output.
+                producer_outs = producer.tail[-1].outputs if producer.tail else producer.outputs
+                producer_outs[producer_outs.index(src)] = dst
+                _rename_uses(g, src, dst)
+                continue
+            if n.op == "Dropout":
+                n.op, n.outputs, n.inputs, n.attrs = "Identity", n.outputs[:1], n.inputs[:1], {}
+        kept.append(n)
+    g.nodes = kept
+    return g
+
+
+def fold_constants(graph: Graph) -> Graph:
+    """A node whose inputs are all constant becomes a constant."""
+    g = graph.copy()
+    kept = []
+    for n in g.nodes:
+        ins = [i for i in all_inputs(n) if i]
+        if n.tail or not all(g.tensors[i].is_const for i in ins):
+            kept.append(n)
+            continue
+        values: dict = {}
+        with np.errstate(all="ignore"):
+            run_node(g, n, values)
+        for name, value in values.items():
+            g.tensors[name].data = value
+    g.nodes = kept
+    return g
+
+
+def eliminate_dead(graph: Graph) -> Graph:
+    """Drop nodes none of whose outputs reach a graph output; drop unused tensors."""
+    g = graph.copy()
+    live = set(g.outputs)
+    kept = []
+    for n in reversed(g.nodes):
+        if any(o in live for o in n.kernel_outputs if o):
+            kept.append(n)
+            live.update(i for i in all_inputs(n) if i)
+    g.nodes = list(reversed(kept))
+    used = live | set(g.inputs)
+    for n in g.nodes:
+        for part in [n] + n.tail:
+            used.update(o for o in part.outputs if o)
+    g.tensors = {k: v for k, v in g.tensors.items() if k in used}
+    return g
+
+
+def mark_aliases(graph: Graph) -> Graph:
+    """Reshape/Flatten/Squeeze/Unsqueeze keep the bytes: their output is a view
+    of the input, unless it must be a distinct buffer (a graph output)."""
+    g = graph.copy()
+    for n in g.nodes:
+        op = get_op(n.op, n.domain)
+        n.alias = bool(op.alias and n.outputs[0] not in g.outputs
+                       and not g.tensors[n.inputs[0]].is_const)
+    return g

@@ -1,0 +1,77 @@
+"""Helpers to check mtvm against the ONNX reference: build a one-node model,
+compile it, run the generated C on the host and compare."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+# Tolerances per dtype family: float32 ~1e-4 relative (scaled by the output's
+# magnitude), integers exact.
+FLOAT_RTOL = 1e-4
+
+
+def make_model(op_type: str, inputs: dict, attrs: dict | None = None, n_outputs: int = 1,
+               consts: dict | None = None, opset: int = 17, domain: str = "",
+               input_order: list[str] | None = None) -> onnx.ModelProto:
+    """One-node model. inputs: {name: array} become graph inputs; consts:
+    {name: array} become initializers; input_order lists the node's inputs
+    (names of either, "" for omitted), defaulting to inputs then consts."""
+    consts = consts or {}
+    order = input_order or list(inputs) + list(consts)
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op_type, order, outs, name=f"{op_type.lower()}_0", domain=domain,
+                            **(attrs or {}))
+    g = helper.make_graph(
+        [node], f"test_{op_type}",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.asarray(a).dtype),
+                                       np.shape(a)) for n, a in inputs.items()],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in consts.items()])
+    imports = [helper.make_opsetid("", opset)]
+    if domain:
+        imports.append(helper.make_opsetid(domain, 1))
+    m = helper.make_model(g, opset_imports=imports)
+    m.ir_version = min(m.ir_version, 10)
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def reference_outputs(model: onnx.ModelProto, inputs: dict) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+    return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, inputs)]
+
+
+def assert_close(actual, expected, rtol: float = FLOAT_RTOL, what: str = "") -> None:
+    """Float: max abs error <= rtol * max(|expected|, 1); integers and bool: exact."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    if expected.dtype.kind in "fc":
+        scale = max(float(np.max(np.abs(expected[np.isfinite(expected)]), initial=0.0)), 1.0)
+        same_nonfinite = np.array_equal(np.isnan(actual), np.isnan(expected)) and \
+            np.array_equal(np.isinf(actual) & (actual > 0), np.isinf(expected) & (expected > 0))
+        assert same_nonfinite, f"{what}: NaN/Inf positions differ"
+        fin = np.isfinite(expected)
+        err = float(np.max(np.abs(actual[fin].astype(np.float64) - expected[fin]), initial=0.0))
+        assert err <= rtol * scale, f"{what}: max abs error {err:.3g} > {rtol} * {scale:.3g}"
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=what)
+
+
+def check_model(model: onnx.ModelProto, inputs: dict, rtol: float = FLOAT_RTOL,
+                sanitize: bool = False, **compile_opts):
+    """Compile `model`, run it on the host (and under ASan/UBSan with sanitize),
+    and compare every output with onnx.reference. Returns the CompiledModel."""
+    import mtvm
+    lib = mtvm.compile(model, **compile_opts)
+    expected = reference_outputs(model, inputs)
+    runs = [lib.run_host(inputs)]
+    if sanitize:
+        runs.append(lib.run_host(inputs, sanitize=True))
+    for got in runs:
+        for (name, a), e in zip(got.items(), expected):
+            assert_close(a, e, rtol, what=f"{model.graph.name}:{name}")
+    # The interpreter of the optimized IR must agree too (it is the spec).
+    from .interp import interpret
+    for a, e in zip(interpret(lib.graph, inputs).values(), expected):
+        assert_close(a, e, rtol, what=f"{model.graph.name}: interp")
+    return lib
