@@ -1,0 +1,123 @@
+"""Gemm and MatMul against onnx.reference: transposes, alpha/beta, C broadcasting,
+1-D and batched MatMul, and fusion of the elementwise tail (and BatchNorm)."""
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from mtvm.testing import check_model, make_model
+
+rng = np.random.default_rng(1)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# (M, K, N, transA, transB, alpha, beta, C shape or None, B constant?)
+GEMM = [
+    (3, 5, 7, 0, 0, 1.0, 1.0, None, False),
+    (4, 6, 8, 0, 1, 1.0, 1.0, (8,), True),       # Linear layer: constant B^T, bias
+    (4, 6, 8, 0, 1, 1.0, 1.0, (8,), False),      # B^T read in place
+    (5, 3, 6, 1, 0, 0.5, 2.0, (5, 6), False),
+    (5, 3, 6, 1, 1, 1.5, 0.25, (5, 1), True),
+    (2, 9, 3, 0, 0, 1.0, 1.0, (1, 3), False),
+    (1, 16, 10, 0, 1, 1.0, 1.0, (1,), True),
+    (3, 4, 5, 0, 0, 2.0, 0.0, (3, 5), False),
+    (2, 3, 4, 0, 0, 1.0, -1.0, (), True),
+]
+
+
+@pytest.mark.parametrize("m,kk,n,ta,tb,alpha,beta,cshape,bconst", GEMM, ids=str)
+def test_gemm(m, kk, n, ta, tb, alpha, beta, cshape, bconst):
+    a = randn(kk, m) if ta else randn(m, kk)
+    b = randn(n, kk) if tb else randn(kk, n)
+    inputs, consts = {"a": a}, {}
+    (consts if bconst else inputs)["b"] = b
+    order = ["a", "b"]
+    if cshape is not None:
+        consts["c"] = randn(*cshape)
+        order.append("c")
+    attrs = {"transA": ta, "transB": tb, "alpha": alpha, "beta": beta}
+    model = make_model("Gemm", inputs, attrs, consts=consts, input_order=order, opset=13)
+    feed = {k: v for k, v in inputs.items()}
+    check_model(model, feed, sanitize=(m, kk, n) == (5, 3, 6))
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_gemm_c_as_input(opset):
+    a, b, c = randn(3, 4), randn(4, 6), randn(6)
+    model = make_model("Gemm", {"a": a, "b": b, "c": c}, {"beta": 0.5}, opset=opset)
+    check_model(model, {"a": a, "b": b, "c": c})
+
+
+MATMUL = [((3, 4), (4, 5)), ((4,), (4, 6)), ((3, 4), (4,)), ((5,), (5,)),
+          ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((1, 3, 4), (2, 4, 2)),
+          ((2, 1, 3, 4), (3, 4, 6)), ((6,), (2, 6, 3)), ((2, 3, 7), (7,))]
+
+
+@pytest.mark.parametrize("sa,sb", MATMUL, ids=str)
+def test_matmul(sa, sb):
+    a, b = randn(*sa), randn(*sb)
+    check_model(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b},
+                sanitize=sa == (1, 3, 4))
+
+
+def test_matmul_constant_weight():
+    a, w = randn(2, 8), randn(8, 9)
+    check_model(make_model("MatMul", {"a": a}, consts={"w": w}), {"a": a})
+
+
+def _graph_model(nodes, inputs, inits, out_name="y", opset=15):
+    g = helper.make_graph(
+        nodes, "fused",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, a.shape)
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info(out_name, onnx.TensorProto.UNDEFINED, None)],
+        [numpy_helper.from_array(v, n) for n, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = min(m.ir_version, 10)
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def test_gemm_add_relu_fuses():
+    x = randn(3, 8)
+    inits = {"w": randn(10, 8), "bias": randn(10)}
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["g"], transB=1),
+             helper.make_node("Add", ["g", "bias"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    lib = check_model(_graph_model(nodes, {"x": x}, inits), {"x": x}, sanitize=True)
+    assert len(lib.graph.nodes) == 1
+    assert [t.op for t in lib.graph.nodes[0].tail] == ["Add", "Relu"]
+
+
+def test_matmul_add_fuses_full_operand():
+    x, r = randn(2, 3, 4), randn(2, 3, 5)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]),
+             helper.make_node("Add", ["m", "r"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    lib = check_model(_graph_model(nodes, {"x": x, "r": r}, {"w": randn(4, 5)}),
+                      {"x": x, "r": r})
+    assert len(lib.graph.nodes) == 1
+
+
+def test_gemm_batchnorm_relu_folds():
+    x = randn(4, 6)
+    inits = {"w": randn(6, 5), "c": randn(5), "s": randn(5), "t": randn(5),
+             "mu": randn(5), "var": np.abs(randn(5)) + 0.5}
+    nodes = [helper.make_node("Gemm", ["x", "w", "c"], ["g"], alpha=0.7),
+             helper.make_node("BatchNormalization", ["g", "s", "t", "mu", "var"], ["b"]),
+             helper.make_node("Relu", ["b"], ["y"])]
+    lib = check_model(_graph_model(nodes, {"x": x}, inits), {"x": x})
+    assert len(lib.graph.nodes) == 1
+    assert lib.graph.nodes[0].op == "Gemm"
+    assert "BatchNormalization" not in lib.graph.dump()
+
+
+def test_gemm_macs_and_c_source():
+    a = randn(2, 8)
+    lib = check_model(make_model("Gemm", {"a": a}, {"transB": 1},
+                                 consts={"b": randn(12, 8), "c": randn(12)}), {"a": a})
+    src = "".join(v for k, v in lib.sources.items() if k.endswith("_kernels.c"))
+    assert "acc[q] +=" in src and "/" not in src.split("{", 1)[1].replace("/*", "").replace(
+        "*/", "")
