@@ -1,0 +1,53 @@
+"""Compile options shared by `mtvm compile`, `mtvm analyze` and `mtvm project generate`."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import MtvmError
+
+
+def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """'input:1,3,96,96' -> ('input', (1, 3, 96, 96))."""
+    name, sep, dims = text.rpartition(":")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise MtvmError(f"--input-shape {text!r}: expected NAME:D1,D2,... e.g. input:1,3,96,96")
+
+
+def parse_bind(text: str) -> tuple[str, np.ndarray]:
+    """'shape=shape.npy' -> ('shape', array)."""
+    name, sep, path = text.partition("=")
+    if not sep or not name:
+        raise MtvmError(f"--bind {text!r}: expected NAME=VALUE.npy")
+    try:
+        return name, np.load(path)
+    except OSError as e:
+        raise MtvmError(f"--bind {name}: cannot read {path}: {e.strerror or e}")
+
+
+def add_compile_options(p) -> None:
+    p.add_argument("--module-name", default="default",
+                   help="C name prefix: tvmgen_<name>_run (default: default)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
+                   help="pin the shape of an input with symbolic dims (repeatable)")
+    p.add_argument("--bind", action="append", default=[], metavar="NAME=VALUE.npy",
+                   help="make a graph input a compile-time constant (repeatable)")
+    p.add_argument("--profile", action="store_true",
+                   help="instrument the entry function with per-operator timers")
+    p.add_argument("--external-workspace", action="store_true",
+                   help="the application passes the arena to tvmgen_<name>_run")
+    p.add_argument("--no-fuse", action="store_true", help="do not fuse elementwise tails")
+
+
+def compile_kwargs(args) -> dict:
+    return {
+        "module_name": args.module_name,
+        "input_shapes": dict(parse_input_shape(s) for s in args.input_shape),
+        "bind": dict(parse_bind(s) for s in args.bind),
+        "profile": args.profile,
+        "external_workspace": args.external_workspace,
+        "fuse": not args.no_fuse,
+    }
