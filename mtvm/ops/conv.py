@@ -1,0 +1,407 @@
+"""Convolution (ONNX Conv), NCHW, 1-D to 3-D, float.
+
+Canonical form (after `canonicalize`): kernel_shape, strides, dilations and
+explicit pads are attributes and auto_pad is NOTSET, so the IR dump shows the
+real geometry. The reference and `infer` still accept every ONNX form.
+
+The C kernel is a direct convolution: loops over batch, group, output channel
+and output position, then the accumulation over input channel and kernel taps.
+Padding is never materialized: for each output position the range of kernel
+taps that fall inside the input is computed once (`kh_lo`..`kh_hi`), so the
+MAC loops have no bounds checks. The sliding-window geometry and the small C
+writer below are shared with the pooling operators (mtvm/ops/pool.py).
+"""
+from __future__ import annotations
+
+import itertools
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedError
+from .base import Op, register
+
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+FLOAT_DTYPES = ("float32", "float64")
+
+
+# -- sliding-window geometry (shared with pool.py) ---------------------------------
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def resolve_pads(in_sizes, kernel, strides, dilations, pads, auto_pad) -> list[int]:
+    """Explicit pads [x1_begin, x2_begin, ..., x1_end, x2_end, ...] for any auto_pad.
+    SAME_*: output size ceil(in / stride); the odd pixel goes to the end (UPPER)
+    or the beginning (LOWER)."""
+    rank = len(in_sizes)
+    if auto_pad not in AUTO_PADS:
+        raise UnsupportedError(f"auto_pad={auto_pad!r} is not one of {', '.join(AUTO_PADS)}")
+    if auto_pad == "NOTSET":
+        pads = list(pads) if pads is not None else [0] * (2 * rank)
+        if len(pads) != 2 * rank:
+            raise ShapeError(f"pads has {len(pads)} values, expected {2 * rank}")
+        return [int(p) for p in pads]
+    if auto_pad == "VALID":
+        return [0] * (2 * rank)
+    begin, end = [], []
+    for size, k, s, d in zip(in_sizes, kernel, strides, dilations):
+        total = max(0, (ceil_div(size, s) - 1) * s + (k - 1) * d + 1 - size)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else big)
+        end.append(big if auto_pad == "SAME_UPPER" else small)
+    return begin + end
+
+
+def out_size(size: int, k: int, s: int, d: int, pb: int, pe: int, ceil_mode: int = 0) -> int:
+    """Output length of one axis. With ceil_mode, a last window that would start
+    in the end padding is dropped (ONNX / PyTorch rule)."""
+    span = size + pb + pe - ((k - 1) * d + 1)
+    if span < 0:
+        raise ShapeError(f"kernel extent {(k - 1) * d + 1} exceeds the padded input ({size}"
+                         f" + {pb} + {pe})")
+    if not ceil_mode:
+        return span // s + 1
+    n = ceil_div(span, s) + 1
+    if (n - 1) * s >= size + pb:
+        n -= 1
+    return n
+
+
+@dataclass
+class Axis:
+    """One spatial axis of a sliding window: input i = o * stride - pad_begin + k * dilation."""
+    name: str            # 'h', 'w', 'd': C variables oh, ih0, kh, kh_lo, ...
+    size: int            # input length
+    out: int             # output length
+    kernel: int
+    stride: int
+    dilation: int
+    pad_begin: int
+    pad_end: int
+
+    @property
+    def clips_begin(self) -> bool:
+        """Some window starts before the input."""
+        return self.pad_begin > 0
+
+    @property
+    def clips_end(self) -> bool:
+        """Some window reaches past the input's end."""
+        return self.last_tap >= self.size
+
+    @property
+    def last_tap(self) -> int:
+        return (self.out - 1) * self.stride - self.pad_begin + (self.kernel - 1) * self.dilation
+
+
+def make_axes(in_sizes, kernel, strides, dilations, pads, ceil_mode: int = 0) -> list[Axis]:
+    rank = len(in_sizes)
+    names = {1: "w", 2: "hw", 3: "dhw"}.get(rank) or [f"{i}" for i in range(rank)]
+    axes = []
+    for i in range(rank):
+        pb, pe = pads[i], pads[rank + i]
+        o = out_size(in_sizes[i], kernel[i], strides[i], dilations[i], pb, pe, ceil_mode)
+        axes.append(Axis(names[i], in_sizes[i], o, kernel[i], strides[i], dilations[i], pb, pe))
+    return axes
+
+
+def window_attrs(x_shape, kernel, strides, dilations, pads, auto_pad):
+    """Defaults filled in: (kernel, strides, dilations, explicit pads)."""
+    rank = len(x_shape) - 2
+    kernel = [int(k) for k in kernel]
+    strides = [int(s) for s in strides] if strides is not None else [1] * rank
+    dilations = [int(d) for d in dilations] if dilations is not None else [1] * rank
+    if not len(kernel) == len(strides) == len(dilations) == rank:
+        raise ShapeError(f"kernel_shape {kernel}, strides {strides} and dilations {dilations}"
+                         f" must each have {rank} values for input {list(x_shape)}")
+    if min(kernel + strides + dilations, default=1) < 1:
+        raise ShapeError("kernel_shape, strides and dilations must be >= 1")
+    pads = resolve_pads(x_shape[2:], kernel, strides, dilations, pads, auto_pad)
+    if min(pads, default=0) < 0:
+        raise ShapeError(f"pads {pads} must be >= 0")
+    return kernel, strides, dilations, pads
+
+
+def window_views(x: np.ndarray, axes: list[Axis], fill):
+    """(tap, view) for every kernel tap: view[..., o1, o2, ...] is the input value
+    that tap reads for each output position (`fill` where it reads padding)."""
+    widths = [(0, 0)] * (x.ndim - len(axes))
+    for a in axes:
+        extra = max(0, a.last_tap + 1 - (a.size + a.pad_end))   # ceil_mode overhang
+        widths.append((a.pad_begin, a.pad_end + extra))
+    padded = np.pad(x, widths, constant_values=fill)
+    lead = (slice(None),) * (x.ndim - len(axes))
+    for tap in itertools.product(*[range(a.kernel) for a in axes]):
+        idx = tuple(slice(k * a.dilation, k * a.dilation + (a.out - 1) * a.stride + 1, a.stride)
+                    for k, a in zip(tap, axes))
+        yield tap, padded[lead + idx]
+
+
+# -- writing C ------------------------------------------------------------------------
+
+def lin(*terms, const: int = 0) -> str:
+    """C expression sum(value * coef) + const. A value is a C variable/expression or
+    an int (an elided loop's 0); zero terms vanish and unit coefficients are dropped."""
+    parts = []
+    for value, coef in terms:
+        if isinstance(value, int):
+            const += value * coef
+            continue
+        if coef == 0:
+            continue
+        if coef != 1 and not value.isidentifier():
+            value = f"({value})"
+        parts.append(value if coef == 1 else f"{value} * {coef}")
+    text = " + ".join(parts)
+    if const:
+        text = f"{text} {'+' if const > 0 else '-'} {abs(const)}" if text else str(const)
+    return text or "0"
+
+
+class CWriter:
+    """Indented C lines with `for` loops as context managers. A loop of one trip is
+    elided: its variable becomes the int 0, which `lin` folds away."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def line(self, text: str) -> None:
+        for part in text.splitlines() or [""]:
+            self.lines.append("    " * self.depth + part if part else "")
+
+    @contextmanager
+    def loop(self, var: str, count, comment: str = "", start=0):
+        """for (int var = start; var < count; ++var); count/start are ints or C exprs."""
+        if isinstance(count, int) and isinstance(start, int) and count - start == 1:
+            yield start
+            return
+        note = f"  /* {comment} */" if comment else ""
+        self.line(f"for (int {var} = {start}; {var} < {count}; ++{var}) {{{note}")
+        self.depth += 1
+        yield var
+        self.depth -= 1
+        self.line("}")
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def window_bounds(w: CWriter, a: Axis, o):
+    """Declare the window origin and the valid tap range [lo, hi) of axis `a` at
+    output coordinate `o` (a loop variable, or 0 when the axis has one output).
+    Returns (i0, lo, hi), each an int or a C variable name. Division appears
+    only with dilation > 1, by a literal, once per output position."""
+    d, k, size = a.dilation, a.kernel, a.size
+    if isinstance(o, int):                       # one output: fold in Python
+        i0 = o * a.stride - a.pad_begin
+        lo = max(0, ceil_div(-i0, d))
+        hi = min(k, max(0, ceil_div(size - i0, d)))
+        return i0, lo, hi
+    i0 = f"i{a.name}0"
+    w.line(f"const int {i0} = {lin((o, a.stride), const=-a.pad_begin)};")
+    lo, hi = 0, k
+    if a.clips_begin:
+        lo = f"k{a.name}_lo"
+        first = f"-{i0}" if d == 1 else f"(-{i0} + {d - 1}) / {d}"
+        w.line(f"const int {lo} = {i0} < 0 ? {first} : 0;")
+    if a.clips_end:
+        hi = f"k{a.name}_hi"
+        avail = f"{size} - {i0}" if d == 1 else f"({size} - {i0} + {d - 1}) / {d}"
+        w.line(f"const int {hi} = {i0} + {(k - 1) * d} < {size} ? {k} : {avail};")
+    return i0, lo, hi
+
+
+def tap_loops(w: CWriter, axes, windows, x_base: str, x_ctype: str, body):
+    """Nested loops over the valid kernel taps. For each non-innermost axis a row
+    (plane, ...) pointer into the input is declared; `body(x_elem, taps)` returns the
+    statement for one tap, x_elem the C expression of the input value."""
+    names = ["row", "plane", "cube"]
+    ptr = x_base
+    taps = []
+    stack = []
+    for i, (a, (i0, lo, hi)) in enumerate(zip(axes, windows)):
+        cm = w.loop(f"k{a.name}", hi, start=lo)
+        stack.append(cm)
+        kv = cm.__enter__()
+        taps.append(kv)
+        pos = lin((i0, 1), (kv, a.dilation))
+        if i + 1 < len(axes):
+            inner = int(np.prod([b.size for b in axes[i + 1:]]))
+            new = f"x_{names[len(axes) - 2 - i]}" if len(axes) - 2 - i < len(names) \
+                else f"x_{i}"
+            w.line(f"const {x_ctype}* {new} = {ptr} + {lin((pos, inner))};")
+            ptr = new
+        else:
+            w.line(body(f"{ptr}[{pos}]", taps))
+    for cm in reversed(stack):
+        cm.__exit__(None, None, None)
+
+
+def check_float(what: str, inputs) -> None:
+    for t in inputs:
+        if t is not None and np.dtype(t.dtype).name not in FLOAT_DTYPES:
+            raise UnsupportedError(f"{what}: dtype {np.dtype(t.dtype).name} is not supported "
+                                   f"(float32 and float64 only; quantized models use the "
+                                   f"QLinear/integer operators)")
+
+
+# -- Conv ----------------------------------------------------------------------------
+
+def conv_geometry(x_shape, w_shape, *, auto_pad="NOTSET", dilations=None, group=1,
+                  kernel_shape=None, pads=None, strides=None):
+    """Validated Conv geometry: (axes, group)."""
+    if len(x_shape) < 3 or len(w_shape) != len(x_shape):
+        raise ShapeError(f"X {list(x_shape)} and W {list(w_shape)} must have the same rank >= 3")
+    kernel = list(kernel_shape) if kernel_shape is not None else list(w_shape[2:])
+    if list(kernel) != list(w_shape[2:]):
+        raise ShapeError(f"kernel_shape {list(kernel)} does not match W {list(w_shape)}")
+    c, m = x_shape[1], w_shape[0]
+    if group < 1 or c % group or m % group or w_shape[1] * group != c:
+        raise ShapeError(f"group={group}: X has {c} channels and W {list(w_shape)}; need "
+                         f"W[1] * group == {c} and W[0] divisible by group")
+    kernel, strides, dilations, pads = window_attrs(x_shape, kernel, strides, dilations,
+                                                    pads, auto_pad)
+    return make_axes(x_shape[2:], kernel, strides, dilations, pads), group
+
+
+def _fmt(values) -> str:
+    return "x".join(str(v) for v in values)
+
+
+@register("Conv")
+class Conv(Op):
+    anchor = True
+
+    def canonicalize(self, node, graph, opset):
+        x, w = (graph.tensors[n] for n in node.inputs[:2])
+        if len(x.shape) < 3 or len(w.shape) < 3:
+            return  # `infer` reports the bad rank
+        a = node.attrs
+        kernel = a.get("kernel_shape", list(w.shape[2:]))
+        kernel, strides, dilations, pads = window_attrs(
+            x.shape, kernel, a.get("strides"), a.get("dilations"), a.get("pads"),
+            a.get("auto_pad", "NOTSET"))
+        a.update(kernel_shape=kernel, strides=strides, dilations=dilations, pads=pads)
+        a.pop("auto_pad", None)
+
+    def check(self, node, inputs):
+        check_float("Conv", inputs)
+
+    def reference(self, x, w, b=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                  kernel_shape=None, pads=None, strides=None):
+        axes, group = conv_geometry(x.shape, w.shape, auto_pad=auto_pad, dilations=dilations,
+                                    group=group, kernel_shape=kernel_shape, pads=pads,
+                                    strides=strides)
+        n, c, m = x.shape[0], x.shape[1], w.shape[0]
+        cg, mg = c // group, m // group
+        outs = [a.out for a in axes]
+        wg = w.astype(np.float64).reshape(group, mg, cg, *w.shape[2:])
+        y = np.zeros((n, group, mg, *outs))
+        for tap, view in window_views(x.astype(np.float64), axes, 0.0):
+            xg = view.reshape(n, group, cg, -1)
+            y += np.einsum("ngcp,gmc->ngmp", xg, wg[(..., *tap)]).reshape(y.shape)
+        y = y.reshape(n, m, *outs)
+        if b is not None:
+            y += np.asarray(b, np.float64).reshape((1, m) + (1,) * len(axes))
+        return y.astype(x.dtype)
+
+    def infer(self, node, inputs, consts):
+        x, w = inputs[0], inputs[1]
+        b = inputs[2] if len(inputs) > 2 else None
+        axes, _ = conv_geometry(x.shape, w.shape, **node.attrs)
+        if b is not None and tuple(b.shape) != (w.shape[0],):
+            raise ShapeError(f"bias B {list(b.shape)} must have shape [{w.shape[0]}]")
+        return [((x.shape[0], w.shape[0], *[a.out for a in axes]), x.dtype)]
+
+    def macs(self, node, inputs, outputs):
+        w = inputs[1]
+        return int(outputs[0].size * np.prod(w.shape[1:], dtype=np.int64))
+
+    def emit(self, k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+             pads=None, strides=None):
+        x, wt = k.ins[0], k.ins[1]
+        bias = k.ins[2] if len(k.ins) > 2 else None
+        axes, group = conv_geometry(x.shape, wt.shape, auto_pad=auto_pad, dilations=dilations,
+                                    group=group, kernel_shape=kernel_shape, pads=pads,
+                                    strides=strides)
+        return emit_conv(k, x, wt, bias, axes, group)
+
+
+def conv_comment(x, wt, y, axes, group) -> str:
+    pads = [a.pad_begin for a in axes] + [a.pad_end for a in axes]
+    return (f"/* Conv {len(axes)}-D: x {_fmt(x.shape)} * w {_fmt(wt.shape)} -> y {_fmt(y.shape)};"
+            f"\n * stride {_fmt(a.stride for a in axes)}, dilation "
+            f"{_fmt(a.dilation for a in axes)}, pads {pads}, group {group} */")
+
+
+def emit_conv(k, x, wt, bias, axes, group) -> str:
+    """Direct convolution: one output value per innermost output position, the
+    MACs over input channel and the valid kernel taps, then the fused epilogue."""
+    w = CWriter()
+    y = k.out
+    ct = k.ctype
+    n_batch, c_in, m_out = x.shape[0], x.shape[1], wt.shape[0]
+    cg, mg = c_in // group, m_out // group
+    in_plane = int(np.prod(x.shape[2:], dtype=np.int64))
+    out_plane = int(np.prod(y.shape[2:], dtype=np.int64))
+    taps = int(np.prod(wt.shape[2:], dtype=np.int64))
+    w.line(conv_comment(x, wt, y, axes, group))
+    with w.loop("n", n_batch, "batch") as n, \
+            w.loop("g", group, "group") as g, \
+            w.loop("mg" if group > 1 else "m", mg, "output channel") as mv:
+        m = mv
+        if group > 1 and not isinstance(mv, int):
+            w.line(f"const int m = {lin((g, mg), (mv, 1))};")
+            m = "m"
+        elif group > 1:
+            m = g
+        if bias is not None:
+            w.line(f"const {ct} b = {bias.c}[{lin((m, 1))}];")
+        emit_conv_positions(w, k, axes, 0, [], dict(
+            n=n, g=g, m=m, cg=cg, c_in=c_in, m_out=m_out, in_plane=in_plane,
+            out_plane=out_plane, taps=taps, x=x.c, wt=wt.c, ct=ct,
+            init="b" if bias is not None else k.lit(0)))
+    return w.text()
+
+
+def emit_conv_positions(w, k, axes, i, windows, p):
+    """Loop over output axis i (recursively); at the innermost, one output value."""
+    if i < len(axes):
+        a = axes[i]
+        with w.loop(f"o{a.name}", a.out) as o:
+            windows.append((o, window_bounds(w, a, o)))
+            emit_conv_positions(w, k, axes, i + 1, windows, p)
+            windows.pop()
+        return
+    ct = p["ct"]
+    out_terms = [(p["n"], p["m_out"] * p["out_plane"]), (p["m"], p["out_plane"])]
+    stride = p["out_plane"]
+    for a, (o, _) in zip(axes, windows):
+        stride //= a.out
+        out_terms.append((o, stride))
+    w.line(f"const int y_idx = {lin(*out_terms)};")
+    w.line(f"{ct} acc = {p['init']};")
+    with w.loop("c", p["cg"], "input channel of the group") as c:
+        chan = lin((p["n"], p["c_in"]), (p["g"], p["cg"]), (c, 1))
+        w.line(f"const {ct}* x_c = {p['x']} + {lin((chan, p['in_plane']))};")
+        w.line(f"const {ct}* w_c = {p['wt']} + "
+               f"{lin((p['m'], p['cg'] * p['taps']), (c, p['taps']))};")
+        bounds = [b for _, b in windows]
+        tap_loops(w, axes, bounds, "x_c", ct,
+                  lambda xe, kv: f"acc += {xe} * w_c[{weight_index(axes, kv)}];")
+    ep = k.epilogue("acc", "y_idx", lin((p["m"], 1)))
+    if ep:
+        w.line(ep)
+    w.line("out0[y_idx] = acc;")
+
+
+def weight_index(axes, taps) -> str:
+    strides, s = [], 1
+    for a in reversed(axes):
+        strides.append(s)
+        s *= a.kernel
+    return lin(*zip(taps, reversed(strides)))
