@@ -1,0 +1,107 @@
+"""Host latency of mtvm's generated C beside onnxruntime, in the same run.
+
+    python bench/host.py [--models DIR] [--repeat N] [MODEL ...]
+
+For each model of ../shared/models: mtvm's C built with cc -O3 -march=native
+and called in-process, onnxruntime with one thread; median of N runs each,
+and the ratio mtvm/onnxruntime (< 1 means mtvm is faster). Also the arena,
+its lower bound and the constant bytes. Figures, not pass/fail.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_MODELS = os.path.join(HERE, "..", "..", "shared", "models")
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()  # warm up
+    times = []
+    budget = time.perf_counter() + 10.0
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+        if time.perf_counter() > budget and len(times) >= 5:
+            break
+    return float(np.median(times))
+
+
+def bench_model(path: str, repeat: int) -> dict:
+    import onnxruntime as ort
+
+    import mtvm
+    from mtvm.host_runner import HostModule
+    name = os.path.splitext(os.path.basename(path))[0]
+    row = {"model": name}
+    npz = os.path.splitext(path)[0] + ".npz"
+    x = np.load(npz)["in_0"]
+    try:
+        t = time.perf_counter()
+        lib = mtvm.compile(path)
+        row["compile_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        mod = HostModule(lib, opt="-O3", extra=["-march=native"])
+        row["build_s"] = time.perf_counter() - t
+    except mtvm.MtvmError as e:
+        row["error"] = str(e).splitlines()[0][:100]
+        return row
+    feeds = {lib.metadata["inputs"][0]["name"]: x}
+    row["mtvm_ms"] = median_time(lambda: mod.run(feeds), repeat) * 1e3
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    ort_feeds = {sess.get_inputs()[0].name: x}
+    row["ort_ms"] = median_time(lambda: sess.run(None, ort_feeds), repeat) * 1e3
+    row["ratio"] = row["mtvm_ms"] / row["ort_ms"]
+    md = lib.metadata
+    row.update(arena=md["workspace_bytes"], lower_bound=md["workspace_lower_bound"],
+               consts=md["constant_bytes"], macs=md["total_macs"])
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = ["model", "mtvm ms", "ort ms", "mtvm/ort", "arena B", "lower bound B", "const B",
+            "MACs", "compile s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * (len(head) - 2))
+            continue
+        lines.append(f"| {r['model']} | {r['mtvm_ms']:.3f} | {r['ort_ms']:.3f} | "
+                     f"{r['ratio']:.2f} | {r['arena']:,} | {r['lower_bound']:,} | "
+                     f"{r['consts']:,} | {r['macs'] / 1e6:.2f} M | "
+                     f"{r['compile_s'] + r['build_s']:.1f} |")
+    ok = [r["ratio"] for r in rows if "ratio" in r]
+    if ok:
+        lines.append(f"\ngeometric mean mtvm/onnxruntime: {float(np.exp(np.mean(np.log(ok)))):.2f}"
+                     f" over {len(ok)} models")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("models", nargs="*", help="model names (default: all in --models)")
+    p.add_argument("--models-dir", default=DEFAULT_MODELS)
+    p.add_argument("--repeat", type=int, default=50)
+    args = p.parse_args(argv)
+    paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
+    if args.models:
+        paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
+    rows = []
+    for path in paths:
+        print(f"  {os.path.basename(path)} ...", file=sys.stderr, flush=True)
+        rows.append(bench_model(path, args.repeat))
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
