@@ -1,0 +1,294 @@
+"""Pooling: MaxPool, AveragePool (1-D to 3-D windows), GlobalAveragePool,
+GlobalMaxPool; NCHW, float.
+
+Canonical form (after `canonicalize`): strides, dilations and explicit pads are
+attributes and auto_pad is NOTSET. Window semantics as ONNX Runtime and
+PyTorch: with ceil_mode a last window may hang over the end of the padded
+input (it is clipped, and dropped if it would start in the end padding);
+AveragePool divides by the number of taps inside the input
+(count_include_pad=0) or inside the padded input (count_include_pad=1).
+
+Note: onnx.reference (1.23) shifts the windows when the ceil_mode overhang is
+two or more elements (e.g. AveragePool kernel 3, stride 3, length 7); mtvm
+follows onnxruntime there (tests/ops/test_pool.py checks that case against it).
+
+The C kernels loop over batch, channel and output position; the range of
+kernel taps inside the input is computed once per output position (shared
+helpers in mtvm/ops/conv.py), so the inner loops have no bounds checks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedError
+from .base import Op, register
+from .conv import (CWriter, check_float, lin, make_axes, tap_loops, window_attrs,
+                   window_bounds, window_views)
+
+
+def pool_geometry(x_shape, *, kernel_shape=None, strides=None, dilations=None, pads=None,
+                  auto_pad="NOTSET", ceil_mode=0):
+    """Validated window axes of a pooling node."""
+    if kernel_shape is None:
+        raise ShapeError("kernel_shape is required")
+    if len(x_shape) < 3:
+        raise ShapeError(f"input {list(x_shape)} must have rank >= 3 (N, C, spatial...)")
+    kernel, strides, dilations, pads = window_attrs(x_shape, kernel_shape, strides, dilations,
+                                                    pads, auto_pad)
+    rank = len(kernel)
+    for i in range(rank):
+        extent = (kernel[i] - 1) * dilations[i] + 1
+        if max(pads[i], pads[rank + i]) >= extent:
+            raise ShapeError(f"pads {pads} must be smaller than the kernel extent {extent} "
+                             f"(a window would lie entirely in the padding)")
+    return make_axes(x_shape[2:], kernel, strides, dilations, pads, ceil_mode)
+
+
+def tap_counts(a, include_pad: bool) -> np.ndarray:
+    """Per output position of axis `a`: taps inside the input (or the padded input)."""
+    first = np.arange(a.out) * a.stride - a.pad_begin
+    pos = first[:, None] + np.arange(a.kernel)[None, :] * a.dilation
+    lo, hi = (-a.pad_begin, a.size + a.pad_end) if include_pad else (0, a.size)
+    return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+class WindowPool(Op):
+    """MaxPool and AveragePool: a reduction over each window."""
+    anchor = True
+
+    def canonicalize(self, node, graph, opset):
+        x = graph.tensors[node.inputs[0]]
+        a = node.attrs
+        if len(x.shape) < 3 or "kernel_shape" not in a:
+            return  # `infer` reports it
+        kernel, strides, dilations, pads = window_attrs(
+            x.shape, a["kernel_shape"], a.get("strides"), a.get("dilations"), a.get("pads"),
+            a.get("auto_pad", "NOTSET"))
+        a.update(kernel_shape=kernel, strides=strides, pads=pads)
+        if any(d != 1 for d in dilations):
+            a["dilations"] = dilations
+        a.pop("auto_pad", None)
+
+    def infer(self, node, inputs, consts):
+        x = inputs[0]
+        axes = pool_geometry(x.shape, **self.window(node.attrs))
+        return [((*x.shape[:2], *[a.out for a in axes]), x.dtype)]
+
+    @staticmethod
+    def window(attrs: dict) -> dict:
+        keys = ("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode")
+        return {k: v for k, v in attrs.items() if k in keys}
+
+    def macs(self, node, inputs, outputs):
+        """Window taps read (compares or adds), not multiplies."""
+        return int(outputs[0].size * np.prod(node.attrs.get("kernel_shape", [1])))
+
+    def emit(self, k, **attrs):
+        x = k.ins[0]
+        axes = pool_geometry(x.shape, **self.window(attrs))
+        return emit_pool(k, self, axes, attrs)
+
+    # Hooks of the C emitter, per pooling kind.
+    def init(self, k) -> str:
+        raise NotImplementedError
+
+    def accumulate(self, xe: str) -> str:
+        raise NotImplementedError
+
+    def finish(self, w: CWriter, k, axes, windows, attrs) -> None:
+        """Statements turning the window reduction `acc` into the pooled value."""
+
+
+@register("MaxPool")
+class MaxPool(WindowPool):
+    def check(self, node, inputs):
+        check_float("MaxPool", inputs)
+        if len(node.outputs) > 1 and node.outputs[1]:
+            raise UnsupportedError("the Indices output of MaxPool is not supported (only the "
+                                   "pooled values are computed); remove it from the model")
+
+    def reference(self, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None,
+                  kernel_shape=None, pads=None, storage_order=0, strides=None):
+        axes = pool_geometry(x.shape, kernel_shape=kernel_shape, strides=strides,
+                             dilations=dilations, pads=pads, auto_pad=auto_pad,
+                             ceil_mode=ceil_mode)
+        y = None
+        for _, view in window_views(x, axes, -np.inf):
+            y = view.copy() if y is None else np.maximum(y, view)
+        return y.astype(x.dtype)
+
+    def init(self, k):
+        return k.lit(-np.inf)
+
+    def accumulate(self, xe):
+        return f"if ({xe} > acc) acc = {xe};"
+
+
+@register("AveragePool")
+class AveragePool(WindowPool):
+    def check(self, node, inputs):
+        check_float("AveragePool", inputs)
+
+    def reference(self, x, *, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0,
+                  dilations=None, kernel_shape=None, pads=None, strides=None):
+        axes = pool_geometry(x.shape, kernel_shape=kernel_shape, strides=strides,
+                             dilations=dilations, pads=pads, auto_pad=auto_pad,
+                             ceil_mode=ceil_mode)
+        total = np.zeros(x.shape[:2] + tuple(a.out for a in axes))
+        for _, view in window_views(x.astype(np.float64), axes, 0.0):
+            total += view
+        count = np.ones(())
+        for a in axes:
+            count = np.multiply.outer(count, tap_counts(a, bool(count_include_pad)))
+        return (total / count).astype(x.dtype)
+
+    def init(self, k):
+        return k.lit(0)
+
+    def accumulate(self, xe):
+        return f"acc += {xe};"
+
+    def finish(self, w, k, axes, windows, attrs):
+        include_pad = bool(attrs.get("count_include_pad", 0))
+        factors, const = [], 1
+        for a, (o, (i0, lo, hi)) in zip(axes, windows):
+            n = padded_taps(w, a, o, i0) if include_pad else \
+                (hi - lo if isinstance(lo, int) and isinstance(hi, int) else
+                 (hi if lo == 0 else f"({hi} - {lo})"))
+            if isinstance(n, int):
+                const *= n
+            else:
+                factors.append(n)
+        if not factors:
+            if const > 1:
+                w.line(f"acc *= {k.lit(1.0 / const)};  /* 1 / {const} taps */")
+            return
+        if const != 1:
+            factors.append(str(const))
+        w.line(f"acc /= ({k.ctype})({' * '.join(factors)});  /* taps in the window */")
+
+
+def padded_taps(w: CWriter, a, o, i0):
+    """Taps of axis `a` inside the padded input at output `o` (count_include_pad=1):
+    the kernel size, except where a ceil_mode window hangs over the end padding."""
+    end = a.size + a.pad_end
+    k, d = a.kernel, a.dilation
+    if a.last_tap < end:
+        return k
+    if isinstance(o, int):
+        return int(tap_counts(a, True)[o])
+    var = f"k{a.name}_n"
+    avail = f"{end} - {i0}" if d == 1 else f"({end} - {i0} + {d - 1}) / {d}"
+    w.line(f"const int {var} = {i0} + {(k - 1) * d} < {end} ? {k} : {avail};")
+    return var
+
+
+def pool_comment(op, x, y, axes, attrs) -> str:
+    def fmt(values):
+        return "x".join(str(v) for v in values)
+    pads = [a.pad_begin for a in axes] + [a.pad_end for a in axes]
+    extra = ""
+    if op.name == "AveragePool":
+        extra = f", count_include_pad {attrs.get('count_include_pad', 0)}"
+    return (f"/* {op.name} {len(axes)}-D: x {fmt(x.shape)} -> y {fmt(y.shape)};\n"
+            f" * kernel {fmt(a.kernel for a in axes)}, stride {fmt(a.stride for a in axes)}, "
+            f"dilation {fmt(a.dilation for a in axes)}, pads {pads}, "
+            f"ceil_mode {attrs.get('ceil_mode', 0)}{extra} */")
+
+
+def emit_pool(k, op, axes, attrs) -> str:
+    w = CWriter()
+    x, y = k.ins[0], k.out
+    ct = k.ctype
+    n_batch, chans = x.shape[0], x.shape[1]
+    in_plane = int(np.prod(x.shape[2:], dtype=np.int64))
+    out_plane = int(np.prod(y.shape[2:], dtype=np.int64))
+    w.line(pool_comment(op, x, y, axes, attrs))
+    with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
+        w.line(f"const {ct}* x_c = {x.c} + {lin((n, chans * in_plane), (c, in_plane))};")
+        emit_pool_positions(w, k, op, axes, attrs, [], dict(
+            n=n, c=c, chans=chans, out_plane=out_plane, ct=ct))
+    return w.text()
+
+
+def emit_pool_positions(w, k, op, axes, attrs, windows, p):
+    """Loop over output axis i = len(windows) (recursively); innermost: one value."""
+    i = len(windows)
+    if i < len(axes):
+        a = axes[i]
+        with w.loop(f"o{a.name}", a.out) as o:
+            windows.append((o, window_bounds(w, a, o)))
+            emit_pool_positions(w, k, op, axes, attrs, windows, p)
+            windows.pop()
+        return
+    terms = [(p["n"], p["chans"] * p["out_plane"]), (p["c"], p["out_plane"])]
+    stride = p["out_plane"]
+    for a, (o, _) in zip(axes, windows):
+        stride //= a.out
+        terms.append((o, stride))
+    w.line(f"const int y_idx = {lin(*terms)};")
+    w.line(f"{p['ct']} acc = {op.init(k)};")
+    tap_loops(w, axes, [b for _, b in windows], "x_c", p["ct"],
+              lambda xe, taps: op.accumulate(xe))
+    op.finish(w, k, axes, windows, attrs)
+    ep = k.epilogue("acc", "y_idx", lin((p["c"], 1)))
+    if ep:
+        w.line(ep)
+    w.line("out0[y_idx] = acc;")
+
+
+class GlobalPool(Op):
+    """Reduction over all spatial positions of each (batch, channel)."""
+    anchor = True
+    is_max = False
+
+    def check(self, node, inputs):
+        check_float(self.name, inputs)
+        if len(inputs[0].shape) < 2:
+            raise ShapeError(f"input {list(inputs[0].shape)} must have rank >= 2")
+
+    def reference(self, x):
+        axes = tuple(range(2, x.ndim))
+        if self.is_max:
+            return np.max(x, axis=axes, keepdims=True)
+        return np.mean(x.astype(np.float64), axis=axes, keepdims=True).astype(x.dtype)
+
+    def infer(self, node, inputs, consts):
+        x = inputs[0]
+        return [((*x.shape[:2], *[1] * (len(x.shape) - 2)), x.dtype)]
+
+    def macs(self, node, inputs, outputs):
+        return int(np.prod(inputs[0].shape, dtype=np.int64))
+
+    def emit(self, k):
+        x = k.ins[0]
+        ct = k.ctype
+        n_batch, chans = x.shape[0], x.shape[1]
+        plane = int(np.prod(x.shape[2:], dtype=np.int64))
+        w = CWriter()
+        w.line(f"/* {self.name}: x {'x'.join(map(str, x.shape))} -> y "
+               f"{'x'.join(map(str, k.out.shape))} */")
+        with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
+            w.line(f"const int y_idx = {lin((n, chans), (c, 1))};")
+            w.line(f"const {ct}* x_c = {x.c} + {lin(('y_idx', plane))};")
+            w.line(f"{ct} acc = {k.lit(-np.inf) if self.is_max else k.lit(0)};")
+            with w.loop("i", plane, "spatial position") as i:
+                xe = f"x_c[{lin((i, 1))}]"
+                w.line(f"if ({xe} > acc) acc = {xe};" if self.is_max else f"acc += {xe};")
+            if not self.is_max and plane > 1:
+                w.line(f"acc *= {k.lit(1.0 / plane)};  /* 1 / {plane} positions */")
+            ep = k.epilogue("acc", "y_idx", lin((c, 1)))
+            if ep:
+                w.line(ep)
+            w.line("out0[y_idx] = acc;")
+        return w.text()
+
+
+@register("GlobalAveragePool")
+class GlobalAveragePool(GlobalPool):
+    pass
+
+
+@register("GlobalMaxPool")
+class GlobalMaxPool(GlobalPool):
+    is_max = True
