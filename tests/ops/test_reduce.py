@@ -1,0 +1,86 @@
+"""Reductions against onnx.reference: every op, axes as attribute (opset 13) and
+as input (opset 18), keepdims, negative axes, reduce-all, noop_with_empty_axes."""
+import numpy as np
+import pytest
+
+from mtvm.testing import check_model, make_model
+
+rng = np.random.default_rng(2)
+
+OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+       "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"]
+
+# (shape, axes or None, keepdims)
+CASES = [((2, 3, 4, 5), [2, 3], 1), ((2, 3, 4), [1], 0), ((3, 4), None, 1),
+         ((2, 3, 4), [0, 2], 0), ((4, 1, 6), [-1], 1), ((5, 3), [-2, -1], 0)]
+
+
+def data(op, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    if op == "ReduceLogSum":
+        x = np.abs(x) + 0.1
+    if op == "ReduceProd":
+        x = (np.sign(x) * (0.8 + 0.4 * np.abs(x) / (1 + np.abs(x)))).astype(np.float32)
+    return x.astype(np.float32)
+
+
+def reduce_model(op, x, axes, keepdims, opset, noop=None):
+    attrs = {"keepdims": keepdims}
+    if noop is not None:
+        attrs["noop_with_empty_axes"] = noop
+    axes_as_input = opset >= 18 or (op == "ReduceSum" and opset >= 13)
+    consts, order = {}, ["x"]
+    if axes is not None:
+        if axes_as_input:
+            consts["axes"] = np.array(axes, np.int64)
+            order.append("axes")
+        else:
+            attrs["axes"] = axes
+    return make_model(op, {"x": x}, attrs, consts=consts, input_order=order, opset=opset)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("opset", [13, 18])
+@pytest.mark.parametrize("shape,axes,keepdims", CASES, ids=str)
+def test_reduce(op, opset, shape, axes, keepdims):
+    x = data(op, shape)
+    sanitize = shape == (2, 3, 4) and keepdims == 0 and axes == [1] and opset == 18
+    check_model(reduce_model(op, x, axes, keepdims, opset), {"x": x}, sanitize=sanitize)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceL2", "ReduceMax"])
+def test_noop_with_empty_axes(op):
+    x = data(op, (3, 4))
+    check_model(reduce_model(op, x, None, 1, 18, noop=1), {"x": x})
+    check_model(reduce_model(op, x, [], 0, 18, noop=0), {"x": x})
+
+
+def test_reduce_mean_fuses_tail():
+    from onnx import helper
+    import onnx
+    x = data("ReduceMean", (2, 8, 3, 3))
+    g = helper.make_graph(
+        [helper.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=0),
+         helper.make_node("Relu", ["m"], ["y"])], "gap",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    lib = check_model(onnx.shape_inference.infer_shapes(m), {"x": x})
+    assert len(lib.graph.nodes) == 1
+
+
+def test_runtime_axes_is_an_error():
+    import mtvm
+    import onnx
+    from onnx import helper
+    from mtvm.errors import UnsupportedError
+    g = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"])], "runtime_axes",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 4]),
+         helper.make_tensor_value_info("axes", onnx.TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3, 1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    with pytest.raises(UnsupportedError, match="must be a constant"):
+        mtvm.compile(m)
