@@ -1,0 +1,406 @@
+/* The host-driven RPC server (see mtvm_server.h, docs/runtime.md). */
+#include "mtvm_server.h"
+
+#include <string.h>
+
+#include "mtvm_platform.h"
+
+#define BODY_CAP (MTVM_MAX_PACKET_BYTES - MTVM_REPLY_HEADER_BYTES)
+
+/* -- little-endian helpers ------------------------------------------------- */
+static uint16_t get_u16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static uint32_t get_u32(const uint8_t* p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
+           | ((uint32_t)p[3] << 24);
+}
+
+static void put_u16(uint8_t* p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t* p, uint32_t v)
+{
+    put_u16(p, (uint16_t)v);
+    put_u16(p + 2, (uint16_t)(v >> 16));
+}
+
+static void put_u64(uint8_t* p, uint64_t v)
+{
+    put_u32(p, (uint32_t)v);
+    put_u32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Appends a length-prefixed string (truncated to fit). */
+static uint32_t put_str(uint8_t* body, uint32_t pos, const char* s)
+{
+    uint32_t n = 0;
+    if (s) {
+        while (s[n] && n < 255) {
+            ++n;
+        }
+    }
+    if (pos >= BODY_CAP) {
+        return pos;
+    }
+    if (n > BODY_CAP - pos - 1) {
+        n = BODY_CAP - pos - 1;
+    }
+    body[pos] = (uint8_t)n;
+    if (n) {
+        memcpy(body + pos + 1, s, n);
+    }
+    return pos + 1 + n;
+}
+
+/* -- sending ------------------------------------------------------------------ */
+static void fill_header(mtvm_server_t* s, uint8_t* h, uint8_t type, uint16_t seq,
+                        uint16_t status)
+{
+    h[0] = type;
+    h[1] = MTVM_PROTOCOL_VERSION;
+    put_u16(h + 2, seq);
+    put_u32(h + 4, s->nonce);
+    put_u16(h + 8, status);
+}
+
+void mtvm_server_log(mtvm_server_t* s, uint8_t level, const char* text)
+{
+    uint8_t head[MTVM_REPLY_HEADER_BYTES + 1];
+    size_t n = 0;
+    fill_header(s, head, MTVM_MSG_LOG, 0, MTVM_STATUS_OK);
+    head[MTVM_REPLY_HEADER_BYTES] = level;
+    while (text && text[n] && n < MTVM_MAX_PACKET_BYTES - sizeof(head)) {
+        ++n;
+    }
+#ifdef MTVM_USE_PLATFORM_LOG
+    mtvm_platform_log(text);
+#endif
+    mtvm_frame_write(head, sizeof(head), (const uint8_t*)text, n);
+}
+
+/* -- request handlers: body in, reply body out; return a status ------------- */
+typedef struct {
+    const uint8_t* in;
+    uint32_t in_bytes;
+    uint8_t* out;           /* BODY_CAP bytes */
+    uint32_t out_bytes;
+} call_t;
+
+static uint16_t tensor_item(const mtvm_tensor_t* t, uint8_t is_output, call_t* c)
+{
+    uint32_t pos = 8, i;
+    c->out[0] = is_output;
+    c->out[1] = t->dtype;
+    c->out[2] = t->ndim;
+    c->out[3] = 0;
+    put_u32(c->out + 4, t->size_bytes);
+    for (i = 0; i < t->ndim; ++i, pos += 4) {
+        put_u32(c->out + pos, (uint32_t)t->shape[i]);
+    }
+    c->out_bytes = put_str(c->out, pos, t->name);
+    return MTVM_STATUS_OK;
+}
+
+static uint16_t do_info(mtvm_server_t* s, call_t* c)
+{
+    const mtvm_model_t* m = s->model;
+    uint32_t item, pos;
+    uint64_t tps;
+    if (c->in_bytes != 2 && c->in_bytes != 6) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    item = get_u16(c->in);
+    if (c->in_bytes == 6 && get_u32(c->in + 2) != 0) {
+        s->nonce = get_u32(c->in + 2);      /* the host assigns its session nonce */
+    }
+    if (item == 0) {
+        tps = mtvm_platform_ticks_per_second();
+        put_u16(c->out + 0, MTVM_PROTOCOL_VERSION);
+        put_u16(c->out + 2, m->num_inputs);
+        put_u16(c->out + 4, m->num_outputs);
+        put_u16(c->out + 6, m->num_kernels);
+        c->out[8] = m->profile_ticks ? 1 : 0;
+        c->out[9] = 0;
+        put_u32(c->out + 10, MTVM_MAX_PACKET_BYTES);
+        put_u32(c->out + 14, m->workspace_bytes);
+        put_u64(c->out + 18, tps);
+        pos = put_str(c->out, 26, MTVM_RUNTIME_VERSION);
+        pos = put_str(c->out, pos, s->board);
+        pos = put_str(c->out, pos, m->name);
+        c->out_bytes = put_str(c->out, pos, m->module_name);
+        return MTVM_STATUS_OK;
+    }
+    item -= 1;
+    if (item < m->num_inputs) {
+        return tensor_item(&m->inputs[item], 0, c);
+    }
+    item -= m->num_inputs;
+    if (item < m->num_outputs) {
+        return tensor_item(&m->outputs[item], 1, c);
+    }
+    item -= m->num_outputs;
+    if (item < m->num_kernels) {
+        put_u64(c->out, m->kernel_macs ? m->kernel_macs[item] : 0);
+        c->out_bytes = put_str(c->out, 8, m->kernel_names ? m->kernel_names[item] : "");
+        return MTVM_STATUS_OK;
+    }
+    return MTVM_STATUS_BAD_INDEX;
+}
+
+static uint16_t do_write_input(mtvm_server_t* s, call_t* c)
+{
+    uint32_t index, offset, n;
+    const mtvm_tensor_t* t;
+    if (c->in_bytes < 6) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    index = get_u16(c->in);
+    offset = get_u32(c->in + 2);
+    n = c->in_bytes - 6;
+    if (index >= s->model->num_inputs) {
+        return MTVM_STATUS_BAD_INDEX;
+    }
+    t = &s->model->inputs[index];
+    if (offset > t->size_bytes || n > t->size_bytes - offset) {
+        return MTVM_STATUS_OUT_OF_RANGE;
+    }
+    if (n) {
+        memcpy((uint8_t*)t->data + offset, c->in + 6, n);
+    }
+    return MTVM_STATUS_OK;
+}
+
+static uint16_t do_read_output(mtvm_server_t* s, call_t* c)
+{
+    uint32_t index, offset, n;
+    const mtvm_tensor_t* t;
+    if (c->in_bytes != 10) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    index = get_u16(c->in);
+    offset = get_u32(c->in + 2);
+    n = get_u32(c->in + 6);
+    if (index >= s->model->num_outputs) {
+        return MTVM_STATUS_BAD_INDEX;
+    }
+    t = &s->model->outputs[index];
+    if (n > BODY_CAP) {
+        return MTVM_STATUS_BAD_ARGUMENT;
+    }
+    if (offset > t->size_bytes || n > t->size_bytes - offset) {
+        return MTVM_STATUS_OUT_OF_RANGE;
+    }
+    if (n) {
+        memcpy(c->out, (const uint8_t*)t->data + offset, n);
+    }
+    c->out_bytes = n;
+    return MTVM_STATUS_OK;
+}
+
+static uint16_t do_run(mtvm_server_t* s, call_t* c)
+{
+    uint64_t ticks = 0;
+    int32_t status;
+    if (c->in_bytes != 0) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    status = mtvm_model_run_timed(s->model, &ticks);
+    put_u64(c->out, ticks);
+    put_u32(c->out + 8, (uint32_t)status);
+    c->out_bytes = 12;
+    return status ? MTVM_STATUS_MODEL_FAILED : MTVM_STATUS_OK;
+}
+
+static uint16_t do_time(mtvm_server_t* s, call_t* c)
+{
+    const mtvm_model_t* m = s->model;
+    uint32_t number, i;
+    uint64_t total = 0, ticks;
+    int32_t status = 0;
+    if (c->in_bytes != 4) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    number = get_u32(c->in);
+    if (number == 0) {
+        return MTVM_STATUS_BAD_ARGUMENT;
+    }
+    if (m->profile_ticks) {
+        for (i = 0; i < number && status == 0; ++i) {
+            status = mtvm_model_run_timed(m, &ticks);
+            total += ticks;
+        }
+    } else {
+        mtvm_platform_timer_start();
+        for (i = 0; i < number && status == 0; ++i) {
+            status = m->run();
+        }
+        total = mtvm_platform_timer_stop_ticks();
+    }
+    put_u32(c->out, number);
+    put_u64(c->out + 4, total);
+    put_u32(c->out + 12, (uint32_t)status);
+    c->out_bytes = 16;
+    return status ? MTVM_STATUS_MODEL_FAILED : MTVM_STATUS_OK;
+}
+
+static uint16_t do_profile(mtvm_server_t* s, call_t* c)
+{
+    const mtvm_model_t* m = s->model;
+    uint32_t start, count, i;
+    uint64_t ticks;
+    if (c->in_bytes != 3) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    if (!m->profile_ticks) {
+        return MTVM_STATUS_NOT_SUPPORTED;
+    }
+    start = get_u16(c->in + 1);
+    if (start > m->num_kernels) {
+        return MTVM_STATUS_BAD_INDEX;
+    }
+    if (c->in[0] && mtvm_model_run_timed(m, &ticks) != 0) {
+        return MTVM_STATUS_MODEL_FAILED;
+    }
+    count = m->num_kernels - start;
+    if (count > (BODY_CAP - 6) / 8) {
+        count = (BODY_CAP - 6) / 8;
+    }
+    put_u16(c->out, m->num_kernels);
+    put_u16(c->out + 2, (uint16_t)start);
+    put_u16(c->out + 4, (uint16_t)count);
+    for (i = 0; i < count; ++i) {
+        put_u64(c->out + 6 + 8 * i, m->profile_ticks[start + i]);
+    }
+    c->out_bytes = 6 + 8 * count;
+    return MTVM_STATUS_OK;
+}
+
+static uint16_t do_echo(call_t* c)
+{
+    if (c->in_bytes > BODY_CAP) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    memcpy(c->out, c->in, c->in_bytes);
+    c->out_bytes = c->in_bytes;
+    return MTVM_STATUS_OK;
+}
+
+static void clear_tensors(const mtvm_model_t* m)
+{
+    uint16_t i;
+    for (i = 0; i < m->num_inputs; ++i) {
+        memset(m->inputs[i].data, 0, m->inputs[i].size_bytes);
+    }
+    for (i = 0; i < m->num_outputs; ++i) {
+        memset(m->outputs[i].data, 0, m->outputs[i].size_bytes);
+    }
+}
+
+static uint16_t do_reset(mtvm_server_t* s, call_t* c)
+{
+    if (c->in_bytes != 4) {
+        return MTVM_STATUS_BAD_LENGTH;
+    }
+    clear_tensors(s->model);
+    if (get_u32(c->in) != 0) {
+        s->nonce = get_u32(c->in);
+    }
+    return MTVM_STATUS_OK;
+}
+
+/* -- dispatch ------------------------------------------------------------------ */
+static void send_reply(mtvm_server_t* s)
+{
+    mtvm_frame_write(s->reply, s->reply_bytes, NULL, 0);
+}
+
+static void handle_packet(mtvm_server_t* s, uint32_t length, int too_large)
+{
+    const uint8_t* p = s->rx;
+    uint16_t seq, status, req_crc;
+    uint8_t type;
+    call_t c;
+    if (length < MTVM_REQUEST_HEADER_BYTES) {
+        ++s->bad_packets;           /* no sequence number to answer to */
+        return;
+    }
+    type = p[0];
+    seq = get_u16(p + 2);
+    req_crc = mtvm_crc16_update(0xFFFFu, p, too_large ? s->unframer.capacity : length);
+    if (s->have_cached && seq == s->cached_seq && req_crc == s->cached_request_crc
+        && length == s->cached_request_bytes) {
+        ++s->replays;               /* a retry: answer again, do not execute again */
+        send_reply(s);
+        return;
+    }
+    c.in = p + MTVM_REQUEST_HEADER_BYTES;
+    c.in_bytes = length - MTVM_REQUEST_HEADER_BYTES;
+    c.out = s->reply + MTVM_REPLY_HEADER_BYTES;
+    c.out_bytes = 0;
+    ++s->requests;
+    if (too_large) {
+        status = MTVM_STATUS_PACKET_TOO_LARGE;
+    } else if (p[1] != MTVM_PROTOCOL_VERSION) {
+        status = MTVM_STATUS_BAD_VERSION;
+    } else {
+        switch (type) {
+        case MTVM_MSG_INFO: status = do_info(s, &c); break;
+        case MTVM_MSG_WRITE_INPUT: status = do_write_input(s, &c); break;
+        case MTVM_MSG_RUN: status = do_run(s, &c); break;
+        case MTVM_MSG_READ_OUTPUT: status = do_read_output(s, &c); break;
+        case MTVM_MSG_TIME: status = do_time(s, &c); break;
+        case MTVM_MSG_PROFILE: status = do_profile(s, &c); break;
+        case MTVM_MSG_ECHO: status = do_echo(&c); break;
+        case MTVM_MSG_RESET: status = do_reset(s, &c); break;
+        default: status = MTVM_STATUS_UNKNOWN_REQUEST; break;
+        }
+    }
+    if (status != MTVM_STATUS_OK && status != MTVM_STATUS_MODEL_FAILED) {
+        c.out_bytes = 0;
+    }
+    fill_header(s, s->reply, (uint8_t)(type | MTVM_REPLY_FLAG), seq, status);
+    s->reply_bytes = MTVM_REPLY_HEADER_BYTES + c.out_bytes;
+    s->have_cached = 1;
+    s->cached_seq = seq;
+    s->cached_request_crc = req_crc;
+    s->cached_request_bytes = length;
+    send_reply(s);
+}
+
+void mtvm_server_init(mtvm_server_t* s, const mtvm_model_t* model, const char* board,
+                      uint32_t boot_nonce)
+{
+    if (mtvm_model_check(model) != MTVM_STATUS_OK) {
+        mtvm_platform_abort(MTVM_STATUS_BAD_MODEL_DESCRIPTOR);
+    }
+    memset(s, 0, sizeof(*s));
+    s->model = model;
+    s->board = board ? board : "";
+    s->nonce = boot_nonce;
+    mtvm_unframer_init(&s->unframer, s->rx, MTVM_MAX_PACKET_BYTES);
+    mtvm_server_log(s, MTVM_LOG_INFO, "mtvm runtime " MTVM_RUNTIME_VERSION " ready");
+}
+
+void mtvm_server_feed(mtvm_server_t* s, const uint8_t* data, size_t size_bytes)
+{
+    size_t i;
+    for (i = 0; i < size_bytes; ++i) {
+        switch (mtvm_unframer_push(&s->unframer, data[i])) {
+        case MTVM_UNFRAME_PACKET:
+            handle_packet(s, s->unframer.length, 0);
+            break;
+        case MTVM_UNFRAME_TOO_LARGE:
+            handle_packet(s, s->unframer.length, 1);
+            break;
+        case MTVM_UNFRAME_BAD_CRC:
+            ++s->bad_packets;       /* dropped: the host retries on timeout */
+            break;
+        default:
+            break;
+        }
+    }
+}
