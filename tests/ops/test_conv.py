@@ -1,0 +1,182 @@
+"""Conv against onnx.reference: 1-D/2-D/3-D, groups, depthwise, dilation, strides,
+pads, every auto_pad mode; fusion of bias/activation/residual tails."""
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import mtvm
+from mtvm.testing import check_model, make_model
+
+rng = np.random.default_rng(0)
+
+
+def randn(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# (id, x shape, w shape, attributes, with bias, run under ASan/UBSan too)
+CASES = [
+    ("1d", (1, 3, 10), (4, 3, 3), {}, True, False),
+    ("1d_stride2_pad", (1, 3, 11), (4, 3, 3), {"strides": [2], "pads": [1, 1]}, True, True),
+    ("1d_dilation_asym_pad", (2, 2, 9), (3, 2, 3), {"dilations": [2], "pads": [2, 1]}, True,
+     False),
+    ("1d_same_upper_s2", (1, 2, 10), (2, 2, 4), {"auto_pad": "SAME_UPPER", "strides": [2]},
+     False, False),
+    ("1d_same_lower_s2", (1, 2, 10), (2, 2, 4), {"auto_pad": "SAME_LOWER", "strides": [2]},
+     True, True),
+    ("1d_group_dilation_stride3", (1, 4, 17), (6, 2, 3),
+     {"group": 2, "dilations": [2], "strides": [3], "pads": [0, 3]}, False, False),
+    ("2d_valid_3x3", (1, 3, 8, 8), (4, 3, 3, 3), {}, True, False),
+    ("2d_same_pad1", (1, 3, 8, 7), (5, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True, True),
+    ("2d_stride2_pad1", (1, 4, 9, 8), (4, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]},
+     True, False),
+    ("2d_asym_pads", (1, 2, 7, 6), (3, 2, 3, 3), {"pads": [0, 1, 2, 0]}, True, True),
+    ("2d_dilation2", (1, 2, 9, 9), (3, 2, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]},
+     True, False),
+    ("2d_dilation_stride_mixed", (1, 3, 10, 11), (2, 3, 3, 2),
+     {"dilations": [2, 3], "strides": [1, 2], "pads": [1, 0, 3, 2]}, True, True),
+    ("2d_group2", (1, 4, 6, 6), (6, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}, True, False),
+    ("2d_group3_mult2", (1, 6, 5, 7), (6, 2, 2, 3), {"group": 3}, False, False),
+    ("2d_depthwise", (1, 4, 8, 8), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}, True,
+     True),
+    ("2d_depthwise_mult2_s2", (1, 3, 9, 9), (6, 1, 3, 3),
+     {"group": 3, "strides": [2, 2], "pads": [1, 1, 1, 1]}, True, False),
+    ("2d_pointwise_nobias", (1, 8, 5, 5), (6, 8, 1, 1), {}, False, False),
+    ("2d_same_upper_s2", (1, 2, 7, 8), (3, 2, 3, 3), {"auto_pad": "SAME_UPPER",
+                                                     "strides": [2, 2]}, True, True),
+    ("2d_same_lower_s2", (1, 2, 7, 8), (3, 2, 3, 3), {"auto_pad": "SAME_LOWER",
+                                                     "strides": [2, 2]}, True, False),
+    ("2d_same_upper_dilation", (1, 2, 8, 8), (2, 2, 3, 3), {"auto_pad": "SAME_UPPER",
+                                                           "dilations": [2, 2]}, True, False),
+    ("2d_same_lower_even_kernel", (1, 2, 6, 6), (2, 2, 2, 4), {"auto_pad": "SAME_LOWER"}, True,
+     False),
+    ("2d_valid_s2", (1, 3, 9, 10), (4, 3, 3, 3), {"auto_pad": "VALID", "strides": [2, 2]},
+     True, False),
+    ("2d_kernel_shape_attr", (1, 2, 6, 6), (3, 2, 3, 2), {"kernel_shape": [3, 2]}, True, False),
+    ("2d_batch2", (2, 3, 6, 5), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, True, True),
+    ("2d_1x5_row", (1, 2, 4, 9), (3, 2, 1, 5), {"pads": [0, 2, 0, 2]}, True, False),
+    ("2d_pads_beyond_kernel", (1, 2, 4, 4), (2, 2, 2, 2), {"pads": [3, 2, 2, 3]}, True, True),
+    ("2d_kernel_larger_than_input", (1, 2, 3, 3), (2, 2, 5, 5), {"pads": [2, 2, 2, 2]}, True,
+     False),
+    ("2d_full_window_1x1_out", (1, 3, 5, 4), (4, 3, 5, 4), {}, True, False),
+    ("2d_one_output_column_padded", (1, 2, 4, 3), (2, 2, 3, 3), {"pads": [1, 1, 1, 1],
+                                                                 "strides": [1, 3]}, True, True),
+    ("3d", (1, 2, 4, 5, 4), (3, 2, 2, 3, 2), {"pads": [1, 1, 0, 0, 1, 1], "strides": [1, 2, 1]},
+     True, True),
+    ("3d_depthwise_dilation", (1, 2, 5, 5, 5), (2, 1, 2, 2, 2),
+     {"group": 2, "dilations": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0]}, False, False),
+]
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs,bias,sanitize",
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_conv(x_shape, w_shape, attrs, bias, sanitize):
+    x, w = randn(*x_shape), randn(*w_shape)
+    consts = {"w": w}
+    if bias:
+        consts["b"] = randn(w_shape[0])
+    m = make_model("Conv", {"x": x}, attrs, consts=consts)
+    check_model(m, {"x": x}, sanitize=sanitize)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 22])
+def test_conv_opsets(opset):
+    x, w, b = randn(1, 2, 6, 6), randn(3, 2, 3, 3), randn(3)
+    m = make_model("Conv", {"x": x}, {"pads": [1, 0, 0, 1]}, consts={"w": w, "b": b},
+                   opset=opset)
+    check_model(m, {"x": x})
+
+
+def test_conv_weights_as_runtime_input():
+    x, w = randn(1, 2, 5, 5), randn(3, 2, 3, 3)
+    m = make_model("Conv", {"x": x, "w": w}, {"strides": [2, 2]})
+    check_model(m, {"x": x, "w": w})
+
+
+def test_conv_canonical_attrs_and_macs():
+    x, w = randn(1, 4, 7, 8), randn(6, 2, 3, 3)
+    m = make_model("Conv", {"x": x}, {"auto_pad": "SAME_LOWER", "strides": [2, 2], "group": 2},
+                   consts={"w": w})
+    lib = mtvm.compile(m)
+    node = lib.graph.nodes[0]
+    assert "auto_pad" not in node.attrs
+    assert node.attrs["pads"] == [1, 1, 1, 0] and node.attrs["kernel_shape"] == [3, 3]
+    assert lib.metadata["operators"][0]["macs"] == 6 * 4 * 4 * 2 * 9
+
+
+def kernel_source(lib) -> str:
+    return next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
+
+
+def test_generated_c_has_no_per_mac_bounds_checks():
+    """Padding is handled by the tap range per output position: the MAC loop is
+    free of conditionals, and without dilation there is no division or modulo."""
+    x, w = randn(1, 3, 8, 8), randn(4, 3, 3, 3)
+    m = make_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1]}, consts={"w": w})
+    src = kernel_source(mtvm.compile(m))
+    body = src[src.index("int32_t tvmgen_default_000_conv("):]
+    assert "kh_lo" in body and "kw_hi" in body
+    assert not re.search(r"[^/*]/[^/*]|%", body.split("*/", 2)[-1])
+    mac = re.search(r"for \(int kw[^\n]*\n([^\n]*)\n", body).group(1)
+    assert "acc +=" in mac and "if" not in mac and "?" not in mac
+    assert max(len(line) for line in src.splitlines()) <= 100
+
+
+# -- fusion --------------------------------------------------------------------------
+
+def graph_model(nodes, inputs, consts, outputs=("y",)):
+    g = helper.make_graph(
+        nodes, "fused",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, a.shape)
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(a, n) for n, a in consts.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+def test_fusion_conv_bias_add_relu():
+    x, w = randn(1, 3, 6, 6), randn(4, 3, 3, 3)
+    shift = randn(1, 4, 1, 1)
+    m = graph_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Add", ["c", "shift"], ["a"]),
+                     helper.make_node("Relu", ["a"], ["y"])],
+                    {"x": x}, {"w": w, "shift": shift})
+    lib = check_model(m, {"x": x}, sanitize=True)
+    assert len(lib.graph.nodes) == 1
+    assert [t.op for t in lib.graph.nodes[0].tail] == ["Add", "Relu"]
+    assert "in2[m]" not in kernel_source(lib)       # no Conv bias: the tail reads ep0[m]
+    assert "ep0[m]" in kernel_source(lib)
+
+
+def test_fusion_residual_add():
+    x, w, b = randn(1, 4, 5, 5), randn(4, 4, 3, 3), randn(4)
+    r = randn(1, 4, 5, 5)
+    m = graph_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Add", ["r", "c"], ["s"]),
+                     helper.make_node("Clip", ["s", "lo", "hi"], ["y"])],
+                    {"x": x, "r": r}, {"w": w, "b": b, "lo": np.float32(0),
+                                       "hi": np.float32(6)})
+    lib = check_model(m, {"x": x, "r": r}, sanitize=True)
+    assert len(lib.graph.nodes) == 1
+    assert [t.op for t in lib.graph.nodes[0].tail] == ["Add", "Clip"]
+    assert "ep0[y_idx]" in kernel_source(lib)
+
+
+def test_fusion_depthwise_then_pointwise_relu():
+    """A MobileNet block: depthwise 3x3 + Relu, pointwise 1x1 + Relu: two kernels."""
+    x = randn(1, 4, 6, 6)
+    dw, db, pw = randn(4, 1, 3, 3), randn(4), randn(8, 4, 1, 1)
+    m = graph_model([helper.make_node("Conv", ["x", "dw", "db"], ["d"], group=4,
+                                      pads=[1, 1, 1, 1], strides=[2, 2]),
+                     helper.make_node("Relu", ["d"], ["dr"]),
+                     helper.make_node("Conv", ["dr", "pw"], ["p"]),
+                     helper.make_node("Relu", ["p"], ["y"])],
+                    {"x": x}, {"dw": dw, "db": db, "pw": pw})
+    lib = check_model(m, {"x": x})
+    assert [(n.op, [t.op for t in n.tail]) for n in lib.graph.nodes] == \
+        [("Conv", ["Relu"]), ("Conv", ["Relu"])]
