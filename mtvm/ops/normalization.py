@@ -1,0 +1,251 @@
+"""Normalizations (inference): BatchNormalization, InstanceNormalization,
+LayerNormalization, LpNormalization.
+
+BatchNormalization with constant statistics is folded into the producing
+Conv/Gemm, or lowered to a Mul and an Add, by mtvm/passes/batchnorm.py; the
+kernel here runs when neither happened (statistics computed at run time, or
+compiling without that pass).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from .base import Op, register
+from .reduce import at, indent, libm, norm_axis, prod, require_float, row_loops, split_axis
+
+
+def _channel_loops(k, n: int, c: int, inner: int, per_channel: list[str],
+                   per_element) -> str:
+    """for c: <per_channel>; for n, s: idx; <per_element(idx)>  (NC... layout)."""
+    lines = [f"for (size_t c = 0; c < {c}; ++c) {{"]
+    lines += indent(per_channel)
+    lines.append(f"    for (size_t n = 0; n < {n}; ++n) {{")
+    if inner == 1:
+        lines.append(f"        const size_t idx = n * {c} + c;")
+        lines += indent(per_element("idx"), 2)
+    else:
+        lines.append(f"        const size_t base = n * {c * inner} + c * {inner};")
+        lines.append(f"        for (size_t s = 0; s < {inner}; ++s) {{")
+        lines += indent(per_element("base + s"), 3)
+        lines.append("        }")
+    lines += ["    }", "}"]
+    return "\n".join(lines)
+
+
+def _store(k, value: str, idx: str, ch: str | None) -> list[str]:
+    lines = [f"{k.ctype} v = {value};"]
+    ep = k.epilogue("v", idx, ch)
+    if ep:
+        lines.append(ep)
+    lines.append(f"out0[{idx}] = v;")
+    return lines
+
+
+@register("BatchNormalization")
+class BatchNormalization(Op):
+    """y = (x - mean) / sqrt(var + epsilon) * scale + B, per channel (axis 1)."""
+    anchor = True
+
+    def canonicalize(self, node, graph, opset):
+        if node.attrs.get("training_mode", 0):
+            raise UnsupportedError("training_mode=1 is not supported (inference only); "
+                                   "export the model in eval mode")
+        if any(node.outputs[1:]):
+            raise UnsupportedError("the running mean/variance outputs (training) are not "
+                                   "supported; export the model in eval mode")
+        node.attrs.pop("training_mode", None)
+        node.attrs.pop("momentum", None)   # training only
+        node.attrs.pop("spatial", None)    # opset < 9 only; 1 is the per-channel form
+
+    def check(self, node, inputs):
+        require_float(node, inputs)
+        if len(inputs[0].shape) < 2:
+            raise UnsupportedError("input must have rank >= 2 (N, C, ...)")
+
+    def reference(self, x, scale, b, mean, var, *, epsilon=1e-5):
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        r = lambda a: np.asarray(a).reshape(shape)  # noqa: E731
+        y = (x - r(mean)) / np.sqrt(r(var) + np.asarray(epsilon, x.dtype)) * r(scale) + r(b)
+        return y.astype(x.dtype)
+
+    def infer(self, node, inputs, consts):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def macs(self, node, inputs, outputs):
+        return inputs[0].size
+
+    def emit(self, k, *, epsilon=1e-5):
+        x, scale, b, mean, var = k.ins[:5]
+        n, c = x.shape[:2]
+        per_channel = [
+            f"const {k.ctype} g = {scale.c}[c] / {libm(k, 'sqrt')}({var.c}[c] + "
+            f"{k.lit(epsilon)});",
+            f"const {k.ctype} t = {b.c}[c] - {mean.c}[c] * g;"]
+        return _channel_loops(k, n, c, prod(x.shape[2:]), per_channel,
+                              lambda i: _store(k, f"{x.c}[{i}] * g + t", i, "c"))
+
+
+@register("InstanceNormalization")
+class InstanceNormalization(Op):
+    """Per (n, c): y = (x - mean) / sqrt(var + epsilon) * scale[c] + B[c], the
+    statistics taken over the spatial dims."""
+    anchor = True
+
+    def check(self, node, inputs):
+        require_float(node, inputs)
+        if len(inputs[0].shape) < 3:
+            raise UnsupportedError("input must have rank >= 3 (N, C, D1, ...)")
+
+    def reference(self, x, scale, b, *, epsilon=1e-5):
+        axes = tuple(range(2, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        y = (x - mean) / np.sqrt(var + np.asarray(epsilon, x.dtype)) * scale.reshape(shape) \
+            + b.reshape(shape)
+        return y.astype(x.dtype)
+
+    def infer(self, node, inputs, consts):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def macs(self, node, inputs, outputs):
+        return 3 * inputs[0].size
+
+    def emit(self, k, *, epsilon=1e-5):
+        x, scale, b = k.ins[:3]
+        n, c = x.shape[:2]
+        inner = prod(x.shape[2:])
+        lines = [f"for (size_t n = 0; n < {n}; ++n) {{",
+                 f"    for (size_t c = 0; c < {c}; ++c) {{",
+                 f"        const size_t base = n * {c * inner} + c * {inner};"]
+        body = _mean_inv_std(k, x, "base", inner, epsilon)
+        body += [f"const {k.ctype} g = inv_std * {scale.c}[c];",
+                 f"const {k.ctype} t = {b.c}[c] - mean * g;",
+                 f"for (size_t s = 0; s < {inner}; ++s) {{"]
+        body += indent(_store(k, f"{x.c}[base + s] * g + t", "base + s", "c"))
+        body.append("}")
+        lines += indent(body, 2) + ["    }", "}"]
+        return "\n".join(lines)
+
+
+def _mean_inv_std(k, x, base: str, count: int, epsilon) -> list[str]:
+    """Two-pass mean and 1/sqrt(variance + epsilon) of x[base .. base + count)."""
+    t = k.ctype
+    return [f"{t} sum = {k.lit(0)};",
+            f"for (size_t s = 0; s < {count}; ++s) {{",
+            f"    sum += {x.c}[{base} + s];",
+            "}",
+            f"const {t} mean = sum / {k.lit(count)};",
+            f"{t} sq = {k.lit(0)};",
+            f"for (size_t s = 0; s < {count}; ++s) {{",
+            f"    const {t} d = {x.c}[{base} + s] - mean;",
+            "    sq += d * d;",
+            "}",
+            f"const {t} inv_std = {k.lit(1)} / {libm(k, 'sqrt')}(sq / {k.lit(count)} + "
+            f"{k.lit(epsilon)});"]
+
+
+@register("LayerNormalization")
+class LayerNormalization(Op):
+    """Statistics over the dims from `axis` on; Scale and B broadcast over them.
+    Optional outputs Mean and InvStdDev (shape: x.shape[:axis] + 1s)."""
+    anchor = True
+    min_opset = 17
+
+    def check(self, node, inputs):
+        require_float(node, inputs)
+        if node.attrs.get("stash_type", 1) != 1:
+            raise UnsupportedError("stash_type other than 1 (float32 statistics) is not "
+                                   "supported")
+        shape = inputs[0].shape
+        axis = norm_axis(node.attrs.get("axis", -1), len(shape))
+        cols = prod(shape[axis:])
+        for t in inputs[1:]:
+            if t is not None and t.size not in (1, cols):
+                raise UnsupportedError(
+                    f"Scale/B of shape {list(t.shape)}: only a scalar or the full "
+                    f"normalized shape {list(shape[axis:])} is supported")
+
+    def reference(self, x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+        axis = norm_axis(axis, x.ndim)
+        axes = tuple(range(axis, x.ndim))
+        mean = x.mean(axis=axes, keepdims=True)
+        var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+        inv_std = 1 / np.sqrt(var + np.asarray(epsilon, x.dtype))
+        y = (x - mean) * inv_std * scale
+        if b is not None:
+            y = y + b
+        return y.astype(x.dtype), mean.astype(x.dtype), inv_std.astype(x.dtype)
+
+    def infer(self, node, inputs, consts):
+        x = inputs[0]
+        axis = norm_axis(node.attrs.get("axis", -1), len(x.shape))
+        stats = tuple(x.shape[:axis]) + (1,) * (len(x.shape) - axis)
+        return [(x.shape, x.dtype), (stats, x.dtype), (stats, x.dtype)]
+
+    def macs(self, node, inputs, outputs):
+        return 4 * inputs[0].size
+
+    def emit(self, k, *, axis=-1, epsilon=1e-5, stash_type=1):
+        x = k.ins[0]
+        axis = norm_axis(axis, len(x.shape))
+        rows, cols = prod(x.shape[:axis]), prod(x.shape[axis:])
+
+        def param(buf):
+            return f"{buf.c}[{'j' if buf.size == cols and cols > 1 else '0'}]"
+
+        value = f"({x.c}[base + j] - mean) * inv_std * {param(k.ins[1])}"
+        if len(k.ins) > 2 and k.ins[2] is not None:
+            value += f" + {param(k.ins[2])}"
+        body = [f"const size_t base = r * {cols};"]
+        body += _mean_inv_std(k, x, "base", cols, epsilon)
+        for i, what in ((1, "mean"), (2, "inv_std")):
+            if len(k.outs) > i and k.outs[i] is not None:
+                body.append(f"out{i}[r] = {what};")
+        body.append(f"for (size_t j = 0; j < {cols}; ++j) {{")
+        body += indent(_store(k, value, "base + j", None))
+        body.append("}")
+        return "\n".join([f"for (size_t r = 0; r < {rows}; ++r) {{"] + indent(body) + ["}"])
+
+
+@register("LpNormalization")
+class LpNormalization(Op):
+    """x / ||x||_p along `axis` (p = 1 or 2); a zero norm gives 0."""
+    anchor = True
+
+    def check(self, node, inputs):
+        require_float(node, inputs)
+        if node.attrs.get("p", 2) not in (1, 2):
+            raise UnsupportedError(f"p={node.attrs.get('p')}: only p=1 and p=2 exist")
+
+    def reference(self, x, *, axis=-1, p=2):
+        norm = np.sum(np.abs(x), axis=axis, keepdims=True) if p == 1 else \
+            np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(norm == 0, 0, x / norm).astype(x.dtype)
+
+    def infer(self, node, inputs, consts):
+        return [(inputs[0].shape, inputs[0].dtype)]
+
+    def macs(self, node, inputs, outputs):
+        return 2 * inputs[0].size
+
+    def emit(self, k, *, axis=-1, p=2):
+        x = k.ins[0]
+        outer, n, inner = split_axis(x.shape, norm_axis(axis, len(x.shape)))
+        t = k.ctype
+        elem = f"{x.c}[{at('base', 'r', inner)}]"
+        acc = f"{libm(k, 'fabs')}({elem})" if p == 1 else f"{elem} * {elem}"
+        norm = "sum" if p == 1 else f"{libm(k, 'sqrt')}(sum)"
+        body = [f"{t} sum = {k.lit(0)};",
+                f"for (size_t r = 0; r < {n}; ++r) {{",
+                f"    sum += {acc};",
+                "}",
+                f"const {t} norm = {norm};",
+                f"const {t} inv = norm == {k.lit(0)} ? {k.lit(0)} : {k.lit(1)} / norm;",
+                f"for (size_t r = 0; r < {n}; ++r) {{",
+                f"    const size_t idx = {at('base', 'r', inner)};"]
+        body += indent(_store(k, f"{x.c}[idx] * inv", "idx", None))
+        body.append("}")
+        return "\n".join(row_loops(outer, n, inner, body))
