@@ -1,0 +1,67 @@
+"""Softmax, LogSoftmax, Hardmax against onnx.reference: opset 11 (coerce to 2-D
+at axis) and opset 13 (one axis), several axes, large inputs (stability)."""
+import numpy as np
+import pytest
+
+from mtvm.testing import check_model, make_model
+
+rng = np.random.default_rng(4)
+
+# (shape, axis or None for the default)
+CASES = [((3, 10), None), ((2, 3, 4), None), ((2, 3, 4), 1), ((2, 3, 4), 0),
+         ((2, 3, 4, 5), -2), ((7,), 0), ((2, 1, 5), 1)]
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize("shape,axis", CASES, ids=str)
+def test_softmax_family(op, opset, shape, axis):
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    if op == "Hardmax":
+        x = np.round(x)   # ties: the first maximum wins
+    attrs = {} if axis is None else {"axis": axis}
+    model = make_model(op, {"x": x}, attrs, opset=opset)
+    if opset < 13:
+        check_against_onnxruntime(model, {"x": x})
+        return
+    sanitize = shape == (2, 3, 4) and axis == 1
+    check_model(model, {"x": x}, sanitize=sanitize)
+
+
+def check_against_onnxruntime(model, inputs):
+    """onnx.reference implements only the opset-13 semantics of this family;
+    onnxruntime implements the older "coerce to 2-D" one, so it is the oracle."""
+    import onnxruntime as ort
+    import mtvm
+    from mtvm.interp import interpret
+    from mtvm.testing import assert_close
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, inputs)[0]
+    lib = mtvm.compile(model)
+    assert_close(list(lib.run_host(inputs).values())[0], expected, what="C")
+    assert_close(list(interpret(lib.graph, inputs).values())[0], expected, what="interp")
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_large_inputs_are_stable(op):
+    x = (rng.standard_normal((4, 16)) * 50 + 500).astype(np.float32)
+    check_model(make_model(op, {"x": x}, opset=13), {"x": x})
+
+
+def test_gemm_softmax_is_two_kernels_and_relu_fuses_into_softmax():
+    from onnx import helper
+    import onnx
+    from onnx import numpy_helper
+    x = rng.standard_normal((2, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 5)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w"], ["g"]),
+         helper.make_node("Softmax", ["g"], ["s"]),
+         helper.make_node("Neg", ["s"], ["y"])], "classifier",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.UNDEFINED, None)],
+        [numpy_helper.from_array(w, "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    lib = check_model(onnx.shape_inference.infer_shapes(m), {"x": x})
+    assert [n.op for n in lib.graph.nodes] == ["Gemm", "Softmax"]
