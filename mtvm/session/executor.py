@@ -1,0 +1,265 @@
+"""Running the model on the device: tensors in/out in chunks, RUN, TIME, PROFILE."""
+from __future__ import annotations
+
+import statistics
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MtvmError
+from . import protocol as P
+
+
+def fmt_seconds(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.3f} us"
+
+
+def _fmt_shape(dtype, shape) -> str:
+    return f"{np.dtype(dtype).name}{list(shape)}"
+
+
+@dataclass
+class BenchmarkResult:
+    """Device-timed seconds per inference, one entry per repeat."""
+    per_repeat: list
+    number: int
+    ticks_per_second: int
+
+    @property
+    def mean(self):
+        return statistics.fmean(self.per_repeat)
+
+    @property
+    def median(self):
+        return statistics.median(self.per_repeat)
+
+    @property
+    def min(self):
+        return min(self.per_repeat)
+
+    @property
+    def max(self):
+        return max(self.per_repeat)
+
+    @property
+    def std(self):
+        return statistics.pstdev(self.per_repeat)
+
+    def __str__(self):
+        ms = fmt_seconds
+        return (f"{len(self.per_repeat)} x {self.number} runs (device timer, "
+                f"{self.ticks_per_second} Hz): mean {ms(self.mean)}, median {ms(self.median)}, "
+                f"min {ms(self.min)}, max {ms(self.max)}, std {ms(self.std)}")
+
+
+@dataclass
+class ProfileRow:
+    index: int
+    name: str
+    kind: str
+    ticks: int
+    seconds: float
+    share: float
+    macs: int
+
+    @property
+    def macs_per_tick(self) -> float:
+        return self.macs / self.ticks if self.ticks else 0.0
+
+
+@dataclass
+class ProfileResult:
+    rows: list
+    ticks_per_second: int
+
+    @property
+    def total_ticks(self) -> int:
+        return sum(r.ticks for r in self.rows)
+
+    def table(self) -> str:
+        w = max([len(r.name) for r in self.rows] + [8])
+        kw = max([len(r.kind) for r in self.rows] + [4])
+        lines = [f"{'#':>3}  {'kernel':<{w}}  {'op':<{kw}}  {'ticks':>12}  {'us':>10}  "
+                 f"{'share':>6}  {'MACs':>10}  {'MACs/tick':>9}"]
+        for r in self.rows:
+            lines.append(f"{r.index:>3}  {r.name:<{w}}  {r.kind:<{kw}}  {r.ticks:>12}  "
+                         f"{r.seconds * 1e6:>10.2f}  {r.share * 100:>5.1f}%  {r.macs:>10}  "
+                         f"{r.macs_per_tick:>9.3f}")
+        total_s = self.total_ticks / self.ticks_per_second if self.ticks_per_second else 0
+        lines.append(f"{'':>3}  {'total':<{w}}  {'':<{kw}}  {self.total_ticks:>12}  "
+                     f"{total_s * 1e6:>10.2f}  100.0%")
+        return "\n".join(lines)
+
+    __str__ = table
+
+
+class Executor:
+    """sess.executor: set inputs, run, read outputs, benchmark, profile."""
+
+    def __init__(self, session):
+        self.sess = session
+        self.last_run_ticks: int | None = None
+
+    # -- tensors ----------------------------------------------------------------------
+    def _input(self, key):
+        info = self.sess.info()
+        if isinstance(key, int):
+            if not 0 <= key < len(info.inputs):
+                raise MtvmError(f"input index {key} out of range: the model has "
+                                f"{len(info.inputs)} input(s)")
+            return info.inputs[key]
+        for t in info.inputs:
+            if t.name == key:
+                return t
+        raise MtvmError(f"the model has no input {key!r}; its inputs are "
+                        + ", ".join(f"{t.name} {_fmt_shape(t.dtype, t.shape)}"
+                                    for t in info.inputs))
+
+    def check_input(self, t, array) -> np.ndarray:
+        a = np.asarray(array)
+        want = np.dtype(t.dtype)
+        if tuple(a.shape) != tuple(t.shape):
+            raise MtvmError(f"input \"{t.name}\": expected {_fmt_shape(want, t.shape)}, got "
+                            f"{_fmt_shape(a.dtype, a.shape)} (shape mismatch)")
+        if a.dtype != want:
+            if not np.can_cast(a.dtype, want, "same_kind"):
+                raise MtvmError(f"input \"{t.name}\": expected {_fmt_shape(want, t.shape)}, got "
+                                f"{_fmt_shape(a.dtype, a.shape)} (dtype mismatch)")
+            a = a.astype(want)
+        return np.ascontiguousarray(a).astype(want.newbyteorder("<"), copy=False)
+
+    def set_input(self, key, array) -> None:
+        t = self._input(key)
+        data = self.check_input(t, array).tobytes()
+        chunk = self.sess.max_packet_bytes - P.REQUEST_HEADER_BYTES - 6
+        for off in range(0, len(data), chunk) or [0]:
+            self.sess.request(P.MsgType.WRITE_INPUT,
+                              struct.pack("<HI", t.index, off) + data[off:off + chunk])
+            self._progress(min(off + chunk, len(data)), len(data), f"input {t.name}")
+
+    def get_output(self, key) -> np.ndarray:
+        info = self.sess.info()
+        if isinstance(key, int):
+            t = info.outputs[key]
+        else:
+            matches = [o for o in info.outputs if o.name == key]
+            if not matches:
+                raise MtvmError(f"the model has no output {key!r}")
+            t = matches[0]
+        chunk = self.sess.max_packet_bytes - P.REPLY_HEADER_BYTES
+        parts, off = [], 0
+        while off < t.size_bytes:
+            n = min(chunk, t.size_bytes - off)
+            body = self.sess.request(P.MsgType.READ_OUTPUT, struct.pack("<HII", t.index, off, n))
+            if len(body) != n:
+                raise MtvmError(f"output {t.name}: asked {n} bytes at {off}, got {len(body)}")
+            parts.append(body)
+            off += n
+            self._progress(off, t.size_bytes, f"output {t.name}")
+        return np.frombuffer(b"".join(parts), np.dtype(t.dtype).newbyteorder("<")) \
+            .astype(t.dtype).reshape(t.shape)
+
+    def _progress(self, done, total, what):
+        if self.sess.progress is not None:
+            self.sess.progress(done, total, what)
+
+    # -- runs ---------------------------------------------------------------------------
+    def run(self, inputs=None) -> dict:
+        """inputs: {name: array} or [arrays] in input order (or None: use what is
+        on the device). Returns {output name: array}."""
+        info = self.sess.info()
+        if inputs is not None:
+            if isinstance(inputs, dict):
+                names = [t.name for t in info.inputs]
+                unknown = [k for k in inputs if k not in names]
+                if unknown:
+                    raise MtvmError(f"unknown input(s) {unknown}; the model takes "
+                                    + ", ".join(f"{t.name} {_fmt_shape(t.dtype, t.shape)}"
+                                                for t in info.inputs))
+                missing = [k for k in names if k not in inputs]
+                if missing:
+                    raise MtvmError(f"missing input(s) {missing}")
+                items = [(k, inputs[k]) for k in names]
+            else:
+                arrays = list(inputs)
+                if len(arrays) != len(info.inputs):
+                    raise MtvmError(f"the model takes {len(info.inputs)} input(s), "
+                                    f"got {len(arrays)}")
+                items = list(enumerate(arrays))
+            checked = [(k, self.check_input(self._input(k), a)) for k, a in items]
+            for k, a in checked:
+                self.set_input(k, a)
+        self.run_only()
+        return {t.name: self.get_output(t.index) for t in info.outputs}
+
+    def run_only(self) -> int:
+        """RUN on the device's current inputs; returns the run's ticks."""
+        body = self.sess.request(P.MsgType.RUN, timeout=self.sess.run_wait(1))
+        ticks, _status = struct.unpack_from("<Qi", body)
+        self.last_run_ticks = ticks
+        tps = self.sess.info().ticks_per_second
+        if tps:
+            self.sess._run_seconds = ticks / tps
+        return ticks
+
+    def time(self, number: int = 1) -> float:
+        """Seconds per inference, device-timed over `number` back-to-back runs."""
+        body = self.sess.request(P.MsgType.TIME, struct.pack("<I", number),
+                                 timeout=self.sess.run_wait(number))
+        n, total, _status = struct.unpack_from("<IQi", body)
+        tps = self.sess.info().ticks_per_second
+        per = total / n / tps
+        self.sess._run_seconds = per
+        return per
+
+    def benchmark(self, number: int = 10, repeat: int = 3, warmup: int = 1) -> BenchmarkResult:
+        if number < 1 or repeat < 1:
+            raise MtvmError("benchmark: number and repeat must be >= 1")
+        if warmup:
+            self.time(warmup)
+        per = [self.time(number) for _ in range(repeat)]
+        return BenchmarkResult(per, number, self.sess.info().ticks_per_second)
+
+    def profile(self) -> ProfileResult:
+        """Per-kernel ticks of one run (the model must be compiled with profiling)."""
+        info = self.sess.info()
+        if not info.profiling:
+            raise MtvmError("this build was not compiled with profiling; regenerate the "
+                            "project with --profile (mtvm.project.generate(..., profile=True))")
+        ticks, start, total = [], 0, None
+        while total is None or start < total:
+            body = self.sess.request(P.MsgType.PROFILE,
+                                     struct.pack("<BH", 1 if start == 0 else 0, start),
+                                     timeout=self.sess.run_wait(1) if start == 0 else None)
+            total, s0, count = struct.unpack_from("<HHH", body)
+            ticks += list(struct.unpack_from(f"<{count}Q", body, 6))
+            start = s0 + count
+            if count == 0:
+                break
+        kernels = self.sess.kernels()
+        kinds = {}
+        md = self.sess.metadata
+        if md:
+            kinds = {op["function"]: op.get("kind", "") for op in md.get("operators", [])}
+        tps = info.ticks_per_second
+        tot = sum(ticks) or 1
+        rows = []
+        for i, t in enumerate(ticks):
+            name, macs = kernels[i] if i < len(kernels) else (f"kernel{i}", 0)
+            kind = kinds.get(name) or _kind_from_name(name)
+            rows.append(ProfileRow(i, name, kind, t, t / tps if tps else 0.0, t / tot, macs))
+        return ProfileResult(rows, tps)
+
+
+def _kind_from_name(name: str) -> str:
+    # tvmgen_<mod>_<NNN>_<op>[_<op>...]: the ops after the index
+    parts = name.split("_")
+    for i, p in enumerate(parts):
+        if len(p) == 3 and p.isdigit():
+            return "+".join(parts[i + 1:])
+    return ""
