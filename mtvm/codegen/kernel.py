@@ -70,6 +70,7 @@ class Kernel:
                 if name and not self._inline(name):
                     self.eps.append(self._buf(f"ep{len(self.eps)}", name))
         self.scratch_bytes = 0         # set by the op (planned in the arena)
+        self.helpers: dict[str, str] = {}  # file-scope C the body calls, by name (see helper())
 
     def _buf(self, c, name) -> Buf:
         t = self.graph.tensors[name]
@@ -123,6 +124,12 @@ class Kernel:
                     args.append(f"{buf.c}[{ch if ch is not None else self.channel_of(idx)}]")
             lines.append(f"{acc} = {get_op(t.op, t.domain).scalar(self, args, **t.attrs)};")
         return " ".join(lines)
+
+    def helper(self, name: str, code: str) -> str:
+        """Declare file-scope C (a static inline function, an #include) the body
+        uses; emitted once per source file however many kernels ask. Returns name."""
+        self.helpers.setdefault(name, code)
+        return name
 
     # -- assembling the function ----------------------------------------------
     def params(self, body: str) -> list[tuple[str, Buf | None]]:
