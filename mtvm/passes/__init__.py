@@ -2,11 +2,12 @@
 from .simplify import remove_identities, eliminate_dead, fold_constants, mark_aliases
 from .batchnorm import fold_batchnorm
 from .fusion import fuse_elementwise_tails
+from .quantize import lower_quantized
 
 __all__ = ["optimize", "remove_identities", "eliminate_dead", "fold_constants",
            "mark_aliases", "fold_batchnorm", "fuse_elementwise_tails"]
 
-PIPELINE = [remove_identities, fold_constants, fold_batchnorm, fold_constants,
+PIPELINE = [remove_identities, lower_quantized, fold_constants, fold_batchnorm, fold_constants,
             eliminate_dead, mark_aliases, fuse_elementwise_tails]
 
 

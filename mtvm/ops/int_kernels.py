@@ -1,0 +1,634 @@
+"""Integer kernels of quantized models (domain "mtvm": created by the
+QDQ -> integer pass, mtvm/passes/quantize.py, never read from ONNX).
+
+Every kernel takes int8/uint8 tensors, accumulates in int32 and requantizes
+with a fixed-point multiplier and shift, as TFLite and CMSIS-NN do:
+
+    y = clamp(zero_point_y + requantize(acc, mult, shift), act_min, act_max)
+    requantize(acc, m, s) = round(acc * m * 2^(s - 31))
+
+computed as gemmlowp's saturating rounding doubling high multiply followed by
+a rounding right shift (`mtvm_requantize` below). Nothing in these kernels
+touches float at run time; `act_min`/`act_max` carry a fused Relu/Clip.
+
+The constant inputs are prepared by the pass so the kernels do the least work:
+weights stay as the model stores them (int8, per-channel scales), and the bias
+input already holds the zero-point corrections
+
+    sum_k (x_k - zx)(w_k - zw) + b  =  [b - zx*sum_k w_k + K*zx*zw] + sum_k x_k w_k - zw*sum_k x_k
+
+so the inner loop is a plain int8 dot product (padding reads as zx). The dot
+product has a Cortex-M DSP variant (SMLAD on pairs of sign-extended bytes,
+`#if defined(__ARM_FEATURE_DSP)`), selected by the compiler flags alone; both
+paths compute the same exact integer sums, so results are bit-identical.
+
+Each `reference` below is the bit-exact NumPy model of its C kernel.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Op, c_literal, register
+
+DOMAIN = "mtvm"
+
+# -- fixed-point requantization ----------------------------------------------------
+
+REQUANTIZE_C = r"""/* round(acc * mult * 2^(shift - 31)): TFLite's MultiplyByQuantizedMultiplier
+ * (saturating rounding doubling high multiply, then rounding right shift). */
+static inline int32_t mtvm_requantize(int32_t acc, int32_t mult, int32_t shift)
+{
+    int64_t x = (int64_t)acc * ((int64_t)1 << (shift > 0 ? shift : 0));
+    int32_t xs = x > INT32_MAX ? INT32_MAX : (x < INT32_MIN ? INT32_MIN : (int32_t)x);
+    int64_t ab = (int64_t)xs * mult;
+    int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
+    int32_t hi = (int32_t)((ab + nudge) / ((int64_t)1 << 31));
+    int32_t right = shift > 0 ? 0 : -shift;
+    int32_t mask = (int32_t)(((uint32_t)1 << right) - 1u);
+    int32_t rem = hi & mask;
+    int32_t threshold = (mask >> 1) + (hi < 0 ? 1 : 0);
+    return (hi >> right) + (rem > threshold ? 1 : 0);
+}"""
+
+DSP_INCLUDE_C = r"""/* Cortex-M DSP extension (M4, M7, M33, M55): SIMD multiply-accumulate. */
+#if defined(__ARM_FEATURE_DSP)
+#include <arm_acle.h>
+#endif"""
+
+
+def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
+    """real ~= mult * 2^(shift - 31) with mult in [2^30, 2^31) (int32 arrays)."""
+    real = np.atleast_1d(np.asarray(real, np.float64))
+    mult, shift = np.zeros(real.shape, np.int32), np.zeros(real.shape, np.int32)
+    for i, r in enumerate(real.ravel()):
+        if r <= 0 or not math.isfinite(r):
+            continue  # a zero multiplier: the term vanishes
+        q, e = math.frexp(r)
+        m = int(round(q * (1 << 31)))
+        if m == 1 << 31:
+            m //= 2
+            e += 1
+        if e < -31:                        # below the shift range: denormalize
+            m = int(round(r * 2.0 ** 62))
+            e = -31
+        if e > 30:
+            raise ValueError(f"requantization multiplier {r} is too large")
+        mult.flat[i], shift.flat[i] = m, e
+    return mult, shift
+
+
+def requantize(acc, mult, shift) -> np.ndarray:
+    """Bit-exact NumPy model of mtvm_requantize (int64 arrays, broadcasting)."""
+    acc = np.asarray(acc, np.int64)
+    mult, shift = np.asarray(mult, np.int64), np.asarray(shift, np.int64)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    x = np.clip(acc * (np.int64(1) << left), -(1 << 31), (1 << 31) - 1)
+    ab = x * mult
+    s = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    hi = np.where(s >= 0, s >> 31, -((-s) >> 31))        # C division truncates
+    mask = (np.int64(1) << right) - 1
+    rem = hi & mask
+    threshold = (mask >> 1) + (hi < 0)
+    return (hi >> right) + (rem > threshold)
+
+
+def finish(acc, mult, shift, y_zp, act_min, act_max, dtype):
+    """requantize + zero point + clamp, as the kernels end."""
+    v = requantize(acc, mult, shift) + y_zp
+    return np.clip(v, act_min, act_max).astype(dtype)
+
+
+# -- C helpers ----------------------------------------------------------------------
+
+_EXT = {"int8": ("int8_t", "s8", "__sxtb16"), "uint8": ("uint8_t", "u8", "__uxtb16")}
+
+
+def dot_helper(k, a_dtype, b_dtype) -> str:
+    """Declare and name the int32 dot product of an a_dtype and a b_dtype vector."""
+    ta, na, xa = _EXT[np.dtype(a_dtype).name]
+    tb, nb, xb = _EXT[np.dtype(b_dtype).name]
+    name = f"mtvm_dot_{na}_{nb}"
+    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    code = f"""/* sum of a[i] * b[i], i < n ({ta} x {tb}, int32 accumulation). The DSP path
+ * widens four bytes into two pairs of 16-bit lanes and multiply-accumulates
+ * each pair with one SMLAD; the sum is the same exact integer either way. */
+static inline int32_t {name}(const {ta}* a, const {tb}* b, int32_t n)
+{{
+    int32_t acc = 0;
+#if defined(__ARM_FEATURE_DSP)
+    for (; n >= 4; n -= 4, a += 4, b += 4) {{
+        int32_t a4, b4;
+        memcpy(&a4, a, 4);
+        memcpy(&b4, b, 4);
+        acc = __smlad({xa}(a4), {xb}(b4), acc);                 /* lanes 0 and 2 */
+        acc = __smlad({xa}((int32_t)((uint32_t)a4 >> 8)),
+                      {xb}((int32_t)((uint32_t)b4 >> 8)), acc);  /* lanes 1 and 3 */
+    }}
+#endif
+    for (; n > 0; --n, ++a, ++b) {{
+        acc += (int32_t)*a * (int32_t)*b;
+    }}
+    return acc;
+}}"""
+    return k.helper(name, code)
+
+
+def requantize_helper(k) -> str:
+    return k.helper("mtvm_requantize", REQUANTIZE_C)
+
+
+def per_channel(buf, index: str) -> str:
+    """C expression of a per-channel parameter array (a literal when it has one value)."""
+    if buf.const is not None and buf.size == 1:
+        return c_literal(buf.const.ravel()[0], buf.dtype)
+    return f"{buf.c}[{index}]"
+
+
+def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift, ch: str,
+                dst: str) -> list[str]:
+    """C lines: requantize `acc` with channel `ch`'s multiplier, clamp, store to `dst`."""
+    rq = requantize_helper(k)
+    return [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}) + {y_zp};",
+            f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});",
+            f"{dst} = ({k.out.ctype}){acc};"]
+
+
+def _indent(lines, n=1) -> list[str]:
+    return ["    " * n + line if line else line for line in lines]
+
+
+class IntOp(Op):
+    """Common shape rule: the pass creates the output tensor itself."""
+
+    def infer(self, node, inputs, consts):
+        raise NotImplementedError("integer kernels are created by the quantization pass")
+
+
+# -- convolution ------------------------------------------------------------------------
+
+def conv_geometry(x_shape, w_shape, strides, pads, dilations):
+    """(H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw) for a 1-D or 2-D convolution."""
+    if len(x_shape) == 3:
+        x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
+        strides, dilations = [1, strides[0]], [1, dilations[0]]
+        pads = [0, pads[0], 0, pads[1]]
+    h, w = x_shape[2], x_shape[3]
+    kh, kw = w_shape[2], w_shape[3]
+    oh = (h + pads[0] + pads[2] - ((kh - 1) * dilations[0] + 1)) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - ((kw - 1) * dilations[1] + 1)) // strides[1] + 1
+    return h, w, kh, kw, oh, ow, strides[0], strides[1], pads[0], pads[1], dilations[0], \
+        dilations[1]
+
+
+def conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp=None):
+    """int64 sum over taps of xpad * w - w_zp[oc] * sum over taps of xpad (xpad: x
+    padded with x_zp), shape (N, OC, OH*OW), as the kernel computes it."""
+    n, c = x.shape[:2]
+    oc = w.shape[0]
+    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, w.shape, strides, pads, dilations)
+    x4 = x.reshape(n, c, h, wd).astype(np.int64)
+    w4 = w.reshape(oc, w.shape[1], kh, kw).astype(np.int64)
+    big = np.full((n, c, h + ph + (oh - 1) * sh + (kh - 1) * dh + 1,
+                   wd + pw + (ow - 1) * sw + (kw - 1) * dw + 1), x_zp, np.int64)
+    big[:, :, ph:ph + h, pw:pw + wd] = x4
+    cols = np.empty((n, c, kh, kw, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = big[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                                   j * dw:j * dw + (ow - 1) * sw + 1:sw]
+    cg, mg = c // group, oc // group
+    cols = cols.reshape(n, group, cg * kh * kw, oh * ow)
+    wg = w4.reshape(group, mg, cg * kh * kw)
+    acc = np.einsum("ngkp,gmk->ngmp", cols, wg).reshape(n, oc, oh * ow)
+    if w_zp is not None:
+        colsum = cols.sum(axis=2)                                    # n, g, p
+        zw = np.asarray(w_zp, np.int64).reshape(group, mg)
+        acc -= (zw[None, :, :, None] * colsum[:, :, None, :]).reshape(n, oc, oh * ow)
+    return acc, (oh, ow)
+
+
+@register("QConv", domain=DOMAIN)
+class QConv(IntOp):
+    """inputs: x, w [OC, C/group, (KH,) KW], bias int32 [OC] (zero-point corrections
+    included), mult [OC|1], shift [OC|1], w_zp [OC] (optional, when weights are
+    asymmetric). Without mult/shift ("" inputs) the output is the int32
+    accumulator (ConvInteger)."""
+
+    def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, strides, pads,
+                  dilations, group=1, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        acc, (oh, ow) = conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp)
+        acc = acc + np.asarray(bias, np.int64).reshape(1, -1, 1)
+        shape = (x.shape[0], w.shape[0]) + ((oh, ow) if x.ndim == 4 else (ow,))
+        if mult is None:
+            return acc.astype(np.int32).reshape(shape)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        m = np.asarray(mult).reshape(1, -1, 1)
+        s = np.asarray(shift).reshape(1, -1, 1)
+        return finish(acc, m, s, y_zp, act_min, act_max, out_dtype).reshape(shape)
+
+    def macs(self, node, inputs, outputs):
+        w = inputs[1]
+        return outputs[0].size * int(np.prod(w.shape[1:]))
+
+    def emit(self, k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
+             act_max=127):
+        x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+        mult, shift = (k.ins + [None] * 6)[3:5]
+        w_zp = (k.ins + [None] * 6)[5]
+        n, c = x.shape[:2]
+        oc = w.shape[0]
+        h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+            x.shape, w.shape, strides, pads, dilations)
+        cg, mg = c // group, oc // group
+        kk = cg * kh * kw
+        out = k.out
+        if mult is None:
+            def store(acc, ch, dst):
+                return [f"{dst} = {acc};"]
+        else:
+            def store(acc, ch, dst):
+                return store_lines(k, acc, y_zp, act_min, act_max, mult, shift, ch, dst)
+        zx = c_literal(x_zp, np.int32)
+
+        def tap_index(ci):
+            return f"(({ci}) * {h} + (size_t)ih) * {wd} + (size_t)iw"
+
+        lines = []
+        if cg == 1 and kk <= 64:
+            # Depthwise (one input channel per group): taps read directly.
+            zw = f" - {per_channel(w_zp, 'o')} * xsum" if w_zp is not None else ""
+            lines += [f"/* depthwise: output channel o reads input channel o / {mg} */",
+                      f"for (size_t b = 0; b < {n}; ++b) {{",
+                      f"    for (size_t o = 0; o < {oc}; ++o) {{",
+                      f"        const {x.ctype}* xc = {x.c} + (b * {c} + o / {mg}) * {h * wd};",
+                      f"        const {w.ctype}* wo = {w.c} + o * {kh * kw};",
+                      f"        for (int32_t oy = 0; oy < {oh}; ++oy) {{",
+                      f"            for (int32_t ox = 0; ox < {ow}; ++ox) {{",
+                      "                int32_t acc = 0;"]
+            if w_zp is not None:
+                lines.append("                int32_t xsum = 0;")
+            lines += [f"                for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                      f"                    int32_t ih = oy * {sh} - {ph} + ky * {dh};",
+                      f"                    for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                      f"                        int32_t iw = ox * {sw} - {pw} + kx * {dw};",
+                      f"                        int32_t xv = (ih >= 0 && ih < {h} && iw >= 0 && "
+                      f"iw < {wd}) ?",
+                      f"                            (int32_t)xc[(size_t)ih * {wd} + (size_t)iw]"
+                      f" : {zx};",
+                      f"                        acc += xv * (int32_t)wo[ky * {kw} + kx];"]
+            if w_zp is not None:
+                lines.append("                        xsum += xv;")
+            lines += ["                    }", "                }",
+                      f"                acc += {bias.c}[o]{zw};"]
+            lines += _indent(store("acc", "o",
+                                   f"out0[(b * {oc} + o) * {oh * ow} + (size_t)oy * {ow} + "
+                                   "(size_t)ox]"), 4)
+            lines += ["            }", "        }", "    }", "}"]
+            return "\n".join(lines)
+
+        # General: gather each receptive field (im2col, padding = zx) into scratch,
+        # then one dot product per output channel of the group.
+        dot = dot_helper(k, x.dtype, w.dtype)
+        k.scratch_bytes = kk * x.dtype.itemsize
+        lines += [f"{x.ctype}* col = ({x.ctype}*)scratch;  /* {kk} = {cg} x {kh} x {kw} taps */",
+                  f"for (size_t b = 0; b < {n}; ++b) {{",
+                  f"    for (size_t g = 0; g < {group}; ++g) {{",
+                  f"        const {x.ctype}* xg = {x.c} + (b * {c} + g * {cg}) * {h * wd};",
+                  f"        for (int32_t oy = 0; oy < {oh}; ++oy) {{",
+                  f"            for (int32_t ox = 0; ox < {ow}; ++ox) {{",
+                  f"                {x.ctype}* t = col;",
+                  f"                for (size_t ci = 0; ci < {cg}; ++ci) {{",
+                  f"                    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                  f"                        int32_t ih = oy * {sh} - {ph} + ky * {dh};",
+                  f"                        for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                  f"                            int32_t iw = ox * {sw} - {pw} + kx * {dw};",
+                  f"                            *t++ = (ih >= 0 && ih < {h} && iw >= 0 && "
+                  f"iw < {wd}) ?",
+                  f"                                xg[{tap_index('ci')}] : ({x.ctype}){zx};",
+                  "                        }", "                    }", "                }"]
+        zw = ""
+        if w_zp is not None:
+            lines += ["                int32_t xsum = 0;",
+                      f"                for (size_t i = 0; i < {kk}; ++i) xsum += col[i];"]
+            zw = f" - {per_channel(w_zp, 'o')} * xsum"
+        lines += [f"                for (size_t o = g * {mg}; o < (g + 1) * {mg}; ++o) {{",
+                  f"                    int32_t acc = {bias.c}[o] + "
+                  f"{dot}(col, {w.c} + o * {kk}, {kk}){zw};"]
+        lines += _indent(store("acc", "o", f"out0[(b * {oc} + o) * {oh * ow} + "
+                                           f"(size_t)oy * {ow} + (size_t)ox]"), 5)
+        lines += ["                }", "            }", "        }", "    }", "}"]
+        del out
+        return "\n".join(lines)
+
+
+# -- matrix product ---------------------------------------------------------------------
+
+@register("QMatMul", domain=DOMAIN)
+class QMatMul(IntOp):
+    """x [..., M, K] times constant w stored transposed [N, K]: y [..., M, N].
+    inputs: x, w, bias [N], mult [N|1], shift [N|1], w_zp [N] (optional).
+    Without mult/shift the output is the int32 accumulator (MatMulInteger)."""
+
+    def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, x_zp=0, y_zp=0,
+                  act_min=-128, act_max=127):
+        kk = x.shape[-1]
+        a = x.reshape(-1, kk).astype(np.int64)
+        acc = a @ w.astype(np.int64).T + np.asarray(bias, np.int64)
+        if w_zp is not None:
+            acc -= a.sum(axis=1, keepdims=True) * np.asarray(w_zp, np.int64)
+        shape = x.shape[:-1] + (w.shape[0],)
+        if mult is None:
+            return acc.astype(np.int32).reshape(shape)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype).reshape(shape)
+
+    def macs(self, node, inputs, outputs):
+        return outputs[0].size * inputs[0].shape[-1]
+
+    def emit(self, k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+        mult, shift = (k.ins + [None] * 6)[3:5]
+        w_zp = (k.ins + [None] * 6)[5]
+        kk, nn = x.shape[-1], w.shape[0]
+        m = x.size // kk
+        dot = dot_helper(k, x.dtype, w.dtype)
+        lines = [f"for (size_t i = 0; i < {m}; ++i) {{",
+                 f"    const {x.ctype}* a = {x.c} + i * {kk};"]
+        zw = ""
+        if w_zp is not None:
+            lines += ["    int32_t asum = 0;",
+                      f"    for (size_t t = 0; t < {kk}; ++t) asum += a[t];"]
+            zw = f" - {per_channel(w_zp, 'j')} * asum"
+        lines += [f"    for (size_t j = 0; j < {nn}; ++j) {{",
+                  f"        int32_t acc = {bias.c}[j] + {dot}(a, {w.c} + j * {kk}, {kk}){zw};"]
+        if mult is None:
+            lines.append(f"        out0[i * {nn} + j] = acc;")
+        else:
+            lines += _indent(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, "j",
+                                         f"out0[i * {nn} + j]"), 2)
+        lines += ["    }", "}"]
+        return "\n".join(lines)
+
+
+# -- elementwise --------------------------------------------------------------------------
+
+def _broadcast_index(b, out_shape) -> tuple[list[str], str]:
+    """(C lines computing the offset, C expression) of input `b` at flat output i."""
+    from .elementwise import broadcast_strides
+    size = int(np.prod(out_shape, dtype=np.int64))
+    if b.size == size:
+        return [], f"{b.c}[i]"
+    if b.size == 1:
+        return [], f"{b.c}[0]"
+    st = broadcast_strides(b.shape, out_shape)
+    terms = []
+    for d, s in enumerate(st):
+        if s:
+            inner = int(np.prod(out_shape[d + 1:], dtype=np.int64))
+            coord = f"(i / {inner})" if inner > 1 else "i"
+            terms.append(f"({coord} % {out_shape[d]}) * {s}")
+    return [f"size_t o_{b.c} = {' + '.join(terms)};"], f"{b.c}[o_{b.c}]"
+
+
+@register("QAdd", domain=DOMAIN)
+class QAdd(IntOp):
+    """y = zy + rq(rq((a - za) << 20, ma) + rq((b - zb) << 20, mb), my): TFLite's
+    quantized add (both inputs rescaled to 2 * max(sa, sb) / 2^20 first)."""
+    LEFT_SHIFT = 20
+
+    def reference(self, a, b, *, a_zp, b_zp, y_zp, a_mult, a_shift, b_mult, b_shift, y_mult,
+                  y_shift, act_min=-128, act_max=127):
+        one = 1 << self.LEFT_SHIFT
+        sa = requantize((a.astype(np.int64) - a_zp) * one, a_mult, a_shift)
+        sb = requantize((b.astype(np.int64) - b_zp) * one, b_mult, b_shift)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return finish(sa + sb, y_mult, y_shift, y_zp, act_min, act_max, out_dtype)
+
+    def emit(self, k, *, a_zp, b_zp, y_zp, a_mult, a_shift, b_mult, b_shift, y_mult, y_shift,
+             act_min=-128, act_max=127):
+        rq = requantize_helper(k)
+        la, ea = _broadcast_index(k.ins[0], k.out.shape)
+        lb, eb = _broadcast_index(k.ins[1], k.out.shape)
+        one = 1 << self.LEFT_SHIFT
+        body = la + lb + [
+            f"int32_t va = {rq}(((int32_t){ea} - {a_zp}) * {one}, {a_mult}, {a_shift});",
+            f"int32_t vb = {rq}(((int32_t){eb} - {b_zp}) * {one}, {b_mult}, {b_shift});",
+            f"int32_t acc = {rq}(va + vb, {y_mult}, {y_shift}) + {y_zp};",
+            f"acc = acc < {act_min} ? {act_min} : (acc > {act_max} ? {act_max} : acc);",
+            f"out0[i] = ({k.out.ctype})acc;"]
+        return f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n" + \
+            "\n".join(_indent(body)) + "\n}"
+
+
+@register("QMul", domain=DOMAIN)
+class QMul(IntOp):
+    """y = zy + rq((a - za) * (b - zb), sa * sb / sy)."""
+
+    def reference(self, a, b, *, a_zp, b_zp, y_zp, y_mult, y_shift, act_min=-128,
+                  act_max=127):
+        acc = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return finish(acc, y_mult, y_shift, y_zp, act_min, act_max, out_dtype)
+
+    def emit(self, k, *, a_zp, b_zp, y_zp, y_mult, y_shift, act_min=-128, act_max=127):
+        rq = requantize_helper(k)
+        la, ea = _broadcast_index(k.ins[0], k.out.shape)
+        lb, eb = _broadcast_index(k.ins[1], k.out.shape)
+        body = la + lb + [
+            f"int32_t acc = ((int32_t){ea} - {a_zp}) * ((int32_t){eb} - {b_zp});",
+            f"acc = {rq}(acc, {y_mult}, {y_shift}) + {y_zp};",
+            f"acc = acc < {act_min} ? {act_min} : (acc > {act_max} ? {act_max} : acc);",
+            f"out0[i] = ({k.out.ctype})acc;"]
+        return f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n" + \
+            "\n".join(_indent(body)) + "\n}"
+
+
+@register("QAffine", domain=DOMAIN)
+class QAffine(IntOp):
+    """Per-channel y = zy + rq((x - zx) * scale[c] + offset[c], mult[c]): a
+    BatchNormalization or a Mul/Add by constants between quantized tensors, or a
+    plain requantization (scale 1, offset 0). inputs: x, scale int32 [C|1],
+    offset int32 [C|1], mult [C|1], shift [C|1]; `axis` is the channel axis."""
+
+    def reference(self, x, scale, offset, mult, shift, *, axis=1, x_zp=0, y_zp=0,
+                  act_min=-128, act_max=127):
+        shape = [1] * x.ndim
+        if np.size(scale) > 1:
+            shape[axis] = -1
+
+        def chan(v):
+            return np.asarray(v, np.int64).reshape(shape if np.size(v) > 1 else ())
+        acc = (x.astype(np.int64) - x_zp) * chan(scale) + chan(offset)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return finish(acc, chan(mult), chan(shift), y_zp, act_min, act_max, out_dtype)
+
+    def emit(self, k, *, axis=1, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        x, scale, offset, mult, shift = k.ins[:5]
+        lines = [f"for (size_t i = 0; i < {x.size}; ++i) {{"]
+        ch = "0"
+        if max(scale.size, offset.size, mult.size, shift.size) > 1:
+            inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+            coord = f"i / {inner}" if inner > 1 else "i"
+            lines.append(f"    size_t c = ({coord}) % {x.shape[axis]};")
+            ch = "c"
+        lines.append(f"    int32_t acc = ((int32_t){x.c}[i] - {x_zp}) * "
+                     f"{per_channel(scale, ch)} + {per_channel(offset, ch)};")
+        lines += _indent(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, ch,
+                                     "out0[i]"))
+        lines.append("}")
+        return "\n".join(lines)
+
+
+@register("QLut", domain=DOMAIN)
+class QLut(IntOp):
+    """y = table[x - qmin]: any per-tensor unary function of an 8-bit tensor
+    (Sigmoid, Tanh, LeakyRelu, ...), tabulated at compile time."""
+
+    def reference(self, x, table):
+        lo = -128 if x.dtype == np.int8 else 0
+        return table[x.astype(np.int64) - lo]
+
+    def emit(self, k):
+        x, table = k.ins[:2]
+        off = " + 128" if x.dtype == np.int8 else ""
+        return (f"for (size_t i = 0; i < {x.size}; ++i) {{\n"
+                f"    out0[i] = {table.c}[(int32_t){x.c}[i]{off}];\n}}")
+
+
+# -- pooling ------------------------------------------------------------------------------
+
+@register("QAvgPool", domain=DOMAIN)
+class QAvgPool(IntOp):
+    """Average of (x - zx) over each window, requantized with the multiplier of
+    its element count: inputs x, mult [KH*KW + 1], shift [KH*KW + 1] (index =
+    count). Global pooling is a window as large as the input; the output may
+    have any shape of the same size (ReduceMean with keepdims=0)."""
+
+    def reference(self, x, mult, shift, *, kernel_shape, strides, pads, count_include_pad=0,
+                  x_zp=0, y_zp=0, act_min=-128, act_max=127, out_shape=None):
+        n, c = x.shape[:2]
+        xs = x.reshape(n, c, -1, x.shape[-1]) if x.ndim >= 3 else x.reshape(n, c, 1, 1)
+        kh, kw = _pool2d(kernel_shape)
+        geo = dict(strides=_pool2d(strides, 1), pads=_pool4(pads), dilations=[1, 1])
+        acc, (oh, ow) = conv_acc(xs.astype(np.int64) - x_zp, np.ones((c, 1, kh, kw), np.int64),
+                                 0, group=c, **geo)
+        if count_include_pad:
+            cnt = np.full(oh * ow, kh * kw, np.int64)
+        else:   # taps inside the input: the same window sum over a tensor of ones
+            cnt = conv_acc(np.ones((1, 1) + xs.shape[2:], np.int64),
+                           np.ones((1, 1, kh, kw), np.int64), 0, group=1, **geo)[0].ravel()
+        m, s = np.asarray(mult)[cnt], np.asarray(shift)[cnt]
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        y = finish(acc, m, s, y_zp, act_min, act_max, out_dtype)
+        return y.reshape(out_shape if out_shape is not None else (n, c, oh, ow))
+
+    def emit(self, k, *, kernel_shape, strides, pads, count_include_pad=0, x_zp=0, y_zp=0,
+             act_min=-128, act_max=127, out_shape=None):
+        x, mult, shift = k.ins[:3]
+        n, c = x.shape[:2]
+        h = int(np.prod(x.shape[2:-1])) if len(x.shape) >= 4 else 1
+        wd = x.shape[-1] if len(x.shape) >= 3 else 1
+        kh, kw = _pool2d(kernel_shape)
+        sh, sw = _pool2d(strides, 1)
+        ph, pw, _, _ = _pool4(pads)
+        _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
+                                               _pool4(pads), [1, 1])
+        rq = requantize_helper(k)
+        cnt = f"{kh * kw}" if count_include_pad else "cnt"
+        lines = [f"for (size_t p = 0; p < {n * c}; ++p) {{",
+                 f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
+                 f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
+                 f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
+                 "            int32_t acc = 0, cnt = 0;",
+                 f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                 f"                int32_t ih = oy * {sh} - {ph} + ky;",
+                 f"                if (ih < 0 || ih >= {h}) continue;",
+                 f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                 f"                    int32_t iw = ox * {sw} - {pw} + kx;",
+                 f"                    if (iw < 0 || iw >= {wd}) continue;",
+                 f"                    acc += (int32_t)xc[(size_t)ih * {wd} + (size_t)iw] - {x_zp};",
+                 "                    ++cnt;",
+                 "                }",
+                 "            }"]
+        if count_include_pad:
+            lines.append("            (void)cnt;")
+        lines += [f"            acc = {rq}(acc, {mult.c}[{cnt}], {shift.c}[{cnt}]) + {y_zp};",
+                  f"            acc = acc < {act_min} ? {act_min} : "
+                  f"(acc > {act_max} ? {act_max} : acc);",
+                  f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
+                  f"({k.out.ctype})acc;",
+                  "        }", "    }", "}"]
+        return "\n".join(lines)
+
+
+def _pool2d(v, fill=1):
+    v = list(v)
+    return [fill] * (2 - len(v)) + v if len(v) < 2 else v[-2:]
+
+
+def _pool4(pads):
+    p = list(pads or [])
+    if len(p) == 4:
+        return p
+    if len(p) == 2:
+        return [0, p[0], 0, p[1]]
+    return [0, 0, 0, 0]
+
+
+@register("QMaxPool", domain=DOMAIN)
+class QMaxPool(IntOp):
+    """Max over each window of an 8-bit tensor (input and output share scale and
+    zero point, so no requantization; padding never wins)."""
+
+    def reference(self, x, *, kernel_shape, strides, pads, dilations=None):
+        n, c = x.shape[:2]
+        xs = x.reshape(n, c, -1, x.shape[-1]) if x.ndim == 4 else x.reshape(n, c, 1, -1)
+        kh, kw = _pool2d(kernel_shape)
+        sh, sw = _pool2d(strides, 1)
+        dh, dw = _pool2d(dilations or [1, 1], 1)
+        ph, pw, pe_h, pe_w = _pool4(pads)
+        lo = np.iinfo(x.dtype).min
+        big = np.full((n, c, xs.shape[2] + ph + pe_h, xs.shape[3] + pw + pe_w), lo, x.dtype)
+        big[:, :, ph:ph + xs.shape[2], pw:pw + xs.shape[3]] = xs
+        _, _, _, _, oh, ow, *_ = conv_geometry(xs.shape, (c, 1, kh, kw), [sh, sw],
+                                               [ph, pw, pe_h, pe_w], [dh, dw])
+        y = np.full((n, c, oh, ow), lo, x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                y = np.maximum(y, big[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                                      j * dw:j * dw + (ow - 1) * sw + 1:sw])
+        return y.reshape((n, c, oh, ow) if x.ndim == 4 else (n, c, ow))
+
+    def emit(self, k, *, kernel_shape, strides, pads, dilations=None):
+        x = k.ins[0]
+        n, c = x.shape[:2]
+        h, wd = (x.shape[2], x.shape[3]) if len(x.shape) == 4 else (1, x.shape[-1])
+        kh, kw = _pool2d(kernel_shape)
+        sh, sw = _pool2d(strides, 1)
+        dh, dw = _pool2d(dilations or [1, 1], 1)
+        ph, pw, _, _ = _pool4(pads)
+        _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
+                                               _pool4(pads), [dh, dw])
+        lo = np.iinfo(x.dtype).min
+        return "\n".join([
+            f"for (size_t p = 0; p < {n * c}; ++p) {{",
+            f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
+            f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
+            f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
+            f"            int32_t m = {lo};",
+            f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+            f"                int32_t ih = oy * {sh} - {ph} + ky * {dh};",
+            f"                if (ih < 0 || ih >= {h}) continue;",
+            f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+            f"                    int32_t iw = ox * {sw} - {pw} + kx * {dw};",
+            f"                    if (iw < 0 || iw >= {wd}) continue;",
+            f"                    int32_t v = xc[(size_t)ih * {wd} + (size_t)iw];",
+            "                    m = v > m ? v : m;",
+            "                }",
+            "            }",
+            f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
+            f"({k.out.ctype})m;",
+            "        }", "    }", "}"])

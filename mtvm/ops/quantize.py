@@ -1,0 +1,218 @@
+"""QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear.
+
+    QuantizeLinear    y = saturate(round_half_even(x / scale) + zero_point)
+    DequantizeLinear  y = (x - zero_point) * scale
+    DynamicQuantizeLinear: uint8, scale and zero point from the range [min(x,0), max(x,0)]
+
+Per-tensor (scalar or one-element scale) and per-axis (1-D scale along `axis`),
+int8/uint8/int16/uint16 (int32 too for DequantizeLinear, as biases are
+stored). Opset 10..21 semantics: `axis` from 13, `saturate` (float8 only, so
+ignored here) from 19, `block_size` and `output_dtype` from 21 (blocked
+quantization is not supported).
+
+These are the only kernels of a quantized model that compute in float: at the
+model's float edges and around an operator that has no integer kernel (see
+mtvm/passes/quantize.py). The division by the scale is done as in
+onnxruntime (float32 x / scale, then nearest-even via rintf) so the results
+match bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from .base import Op, c_literal, register
+
+QTYPES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
+          "uint16": (0, 65535), "int32": (-(1 << 31), (1 << 31) - 1)}
+
+# TensorProto element types accepted as QuantizeLinear's output_dtype (opset 21)
+_OUTPUT_DTYPES = {2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16}
+
+
+def qrange(dtype) -> tuple[int, int]:
+    name = np.dtype(dtype).name
+    if name not in QTYPES:
+        raise UnsupportedError(f"quantized type {name} is not supported "
+                               f"(supported: {', '.join(QTYPES)})")
+    return QTYPES[name]
+
+
+def per_axis(scale, x_ndim: int, axis: int):
+    """(axis, scale reshaped to broadcast along it) or (None, scalar) per tensor."""
+    scale = np.asarray(scale)
+    if scale.size == 1 and scale.ndim <= 1:
+        return None, scale.reshape(())
+    if scale.ndim != 1:
+        raise UnsupportedError("blocked quantization (scale of rank > 1) is not supported")
+    axis = axis + x_ndim if axis < 0 else axis
+    shape = [1] * x_ndim
+    shape[axis] = scale.size
+    return axis, scale.reshape(shape)
+
+
+def quantize_ref(x, scale, zero_point, dtype, axis=1):
+    """The ONNX QuantizeLinear formula in NumPy (float32 division, round half to even)."""
+    _, s = per_axis(scale, x.ndim, axis)
+    zp = 0 if zero_point is None else per_axis(zero_point, x.ndim, axis)[1]
+    lo, hi = qrange(dtype)
+    with np.errstate(all="ignore"):
+        v = np.rint(x.astype(np.float32) / s.astype(np.float32)).astype(np.float64)
+    v = v + np.asarray(zp, np.float64)
+    return np.clip(np.nan_to_num(v, nan=lo), lo, hi).astype(dtype)
+
+
+def dequantize_ref(x, scale, zero_point, axis=1):
+    _, s = per_axis(scale, x.ndim, axis)
+    zp = 0 if zero_point is None else per_axis(zero_point, x.ndim, axis)[1]
+    d = (x.astype(np.int64) - np.asarray(zp, np.int64)).astype(np.float32)
+    return (d * s.astype(np.float32)).astype(np.float32)
+
+
+def _channel_index(shape, axis) -> str:
+    """C expression: the coordinate along `axis` of flat element i."""
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    div = f"i / {inner}" if inner > 1 else "i"
+    return f"({div}) % {shape[axis]}" if axis > 0 else f"{div}"
+
+
+def _param(k, index: int, axis) -> str:
+    """C expression of input `index` (scale or zero point) for element i."""
+    b = k.ins[index]
+    if b.const is not None and b.size == 1:
+        return c_literal(b.const.ravel()[0], b.dtype)
+    if axis is None or b.size == 1:
+        return f"{b.c}[0]"
+    return f"{b.c}[c]"
+
+
+def _axis_of(k, axis: int):
+    x = k.ins[0]
+    s = k.ins[1]
+    if s.size == 1 and len(s.shape) <= 1:
+        return None
+    return axis + len(x.shape) if axis < 0 else axis
+
+
+@register("QuantizeLinear")
+class QuantizeLinear(Op):
+    min_opset = 10
+
+    def check(self, node, inputs):
+        if node.attrs.get("block_size", 0):
+            raise UnsupportedError("blocked quantization (block_size) is not supported")
+
+    def reference(self, x, y_scale, y_zero_point=None, *, axis=1, saturate=1, block_size=0,
+                  output_dtype=0):
+        if y_zero_point is not None:
+            dtype = y_zero_point.dtype
+        else:
+            dtype = _OUTPUT_DTYPES.get(output_dtype, np.uint8) if output_dtype else np.uint8
+            if output_dtype and output_dtype not in _OUTPUT_DTYPES:
+                raise UnsupportedError(f"output_dtype {output_dtype} is not supported")
+        return quantize_ref(x, y_scale, y_zero_point, dtype, axis)
+
+    def infer(self, node, inputs, consts):
+        zp = inputs[2] if len(inputs) > 2 else None
+        out = node.attrs.get("output_dtype", 0)
+        dtype = zp.dtype if zp is not None else _OUTPUT_DTYPES.get(out, np.uint8)
+        qrange(dtype)
+        return [(inputs[0].shape, np.dtype(dtype))]
+
+    def emit(self, k, *, axis=1, saturate=1, block_size=0, output_dtype=0):
+        x, out = k.ins[0], k.out
+        ax = _axis_of(k, axis)
+        lo, hi = qrange(out.dtype)
+        scale = _param(k, 1, ax)
+        zp = _param(k, 2, ax) if len(k.ins) > 2 and k.ins[2] is not None else "0"
+        body = []
+        if ax is not None:
+            body.append(f"size_t c = {_channel_index(x.shape, ax)};")
+        # rintf rounds half to even (the default rounding mode), as ONNX specifies.
+        body += [f"float v = rintf((float){x.c}[i] / {scale}) + (float)({zp});",
+                 f"v = !(v >= {lo}.0f) ? {lo}.0f : (v > {hi}.0f ? {hi}.0f : v);",
+                 f"out0[i] = ({out.ctype})v;"]
+        inner = "\n    ".join(body)
+        return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
+
+
+@register("DequantizeLinear")
+class DequantizeLinear(Op):
+    min_opset = 10
+
+    def check(self, node, inputs):
+        if node.attrs.get("block_size", 0):
+            raise UnsupportedError("blocked quantization (block_size) is not supported")
+        qrange(inputs[0].dtype)
+
+    def reference(self, x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
+        return dequantize_ref(x, x_scale, x_zero_point, axis)
+
+    def infer(self, node, inputs, consts):
+        return [(inputs[0].shape, np.dtype(inputs[1].dtype))]
+
+    def emit(self, k, *, axis=1, block_size=0):
+        x, out = k.ins[0], k.out
+        if out.ctype != "float":
+            raise UnsupportedError(f"DequantizeLinear to {out.dtype.name} is not supported")
+        ax = _axis_of(k, axis)
+        scale = _param(k, 1, ax)
+        zp = _param(k, 2, ax) if len(k.ins) > 2 and k.ins[2] is not None else "0"
+        body = []
+        if ax is not None:
+            body.append(f"size_t c = {_channel_index(x.shape, ax)};")
+        if x.dtype == np.int32:
+            body.append(f"out0[i] = ((float){x.c}[i] - (float)({zp})) * {scale};")
+        else:
+            body.append(f"out0[i] = (float)((int32_t){x.c}[i] - (int32_t)({zp})) * {scale};")
+        inner = "\n    ".join(body)
+        return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
+
+
+@register("DynamicQuantizeLinear")
+class DynamicQuantizeLinear(Op):
+    """uint8 with scale = (max(x,0) - min(x,0)) / 255 computed at run time."""
+    min_opset = 11
+
+    def reference(self, x):
+        x = x.astype(np.float32)
+        lo = np.float32(min(0.0, float(x.min()) if x.size else 0.0))
+        hi = np.float32(max(0.0, float(x.max()) if x.size else 0.0))
+        scale = np.float32((hi - lo) / np.float32(255))
+        if scale == 0:
+            return (np.zeros(x.shape, np.uint8), np.array(0, np.float32), np.array(0, np.uint8))
+        zp = np.uint8(np.clip(np.rint(np.float32(0) - lo / scale), 0, 255))
+        y = quantize_ref(x, scale, np.array(zp), np.uint8)
+        return y, np.array(scale, np.float32), np.array(zp, np.uint8)
+
+    def infer(self, node, inputs, consts):
+        return [(inputs[0].shape, np.dtype(np.uint8)), ((), np.dtype(np.float32)),
+                ((), np.dtype(np.uint8))]
+
+    def emit(self, k):
+        x, n = k.ins[0], k.ins[0].size
+        y, s, z = (k.outs + [None, None])[:3]
+        lines = ["/* range including zero: [min(x, 0), max(x, 0)] */",
+                 "float lo = 0.0f, hi = 0.0f;",
+                 f"for (size_t i = 0; i < {n}; ++i) {{",
+                 f"    lo = {x.c}[i] < lo ? {x.c}[i] : lo;",
+                 f"    hi = {x.c}[i] > hi ? {x.c}[i] : hi;",
+                 "}",
+                 "float scale = (hi - lo) / 255.0f;",
+                 "float zpf = scale == 0.0f ? 0.0f : rintf(0.0f - lo / scale);",
+                 "zpf = zpf < 0.0f ? 0.0f : (zpf > 255.0f ? 255.0f : zpf);",
+                 "uint8_t zp = (uint8_t)zpf;"]
+        if y is not None:
+            lines += [f"for (size_t i = 0; i < {n}; ++i) {{",
+                      "    float v = scale == 0.0f ? 0.0f : "
+                      f"rintf({x.c}[i] / scale) + zpf;",
+                      "    v = !(v >= 0.0f) ? 0.0f : (v > 255.0f ? 255.0f : v);",
+                      f"    {y.c}[i] = (uint8_t)v;",
+                      "}"]
+        if s is not None:
+            lines.append(f"{s.c}[0] = scale;")
+        if z is not None:
+            lines.append(f"{z.c}[0] = zp;")
+        else:
+            lines.append("(void)zp;")
+        return "\n".join(lines)

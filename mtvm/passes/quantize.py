@@ -1,0 +1,673 @@
+"""QDQ -> integer kernels.
+
+A quantized ONNX model (onnxruntime's quantize_static, QDQ format) computes
+in float between DequantizeLinear (DQ) and QuantizeLinear (Q) nodes. Each
+pattern "DQ inputs -> op [-> Relu/Clip] -> Q" whose op has an integer kernel
+becomes that kernel, reading the DQ's 8-bit input and writing the Q's 8-bit
+output; the float tensors in between disappear:
+
+    DQ(x) -> Conv(DQ(W), DQ(b)) [-> Relu] -> Q  =>  QConv(x, W, b')     int32 acc, requantized
+    DQ(x) -> Gemm/MatMul(DQ(W)) -> Q            =>  QMatMul(x, W^T, b')
+    DQ(a), DQ(b) -> Add / Mul -> Q              =>  QAdd / QMul
+    DQ(x) -> AveragePool / GlobalAveragePool / ReduceMean(spatial) -> Q  =>  QAvgPool
+    DQ(x) -> BatchNormalization / Mul,Add,Sub,Div by constants -> Q      =>  QAffine
+    DQ(x) -> unary elementwise chain (Sigmoid, Tanh, LeakyRelu, ...) -> Q =>  QLut (256 entries)
+    DQ(x) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Concat -> Q
+          with the same scale and zero point  =>  the op on the 8-bit tensor itself
+
+Relu and Clip before the Q become the kernel's clamp bounds (exact: rounding
+is monotonic). Multipliers sx*sw[c]/sy become int32 mantissa + shift
+(mtvm/ops/int_kernels.py); biases are re-expressed in units of sx*sw[c] with
+the zero-point corrections folded in. The QOperator ops (QLinearConv, ...)
+are lowered to the same kernels by `lower` of their definitions in
+mtvm/ops/qlinear.py, called from here.
+
+Anything else stays float between its DQ and Q; `float_fallback_nodes` lists
+those nodes (reported in metadata.json and by `mtvm compile`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..interp import run_node
+from ..ir import Graph, Node, QuantParams, Tensor
+from ..ops.base import get_op
+from ..ops.int_kernels import DOMAIN, quantize_multiplier
+from ..ops.quantize import dequantize_ref, qrange, quantize_ref
+
+log = logging.getLogger("mtvm")
+
+CLAMPS = ("Relu", "Clip")
+PASS_THROUGH = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
+
+
+@dataclass
+class QP:
+    """Quantization of one tensor: per-tensor (axis None) or per-axis."""
+    scale: np.ndarray          # float64
+    zp: np.ndarray             # int64, same shape as scale
+    dtype: np.dtype
+    axis: int | None = None
+
+    @property
+    def s(self) -> float:
+        return float(self.scale.ravel()[0])
+
+    @property
+    def z(self) -> int:
+        return int(self.zp.ravel()[0])
+
+    def same(self, other: QP) -> bool:
+        return self.axis is None and other.axis is None and self.dtype == other.dtype and \
+            np.float32(self.s) == np.float32(other.s) and self.z == other.z
+
+
+class Ctx:
+    def __init__(self, g: Graph):
+        self.g = g
+        self.producers = {o: n for n in g.nodes for o in n.outputs if o}
+        self.consumers = g.consumers()
+        self.counter = 0
+        self._values: dict = {}
+
+    def const(self, name: str, depth: int = 0):
+        """Value of a constant or of a constant subgraph (DQ of weights, Identity, ...)."""
+        if not name:
+            return None
+        if name in self._values:
+            return self._values[name]
+        self._values[name] = value = self._const(name, depth)
+        return value
+
+    def _const(self, name: str, depth: int):
+        t = self.g.tensors.get(name)
+        if t is not None and t.data is not None:
+            return t.data
+        p = self.producers.get(name)
+        if p is None or depth > 8 or p.tail:
+            return None
+        vals = {}
+        for i in p.inputs:
+            if i and self.const(i, depth + 1) is None:
+                return None
+        sub = Graph(self.g.name, self.g.tensors, [], [], [])
+        with np.errstate(all="ignore"):
+            run_node(sub, p, _ConstLookup(self, vals))
+        return vals.get(name)
+
+    def qparams(self, node: Node, data_rank: int) -> QP | None:
+        """Scale/zero point of a Q or DQ node (constant), or None."""
+        scale = self.const(node.inputs[1]) if len(node.inputs) > 1 else None
+        if scale is None:
+            return None
+        zp = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+        dtype = np.dtype(self.g.tensors[node.outputs[0]].dtype if node.op == "QuantizeLinear"
+                         else self.g.tensors[node.inputs[0]].dtype)
+        scale = np.asarray(scale, np.float64)
+        zp = np.zeros(scale.shape, np.int64) if zp is None else np.asarray(zp, np.int64)
+        axis = None
+        if scale.size > 1:
+            axis = node.attrs.get("axis", 1)
+            axis = axis + data_rank if axis < 0 else axis
+        return QP(scale.ravel() if axis is not None else scale.reshape(()),
+                  zp.ravel() if axis is not None else zp.reshape(()), dtype, axis)
+
+    def dq_source(self, name: str, per_tensor: bool = True):
+        """(8-bit tensor name, QP) when `name` is the output of a DQ."""
+        p = self.producers.get(name)
+        if p is None or p.op != "DequantizeLinear" or p.domain or p.tail:
+            return None
+        qp = self.qparams(p, len(self.g.tensors[name].shape))
+        if qp is None or (per_tensor and qp.axis is not None):
+            return None
+        if qp.dtype.name not in ("int8", "uint8", "int32"):
+            return None
+        return p.inputs[0], qp
+
+    def dq_const(self, name: str):
+        """(integer constant array, QP) of a DQ whose input is a constant."""
+        src = self.dq_source(name, per_tensor=False)
+        if src is None:
+            return None
+        value = self.const(src[0])
+        return None if value is None else (value, src[1])
+
+    def single_use(self, name: str) -> bool:
+        return name not in self.g.outputs and len(self.consumers.get(name, [])) == 1
+
+    def add_const(self, hint: str, value) -> str:
+        return self.g.add_const(hint, np.ascontiguousarray(value))
+
+    def new_tensor(self, hint: str, shape, dtype, qp: QP | None = None) -> str:
+        name = hint
+        while name in self.g.tensors:
+            self.counter += 1
+            name = f"{hint}_{self.counter}"
+        self.g.tensors[name] = Tensor(name, tuple(shape), np.dtype(dtype), quant=_qparams(qp))
+        return name
+
+
+class _ConstLookup(dict):
+    """The `values` dict run_node writes to, reading constant inputs through ctx.const."""
+
+    def __init__(self, ctx, out):
+        super().__init__()
+        self.ctx, self.out = ctx, out
+
+    def __contains__(self, name):
+        return self.ctx.const(name) is not None
+
+    def __getitem__(self, name):
+        return self.ctx.const(name)
+
+    def __setitem__(self, name, value):
+        self.out[name] = value
+
+
+def _qparams(qp: QP | None) -> QuantParams | None:
+    if qp is None:
+        return None
+    return QuantParams(np.asarray(qp.scale, np.float32), np.asarray(qp.zp).astype(qp.dtype),
+                       qp.axis)
+
+
+def clamp_bounds(ctx: Ctx, acts: list[Node], qy: QP) -> tuple[int, int] | None:
+    """The output range after the fused Relu/Clip, in the output's integers."""
+    lo, hi = qrange(qy.dtype)
+    for a in acts:
+        if a.op == "Relu":
+            lo = max(lo, qy.z)
+        elif a.op == "Clip":
+            if len([i for i in a.inputs if i]) > 1:
+                return None
+            if a.attrs.get("min") is not None:
+                lo = max(lo, int(quantize_ref(np.float32(a.attrs["min"]), qy.s, qy.z,
+                                              qy.dtype)))
+            if a.attrs.get("max") is not None:
+                hi = min(hi, int(quantize_ref(np.float32(a.attrs["max"]), qy.s, qy.z,
+                                              qy.dtype)))
+        else:
+            return None
+    return lo, hi
+
+
+def _vec(v, n) -> np.ndarray:
+    v = np.asarray(v).ravel()
+    return np.broadcast_to(v, (n,)).copy() if v.size == 1 else v
+
+
+def _mult_consts(ctx: Ctx, hint: str, real) -> tuple[str, str]:
+    m, s = quantize_multiplier(real)
+    if np.all(m == m.ravel()[0]) and np.all(s == s.ravel()[0]):
+        m, s = m.ravel()[:1], s.ravel()[:1]
+    return ctx.add_const(hint + "_mult", m), ctx.add_const(hint + "_shift", s)
+
+
+def dense_node(ctx: Ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale, w_zp,
+               bias_real, bias_int, qy: QP, clamp, out: str, taps: int, wsum, attrs: dict,
+               w_name: str | None = None) -> Node | None:
+    """A QConv/QMatMul node: multipliers, folded bias, optional weight zero points."""
+    oc = w_int.shape[0]
+    w_scale = _vec(w_scale, oc).astype(np.float64)
+    w_zp = _vec(w_zp, oc).astype(np.int64)
+    acc_scale = qx.s * w_scale
+    if bias_int is None:
+        bias_int = np.zeros(oc, np.int64) if bias_real is None else \
+            np.rint(_vec(bias_real, oc).astype(np.float64) / acc_scale).astype(np.int64)
+    folded = bias_int.astype(np.int64) - qx.z * wsum + taps * qx.z * w_zp
+    if np.abs(folded).max(initial=0) >= 1 << 31:
+        return None
+    mult, shift = _mult_consts(ctx, name, acc_scale / qy.s)
+    inputs = [x_name, w_name or ctx.add_const(name + "_w", w_int),
+              ctx.add_const(name + "_bias", folded.astype(np.int32)), mult, shift]
+    if np.any(w_zp != 0):
+        inputs.append(ctx.add_const(name + "_wzp", w_zp.astype(np.int32)))
+    lo, hi = clamp
+    attrs = dict(attrs, x_zp=qx.z, y_zp=qy.z, act_min=lo, act_max=hi)
+    return Node(op, name, inputs, [out], attrs, domain=DOMAIN)
+
+
+def _bias(ctx: Ctx, name: str, qx: QP, w_scale, oc: int):
+    """(float bias or None, int32 bias in units of sx*sw when stored so, or None)."""
+    if not name:
+        return None, None
+    dq = ctx.dq_const(name)
+    if dq is not None:
+        b, qb = dq
+        if qb.dtype == np.int32 and not np.any(qb.zp) and np.allclose(
+                _vec(qb.scale, oc), qx.s * _vec(w_scale, oc), rtol=1e-6, atol=0):
+            return None, _vec(b, oc).astype(np.int64)
+    value = ctx.const(name)
+    if value is None:
+        return False, None
+    return np.asarray(value, np.float64), None
+
+
+# -- rules: (ctx, op node, fused clamps, q node, qy) -> list of new nodes or None -------
+
+def rule_conv(ctx, p, acts, q, qy):
+    xs = ctx.dq_source(p.inputs[0])
+    wq = ctx.dq_const(p.inputs[1])
+    if xs is None or wq is None or xs[1].dtype.name not in ("int8", "uint8"):
+        return None
+    (x_name, qx), (w, qw) = xs, wq
+    if w.dtype.name not in ("int8", "uint8") or w.ndim not in (3, 4) or \
+            (qw.axis not in (None, 0)):
+        return None
+    clamp = clamp_bounds(ctx, acts, qy)
+    b_real, b_int = _bias(ctx, p.inputs[2] if len(p.inputs) > 2 else "", qx, qw.scale,
+                          w.shape[0])
+    if clamp is None or b_real is False:
+        return None
+    a = p.attrs
+    rank = w.ndim - 2
+    attrs = dict(strides=list(a.get("strides", [1] * rank)), pads=list(a.get("pads", [0] * 2 * rank)),
+                 dilations=list(a.get("dilations", [1] * rank)), group=int(a.get("group", 1)))
+    w_name = ctx.dq_source(p.inputs[1], per_tensor=False)[0]
+    wsum = w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
+    n = dense_node(ctx, "QConv", p.name, x_name, qx, w, qw.scale, qw.zp, b_real, b_int, qy,
+                   clamp, q.outputs[0], int(np.prod(w.shape[1:])), wsum, attrs, w_name=w_name)
+    return [n] if n else None
+
+
+def rule_gemm(ctx, p, acts, q, qy):
+    xs = ctx.dq_source(p.inputs[0])
+    wq = ctx.dq_const(p.inputs[1])
+    if xs is None or wq is None or xs[1].dtype.name not in ("int8", "uint8"):
+        return None
+    (x_name, qx), (w, qw) = xs, wq
+    if w.dtype.name not in ("int8", "uint8") or w.ndim != 2:
+        return None
+    a = p.attrs
+    if p.op == "Gemm":
+        if a.get("transA", 0) or len(ctx.g.tensors[p.inputs[0]].shape) != 2:
+            return None
+        trans_b, alpha, beta = a.get("transB", 0), a.get("alpha", 1.0), a.get("beta", 1.0)
+    else:
+        trans_b, alpha, beta = 0, 1.0, 1.0
+    if qw.axis is not None and qw.axis != (0 if trans_b else 1):
+        return None
+    w_nk = w if trans_b else np.ascontiguousarray(w.T)
+    n_out = w_nk.shape[0]
+    clamp = clamp_bounds(ctx, acts, qy)
+    bias_name = p.inputs[2] if p.op == "Gemm" and len(p.inputs) > 2 else ""
+    b_real, b_int = _bias(ctx, bias_name, qx, qw.scale, n_out)
+    if clamp is None or b_real is False:
+        return None
+    if b_real is not None:
+        if np.size(b_real) not in (1, n_out):
+            return None
+        b_real = _vec(b_real, n_out) * beta / alpha
+    elif b_int is not None and (alpha != 1.0 or beta != 1.0):
+        return None
+    w_name = ctx.dq_source(p.inputs[1], per_tensor=False)[0] if trans_b else None
+    wsum = w_nk.astype(np.int64).sum(axis=1)
+    n = dense_node(ctx, "QMatMul", p.name, x_name, qx, w_nk, np.asarray(qw.scale) * alpha,
+                   qw.zp, b_real, b_int, qy, clamp, q.outputs[0], w_nk.shape[1], wsum, {},
+                   w_name=w_name)
+    return [n] if n else None
+
+
+def rule_add_mul(ctx, p, acts, q, qy):
+    srcs = [ctx.dq_source(i) for i in p.inputs[:2]]
+    if any(s is None or s[1].dtype.name not in ("int8", "uint8") for s in srcs):
+        return rule_affine(ctx, p, acts, q, qy)
+    clamp = clamp_bounds(ctx, acts, qy)
+    if clamp is None:
+        return None
+    (a, qa), (b, qb) = srcs
+    lo, hi = clamp
+    if p.op == "Add":
+        twice = 2 * max(qa.s, qb.s)
+        ma, sa = quantize_multiplier(qa.s / twice)
+        mb, sb = quantize_multiplier(qb.s / twice)
+        my, sy = quantize_multiplier(twice / ((1 << 20) * qy.s))
+        attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, a_mult=int(ma[0]), a_shift=int(sa[0]),
+                     b_mult=int(mb[0]), b_shift=int(sb[0]), y_mult=int(my[0]),
+                     y_shift=int(sy[0]), act_min=lo, act_max=hi)
+        return [Node("QAdd", p.name, [a, b], [q.outputs[0]], attrs, domain=DOMAIN)]
+    my, sy = quantize_multiplier(qa.s * qb.s / qy.s)
+    attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, y_mult=int(my[0]), y_shift=int(sy[0]),
+                 act_min=lo, act_max=hi)
+    return [Node("QMul", p.name, [a, b], [q.outputs[0]], attrs, domain=DOMAIN)]
+
+
+def _avgpool_node(ctx, p, x_name, qx, qy, clamp, kernel, strides, pads, include_pad, out):
+    count = int(np.prod(kernel))
+    real = [0.0] + [qx.s / (qy.s * c) for c in range(1, count + 1)]
+    m, s = quantize_multiplier(real)
+    lo, hi = clamp
+    attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads),
+                 count_include_pad=int(include_pad), x_zp=qx.z, y_zp=qy.z, act_min=lo,
+                 act_max=hi, out_shape=list(ctx.g.tensors[out].shape))
+    return Node("QAvgPool", p.name, [x_name, ctx.add_const(p.name + "_mult", m),
+                                     ctx.add_const(p.name + "_shift", s)], [out], attrs,
+                domain=DOMAIN)
+
+
+def rule_avgpool(ctx, p, acts, q, qy):
+    xs = ctx.dq_source(p.inputs[0])
+    clamp = clamp_bounds(ctx, acts, qy)
+    if xs is None or clamp is None or xs[1].dtype.name not in ("int8", "uint8"):
+        return None
+    x_name, qx = xs
+    shape = ctx.g.tensors[p.inputs[0]].shape
+    if len(shape) not in (3, 4):
+        return None
+    a = p.attrs
+    if p.op == "GlobalAveragePool":
+        kernel, strides, pads, include = list(shape[2:]), [1] * (len(shape) - 2), \
+            [0] * (2 * (len(shape) - 2)), 1
+    elif p.op == "ReduceMean":
+        axes = a.get("axes")
+        if axes is None or sorted(x % len(shape) for x in axes) != list(range(2, len(shape))):
+            return None
+        kernel, strides, pads, include = list(shape[2:]), [1] * (len(shape) - 2), \
+            [0] * (2 * (len(shape) - 2)), 1
+    else:
+        if any(d != 1 for d in a.get("dilations", [1])) or a.get("ceil_mode", 0):
+            return None
+        kernel, strides = a["kernel_shape"], a.get("strides", [1] * len(a["kernel_shape"]))
+        pads, include = a.get("pads", [0] * 2 * len(kernel)), a.get("count_include_pad", 0)
+    n = _avgpool_node(ctx, p, x_name, qx, qy, clamp, kernel, strides, pads, include,
+                      q.outputs[0])
+    # The kernel's geometry must give the float op's output size.
+    ref = get_op("QAvgPool", DOMAIN).reference
+    zeros = np.zeros(shape, qx.dtype)
+    try:
+        got = ref(zeros, ctx.const(n.inputs[1]), ctx.const(n.inputs[2]),
+                  **{k: v for k, v in n.attrs.items() if k != "out_shape"})
+    except Exception:
+        return None
+    return [n] if got.size == ctx.g.tensors[q.outputs[0]].size else None
+
+
+def rule_maxpool(ctx, p, acts, q, qy):
+    xs = ctx.dq_source(p.inputs[0])
+    if xs is None or len([o for o in p.outputs if o]) != 1 or acts or not xs[1].same(qy) \
+            or xs[1].dtype.name not in ("int8", "uint8") or p.attrs.get("ceil_mode", 0):
+        return None
+    if p.attrs.get("storage_order", 0) or len(ctx.g.tensors[p.inputs[0]].shape) not in (3, 4):
+        return None
+    a = p.attrs
+    k = a["kernel_shape"]
+    attrs = dict(kernel_shape=list(k), strides=list(a.get("strides", [1] * len(k))),
+                 pads=list(a.get("pads", [0] * 2 * len(k))),
+                 dilations=list(a.get("dilations", [1] * len(k))))
+    return [Node("QMaxPool", p.name, [xs[0]], [q.outputs[0]], attrs, domain=DOMAIN)]
+
+
+def rule_pass_through(ctx, p, acts, q, qy):
+    """Layout ops move bytes: run them on the 8-bit tensor when the scales match."""
+    xs = ctx.dq_source(p.inputs[0])
+    if xs is None or acts or not xs[1].same(qy) or get_op(p.op, p.domain) is None:
+        return None
+    n = p.copy()
+    n.inputs[0] = xs[0]
+    n.outputs = [q.outputs[0]]
+    return [n]
+
+
+def requant_node(ctx, name, x_name, qx: QP, qy: QP, out: str, clamp=None) -> Node:
+    mult, shift = quantize_multiplier(qx.s / qy.s)
+    lo, hi = clamp or qrange(qy.dtype)
+    return Node("QAffine", name, [x_name, ctx.add_const(name + "_scale", np.array([1], np.int32)),
+                                  ctx.add_const(name + "_offset", np.array([0], np.int32)),
+                                  ctx.add_const(name + "_mult", mult),
+                                  ctx.add_const(name + "_shift", shift)],
+                [out], dict(axis=1, x_zp=qx.z, y_zp=qy.z, act_min=lo, act_max=hi),
+                domain=DOMAIN)
+
+
+def rule_concat(ctx, p, acts, q, qy):
+    srcs = [ctx.dq_source(i) for i in p.inputs]
+    if acts or any(s is None or s[1].dtype != qy.dtype for s in srcs):
+        return None
+    nodes, ins = [], []
+    for i, (name, qx) in enumerate(srcs):
+        if qx.same(qy):
+            ins.append(name)
+            continue
+        mid = ctx.new_tensor(f"{p.name}_in{i}_requantized", ctx.g.tensors[name].shape,
+                             qy.dtype, qy)
+        nodes.append(requant_node(ctx, f"{p.name}_requantize{i}", name, qx, qy, mid))
+        ins.append(mid)
+    n = p.copy()
+    n.inputs, n.outputs = ins, [q.outputs[0]]
+    return nodes + [n]
+
+
+AFFINE = ("BatchNormalization", "Mul", "Add", "Sub", "Div")
+
+
+def _affine_step(ctx, n: Node, value: str, k, t):
+    """Compose (k, t) of y = k*x + t with node n applied to x = `value`; None if not affine."""
+    if n.op == "BatchNormalization":
+        if n.inputs[0] != value or len([o for o in n.outputs if o]) != 1:
+            return None
+        vals = [ctx.const(i) for i in n.inputs[1:5]]
+        if any(v is None for v in vals):
+            return None
+        s, b, m, v = (np.asarray(x, np.float64) for x in vals)
+        kk = s / np.sqrt(v + n.attrs.get("epsilon", 1e-5))
+        rank = len(ctx.g.tensors[value].shape)
+        shape = (1, -1) + (1,) * (rank - 2)
+        kk, tt = kk.reshape(shape), (b - m * kk).reshape(shape)
+        return k * kk, t * kk + tt
+    others = [i for i in n.inputs[:2] if i != value]
+    if len(n.inputs) != 2 or len(others) != 1:
+        return None
+    c = ctx.const(others[0])
+    if c is None:
+        return None
+    c = np.asarray(c, np.float64)
+    first = n.inputs[0] == value
+    if n.op == "Mul":
+        return k * c, t * c
+    if n.op == "Add":
+        return k, t + c
+    if n.op == "Sub":
+        return (k, t - c) if first else (-k, c - t)
+    if n.op == "Div" and first:
+        return k / c, t / c
+    return None
+
+
+def rule_affine(ctx, p, acts, q, qy):
+    """A chain of BatchNormalization / Mul / Add / Sub / Div by constants."""
+    chain = [p]
+    while True:
+        cand = [i for i in chain[0].inputs[:1 if chain[0].op == "BatchNormalization" else 2]
+                if i and ctx.const(i) is None]
+        if len(cand) != 1:
+            return None
+        src = ctx.producers.get(cand[0])
+        if src is not None and src.op in AFFINE and not src.domain and ctx.single_use(cand[0]):
+            chain.insert(0, src)
+            continue
+        break
+    xs = ctx.dq_source(cand[0])
+    clamp = clamp_bounds(ctx, acts, qy)
+    if xs is None or clamp is None or xs[1].dtype.name not in ("int8", "uint8"):
+        return None
+    x_name, qx = xs
+    shape = ctx.g.tensors[cand[0]].shape
+    k, t, value = np.ones(()), np.zeros(()), cand[0]
+    for n in chain:
+        r = _affine_step(ctx, n, value, k, t)
+        if r is None:
+            return None
+        k, t = r
+        value = n.outputs[0]
+    rank = len(shape)
+    k = np.broadcast_to(k, np.broadcast_shapes(np.shape(k), np.shape(t)))
+    t = np.broadcast_to(t, k.shape)
+    if k.ndim > rank or np.broadcast_shapes(k.shape, shape) != tuple(shape):
+        return None
+    k = k.reshape((1,) * (rank - k.ndim) + k.shape)
+    t = t.reshape(k.shape)
+    varying = [d for d in range(rank) if k.shape[d] > 1]
+    if len(varying) > 1:
+        return None
+    axis = varying[0] if varying else 1
+    kc, tc = k.ravel().astype(np.float64), t.ravel().astype(np.float64)
+    r = kc * qx.s / qy.s                   # output units per input step
+    o = tc / qy.s                          # output units of the offset
+    p_bits = 16
+    while True:
+        scale = np.where(r > 0, 1, np.where(r < 0, -1, 0)) << p_bits
+        real = np.where(r != 0, np.abs(r), 1.0) / (1 << p_bits)
+        offset = np.rint(o / real)
+        if np.abs(offset).max(initial=0) + 256 * (1 << p_bits) < (1 << 31) or p_bits == 0:
+            break
+        p_bits -= 2
+    if np.abs(offset).max(initial=0) >= 1 << 31:
+        return None
+    mult, shift = quantize_multiplier(real)
+    lo, hi = clamp
+    inputs = [x_name, ctx.add_const(p.name + "_scale", scale.astype(np.int32)),
+              ctx.add_const(p.name + "_offset", offset.astype(np.int32)),
+              ctx.add_const(p.name + "_mult", mult), ctx.add_const(p.name + "_shift", shift)]
+    return ([Node("QAffine", p.name, inputs, [q.outputs[0]],
+                  dict(axis=axis, x_zp=qx.z, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)],
+            chain[:-1])
+
+
+def lut_node(ctx, nodes: list[Node], x_name: str, qx: QP, qy: QP, out: str) -> Node:
+    """Tabulate a chain of unary float ops on all 256 values of the 8-bit input."""
+    lo, hi = qrange(qx.dtype)
+    xs = np.arange(lo, hi + 1).astype(qx.dtype)
+    v = dequantize_ref(xs, qx.s, np.array(qx.z))
+    with np.errstate(all="ignore"):
+        for n in nodes:
+            v = np.asarray(get_op(n.op, n.domain).reference(v, **n.attrs), np.float32)
+    table = quantize_ref(v, qy.s, np.array(qy.z), qy.dtype)
+    name = nodes[-1].name
+    return Node("QLut", name, [x_name, ctx.add_const(name + "_table", table)], [out], {},
+                domain=DOMAIN)
+
+
+RULES = {"Conv": rule_conv, "Gemm": rule_gemm, "MatMul": rule_gemm, "Add": rule_add_mul,
+         "Mul": rule_add_mul, "Sub": rule_affine, "Div": rule_affine,
+         "BatchNormalization": rule_affine, "AveragePool": rule_avgpool,
+         "GlobalAveragePool": rule_avgpool, "ReduceMean": rule_avgpool,
+         "MaxPool": rule_maxpool, "Concat": rule_concat}
+RULES.update({op: rule_pass_through for op in PASS_THROUGH})
+
+
+def _is_unary(ctx: Ctx, n: Node) -> bool:
+    op = get_op(n.op, n.domain)
+    return bool(op and op.elementwise and not n.domain and len([i for i in n.inputs if i]) == 1
+                and len([o for o in n.outputs if o]) == 1 and not n.tail
+                and n.op not in ("Identity",))
+
+
+def lower_quantized(graph: Graph) -> Graph:
+    """Rewrite every DQ -> op -> Q pattern with an integer kernel (see module doc)."""
+    g = graph.copy()
+    if not any(n.op in ("QuantizeLinear", "DequantizeLinear") or
+               (n.domain in ("", "com.microsoft") and n.op.startswith(("QLinear", "ConvInteger",
+                                                                       "MatMulInteger")))
+               for n in g.nodes):
+        return g
+    ctx = Ctx(g)
+    replaced: dict[int, list[Node]] = {}
+    dropped: set[int] = set()
+    for q in list(g.nodes):
+        if q.domain in ("", "com.microsoft") and hasattr(get_op(q.op, q.domain), "lower"):
+            new = get_op(q.op, q.domain).lower(ctx, q)
+            if new:
+                replaced[id(q)] = new
+            continue
+        if q.op != "QuantizeLinear" or q.domain or id(q) in dropped:
+            continue
+        qy = ctx.qparams(q, len(g.tensors[q.inputs[0]].shape))
+        if qy is None or qy.axis is not None or qy.dtype.name not in ("int8", "uint8"):
+            continue
+        # Walk back over single-use unary elementwise ops to the anchor.
+        value = q.inputs[0]
+        if not ctx.single_use(value):
+            continue
+        chain = []
+        while True:
+            p = ctx.producers.get(value)
+            if p is None or id(p) in dropped or id(p) in replaced or not _is_unary(ctx, p):
+                break
+            chain.insert(0, p)
+            value = p.inputs[0]
+            if not ctx.single_use(value):
+                break
+        anchor = ctx.producers.get(value)
+        new, extra = None, []
+        if anchor is None or id(anchor) in replaced or id(anchor) in dropped or anchor.tail:
+            continue
+        if anchor.op == "DequantizeLinear" and not anchor.domain:
+            xs = ctx.dq_source(value)
+            if chain and xs is not None and xs[1].dtype.name in ("int8", "uint8"):
+                new = [lut_node(ctx, chain, xs[0], xs[1], qy, q.outputs[0])]
+        elif not anchor.domain and anchor.op in RULES and ctx.single_use(value) and \
+                all(c.op in CLAMPS for c in chain):
+            try:
+                new = RULES[anchor.op](ctx, anchor, chain, q, qy)
+            except (ValueError, KeyError, TypeError) as e:
+                log.debug("quantize: %s %s not lowered: %s", anchor.op, anchor.name, e)
+                new = None
+            if isinstance(new, tuple):
+                new, extra = new
+        if not new:
+            continue
+        g.tensors[q.outputs[0]].quant = _qparams(qy)
+        if anchor.op == "DequantizeLinear":
+            replaced[id(chain[0])] = new
+            dropped.update(id(c) for c in chain[1:])
+        else:
+            replaced[id(anchor)] = new
+            dropped.update(id(c) for c in chain + extra)
+        dropped.add(id(q))
+    if not replaced:
+        return g
+    nodes = []
+    for n in g.nodes:
+        if id(n) in dropped:
+            continue
+        nodes.extend(replaced.get(id(n), [n]))
+    g.nodes = nodes
+    _annotate(ctx)
+    fallback = float_fallback_nodes(g)
+    if fallback:
+        log.info("%d node(s) run in float between DequantizeLinear and QuantizeLinear "
+                 "(no integer kernel): %s", len(fallback), ", ".join(fallback))
+    return g
+
+
+def _annotate(ctx: Ctx) -> None:
+    """Record scale and zero point on every 8-bit tensor a Q writes or a DQ reads."""
+    g = ctx.g
+    for n in g.nodes:
+        if n.domain or n.op not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        t = n.outputs[0] if n.op == "QuantizeLinear" else n.inputs[0]
+        if t in g.tensors and g.tensors[t].quant is None and not g.tensors[t].is_const:
+            qp = ctx.qparams(n, len(g.tensors[t].shape))
+            if qp is not None:
+                g.tensors[t].quant = _qparams(qp)
+
+
+def float_fallback_nodes(g: Graph) -> list[str]:
+    """Nodes of a quantized graph computing in float on dequantized activations:
+    those reading a (non-constant) DequantizeLinear output or feeding a QuantizeLinear."""
+    producers = {o: n for n in g.nodes for o in n.kernel_outputs}
+    quant_inputs = {n.inputs[0] for n in g.nodes if n.op == "QuantizeLinear" and not n.domain}
+    out = []
+    for n in g.nodes:
+        if n.domain or n.op in ("QuantizeLinear", "DequantizeLinear") or n.alias:
+            continue
+        reads_dq = any(
+            (p := producers.get(i)) is not None and p.op == "DequantizeLinear" and not p.domain
+            for i in n.inputs if i)
+        if reads_dq or any(o in quant_inputs for o in n.kernel_outputs):
+            out.append(f'{n.op} "{n.name}"')
+    return out
