@@ -382,7 +382,7 @@ void mtvm_server_init(mtvm_server_t* s, const mtvm_model_t* model, const char* b
     s->board = board ? board : "";
     s->nonce = boot_nonce;
     mtvm_unframer_init(&s->unframer, s->rx, MTVM_MAX_PACKET_BYTES);
-    mtvm_server_log(s, MTVM_LOG_INFO, "mtvm runtime " MTVM_RUNTIME_VERSION " ready");
+    mtvm_server_log(s, MTVM_LOG_DEBUG, "mtvm runtime " MTVM_RUNTIME_VERSION " ready");
 }
 
 void mtvm_server_feed(mtvm_server_t* s, const uint8_t* data, size_t size_bytes)

@@ -1,7 +1,6 @@
 """Boards (data files in boards/) and where templates and the C runtime live."""
 from __future__ import annotations
 
-import json
 import os
 
 from ..errors import MtvmError
@@ -13,30 +12,21 @@ C_RUNTIME_DIR = os.path.join(REPO_ROOT, "c_runtime")
 
 
 def list_boards() -> list[str]:
-    if not os.path.isdir(BOARDS_DIR):
-        return []
-    return sorted(f[:-5] for f in os.listdir(BOARDS_DIR) if f.endswith(".json"))
+    from .. import boards as _boards
+    return _boards.list_boards()
 
 
 def load_board(board) -> dict:
-    """A board by name (boards/<name>.json), by path to a .json, or a dict."""
+    """A board's data: by name (boards/<name>.json, MTVM_BOARDS_PATH), by path to a
+    .json file, or a dict. Validated by mtvm.boards."""
+    from .. import boards as _boards
     if isinstance(board, dict):
-        data = dict(board)
+        b = _boards.board_from_dict(dict(board))
     else:
-        path = board if str(board).endswith(".json") else os.path.join(BOARDS_DIR,
-                                                                        f"{board}.json")
-        if not os.path.exists(path):
-            raise MtvmError(f"unknown board {board!r}; known boards: "
-                            + (", ".join(list_boards()) or "(none)"))
-        with open(path) as f:
-            try:
-                data = json.load(f)
-            except json.JSONDecodeError as e:
-                raise MtvmError(f"{path}: invalid JSON: {e}") from e
-        data.setdefault("name", os.path.splitext(os.path.basename(path))[0])
-    for key in ("name", "template"):
-        if key not in data:
-            raise MtvmError(f"board {data.get('name', board)!r} has no {key!r}")
+        b = _boards.load_board(os.fspath(board))
+    data = b.to_dict()
+    data.setdefault("name", b.name)
+    data.setdefault("template", b.template)
     return data
 
 

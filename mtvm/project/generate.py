@@ -98,7 +98,16 @@ def descriptor_source(md: dict, var: str = "mtvm_model") -> str:
             L.append(f"    {var_}.{t['c_name']} = mtvm_{pre}{i}_data;")
     if not md["inputs"]:
         L.append("    (void)inputs;")
-    L += [f"    return tvmgen_{mod}_run(&inputs, &outputs);", "}", ""]
+    if md.get("external_workspace"):
+        L[L.index("static int32_t mtvm_run(void)"):L.index("static int32_t mtvm_run(void)")] = [
+            f"static uint64_t mtvm_workspace[{max((md['workspace_bytes'] + 15) // 8, 2)}];", ""]
+        L += [f"    struct tvmgen_{mod}_workspace_pools pools;",
+              "    /* 16-byte aligned start inside the arena */",
+              "    pools.global_workspace = (void*)((uint8_t*)mtvm_workspace"
+              " + (16u - (uint32_t)((uintptr_t)mtvm_workspace & 15u)) % 16u);",
+              f"    return tvmgen_{mod}_run(&inputs, &outputs, &pools);", "}", ""]
+    else:
+        L += [f"    return tvmgen_{mod}_run(&inputs, &outputs);", "}", ""]
     ops = md.get("operators", [])
     if ops:
         L.append(f"static const char* const mtvm_kernel_names[{len(ops)}] = {{")

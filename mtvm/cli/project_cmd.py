@@ -1,0 +1,66 @@
+"""`mtvm project generate|build|flash|stop`: projects for a board (docs/projects.md)."""
+from __future__ import annotations
+
+from .options import add_compile_options, compile_kwargs
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("project", help="generate, build, flash or stop a board project",
+                       description="Projects: a model + a board + a template = a buildable "
+                       "directory (see docs/projects.md).")
+    ps = p.add_subparsers(dest="project_command", required=True, metavar="ACTION")
+
+    g = ps.add_parser("generate", help="create a project directory from a model")
+    g.add_argument("model", help="ONNX file")
+    g.add_argument("--board", default="host", help="board name (see `mtvm boards`; "
+                   "default: host)")
+    g.add_argument("-o", "--output", required=True, metavar="DIR", help="project directory")
+    g.add_argument("--kind", choices=["host-driven", "standalone"], default="host-driven",
+                   help="host-driven: RPC server for `mtvm run`; standalone: runs an embedded "
+                   "sample and prints the outputs (default: host-driven)")
+    g.add_argument("--sample", metavar="FILE", help="standalone: the sample input (.npz with "
+                   "the input names or in_0.., or .npy); default: MODEL's .npz beside it")
+    g.add_argument("--force", action="store_true", help="overwrite a non-empty directory")
+    add_compile_options(g)
+    g.set_defaults(func=generate)
+
+    for name, fn, text in (("build", build, "compile the project"),
+                           ("flash", flash, "program the board (emulated: start QEMU)"),
+                           ("stop", stop, "stop what flash started (an emulator)")):
+        q = ps.add_parser(name, help=text)
+        q.add_argument("dir", help="project directory")
+        q.set_defaults(func=fn)
+
+
+def generate(args) -> int:
+    from .. import project
+    kw = compile_kwargs(args)
+    module_name, profile = kw.pop("module_name"), kw.pop("profile")
+    proj = project.generate(args.model, board=args.board, out_dir=args.output, kind=args.kind,
+                            sample=args.sample, force=args.force, profile=profile,
+                            module_name=module_name, compile_options=kw)
+    md = proj.metadata
+    print(f"generated {proj.kind} project for model {md['model_name']} on board "
+          f"{proj.board['name']}: {proj.dir}")
+    print(f"  {len(md['operators'])} kernels, arena {md['workspace_bytes']} B, "
+          f"constants {md['constant_bytes']} B" + (", profiling" if proj.info["profile"] else ""))
+    print(f"next: mtvm project build {args.output}")
+    return 0
+
+
+def build(args) -> int:
+    from .. import project
+    project.load(args.dir).build()
+    return 0
+
+
+def flash(args) -> int:
+    from .. import project
+    project.load(args.dir).flash()
+    return 0
+
+
+def stop(args) -> int:
+    from .. import project
+    project.load(args.dir).stop()
+    return 0

@@ -1,0 +1,237 @@
+"""`mtvm run DIR`: run a project's model on its device through a session --
+outputs, device-timed benchmark, per-operator profile, validation against
+onnxruntime."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..errors import MtvmError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="run a project's model on the device (host-driven session)",
+                       description="Runs the model ON the device: inputs are sent over the "
+                       "session, outputs read back. Times come from the device's timer.")
+    p.add_argument("dir", help="project directory (see `mtvm project generate`)")
+    p.add_argument("--input", "-i", action="append", default=[], metavar="[NAME=]FILE",
+                   help="input data: .npy, .npz (keys: input names or in_0..), or raw bytes "
+                   "(any other extension); repeat NAME=FILE for several inputs. "
+                   "Default: seeded random inputs")
+    p.add_argument("--output", "-o", metavar="FILE.npz", help="save the outputs")
+    p.add_argument("--benchmark", type=int, metavar="N", help="time N back-to-back runs on "
+                   "the device, --repeat times: mean/median/min/max per inference")
+    p.add_argument("--repeat", type=int, default=3, help="benchmark repeats (default 3)")
+    p.add_argument("--profile", action="store_true", help="per-operator ticks of one run "
+                   "(the project must be generated with --profile)")
+    p.add_argument("--validate", action="store_true", help="compare the device's outputs with "
+                   "onnxruntime: max abs error, RMSE, cosine similarity")
+    p.add_argument("--port", help="talk to the device over this port instead (serial device, "
+                   "pty, socket://host:port, tcp://host:port)")
+    p.add_argument("--timeout", type=float, help="seconds to wait for each reply before "
+                   "resending (default 1)")
+    p.add_argument("--retries", type=int, help="resends before giving up (default 4)")
+    p.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
+    p.set_defaults(func=run)
+
+
+# -- inputs -----------------------------------------------------------------------------------
+def _load_file(path: str):
+    if not os.path.exists(path):
+        raise MtvmError(f"input file {path} not found")
+    if path.endswith(".npy"):
+        return np.load(path)
+    if path.endswith(".npz"):
+        with np.load(path) as z:
+            return {k: z[k] for k in z.files}
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _from_raw(spec, data: bytes, path: str) -> np.ndarray:
+    if len(data) != spec.size_bytes:
+        raise MtvmError(f"input \"{spec.name}\": raw file {path} has {len(data)} bytes, "
+                        f"expected {spec.size_bytes} ({spec.dtype}{list(spec.shape)})")
+    return np.frombuffer(data, np.dtype(spec.dtype).newbyteorder("<")).reshape(spec.shape)
+
+
+def load_inputs(specs, args_inputs: list[str]) -> dict:
+    """{input name: array} from --input options (checked later by the executor)."""
+    out = {}
+    names = [s.name for s in specs]
+    by_name = {s.name: s for s in specs}
+    for item in args_inputs:
+        name, sep, path = item.partition("=")
+        if not sep or name not in by_name:
+            name, path = None, item
+        data = _load_file(path)
+        if isinstance(data, dict):
+            for i, s in enumerate(specs):
+                for key in (s.name, f"in_{i}"):
+                    if key in data:
+                        out[s.name] = data[key]
+                        break
+            if not any(k in data for s_i, s in enumerate(specs) for k in (s.name, f"in_{s_i}")):
+                raise MtvmError(f"{path} has none of the model's inputs ({', '.join(names)}); "
+                                f"its arrays: {', '.join(data)}")
+            continue
+        if name is None:
+            missing = [s for s in specs if s.name not in out]
+            if len(specs) != 1 and len(missing) != 1:
+                raise MtvmError(f"the model has {len(specs)} inputs ({', '.join(names)}); "
+                                f"give them as --input NAME=FILE or in one .npz")
+            name = (missing or specs)[0].name
+        spec = by_name[name]
+        out[name] = _from_raw(spec, data, path) if isinstance(data, bytes) else data
+    return out
+
+
+def random_inputs(specs, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for s in specs:
+        dt = np.dtype(s.dtype)
+        if dt.kind == "f":
+            out[s.name] = rng.standard_normal(s.shape).astype(dt)
+        elif dt.kind == "b":
+            out[s.name] = rng.integers(0, 2, s.shape).astype(dt)
+        else:
+            lo, hi = max(np.iinfo(dt).min, -128), min(np.iinfo(dt).max, 127)
+            out[s.name] = rng.integers(lo, hi + 1, s.shape).astype(dt)
+    return out
+
+
+# -- progress ---------------------------------------------------------------------------------
+class TransferProgress:
+    """Shows transfers that take longer than a moment (slow serial links)."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.t0 = {}
+        self.shown = False
+
+    def __call__(self, done, total, what):
+        now = time.monotonic()
+        t0 = self.t0.setdefault(what, now)
+        if now - t0 < 0.5 and not (self.shown and done >= total):
+            return
+        self.shown = True
+        pct = 100 * done // max(total, 1)
+        end = "\n" if done >= total else ""
+        self.stream.write(f"\r[mtvm] {what}: {done}/{total} bytes ({pct}%)" + end)
+        self.stream.flush()
+        if done >= total:
+            self.t0.pop(what, None)
+            self.shown = False
+
+
+# -- reports ----------------------------------------------------------------------------------
+def print_outputs(outputs: dict) -> None:
+    for name, a in outputs.items():
+        text = np.array2string(a.ravel(), threshold=24, precision=6, max_line_width=100)
+        print(f"output {name}: {a.dtype}{list(a.shape)}")
+        print(f"  {text}")
+
+
+def compare(actual: np.ndarray, ref: np.ndarray) -> dict:
+    a = actual.astype(np.float64).ravel()
+    r = np.asarray(ref).astype(np.float64).ravel()
+    diff = np.abs(a - r)
+    denom = np.linalg.norm(a) * np.linalg.norm(r)
+    return {"max_abs": float(diff.max(initial=0.0)),
+            "rmse": float(np.sqrt(np.mean(diff ** 2))) if diff.size else 0.0,
+            "cosine": float(a @ r / denom) if denom else (1.0 if not diff.any() else 0.0),
+            "tolerance": 1e-4 * max(float(np.abs(r).max(initial=0.0)), 1.0)
+            if np.asarray(ref).dtype.kind == "f" else 0.0}
+
+
+def onnxruntime_outputs(model_path: str, inputs: dict) -> list:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise MtvmError("--validate needs onnxruntime (pip install onnxruntime)") from None
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    feeds = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+    return sess.run(None, feeds)
+
+
+def run_standalone(proj) -> int:
+    hook = getattr(proj.template, "run_standalone", None)
+    if hook is None:
+        raise MtvmError(f"{proj.dir} is a standalone project for board {proj.board['name']}: "
+                        "it runs untethered (flash it and read its UART); generate a "
+                        "host-driven project for `mtvm run`")
+    p = hook(proj)
+    sys.stdout.write(p.stdout)
+    sys.stderr.write(p.stderr)
+    return p.returncode
+
+
+def run(args) -> int:
+    from .. import project
+    from ..session.executor import fmt_seconds
+    proj = project.load(args.dir)
+    if proj.kind == "standalone":
+        return run_standalone(proj)
+    progress = TransferProgress()
+    with proj.session(port=args.port, timeout=args.timeout, retries=args.retries,
+                      progress=progress) as sess:
+        info = sess.info()
+        print(info)
+        ex = sess.executor
+        status = 0
+        want_run = bool(args.input or args.output or args.validate
+                        or not (args.benchmark or args.profile))
+        if want_run:
+            if args.input:
+                inputs = load_inputs(info.inputs, args.input)
+                missing = [s.name for s in info.inputs if s.name not in inputs]
+                if missing:
+                    raise MtvmError(f"no data for input(s) {', '.join(missing)}")
+            else:
+                inputs = random_inputs(info.inputs, args.seed)
+                print(f"(no --input: random inputs, seed {args.seed})")
+            outputs = ex.run(inputs)
+            tps = info.ticks_per_second
+            print(f"ran on {info.board} in {fmt_seconds(ex.last_run_ticks / tps)} "
+                  f"({ex.last_run_ticks} ticks at {tps} Hz, device timer)")
+            print_outputs(outputs)
+            if args.output:
+                np.savez(args.output, **outputs)
+                print(f"wrote {args.output}")
+            if args.validate:
+                status |= validate(proj, inputs, outputs)
+        if args.benchmark:
+            res = ex.benchmark(number=args.benchmark, repeat=args.repeat)
+            print(f"benchmark: {res}")
+            timing = getattr(proj.template, "timing", None)
+            if timing is not None:
+                note = timing(proj)
+                if note:
+                    print(f"  timer: {note}")
+        if args.profile:
+            prof = ex.profile()
+            print(f"profile of one run ({prof.ticks_per_second} Hz ticks, "
+                  f"total {fmt_seconds(prof.total_ticks / prof.ticks_per_second)}):")
+            print(prof.table())
+        return status
+
+
+def validate(proj, inputs: dict, outputs: dict) -> int:
+    model_path = proj.info.get("model_path")
+    if not model_path or not os.path.exists(model_path):
+        raise MtvmError(f"--validate needs the ONNX model; {model_path or 'no path'} recorded in "
+                        f"{proj.dir}/mtvm_project.json is not there")
+    refs = onnxruntime_outputs(model_path, inputs)
+    bad = 0
+    print("validation against onnxruntime:")
+    for (name, a), r in zip(outputs.items(), refs):
+        c = compare(a, r)
+        ok = c["max_abs"] <= c["tolerance"]
+        bad += not ok
+        print(f"  {name}: max abs err {c['max_abs']:.3g} (tolerance {c['tolerance']:.3g}), "
+              f"RMSE {c['rmse']:.3g}, cosine {c['cosine']:.8f}  {'OK' if ok else 'MISMATCH'}")
+    return 1 if bad else 0
