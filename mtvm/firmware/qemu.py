@@ -1,0 +1,201 @@
+"""QEMU as a flash target: "flashing" an emulated board starts
+qemu-system-arm with the firmware and the board's first UART on a
+pseudo-terminal, in the background. The pty path and the process id are
+recorded in a state file so that a later `mtvm run` (which opens the pty
+with pyserial, exactly like a USB serial port) and `mtvm project stop` find
+them, across processes.
+
+With icount=True QEMU runs with `-icount shift=0`: every instruction takes
+1 ns of virtual time, so the board's timer (SysTick on the emulated clock)
+measures instruction counts instead of host speed.
+
+run_to_exit() is the other way to run a firmware: UART to a file, wait for
+the program to end through semihosting, return its status and output (the
+standalone tests use it).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+
+from ..errors import MtvmError
+
+QEMU = "qemu-system-arm"
+_PTY_RE = re.compile(r"char device redirected to (/dev/\S+) \(label (\w+)\)")
+
+
+def find_qemu() -> str:
+    path = shutil.which(QEMU)
+    if path is None:
+        raise MtvmError(f"{QEMU} not found: install it (Debian/Ubuntu: apt-get install "
+                        f"qemu-system-arm) to run the emulated boards")
+    return path
+
+
+def qemu_command(machine: str, elf: str, serial: str = "pty", icount: bool = False,
+                 extra: list[str] | None = None) -> list[str]:
+    argv = [find_qemu(), "-machine", machine, "-nographic", "-monitor", "none",
+            "-serial", serial, "-semihosting-config", "enable=on,target=native",
+            "-kernel", os.path.abspath(elf)]
+    if icount:
+        # shift=0: 1 instruction = 1 ns of virtual time. sleep=off: the
+        # virtual clock does not wait for the host while the core idles.
+        argv += ["-icount", "shift=0,sleep=off"]
+    return argv + list(extra or [])
+
+
+@dataclass
+class QemuInstance:
+    pid: int
+    pty: str
+    argv: list
+    elf: str
+    log: str
+    icount: bool
+    started: float
+
+    def alive(self) -> bool:
+        return _pid_is(self.pid, self.elf)
+
+
+def _pid_is(pid: int, elf: str) -> bool:
+    """True when pid is still our QEMU (not a recycled pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().split(b"\0")
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True            # no /proc: trust the pid
+    text = [c.decode(errors="replace") for c in cmd]
+    return any(QEMU in c for c in text[:1]) and os.path.abspath(elf) in text
+
+
+def load_state(state_path: str) -> QemuInstance | None:
+    try:
+        with open(state_path) as f:
+            return QemuInstance(**json.load(f))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def start(machine: str, elf: str, state_path: str, icount: bool = False,
+          timeout: float = 10.0, extra: list[str] | None = None) -> QemuInstance:
+    """Start QEMU in the background (its own session, so it outlives the
+    calling process); returns once the UART's pty is known. A QEMU started
+    earlier from the same state file is stopped first."""
+    if not os.path.isfile(elf):
+        raise MtvmError(f"{elf} does not exist: build the project first")
+    stop(state_path)
+    argv = qemu_command(machine, elf, "pty", icount, extra)
+    log = os.path.splitext(state_path)[0] + ".log"
+    os.makedirs(os.path.dirname(os.path.abspath(state_path)), exist_ok=True)
+    with open(log, "wb") as logf:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                start_new_session=True)
+    deadline = time.monotonic() + timeout
+    pty = None
+    while time.monotonic() < deadline:
+        with open(log, errors="replace") as f:
+            text = f.read()
+        for path, label in _PTY_RE.findall(text):
+            if label == "serial0":
+                pty = path
+        if pty:
+            break
+        if proc.poll() is not None:
+            raise MtvmError(f"QEMU exited ({proc.returncode}) before opening the UART pty:\n"
+                            f"{' '.join(argv)}\n{text.strip()}")
+        time.sleep(0.05)
+    if pty is None:
+        proc.kill()
+        raise MtvmError(f"QEMU did not report its UART pty within {timeout} s (log: {log})")
+    inst = QemuInstance(pid=proc.pid, pty=pty, argv=argv, elf=os.path.abspath(elf), log=log,
+                        icount=icount, started=time.time())
+    with open(state_path, "w") as f:
+        json.dump(asdict(inst), f, indent=2)
+    return inst
+
+
+def running(state_path: str) -> QemuInstance:
+    """The QEMU recorded in state_path, or a clear error when there is none."""
+    inst = load_state(state_path)
+    if inst is None:
+        raise MtvmError("the emulator is not running: `mtvm project flash DIR` starts it")
+    if not inst.alive():
+        tail = ""
+        try:
+            with open(inst.log, errors="replace") as f:
+                tail = f.read().strip()[-2000:]
+        except OSError:
+            pass
+        raise MtvmError(f"the emulator (pid {inst.pid}) has exited; `mtvm project flash DIR` "
+                        f"restarts it" + (f"\nQEMU's output:\n{tail}" if tail else ""))
+    return inst
+
+
+def stop(state_path: str, timeout: float = 5.0) -> bool:
+    """Stop the QEMU recorded in state_path (only that process). Returns
+    True if one was running."""
+    inst = load_state(state_path)
+    if inst is None:
+        return False
+    was = inst.alive()
+    if was:
+        try:
+            os.kill(inst.pid, signal.SIGTERM)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and _pid_is(inst.pid, inst.elf):
+                try:   # reap it if it is our child
+                    os.waitpid(inst.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+                time.sleep(0.05)
+            if _pid_is(inst.pid, inst.elf):
+                os.kill(inst.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.remove(state_path)
+    except OSError:
+        pass
+    return was
+
+
+@dataclass
+class RunResult:
+    status: int | None        # semihosting exit status; None on timeout
+    output: str               # what the firmware wrote on its UART
+    stderr: str
+    seconds: float
+
+
+def run_to_exit(machine: str, elf: str, timeout: float = 60.0, icount: bool = False,
+                workdir: str | None = None) -> RunResult:
+    """Run a firmware that ends itself through semihosting; capture its UART."""
+    workdir = workdir or os.path.dirname(os.path.abspath(elf))
+    out_path = os.path.join(workdir, "uart0.txt")
+    if os.path.exists(out_path):
+        os.remove(out_path)
+    argv = qemu_command(machine, elf, f"file:{out_path}", icount)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        status, err = p.returncode, p.stdout.decode(errors="replace") + p.stderr.decode(
+            errors="replace")
+    except subprocess.TimeoutExpired as e:
+        status, err = None, ((e.stderr or b"") + (e.stdout or b"")).decode(errors="replace")
+    try:
+        with open(out_path, errors="replace") as f:
+            output = f.read()
+    except OSError:
+        output = ""
+    return RunResult(status, output, err, time.monotonic() - t0)

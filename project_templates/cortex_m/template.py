@@ -1,0 +1,195 @@
+"""The cortex_m template's hooks (docs/projects.md): a bare-metal firmware
+for any Cortex-M board of boards/ -- startup, a linker script from the
+board's memory, the board's UART driver with an interrupt-fed receive ring,
+DWT/SysTick timer, semihosting exit on QEMU, a Makefile for arm-none-eabi-gcc.
+
+flash: an emulated board starts QEMU with the UART on a pty (recorded in
+build/qemu.json); a real board runs its flash runner. open_transport: pyserial
+on that pty, on --port, or on the port found by the board's USB vid/pid.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from mtvm.boards import board_from_dict
+from mtvm.errors import MtvmError
+from mtvm.firmware import qemu, runners, size
+
+ELF = "build/firmware.elf"
+QEMU_STATE = "build/qemu.json"
+
+# Files copied as they are (src/drivers/uart_<driver>.c is added per board).
+STATIC_FILES = ["src/startup.c", "src/cortex_m.h", "src/uart.h", "src/uart_ring.c",
+                "src/platform_cortex_m.c", "src/platform_cortex_m.h"]
+
+# nRF52 UARTE BAUDRATE register values (the PS's table; not a formula).
+NRF_UARTE_BAUD = {9600: 0x00275000, 19200: 0x004EA000, 38400: 0x009D0000, 57600: 0x00EB0000,
+                  115200: 0x01D60000, 230400: 0x03B00000, 460800: 0x07400000,
+                  921600: 0x0F000000, 1000000: 0x10000000}
+
+
+def _board(project_or_ctx):
+    return board_from_dict(project_or_ctx.board)
+
+
+def _int(v) -> int:
+    return v if isinstance(v, int) else int(str(v), 0)
+
+
+def _ring_bytes(max_packet: int) -> int:
+    # A whole request with every byte escaped, plus start, length and CRC.
+    need = 2 * (max_packet + 6) + 2
+    n = 64
+    while n < need:
+        n *= 2
+    return n
+
+
+def _pin(name) -> tuple[int, int]:
+    """"PA9" -> (0, 9)."""
+    s = str(name).upper()
+    if len(s) < 3 or s[0] != "P" or not s[1].isalpha() or not s[2:].isdigit():
+        raise MtvmError(f"pin {name!r}: expected a name like PA9")
+    return ord(s[1]) - ord("A"), int(s[2:])
+
+
+def _reg_bits(pairs) -> tuple[str, int]:
+    pairs = list(pairs or [])
+    if not pairs:
+        return "{ {0u, 0u} }", 0
+    body = ", ".join(f"{{{_int(r):#010x}u, {int(b)}u}}" for r, b in pairs)
+    return "{ " + body + " }", len(pairs)
+
+
+def uart_extra(board) -> str:
+    """Driver-specific lines of board_config.h."""
+    u, drv = board.uart, board.uart["driver"]
+    lines = []
+    if drv.startswith("stm32_usart"):
+        tx, rx = _pin(u["pins"]["tx"]), _pin(u["pins"]["rx"])
+        clocks, nclocks = _reg_bits(u.get("clock_enable"))
+        extra, nextra = _reg_bits(u.get("set_bits"))
+        lines += [f"#define MTVM_UART_PCLK_HZ {_int(u['pclk_hz'])}u",
+                  f"#define MTVM_UART_LPUART {1 if u.get('lpuart') else 0}",
+                  f"#define MTVM_GPIO_BASE {_int(u['gpio_base']):#010x}u",
+                  f"#define MTVM_UART_TX_PORT {tx[0]}u", f"#define MTVM_UART_TX_PIN {tx[1]}u",
+                  f"#define MTVM_UART_RX_PORT {rx[0]}u", f"#define MTVM_UART_RX_PIN {rx[1]}u",
+                  f"#define MTVM_UART_AF {int(u['af'])}u",
+                  f"#define MTVM_UART_CLOCK_ENABLES {clocks}",
+                  f"#define MTVM_UART_CLOCK_ENABLE_COUNT {nclocks}u",
+                  f"#define MTVM_UART_SET_BITS {extra}",
+                  f"#define MTVM_UART_SET_BITS_COUNT {nextra}u"]
+    elif drv == "cmsdk_uart":
+        lines += [f"#define MTVM_UART_PCLK_HZ {_int(u['pclk_hz'])}u"]
+    elif drv == "nrf_uarte":
+        baud = int(u.get("baud", 115200))
+        if baud not in NRF_UARTE_BAUD:
+            raise MtvmError(f"board {board.name}: the nRF UARTE has no {baud} baud setting; "
+                            f"use one of {sorted(NRF_UARTE_BAUD)}")
+        lines += [f"#define MTVM_UART_TX_PIN {int(u['pins']['tx'])}u",
+                  f"#define MTVM_UART_RX_PIN {int(u['pins']['rx'])}u",
+                  f"#define MTVM_UART_BAUD_REG {NRF_UARTE_BAUD[baud]:#010x}u"]
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def generate(ctx):
+    b = _board(ctx)
+    max_packet = int(ctx.subs["MAX_PACKET_BYTES"])
+    drv = b.uart["driver"]
+    subs = dict(
+        OBJCOPY="arm-none-eabi-objcopy", SIZE="arm-none-eabi-size", EXTRA_DEFINES="",
+        UART_DRIVER=drv, IRQS=b.irqs, CLOCK_HZ=b.clock_hz,
+        TIMER_DWT=1 if b.timer == "dwt" else 0, SEMIHOSTING=1 if b.emulated else 0,
+        UART_BASE=f"{_int(b.uart['base']):#010x}", UART_RX_IRQ=int(b.uart["rx_irq"]),
+        UART_BAUD=int(b.uart.get("baud", 115200)), UART_RX_RING_BYTES=_ring_bytes(max_packet) if ctx.kind == "host-driven" else 64,
+        UART_EXTRA=uart_extra(b),
+        FLASH_ORIGIN=f"{b.flash.origin:#010x}", FLASH_SIZE=b.flash.size,
+        RAM_ORIGIN=f"{b.ram.origin:#010x}", RAM_SIZE=b.ram.size,
+        FLASH_NAME=b.flash.name or "flash", RAM_NAME=b.ram.name or "RAM",
+        STACK_BYTES=b.stack_bytes)
+    ctx.render("Makefile.in", "Makefile", **subs)
+    ctx.render("link.ld.in", "link.ld", **subs)
+    ctx.render("src/board_config.h.in", "src/board_config.h", **subs)
+    ctx.render("src/main.c.in", "src/main.c", **subs)
+    for f in STATIC_FILES:
+        ctx.copy(f)
+    ctx.copy(f"src/drivers/uart_{drv}.c")
+    if drv.startswith("stm32_usart"):
+        ctx.copy("src/drivers/stm32_common.h")
+    ctx.template_data.update(elf=ELF, hex="build/firmware.hex", bin="build/firmware.bin",
+                             emulated=b.emulated, qemu_machine=b.qemu_machine,
+                             qemu_state=QEMU_STATE if b.emulated else None,
+                             baud=int(b.uart.get("baud", 115200)))
+
+
+def build(project, progress):
+    b = _board(project)
+    kind = project.kind
+    size.check_fits(project.metadata, b.flash.size, b.ram.size, b.stack_bytes,
+                    int(project.info.get("max_packet_bytes", 512)), kind, b.name)
+    jobs = str(max(1, min(8, os.cpu_count() or 1)))
+    try:
+        project.run_command(["make", "-j", jobs], f"make: arm-none-eabi-gcc for {b.name}",
+                            progress=progress)
+    except MtvmError as e:
+        text = str(e)
+        if "overflow" in text or "will not fit" in text:
+            lines = [ln.strip() for ln in text.splitlines()
+                     if "overflow" in ln or "will not fit" in ln or "mtvm:" in ln]
+            raise MtvmError(f"the firmware does not fit on {b.name} (flash {b.flash.size:,} B, "
+                            f"RAM {b.ram.size:,} B):\n  " + "\n  ".join(dict.fromkeys(lines))
+                            ) from None
+        raise
+    rep = size.report(project.path(ELF), b.flash.size, b.ram.size, project.info["module_name"])
+    progress(rep.format(b.name))
+    with open(project.path("build", "size.json"), "w") as f:
+        json.dump(rep.as_dict(), f, indent=2)
+    return rep
+
+
+def flash(project, progress, icount: bool | None = None, **kw):
+    """icount (QEMU only): -icount shift=0, 1 instruction = 1 ns of virtual
+    time; default from MTVM_QEMU_ICOUNT=1."""
+    b = _board(project)
+    elf = project.path(ELF)
+    if not os.path.exists(elf):
+        raise MtvmError(f"{elf} not found: run `mtvm project build {project.dir}` first")
+    if b.emulated:
+        if icount is None:
+            icount = os.environ.get("MTVM_QEMU_ICOUNT", "") not in ("", "0")
+        inst = qemu.start(b.qemu_machine, elf, project.path(QEMU_STATE), icount=icount)
+        progress(f"QEMU {b.qemu_machine} running (pid {inst.pid}), UART on {inst.pty}"
+                 + (" [icount: 1 instruction = 1 ns]" if icount else "")
+                 + f"; stop it with `mtvm project stop {project.dir}`")
+        return inst
+    runners.flash(b, elf, project.path("build", "firmware.hex"),
+                  project.path("build", "firmware.bin"), progress=progress)
+    return None
+
+
+def open_transport(project, port=None, **kw):
+    from mtvm.session import transport
+    b = _board(project)
+    baud = int(b.uart.get("baud", 115200))
+    if port is None:
+        port = qemu.running(project.path(QEMU_STATE)).pty if b.emulated else runners.find_port(b)
+    return transport.serial(port, baudrate=baud, **kw)
+
+
+def stop(project):
+    b = _board(project)
+    if b.emulated:
+        qemu.stop(project.path(QEMU_STATE))
+
+
+def timing(project) -> dict:
+    """What the device's timer ticks mean. Under QEMU with icount, virtual
+    time is instructions: instructions = seconds * 1e9."""
+    b = _board(project)
+    if b.emulated:
+        inst = qemu.load_state(project.path(QEMU_STATE))
+        if inst is not None and inst.icount and inst.alive():
+            return {"clock": "qemu-icount", "instructions_per_second": 1e9}
+        return {"clock": "qemu-host", "note": "emulated: times follow the host's speed"}
+    return {"clock": b.timer, "hz": b.clock_hz}
