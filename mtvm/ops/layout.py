@@ -1,0 +1,261 @@
+"""Data movement: Transpose, Concat, Pad. They work for any dtype (they only
+copy), the Pad constant is written in the tensor's type."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedError
+from .base import Op, need_const, register
+from .reduce import indent, norm_axis, prod
+
+
+def _strides(shape) -> list[int]:
+    return [prod(shape[d + 1:]) for d in range(len(shape))]
+
+
+def _index(terms: list[tuple[str, int]]) -> str:
+    """sum of var * stride as C (stride 1 written bare, 0 dropped)."""
+    parts = [v if s == 1 else f"{v} * {s}" for v, s in terms if s]
+    return " + ".join(parts) or "0"
+
+
+def _nest(sizes: list[int], names: list[str], body: list[str]) -> list[str]:
+    """Nested for loops over `sizes` with loop variables `names` around `body`."""
+    lines = []
+    for d, (size, v) in enumerate(zip(sizes, names)):
+        lines.append("    " * d + f"for (size_t {v} = 0; {v} < {size}; ++{v}) {{")
+    lines += indent(body, len(sizes))
+    for d in reversed(range(len(sizes))):
+        lines.append("    " * d + "}")
+    return lines
+
+
+def _store(k, value: str, idx: str) -> list[str]:
+    lines = [f"{k.ctype} v = {value};"]
+    ep = k.epilogue("v", idx)
+    if ep:
+        lines.append(ep)
+    lines.append(f"out0[{idx}] = v;")
+    return lines
+
+
+# -- Transpose ----------------------------------------------------------------------
+
+@register("Transpose")
+class Transpose(Op):
+    """out[i0, i1, ...] = x[... indexed by perm ...]; perm defaults to reversed."""
+    anchor = True
+
+    def reference(self, x, *, perm=None):
+        return np.transpose(x, perm)
+
+    def infer(self, node, inputs, consts):
+        shape = inputs[0].shape
+        perm = node.attrs.get("perm") or list(reversed(range(len(shape))))
+        if sorted(perm) != list(range(len(shape))):
+            raise ShapeError(f"perm {list(perm)} is not a permutation of {len(shape)} axes")
+        return [(tuple(shape[p] for p in perm), inputs[0].dtype)]
+
+    def emit(self, k, *, perm=None):
+        x = k.ins[0]
+        rank = len(x.shape)
+        perm = list(perm) if perm else list(reversed(range(rank)))
+        in_st = _strides(x.shape)
+        # Output dims as (size, input stride); size-1 dims dropped, dims that
+        # stay adjacent in the input merged.
+        dims: list[list[int]] = []
+        for p in perm:
+            size, st = x.shape[p], in_st[p]
+            if size == 1:
+                continue
+            if dims and dims[-1][1] == size * st:
+                dims[-1] = [dims[-1][0] * size, st]
+            else:
+                dims.append([size, st])
+        if not dims:
+            dims = [[1, 1]]
+        sizes = [d[0] for d in dims]
+        names = [f"i{d}" for d in range(len(dims))]
+        out_idx = _index(list(zip(names, _strides(sizes))))
+        in_idx = _index([(v, d[1]) for v, d in zip(names, dims)])
+        return "\n".join(_nest(sizes, names, _store(k, f"{x.c}[{in_idx}]", out_idx)))
+
+
+# -- Concat -------------------------------------------------------------------------
+
+@register("Concat")
+class Concat(Op):
+    """Along `axis` (negative counts from the end): each input's slab is copied
+    once per outer index with memcpy."""
+
+    def canonicalize(self, node, graph, opset):
+        if "axis" not in node.attrs:
+            raise UnsupportedError("Concat needs an axis attribute")
+        rank = len(graph.tensors[node.inputs[0]].shape)
+        node.attrs["axis"] = norm_axis(node.attrs["axis"], rank)
+
+    def reference(self, *xs, axis):
+        return np.concatenate([x for x in xs if x is not None], axis=axis)
+
+    def infer(self, node, inputs, consts):
+        axis = node.attrs["axis"]
+        first = inputs[0].shape
+        for t in inputs[1:]:
+            if len(t.shape) != len(first) or any(a != b for d, (a, b) in
+                                                 enumerate(zip(t.shape, first)) if d != axis):
+                raise ShapeError(f"Concat inputs {[list(t.shape) for t in inputs]} differ "
+                                 f"outside axis {axis}")
+        out = list(first)
+        out[axis] = sum(t.shape[axis] for t in inputs)
+        return [(tuple(out), inputs[0].dtype)]
+
+    def emit(self, k, *, axis):
+        out = k.out
+        outer = prod(out.shape[:axis])
+        inner = prod(out.shape[axis + 1:])
+        row = out.shape[axis] * inner
+        lines, offset = [], 0
+        for b in k.ins:
+            chunk = b.shape[axis] * inner
+            if chunk == 0:
+                continue
+            nbytes = f"{chunk} * sizeof({b.ctype})"
+            if outer == 1:
+                dst = f"out0 + {offset}" if offset else "out0"
+                lines.append(f"memcpy({dst}, {b.c}, {nbytes});")
+            else:
+                dst = f"out0 + o * {row}" + (f" + {offset}" if offset else "")
+                lines.append(f"    memcpy({dst}, {b.c} + o * {chunk}, {nbytes});")
+            offset += chunk
+        if outer != 1 and lines:
+            lines = [f"for (size_t o = 0; o < {outer}; ++o) {{"] + lines + ["}"]
+        return "\n".join(lines) or "(void)out0;"
+
+
+# -- Pad ----------------------------------------------------------------------------
+
+def _full_pads(pads, axes, rank) -> list[int]:
+    """pads for every axis: [begin_0 .. begin_r-1, end_0 .. end_r-1]."""
+    pads = [int(p) for p in pads]
+    if axes is None:
+        axes = list(range(rank))
+    axes = [norm_axis(int(a), rank) for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ShapeError(f"pads has {len(pads)} values; {2 * len(axes)} expected "
+                         f"(begin and end for each of {len(axes)} axes)")
+    full = [0] * (2 * rank)
+    for i, a in enumerate(axes):
+        full[a], full[rank + a] = pads[i], pads[len(axes) + i]
+    return full
+
+
+def _axis_plan(n: int, begin: int, end: int) -> tuple[int, int, int, int]:
+    """(pad before, pad after, crop before, kept extent) of one axis; negative
+    pads crop, and padding then applies to the cropped extent."""
+    crop_b, crop_e = max(-begin, 0), max(-end, 0)
+    return max(begin, 0), max(end, 0), crop_b, n - crop_b - crop_e
+
+
+@register("Pad")
+class Pad(Op):
+    """Canonical form: `pads` (2 * rank values, begin then end), `mode`
+    (constant, reflect, edge, wrap) and `value`; opset >= 11 passes pads,
+    the constant value and (opset >= 18) axes as inputs, which must be constant."""
+    anchor = True
+
+    def canonicalize(self, node, graph, opset):
+        rank = len(graph.tensors[node.inputs[0]].shape)
+        if opset >= 11:
+            axes = need_const(graph, node, 3, "axes")
+            value = need_const(graph, node, 2, "constant_value")
+            pads = need_const(graph, node, 1, "pads")
+            if pads is None:
+                raise UnsupportedError("Pad needs a pads input")
+            node.attrs["pads"] = _full_pads(pads.tolist(), None if axes is None
+                                            else axes.tolist(), rank)
+            if value is not None:
+                node.attrs["value"] = np.asarray(value).ravel()[0].item() \
+                    if np.size(value) else 0.0
+            del node.inputs[1:]
+        else:
+            node.attrs["pads"] = _full_pads(node.attrs["pads"], None, rank)
+
+    def check(self, node, inputs):
+        mode = node.attrs.get("mode", "constant")
+        if mode not in ("constant", "reflect", "edge", "wrap"):
+            raise UnsupportedError(f"mode {mode!r} is not supported")
+        shape, pads = inputs[0].shape, node.attrs["pads"]
+        rank = len(shape)
+        for d, n in enumerate(shape):
+            pb, pe, _, kept = _axis_plan(n, pads[d], pads[rank + d])
+            if kept < 0:
+                raise ShapeError(f"negative pads crop more than axis {d} holds")
+            if mode == "constant" or not (pb or pe):
+                continue
+            limit = {"reflect": kept - 1, "edge": None, "wrap": kept}[mode]
+            if kept == 0 or (limit is not None and max(pb, pe) > limit):
+                raise UnsupportedError(
+                    f"mode {mode!r}: padding axis {d} of size {kept} by ({pb}, {pe}) is not "
+                    f"supported; at most {limit} on each side")
+
+    def reference(self, x, *, pads, mode="constant", value=0.0):
+        rank = x.ndim
+        crop = tuple(slice(max(-pads[d], 0), x.shape[d] - max(-pads[rank + d], 0))
+                     for d in range(rank))
+        width = [(max(pads[d], 0), max(pads[rank + d], 0)) for d in range(rank)]
+        x = x[crop]
+        if mode == "constant":
+            return np.pad(x, width, mode="constant", constant_values=value).astype(x.dtype)
+        return np.pad(x, width, mode=mode).astype(x.dtype)
+
+    def infer(self, node, inputs, consts):
+        shape, pads = inputs[0].shape, node.attrs["pads"]
+        rank = len(shape)
+        out = tuple(n + pads[d] + pads[rank + d] for d, n in enumerate(shape))
+        return [(out, inputs[0].dtype)]
+
+    def emit(self, k, *, pads, mode="constant", value=0.0):
+        x = k.ins[0]
+        rank = len(x.shape)
+        out_shape = k.out.shape
+        in_st = _strides(x.shape)
+        names = [f"o{d}" for d in range(rank)]
+        body, terms, conds = [], [], []
+        for d, n in enumerate(x.shape):
+            pb, pe, crop, kept = _axis_plan(n, pads[d], pads[rank + d])
+            if not (pb or pe or crop):
+                terms.append((names[d], in_st[d]))
+                continue
+            s = f"s{d}"
+            lines = [f"ptrdiff_t {s} = (ptrdiff_t){names[d]}" + (f" - {pb};" if pb else ";")]
+            if pb or pe:
+                if mode == "constant":
+                    conds.append(f"{s} >= 0 && {s} < {kept}")
+                elif mode == "edge":
+                    lines += [f"if ({s} < 0) {s} = 0;",
+                              f"else if ({s} >= {kept}) {s} = {kept - 1};"]
+                elif mode == "reflect":
+                    lines += [f"if ({s} < 0) {s} = -{s};",
+                              f"else if ({s} >= {kept}) {s} = {2 * kept - 2} - {s};"]
+                else:  # wrap
+                    lines += [f"if ({s} < 0) {s} += {kept};",
+                              f"else if ({s} >= {kept}) {s} -= {kept};"]
+            if len(lines) == 1:
+                lines[0] = "const " + lines[0]
+            body.append((d, lines))
+            terms.append((f"({s} + {crop})" if crop else s, in_st[d]))
+        # Statements of dim d go right inside loop d.
+        inner = _store(k, self._value(k, x, terms, conds, value),
+                       _index(list(zip(names, _strides(out_shape)))))
+        per_dim = dict(body)
+        for d in reversed(range(rank)):
+            inner = [f"for (size_t {names[d]} = 0; {names[d]} < {out_shape[d]}; "
+                     f"++{names[d]}) {{"] + indent(per_dim.get(d, []) + inner) + ["}"]
+        return "\n".join(inner)
+
+    @staticmethod
+    def _value(k, x, terms, conds, value) -> str:
+        read = f"{x.c}[{_index(terms)}]"
+        if not conds:
+            return read
+        return f"({' && '.join(conds)}) ? {read} : {k.lit(value)}"
