@@ -14,7 +14,7 @@ writer below are shared with the pooling operators (mtvm/ops/pool.py).
 from __future__ import annotations
 
 import itertools
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -215,30 +215,25 @@ def window_bounds(w: CWriter, a: Axis, o):
     return i0, lo, hi
 
 
-def tap_loops(w: CWriter, axes, windows, x_base: str, x_ctype: str, body):
+def tap_loops(w: CWriter, axes, windows, x_base: str, x_ctype: str, body) -> None:
     """Nested loops over the valid kernel taps. For each non-innermost axis a row
     (plane, ...) pointer into the input is declared; `body(x_elem, taps)` returns the
     statement for one tap, x_elem the C expression of the input value."""
     names = ["row", "plane", "cube"]
-    ptr = x_base
-    taps = []
-    stack = []
-    for i, (a, (i0, lo, hi)) in enumerate(zip(axes, windows)):
-        cm = w.loop(f"k{a.name}", hi, start=lo)
-        stack.append(cm)
-        kv = cm.__enter__()
-        taps.append(kv)
-        pos = lin((i0, 1), (kv, a.dilation))
-        if i + 1 < len(axes):
+    ptr, taps = x_base, []
+    with ExitStack() as loops:
+        for i, (a, (i0, lo, hi)) in enumerate(zip(axes, windows)):
+            kv = loops.enter_context(w.loop(f"k{a.name}", hi, start=lo))
+            taps.append(kv)
+            pos = lin((i0, 1), (kv, a.dilation))
+            if i + 1 == len(axes):
+                w.line(body(f"{ptr}[{pos}]", taps))
+                break
             inner = int(np.prod([b.size for b in axes[i + 1:]]))
-            new = f"x_{names[len(axes) - 2 - i]}" if len(axes) - 2 - i < len(names) \
-                else f"x_{i}"
+            level = len(axes) - 2 - i
+            new = f"x_{names[level]}" if level < len(names) else f"x_{i}"
             w.line(f"const {x_ctype}* {new} = {ptr} + {lin((pos, inner))};")
             ptr = new
-        else:
-            w.line(body(f"{ptr}[{pos}]", taps))
-    for cm in reversed(stack):
-        cm.__exit__(None, None, None)
 
 
 def check_float(what: str, inputs) -> None:
@@ -350,8 +345,9 @@ def emit_conv(k, x, wt, bias, axes, group) -> str:
     out_plane = int(np.prod(y.shape[2:], dtype=np.int64))
     taps = int(np.prod(wt.shape[2:], dtype=np.int64))
     w.line(conv_comment(x, wt, y, axes, group))
+    depthwise = cg == 1 and mg == 1 and group > 1
     with w.loop("n", n_batch, "batch") as n, \
-            w.loop("g", group, "group") as g, \
+            w.loop("g", group, "group = channel (depthwise)" if depthwise else "group") as g, \
             w.loop("mg" if group > 1 else "m", mg, "output channel") as mv:
         m = mv
         if group > 1 and not isinstance(mv, int):
