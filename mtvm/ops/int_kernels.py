@@ -7,8 +7,12 @@ with a fixed-point multiplier and shift, as TFLite and CMSIS-NN do:
     y = clamp(zero_point_y + requantize(acc, mult, shift), act_min, act_max)
     requantize(acc, m, s) = round(acc * m * 2^(s - 31))
 
-computed as gemmlowp's saturating rounding doubling high multiply followed by
-a rounding right shift (`mtvm_requantize` below). Nothing in these kernels
+computed from the exact 64-bit product with a single rounding (`mtvm_requantize`
+below; TFLite's and CMSIS-NN's single-rounding mode). gemmlowp's double
+rounding (rounding doubling high multiply, then rounding shift) was tried
+first: it differed from onnxruntime (which rounds acc * scale once, in float)
+on ~0.1-1% of the outputs of each layer; single rounding differs only where
+float32 rounding in onnxruntime does (see docs/quantization.md). Nothing in these kernels
 touches float at run time; `act_min`/`act_max` carry a fused Relu/Clip.
 
 The constant inputs are prepared by the pass so the kernels do the least work:
@@ -36,20 +40,16 @@ DOMAIN = "mtvm"
 
 # -- fixed-point requantization ----------------------------------------------------
 
-REQUANTIZE_C = r"""/* round(acc * mult * 2^(shift - 31)): TFLite's MultiplyByQuantizedMultiplier
- * (saturating rounding doubling high multiply, then rounding right shift). */
+REQUANTIZE_C = r"""/* round(acc * mult * 2^(shift - 31)), rounding half up, with one rounding of the
+ * exact 64-bit product (TFLite's TFLITE_SINGLE_ROUNDING and CMSIS-NN's
+ * CMSIS_NN_USE_SINGLE_ROUNDING requantization). mult in [2^30, 2^31), shift in
+ * [-31, 30]; the result saturates to int32. */
 static inline int32_t mtvm_requantize(int32_t acc, int32_t mult, int32_t shift)
 {
-    int64_t x = (int64_t)acc * ((int64_t)1 << (shift > 0 ? shift : 0));
-    int32_t xs = x > INT32_MAX ? INT32_MAX : (x < INT32_MIN ? INT32_MIN : (int32_t)x);
-    int64_t ab = (int64_t)xs * mult;
-    int64_t nudge = ab >= 0 ? ((int64_t)1 << 30) : 1 - ((int64_t)1 << 30);
-    int32_t hi = (int32_t)((ab + nudge) / ((int64_t)1 << 31));
-    int32_t right = shift > 0 ? 0 : -shift;
-    int32_t mask = (int32_t)(((uint32_t)1 << right) - 1u);
-    int32_t rem = hi & mask;
-    int32_t threshold = (mask >> 1) + (hi < 0 ? 1 : 0);
-    return (hi >> right) + (rem > threshold ? 1 : 0);
+    int64_t prod = (int64_t)acc * mult;
+    int32_t total = 31 - shift;                      /* 1 .. 62 */
+    int64_t r = ((prod >> (total - 1)) + 1) >> 1;
+    return r > INT32_MAX ? INT32_MAX : (r < INT32_MIN ? INT32_MIN : (int32_t)r);
 }"""
 
 DSP_INCLUDE_C = r"""/* Cortex-M DSP extension (M4, M7, M33, M55): SIMD multiply-accumulate. */
@@ -81,17 +81,10 @@ def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
 
 def requantize(acc, mult, shift) -> np.ndarray:
     """Bit-exact NumPy model of mtvm_requantize (int64 arrays, broadcasting)."""
-    acc = np.asarray(acc, np.int64)
-    mult, shift = np.asarray(mult, np.int64), np.asarray(shift, np.int64)
-    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    x = np.clip(acc * (np.int64(1) << left), -(1 << 31), (1 << 31) - 1)
-    ab = x * mult
-    s = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    hi = np.where(s >= 0, s >> 31, -((-s) >> 31))        # C division truncates
-    mask = (np.int64(1) << right) - 1
-    rem = hi & mask
-    threshold = (mask >> 1) + (hi < 0)
-    return (hi >> right) + (rem > threshold)
+    prod = np.asarray(acc, np.int64) * np.asarray(mult, np.int64)
+    total = 31 - np.asarray(shift, np.int64)
+    r = ((prod >> (total - 1)) + 1) >> 1
+    return np.clip(r, -(1 << 31), (1 << 31) - 1)
 
 
 def finish(acc, mult, shift, y_zp, act_min, act_max, dtype):
@@ -632,3 +625,50 @@ class QMaxPool(IntOp):
             f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
             f"({k.out.ctype})m;",
             "        }", "    }", "}"])
+
+
+# -- softmax --------------------------------------------------------------------------------
+
+SOFTMAX_BITS = 20     # exp table entries are exp(sx * d) in units of 2^-20
+
+
+def softmax_table(x_scale: float) -> np.ndarray:
+    """uint32 exp(sx * d) * 2^20 for d = x - max(x) in [-255, 0] (index d + 255)."""
+    d = np.arange(-255, 1, dtype=np.float64)
+    return np.rint(np.exp(x_scale * d) * (1 << SOFTMAX_BITS)).astype(np.uint32)
+
+
+@register("QSoftmax", domain=DOMAIN)
+class QSoftmax(IntOp):
+    """Softmax over the last axis of an 8-bit tensor, in integers: e = table[x - max],
+    y = zy + round(e * inv / (sum(e) * 2^16)) with inv = round(2^16 / sy).
+    inputs: x, table uint32[256]."""
+
+    def reference(self, x, table, *, inv, y_zp, act_min=-128, act_max=127):
+        d = x.shape[-1]
+        xs = x.reshape(-1, d).astype(np.int64)
+        e = np.asarray(table, np.int64)[xs - xs.max(axis=1, keepdims=True) + 255]
+        den = e.sum(axis=1, keepdims=True) << 16
+        q = (e * inv + den // 2) // den
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return np.clip(q + y_zp, act_min, act_max).astype(out_dtype).reshape(x.shape)
+
+    def emit(self, k, *, inv, y_zp, act_min=-128, act_max=127):
+        x, table = k.ins[:2]
+        d = x.shape[-1]
+        rows = x.size // d
+        return "\n".join([
+            f"for (size_t r = 0; r < {rows}; ++r) {{",
+            f"    const {x.ctype}* xr = {x.c} + r * {d};",
+            f"    int32_t m = xr[0];",
+            f"    for (size_t i = 1; i < {d}; ++i) m = xr[i] > m ? xr[i] : m;",
+            "    uint32_t sum = 0;   /* exp(sx * (x - max)) in units of 2^-20 */",
+            f"    for (size_t i = 0; i < {d}; ++i) sum += {table.c}[(int32_t)xr[i] - m + 255];",
+            "    uint64_t den = (uint64_t)sum << 16;",
+            f"    for (size_t i = 0; i < {d}; ++i) {{",
+            f"        uint64_t num = (uint64_t){table.c}[(int32_t)xr[i] - m + 255] * {inv}u;",
+            f"        int32_t v = (int32_t)((num + den / 2) / den) + {y_zp};",
+            f"        v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
+            f"        out0[r * {d} + i] = ({k.out.ctype})v;",
+            "    }",
+            "}"])

@@ -35,7 +35,7 @@ import numpy as np
 from ..interp import run_node
 from ..ir import Graph, Node, QuantParams, Tensor
 from ..ops.base import get_op
-from ..ops.int_kernels import DOMAIN, quantize_multiplier
+from ..ops.int_kernels import DOMAIN, quantize_multiplier, softmax_table
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
 
 log = logging.getLogger("mtvm")
@@ -550,7 +550,31 @@ def lut_node(ctx, nodes: list[Node], x_name: str, qx: QP, qy: QP, out: str) -> N
                 domain=DOMAIN)
 
 
-RULES = {"Conv": rule_conv, "Gemm": rule_gemm, "MatMul": rule_gemm, "Add": rule_add_mul,
+def rule_softmax(ctx, p, acts, q, qy):
+    """Softmax over the last axis, from an exp table (integer-only)."""
+    xs = ctx.dq_source(p.inputs[0])
+    clamp = clamp_bounds(ctx, acts, qy)
+    if xs is None or clamp is None or xs[1].dtype.name not in ("int8", "uint8"):
+        return None
+    shape = ctx.g.tensors[p.inputs[0]].shape
+    default = -1 if ctx.g.opset >= 13 else 1
+    axis = p.attrs.get("axis", default)
+    axis = axis + len(shape) if axis < 0 else axis
+    if any(d != 1 for d in shape[axis + 1:]) or len(shape) == 0:
+        return None
+    if ctx.g.opset < 13 and any(d != 1 for d in shape[axis + 1:]):
+        return None
+    x_name, qx = xs
+    inv = int(round((1 << 16) / qy.s))
+    if inv >= 1 << 32 or shape[axis] > 1 << 11:
+        return None
+    lo, hi = clamp
+    table = ctx.add_const(p.name + "_exp", softmax_table(qx.s))
+    return [Node("QSoftmax", p.name, [x_name, table], [q.outputs[0]],
+                 dict(inv=inv, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)]
+
+
+RULES = {"Conv": rule_conv, "Softmax": rule_softmax, "Gemm": rule_gemm, "MatMul": rule_gemm, "Add": rule_add_mul,
          "Mul": rule_add_mul, "Sub": rule_affine, "Div": rule_affine,
          "BatchNormalization": rule_affine, "AveragePool": rule_avgpool,
          "GlobalAveragePool": rule_avgpool, "ReduceMean": rule_avgpool,
