@@ -183,13 +183,26 @@ def stop(project):
         qemu.stop(project.path(QEMU_STATE))
 
 
-def timing(project) -> dict:
-    """What the device's timer ticks mean. Under QEMU with icount, virtual
-    time is instructions: instructions = seconds * 1e9."""
+def timing(project, result=None) -> str:
+    """What the device timer's numbers mean (printed by `mtvm run --benchmark`).
+    Under QEMU with icount, virtual time is instructions (1 ns each), so a
+    benchmark result converts to instructions per inference."""
     b = _board(project)
+    tick_ns = 1e9 / b.clock_hz if b.clock_hz else 0
     if b.emulated:
         inst = qemu.load_state(project.path(QEMU_STATE))
         if inst is not None and inst.icount and inst.alive():
-            return {"clock": "qemu-icount", "instructions_per_second": 1e9}
-        return {"clock": "qemu-host", "note": "emulated: times follow the host's speed"}
-    return {"clock": b.timer, "hz": b.clock_hz}
+            text = (f"QEMU -icount shift=0: 1 instruction = 1 ns of virtual time, so seconds x 1e9 "
+                    f"= instructions (resolution {tick_ns:.0f} instructions per SysTick tick)")
+            if result is not None:
+                text += (f"; {instructions_per_inference(result):,} instructions per inference "
+                         f"(median)")
+            return text
+        return (f"QEMU without icount: SysTick runs on the host's clock, so times follow the "
+                f"host's speed; `MTVM_QEMU_ICOUNT=1 mtvm project flash` counts instructions")
+    return f"{b.timer} at the {b.clock_hz / 1e6:g} MHz core clock"
+
+
+def instructions_per_inference(result) -> int:
+    """A BenchmarkResult measured under QEMU icount -> instructions per run."""
+    return int(round(result.median * 1e9))
