@@ -13,6 +13,7 @@ from . import __version__
 from .codegen.names import unique_names
 from .errors import MtvmError
 from .ops.base import get_op
+from .passes.quantize import quantization_metadata
 
 FORMAT_VERSION = 1
 
@@ -84,6 +85,7 @@ class CompiledModel:
             "profiling": self.profile,
             "external_workspace": self.external_workspace,
             "operators": ops,
+            **quantization_metadata(g),   # int8 kernels, float fallbacks (+ notes)
         }
 
     def files(self) -> dict[str, str]:

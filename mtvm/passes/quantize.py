@@ -695,3 +695,18 @@ def float_fallback_nodes(g: Graph) -> list[str]:
         if reads_dq or any(o in quant_inputs for o in n.kernel_outputs):
             out.append(f'{n.op} "{n.name}"')
     return out
+
+
+def quantization_metadata(g: Graph) -> dict:
+    """metadata.json entries: how many kernels are integer, which nodes fell back
+    to float (also as a note, which `mtvm compile` prints)."""
+    if not any(n.domain == DOMAIN or n.op in ("QuantizeLinear", "DequantizeLinear")
+               for n in g.nodes):
+        return {}
+    fallback = float_fallback_nodes(g)
+    md = {"quantization": {"integer_kernels": sum(n.domain == DOMAIN for n in g.nodes),
+                           "float_fallback": fallback}}
+    if fallback:
+        md["notes"] = [f"{len(fallback)} node(s) run in float between DequantizeLinear and "
+                       f"QuantizeLinear (no integer kernel): {', '.join(fallback)}"]
+    return md

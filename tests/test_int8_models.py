@@ -1,0 +1,210 @@
+"""The four int8 models of ../shared/models (onnxruntime quantize_static, QDQ):
+compiled to integer kernels, checked against onnxruntime at the output and at
+every intermediate 8-bit tensor, shown to be integer-only between the input
+QuantizeLinear and the output DequantizeLinear, and (with QEMU) run with the
+Cortex-M4 DSP kernels, bit-identical to the portable ones on the host."""
+import functools
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import mtvm
+from conftest import MODELS_DIR, have
+from mtvm.interp import interpret
+
+MODELS = ["kws_dscnn_int8", "vww_mobilenetv1_int8", "ic_resnet8_int8", "ad_autoencoder_int8"]
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(MODELS_DIR), reason="../shared/models missing")
+
+
+def path(name, ext=".onnx"):
+    return os.path.join(MODELS_DIR, name + ext)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(name):
+    return mtvm.compile(path(name))
+
+
+@functools.lru_cache(maxsize=None)
+def exposed(name):
+    """The model with every activation QuantizeLinear output also a graph output."""
+    m = onnx.shape_inference.infer_shapes(onnx.load(path(name)))
+    consts = {i.name for i in m.graph.initializer}
+    names = [n.output[0] for n in m.graph.node if n.op_type == "QuantizeLinear"
+             and n.input[0] not in consts and "weight" not in n.input[0]]
+    vi = {v.name: v for v in m.graph.value_info}
+    m.graph.output.extend(vi[o] for o in names)
+    return m, names
+
+
+def output_scale(name) -> float:
+    """Scale of the output's last QuantizeLinear: one quantization step."""
+    m = onnx.load(path(name))
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    last_q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"][-1]
+    return float(inits[last_q.input[1]])
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_output_within_one_step_of_onnxruntime(name):
+    ref = np.load(path(name, ".npz"))
+    lib = compiled(name)
+    got = lib.run_host({"input": ref["in_0"]})["output"]
+    step = output_scale(name)
+    err = float(np.abs(got - ref["out_0"]).max())
+    print(f"{name}: max |mtvm - onnxruntime| = {err:.6g} = {err / step:.3f} steps")
+    assert err <= step * 1.001
+    kinds = {o["kind"] for o in lib.metadata["operators"]}
+    assert {"QuantizeLinear", "DequantizeLinear"} <= kinds
+    # Between the input Q and the output DQ everything is an integer kernel.
+    assert lib.metadata["operators"][0]["kind"] == "QuantizeLinear"
+    assert lib.metadata["operators"][-1]["kind"] == "DequantizeLinear"
+    assert all(o["kind"].startswith("Q") and o["kind"] not in ("QuantizeLinear",)
+               for o in lib.metadata["operators"][1:-1]), kinds
+    assert lib.metadata["quantization"]["float_fallback"] == []
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_intermediates_match_onnxruntime(name):
+    """Every 8-bit activation equals onnxruntime's, but for float32 rounding at
+    exact .5 boundaries in onnxruntime (docs/quantization.md): at most one step,
+    at most 1 element in 1000. The C also equals the IR interpreter exactly."""
+    import onnxruntime as ort
+    model, names = exposed(name)
+    x = np.load(path(name, ".npz"))["in_0"]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"input": x})))
+    lib = mtvm.compile(model)
+    got = lib.run_host({"input": x})
+    interp = interpret(lib.graph, {"input": x})
+    total = differ = 0
+    for n in names:
+        key = n if n in got else next(k for k in got if k.startswith(n))
+        np.testing.assert_array_equal(got[key], interp[lib.graph.outputs[list(got).index(key)]],
+                                      err_msg=f"C != interpreter at {n}")
+        d = np.abs(got[key].astype(np.int32) - expected[n].astype(np.int32))
+        assert d.max() <= 1, f"{n}: differs from onnxruntime by {d.max()} steps"
+        total += d.size
+        differ += int(np.count_nonzero(d))
+    print(f"{name}: {len(names)} int8 tensors, {differ} of {total} elements differ from "
+          "onnxruntime by one step")
+    assert differ <= max(2, total // 1000)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_arena_about_a_quarter_of_float(name):
+    q = compiled(name).metadata
+    f = mtvm.compile(path(name.replace("_int8", ""))).metadata
+    ratio = q["workspace_bytes"] / f["workspace_bytes"]
+    print(f"{name}: arena int8 {q['workspace_bytes']} B vs float {f['workspace_bytes']} B "
+          f"({ratio:.2f}); constants {q['constant_bytes']} vs {f['constant_bytes']} B")
+    assert q["constant_bytes"] < 0.4 * f["constant_bytes"]   # + int32 bias, multipliers
+    if name != "ad_autoencoder_int8":   # 1 KB arena: the int8 copy of the input dominates
+        assert ratio < 0.3
+
+
+def test_sanitized_run():
+    name = "kws_dscnn_int8"
+    ref = np.load(path(name, ".npz"))
+    lib = compiled(name)
+    a = lib.run_host({"input": ref["in_0"]}, sanitize=True)["output"]
+    np.testing.assert_array_equal(a, lib.run_host({"input": ref["in_0"]})["output"])
+
+
+# -- Cortex-M: integer-only proof and the DSP path -------------------------------------
+
+ALLOWED_CALLS = re.compile(r"^(memcpy|memset|__aeabi_mem\w+|__aeabi_u?ldivmod|__aeabi_ll\w+|"
+                           r"__aeabi_lasr|__aeabi_lmul|__aeabi_u?idiv\w*|tvmgen_\w+)$")
+
+
+def arm_object(lib, tmp_path, cpu, float_abi="soft") -> str:
+    src = tmp_path / "mlf"
+    lib.export(str(src), force=True)
+    obj = str(tmp_path / f"kernels_{cpu}.o")
+    subprocess.run(["arm-none-eabi-gcc", f"-mcpu={cpu}", "-mthumb", f"-mfloat-abi={float_abi}",
+                    "-O2", "-std=c99", "-Wall", "-Wextra", "-Werror", "-ffunction-sections",
+                    "-I", str(src / "codegen/host/include"), "-c",
+                    str(src / "codegen/host/src/tvmgen_default_kernels.c"), "-o", obj],
+                   check=True)
+    return obj
+
+
+def relocations(obj) -> dict[str, set[str]]:
+    """{function: symbols its code refers to} from the object's relocation sections."""
+    out = subprocess.run(["arm-none-eabi-readelf", "-rW", obj], capture_output=True, text=True,
+                         check=True).stdout
+    refs, fn = {}, None
+    for line in out.splitlines():
+        m = re.match(r"Relocation section '\.rel\.text\.(\w+)'", line)
+        if m:
+            fn = m.group(1)
+            refs[fn] = set()
+        elif fn and re.match(r"^[0-9a-f]{8}\s", line):
+            parts = line.split()
+            if len(parts) >= 5:
+                refs[fn].add(parts[4])
+    return refs
+
+
+@pytest.mark.skipif(not have("arm-none-eabi-gcc"), reason="arm-none-eabi-gcc not installed")
+@pytest.mark.parametrize("name", MODELS)
+def test_integer_only_on_soft_float_cortex_m4(name, tmp_path):
+    """Built with -mfloat-abi=soft, any float arithmetic becomes a call to a libgcc
+    helper (__aeabi_fmul, __aeabi_i2f, ...) or libm (expf). Only the two edge
+    kernels (float input -> int8, int8 -> float output) may call them."""
+    lib = compiled(name)
+    refs = relocations(arm_object(lib, tmp_path, "cortex-m4"))
+    ops = lib.metadata["operators"]
+    for op in ops[1:-1]:
+        calls = {s for s in refs.get(op["function"], set()) if not ALLOWED_CALLS.match(s)}
+        assert not calls, f"{op['function']} ({op['kind']}) calls {sorted(calls)}"
+    edge_calls = refs.get(ops[0]["function"], set()) | refs.get(ops[-1]["function"], set())
+    assert any(s.startswith("__aeabi_f") or s == "rintf" for s in edge_calls)
+
+
+@pytest.mark.skipif(not have("arm-none-eabi-objdump"), reason="arm-none-eabi-gcc not installed")
+def test_dsp_path_selected_by_cpu(tmp_path):
+    """The same generated C uses SMLAD on a DSP core and the portable loop elsewhere."""
+    lib = compiled("kws_dscnn_int8")
+
+    def disasm(cpu):
+        obj = arm_object(lib, tmp_path, cpu)
+        return subprocess.run(["arm-none-eabi-objdump", "-d", obj], capture_output=True,
+                              text=True, check=True).stdout
+    assert "smlad" in disasm("cortex-m4") and "sxtb16" in disasm("cortex-m33")
+    assert "smlad" not in disasm("cortex-m3") and "smlad" not in disasm("cortex-m0plus")
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="QEMU or arm-none-eabi-gcc not installed")
+def test_dsp_kernels_on_mps2_an386_bit_identical(tmp_path):
+    """kws_dscnn_int8 with every int8 intermediate exposed, run on the emulated
+    Cortex-M4 (DSP path) and on the host (portable path): identical bytes."""
+    import mtvm.project
+    model, names = exposed("kws_dscnn_int8")
+    lib = mtvm.compile(model)
+    x = np.load(path("kws_dscnn_int8", ".npz"))["in_0"]
+    host = lib.run_host({"input": x})
+    proj = mtvm.project.generate(lib, board="mps2-an386", out_dir=str(tmp_path / "proj"))
+    proj.build()
+    proj.flash()
+    try:
+        with proj.session() as sess:
+            dev = sess.executor.run({"input": x})
+    finally:
+        proj.stop()
+    assert set(dev) == set(host)
+    for k in host:
+        np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
+    objdump = shutil.which("arm-none-eabi-objdump")
+    elf = [os.path.join(r, f) for r, _, fs in os.walk(proj.dir) for f in fs if f.endswith(".elf")]
+    if objdump and elf:
+        text = subprocess.run([objdump, "-d", elf[0]], capture_output=True, text=True).stdout
+        assert "smlad" in text
