@@ -169,6 +169,10 @@ mtvm_unframe_event_t mtvm_unframer_push(mtvm_unframer_t* u, uint8_t byte)
         return MTVM_UNFRAME_NONE;
     }
     if (byte == MTVM_FRAME_ESCAPE) {
+        if (u->state == ST_IDLE) {
+            u->escape = 1;      /* between packets FF FF is noise: the 2nd FF may start FF FD */
+            return MTVM_UNFRAME_NONE;
+        }
         return data_byte(u, byte);
     }
     /* FF followed by anything else is not valid inside a packet: drop it. */

@@ -63,6 +63,13 @@ def _read_str(body: bytes, pos: int) -> tuple[str, int]:
     return body[pos + 1:pos + 1 + n].decode(errors="replace"), pos + 1 + n
 
 
+def _msg_name(msg: int) -> str:
+    try:
+        return P.MsgType(msg).name
+    except ValueError:
+        return f"request 0x{int(msg):02x}"
+
+
 class Session:
     """A connection to a device running the mtvm RPC server.
 
@@ -193,11 +200,11 @@ class Session:
         seq = self._next_seq()
         payload = P.pack_request(msg, seq, body)
         if self._info is not None and len(payload) > self._info.max_packet_bytes:
-            raise SessionError(f"{P.MsgType(msg).name} request of {len(payload)} bytes exceeds "
+            raise SessionError(f"{_msg_name(msg)} request of {len(payload)} bytes exceeds "
                                f"the device's max packet size {self._info.max_packet_bytes}")
         wire = encode(payload)
         timeout = self.timeout if timeout is None else timeout
-        name = P.MsgType(msg).name
+        name = _msg_name(msg)
         self.stats["requests"] += 1
         t0 = time.monotonic()
         for attempt in range(self.retries + 1):

@@ -127,7 +127,10 @@ class Executor:
             raise MtvmError(f"input \"{t.name}\": expected {_fmt_shape(want, t.shape)}, got "
                             f"{_fmt_shape(a.dtype, a.shape)} (shape mismatch)")
         if a.dtype != want:
-            if not np.can_cast(a.dtype, want, "same_kind"):
+            fits = a.dtype.kind == want.kind and np.can_cast(a.dtype, want, "same_kind")
+            if fits and want.kind in "iu" and a.size:
+                fits = np.iinfo(want).min <= a.min() and a.max() <= np.iinfo(want).max
+            if not fits:
                 raise MtvmError(f"input \"{t.name}\": expected {_fmt_shape(want, t.shape)}, got "
                                 f"{_fmt_shape(a.dtype, a.shape)} (dtype mismatch)")
             a = a.astype(want)

@@ -82,6 +82,9 @@ class Unframer:
         if b == NOP:
             return None
         if b == ESCAPE:
+            if self.state == self.IDLE:
+                self.escape = True      # noise between packets: the 2nd FF may start FF FD
+                return None
             return self._data(b)
         if self.state != self.IDLE:
             self.state = self.IDLE

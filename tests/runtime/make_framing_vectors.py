@@ -56,6 +56,7 @@ DECODE = [
     ("dropped_byte", one[:5] + one[6:] + two, [b"two"]),
     ("ff_garbage_between", one + b"\xff\xff\xff\x01" + two, [b"one", b"two"]),
     ("escaped_everything", frame(bytes(range(256))), [bytes(range(256))]),
+    ("ff_right_before_start", b"\x01\xff" + one + b"\xff\xff\xff" + two, [b"one", b"two"]),
     ("only_garbage", b"\x00\x01\x02\xfe\xfd", []),
 ]
 

@@ -1,0 +1,188 @@
+"""Protocol robustness against the real C server in a real process: each
+fault ends in a retry that succeeds or a clear exception, never a hang or a
+wrong result. The link between client and process is damaged by FaultyLink."""
+import random
+import time
+
+import numpy as np
+import pytest
+
+import mtvm
+from mtvm.session import (DeviceError, DeviceReset, MsgType, SessionTimeout, Status,
+                          TransportClosed)
+from mtvm.session.framing import PACKET, Unframer, encode
+from mtvm.session.protocol import REPLY_FLAG, pack_request, unpack_reply
+
+from conftest import EXAMPLE_NPZ
+
+FAST = dict(timeout=0.25, retries=3)
+
+
+def reference():
+    with np.load(EXAMPLE_NPZ) as z:
+        return z["in_0"], z["out_0"]
+
+
+def once(fault):
+    """A tx/rx filter that applies `fault` to the first chunk only."""
+    state = {"done": False}
+
+    def f(b):
+        if state["done"]:
+            return b
+        state["done"] = True
+        return fault(b)
+    return f
+
+
+def replies(link, msg):
+    """Replies of type msg the device actually sent (decoded from the raw bytes)."""
+    out = []
+    for ev, p in Unframer().feed(b"".join(link.received)):
+        r = unpack_reply(p) if ev == PACKET else None
+        if r and r[0] == int(msg) | REPLY_FLAG:
+            out.append(r)
+    return out
+
+
+@pytest.fixture
+def sess(link):
+    s = mtvm.Session(link, **FAST)
+    yield s
+
+
+def check_run(s):
+    x, ref = reference()
+    y = s.executor.run({"x": x})
+    np.testing.assert_allclose(y["probs"], ref, atol=1e-5)
+
+
+def test_corrupted_request_crc_is_retried(sess, link):
+    link.tx = once(lambda b: b[:-1] + bytes([b[-1] ^ 0x55]))
+    assert sess.echo(b"hello") == b"hello"
+    assert sess.stats["resends"] == 1
+    check_run(sess)
+
+
+def test_corrupted_reply_is_retried_and_answered_from_cache(sess, link):
+    x, ref = reference()
+    sess.executor.set_input(0, x)
+    link.rx = once(lambda b: b[:8] + bytes([b[8] ^ 0x10]) + b[9:])   # in the RUN reply
+    ticks = sess.executor.run_only()
+    assert sess.stats["resends"] >= 1
+    # the device answered the retry from its cache: one execution, one tick count
+    runs = replies(link, MsgType.RUN)
+    assert len(runs) >= 2 and len({r[5] for r in runs}) == 1
+    assert struct_ticks(runs[-1]) == ticks
+    np.testing.assert_allclose(sess.executor.get_output(0), ref, atol=1e-5)
+
+
+def struct_ticks(reply):
+    import struct
+    return struct.unpack_from("<Q", reply[5])[0]
+
+
+def test_dropped_request_bytes(sess, link):
+    link.tx = once(lambda b: b[:5] + b[9:])
+    assert sess.echo(b"dropped") == b"dropped"
+    link.tx = once(lambda b: b[:3])                      # most of a packet lost
+    check_run(sess)
+
+
+def test_dropped_reply_bytes(sess, link):
+    link.rx = once(lambda b: b[:6] + b[7:])
+    assert sess.echo(b"abc" * 10) == b"abc" * 10
+    assert sess.stats["resends"] >= 1
+
+
+def test_lost_reply_entirely(sess, link):
+    link.rx = once(lambda b: b"")
+    assert sess.echo(b"lost") == b"lost"
+
+
+def test_duplicated_requests_execute_once(sess, link):
+    x, ref = reference()
+    sess.executor.set_input(0, x)
+    link.tx = lambda b: b + b
+    sess.executor.run_only()
+    sess.echo(b"next")                       # the duplicate reply is ignored as stale
+    link.tx = lambda b: b
+    runs = replies(link, MsgType.RUN)
+    assert len(runs) == 2 and runs[0] == runs[1]     # same ticks: replayed, not re-run
+    assert sess.stats["stale"] >= 1
+    np.testing.assert_allclose(sess.executor.get_output(0), ref, atol=1e-5)
+
+
+def test_duplicated_replies(sess, link):
+    link.rx = lambda b: b + b if b.startswith(b"\xff\xfd") else b
+    check_run(sess)
+    assert sess.echo(b"dup") == b"dup"
+
+
+def test_garbage_between_packets(sess, link):
+    rng = random.Random(1)
+    garbage = lambda: bytes(rng.randrange(256) for _ in range(rng.randrange(1, 40)))  # noqa
+    link.tx = lambda b: garbage() + b + garbage()
+    link.rx = lambda b: garbage() + b if b.startswith(b"\xff\xfd") else b
+    for _ in range(5):
+        check_run(sess)
+    assert sess.echo(bytes(range(256))) == bytes(range(256))
+
+
+def test_oversized_packet_is_refused_by_the_device(sess, link):
+    sess.info()
+    with pytest.raises(mtvm.session.SessionError, match="max packet size"):
+        sess.echo(b"x" * 5000)                           # the client refuses to send it
+    sess._info.max_packet_bytes = 1 << 20                # pretend: the device must refuse it
+    with pytest.raises(DeviceError) as e:
+        sess.echo(b"\xff" * 3000 + b"x" * 3000)
+    assert e.value.code == Status.PACKET_TOO_LARGE
+    sess._info.max_packet_bytes = 4096
+    link.inner.write(b"\xff\xfd\xff\xff\xff\x7f" + b"junk" * 100)   # a 2 GB "packet"
+    assert sess.echo(b"ok") == b"ok"
+    check_run(sess)
+
+
+def test_device_that_stops_answering_times_out(sess, link):
+    check_run(sess)
+    link.pause()
+    t0 = time.monotonic()
+    with pytest.raises(SessionTimeout, match="no valid reply to ECHO"):
+        sess.echo(b"anyone?")
+    assert time.monotonic() - t0 < 5 * FAST["timeout"] + 1
+    link.resume()
+    assert sess.echo(b"back") == b"back"                 # re-handshake, stale replies ignored
+    check_run(sess)
+
+
+def test_device_restarting_mid_session_raises_device_reset(sess, link):
+    check_run(sess)
+    link.restart()
+    x, _ = reference()
+    with pytest.raises(DeviceReset, match="restarted"):
+        sess.executor.run({"x": x})
+    check_run(sess)                                      # re-synchronized, works again
+
+
+def test_device_reset_detected_from_reply_nonce(sess, link):
+    check_run(sess)
+    link.restart()
+    link.rx = once(lambda b: b"")                        # swallow the reboot LOG packet
+    with pytest.raises(DeviceReset):
+        sess.echo(b"who are you")
+    assert sess.echo(b"x") == b"x"
+
+
+def test_device_process_exit_is_a_clear_error(sess, link):
+    check_run(sess)
+    link.inner.proc.kill()
+    link.inner.proc.wait()
+    with pytest.raises(TransportClosed, match="exited"):
+        sess.echo(b"x")
+
+
+def test_wrong_seq_replies_are_ignored(sess, link):
+    sess.info()
+    stale = pack_request(MsgType.ECHO, (sess.seq + 2) % 0xFFFF + 1, b"old")
+    link.inner.write(encode(stale))                      # a reply the client did not ask for
+    assert sess.echo(b"new") == b"new"
