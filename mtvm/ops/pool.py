@@ -8,9 +8,18 @@ input (it is clipped, and dropped if it would start in the end padding);
 AveragePool divides by the number of taps inside the input
 (count_include_pad=0) or inside the padded input (count_include_pad=1).
 
-Note: onnx.reference (1.23) shifts the windows when the ceil_mode overhang is
-two or more elements (e.g. AveragePool kernel 3, stride 3, length 7); mtvm
-follows onnxruntime there (tests/ops/test_pool.py checks that case against it).
+auto_pad SAME_* pads as the spec says: output ceil(in / stride), total pad
+(out - 1) * stride + dilated kernel extent - in, clamped at 0. (onnxruntime
+sizes that pad with the undilated kernel, so it differs for dilated SAME pools.)
+
+Where the ONNX references are wrong, mtvm follows onnxruntime and the tests
+check against it: onnx.reference (1.23) shifts the windows when the ceil_mode
+overhang is two or more elements (AveragePool kernel 3, stride 3, length 7),
+and its GlobalMaxPool reduces the wrong axes for inputs that are not 4-D.
+
+Not supported (UnsupportedError / ShapeError at compile time): MaxPool's
+Indices output; dtypes other than float32/float64; pads as large as the
+dilated kernel extent (a window entirely in padding; onnxruntime rejects it too).
 
 The C kernels loop over batch, channel and output position; the range of
 kernel taps inside the input is computed once per output position (shared
