@@ -14,6 +14,7 @@ from .framing import BAD_CRC, PACKET, TOO_LARGE, Unframer, encode
 
 log = logging.getLogger("mtvm.session")
 device_log = logging.getLogger("mtvm.device")
+wire_log = logging.getLogger("mtvm.wire")     # DEBUG: a hex log of every byte on the wire
 
 
 @dataclass
@@ -211,6 +212,8 @@ class Session:
             if attempt:
                 self.stats["resends"] += 1
                 log.debug("resending %s seq %d (attempt %d)", name, seq, attempt + 1)
+            if wire_log.isEnabledFor(logging.DEBUG):
+                wire_log.debug("tx %s", wire.hex(" "))
             self.transport.write(wire)
             reply = self._wait(msg, seq, time.monotonic() + timeout, check_nonce)
             if reply is None:
@@ -235,6 +238,8 @@ class Session:
             data = self.transport.read(65536, min(left, 0.5))
             if not data:
                 continue
+            if wire_log.isEnabledFor(logging.DEBUG):
+                wire_log.debug("rx %s", data.hex(" "))
             corrupted = False
             result = None
             for ev, payload in self.unframer.feed(data):
