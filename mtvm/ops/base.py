@@ -42,6 +42,7 @@ class Op:
     anchor = False        # its emitter calls k.epilogue(), so an elementwise tail can be fused
     alias = False         # output is input 0 reinterpreted (same bytes, new shape): no kernel
     min_opset = 1         # oldest opset whose semantics this definition implements
+    foldable = True       # may be evaluated at compile time when its inputs are known
 
     def __init__(self, name: str, domain: str = ""):
         self.name = name
@@ -89,6 +90,12 @@ class Op:
     def check(self, node, inputs: list) -> None:
         """Raise UnsupportedError for inputs or attributes the emitter cannot handle."""
 
+    def static_outputs(self, node, inputs: list) -> list | None:
+        """Output values known from the input Tensors' static shapes and dtypes
+        alone (Shape, Size), or None. Lets constant folding and need_const see
+        through e.g. Reshape(x, Concat(Shape(x)[:1], [-1]))."""
+        return None
+
 
 def bind_attrs(fn, attrs: dict, what: str) -> dict:
     """Check that every attribute is one `fn` accepts (keyword-only parameters)."""
@@ -106,12 +113,38 @@ def need_const(graph, node, index: int, what: str):
     omitted; a clear error when it is computed at run time."""
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
-    value = graph.const(node.inputs[index])
+    value = static_value(graph, node.inputs[index])
     if value is None:
         raise UnsupportedError(
             f'node "{node.name}" ({node.op}): input {index} ({what}) must be a constant; '
             f'it is computed at run time. Bind it with --bind {node.inputs[index]}=VALUE.npy')
     return value
+
+
+def static_value(graph, name: str, depth: int = 0):
+    """The value of tensor `name` when it is known at compile time: a constant,
+    or computed by nodes whose inputs are (recursively) known, or from static
+    shapes (Op.static_outputs). None when it depends on run-time data."""
+    value = graph.const(name)
+    if value is not None or depth > 64 or name not in graph.tensors:
+        return value
+    producer = next((n for n in graph.nodes if name in n.outputs and not n.tail), None)
+    if producer is None:
+        return None
+    op = get_op(producer.op, producer.domain)
+    if op is None or not getattr(op, "foldable", True):
+        return None
+    ins = [graph.tensors[i] if i else None for i in producer.inputs]
+    outs = op.static_outputs(producer, ins)
+    if outs is None:
+        vals = [static_value(graph, i, depth + 1) if i else None for i in producer.inputs]
+        if any(v is None for v, i in zip(vals, producer.inputs) if i):
+            return None
+        with np.errstate(all="ignore"):
+            outs = op.reference(*vals, **producer.attrs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+    t = graph.tensors[name]
+    return np.asarray(outs[producer.outputs.index(name)], dtype=t.dtype).reshape(t.shape)
 
 
 def move_input_to_attr(graph, node, index: int, attr: str, convert=lambda v: v.tolist()):
@@ -132,6 +165,9 @@ CTYPES = {
     "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
     "uint8": "uint8_t", "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t",
     "bool": "uint8_t",
+    # Half types are stored as their bits; only Cast converts them (every other
+    # op computes in float32: see mtvm/passes/widen.py).
+    "float16": "uint16_t", "bfloat16": "uint16_t",
 }
 
 

@@ -2,12 +2,13 @@
 from .simplify import remove_identities, eliminate_dead, fold_constants, mark_aliases
 from .batchnorm import fold_batchnorm
 from .fusion import fuse_elementwise_tails
+from .widen import widen_half
 from .quantize import lower_quantized
 
 __all__ = ["optimize", "remove_identities", "eliminate_dead", "fold_constants",
-           "mark_aliases", "fold_batchnorm", "fuse_elementwise_tails"]
+           "mark_aliases", "fold_batchnorm", "fuse_elementwise_tails", "widen_half"]
 
-PIPELINE = [remove_identities, lower_quantized, fold_constants, fold_batchnorm, fold_constants,
+PIPELINE = [widen_half, remove_identities, lower_quantized, fold_constants, fold_batchnorm, fold_constants,
             eliminate_dead, mark_aliases, fuse_elementwise_tails]
 
 

@@ -42,12 +42,24 @@ def remove_identities(graph: Graph) -> Graph:
 
 
 def fold_constants(graph: Graph) -> Graph:
-    """A node whose inputs are all constant becomes a constant."""
+    """A node whose inputs are all constant becomes a constant; so does one whose
+    outputs follow from static shapes alone (Shape, Size: Op.static_outputs)."""
     g = graph.copy()
     kept = []
     for n in g.nodes:
         ins = [i for i in all_inputs(n) if i]
-        if n.tail or not all(g.tensors[i].is_const for i in ins):
+        op = get_op(n.op, n.domain)
+        static = None if n.tail else op.static_outputs(n, [g.tensors[i] if i else None
+                                                            for i in n.inputs])
+        if static is not None:
+            for name, value in zip(n.outputs, static):
+                if name:
+                    t = g.tensors[name]
+                    g.tensors[name] = t.__class__(name, t.shape, t.dtype,
+                                                  np.asarray(value, t.dtype).reshape(t.shape))
+            continue
+        if n.tail or not getattr(op, "foldable", True) or \
+                not all(g.tensors[i].is_const for i in ins):
             kept.append(n)
             continue
         values: dict = {}
