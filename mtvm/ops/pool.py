@@ -1,5 +1,5 @@
 """Pooling: MaxPool, AveragePool (1-D to 3-D windows), GlobalAveragePool,
-GlobalMaxPool; NCHW, float.
+GlobalMaxPool; NCHW, float (the max pools also 8/16/32-bit integers).
 
 Canonical form (after `canonicalize`): strides, dilations and explicit pads are
 attributes and auto_pad is NOTSET. Window semantics as ONNX Runtime and
@@ -18,7 +18,8 @@ overhang is two or more elements (AveragePool kernel 3, stride 3, length 7),
 and its GlobalMaxPool reduces the wrong axes for inputs that are not 4-D.
 
 Not supported (UnsupportedError / ShapeError at compile time): MaxPool's
-Indices output; dtypes other than float32/float64; pads as large as the
+Indices output; dtypes other than float32/float64 (plus int8/uint8/int16/uint16/
+int32 for the max pools); pads as large as the
 dilated kernel extent (a window entirely in padding; onnxruntime rejects it too).
 
 The C kernels loop over batch, channel and output position; the range of
@@ -33,6 +34,21 @@ from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
 from .conv import (CWriter, check_float, lin, make_axes, tap_loops, window_attrs,
                    window_bounds, window_views)
+
+
+INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
+
+
+def lowest(dtype):
+    """The identity of max: -inf, or the integer type's minimum."""
+    dtype = np.dtype(dtype)
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+def check_max_dtype(what: str, x) -> None:
+    """Max pooling needs only comparisons: float and 8/16/32-bit integers."""
+    if np.dtype(x.dtype).name not in INT_DTYPES:
+        check_float(what, [x])
 
 
 def pool_geometry(x_shape, *, kernel_shape=None, strides=None, dilations=None, pads=None,
@@ -111,7 +127,7 @@ class WindowPool(Op):
 @register("MaxPool")
 class MaxPool(WindowPool):
     def check(self, node, inputs):
-        check_float("MaxPool", inputs)
+        check_max_dtype("MaxPool", inputs[0])
         if len(node.outputs) > 1 and node.outputs[1]:
             raise UnsupportedError("the Indices output of MaxPool is not supported (only the "
                                    "pooled values are computed); remove it from the model")
@@ -122,12 +138,12 @@ class MaxPool(WindowPool):
                              dilations=dilations, pads=pads, auto_pad=auto_pad,
                              ceil_mode=ceil_mode)
         y = None
-        for _, view in window_views(x, axes, -np.inf):
+        for _, view in window_views(x, axes, lowest(x.dtype)):
             y = view.copy() if y is None else np.maximum(y, view)
         return y.astype(x.dtype)
 
     def init(self, k):
-        return k.lit(-np.inf)
+        return k.lit(lowest(k.out.dtype))
 
     def accumulate(self, xe):
         return f"if ({xe} > acc) acc = {xe};"
@@ -252,7 +268,10 @@ class GlobalPool(Op):
     is_max = False
 
     def check(self, node, inputs):
-        check_float(self.name, inputs)
+        if self.is_max:
+            check_max_dtype(self.name, inputs[0])
+        else:
+            check_float(self.name, inputs)
         if len(inputs[0].shape) < 2:
             raise ShapeError(f"input {list(inputs[0].shape)} must have rank >= 2")
 
@@ -280,7 +299,7 @@ class GlobalPool(Op):
         with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
             w.line(f"const int y_idx = {lin((n, chans), (c, 1))};")
             w.line(f"const {ct}* x_c = {x.c} + {lin(('y_idx', plane))};")
-            w.line(f"{ct} acc = {k.lit(-np.inf) if self.is_max else k.lit(0)};")
+            w.line(f"{ct} acc = {k.lit(lowest(x.dtype) if self.is_max else 0)};")
             with w.loop("i", plane, "spatial position") as i:
                 xe = f"x_c[{lin((i, 1))}]"
                 w.line(f"if ({xe} > acc) acc = {xe};" if self.is_max else f"acc += {xe};")

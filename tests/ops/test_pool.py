@@ -126,6 +126,17 @@ def check_with_onnxruntime(m, x):
     assert_close(interpret(lib.graph, {"x": x})["y0"], expected, what="interp")
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_maxpool_integer(dtype):
+    """Max pooling is comparisons only: the integer types work as they are (QDQ models)."""
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, (1, 3, 7, 6), endpoint=True).astype(dtype)
+    m = make_model("MaxPool", {"x": x}, {"kernel_shape": [3, 3], "strides": [2, 2],
+                                         "pads": [1, 1, 1, 1], "ceil_mode": 1})
+    check_model(m, {"x": x}, sanitize=dtype == np.int8)
+    check_model(make_model("GlobalMaxPool", {"x": x}), {"x": x})
+
+
 @pytest.mark.parametrize("attrs", [
     {"kernel_shape": [3], "strides": [3], "ceil_mode": 1},
     {"kernel_shape": [3], "strides": [3], "ceil_mode": 1, "count_include_pad": 1},
