@@ -79,6 +79,8 @@ class Session:
     wait (later ones adapt to the measured run time).
     """
 
+    MAX_STRETCH = 30.0
+
     def __init__(self, transport, timeout: float = 1.0, retries: int = 4,
                  run_timeout: float = 60.0, metadata: dict | None = None,
                  connect: bool = True, progress=None):
@@ -215,7 +217,7 @@ class Session:
             if wire_log.isEnabledFor(logging.DEBUG):
                 wire_log.debug("tx %s", wire.hex(" "))
             self.transport.write(wire)
-            reply = self._wait(msg, seq, time.monotonic() + timeout, check_nonce)
+            reply = self._wait(msg, seq, time.monotonic() + timeout, check_nonce, timeout)
             if reply is None:
                 continue
             status, rbody = reply
@@ -228,9 +230,12 @@ class Session:
             f"{self.retries + 1} attempts in {time.monotonic() - t0:.1f} s "
             f"(timeout {timeout:g} s each); is the device running and the port right?")
 
-    def _wait(self, msg, seq, deadline, check_nonce):
-        """The (status, body) of the reply to seq, or None to resend."""
+    def _wait(self, msg, seq, deadline, check_nonce, quiet=None):
+        """The (status, body) of the reply to seq, or None to resend. While a
+        packet is arriving (slow links, big replies) the deadline moves to
+        `quiet` seconds after the last byte, up to MAX_STRETCH seconds."""
         want = int(msg) | P.REPLY_FLAG
+        limit = deadline + self.MAX_STRETCH
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -240,6 +245,8 @@ class Session:
                 continue
             if wire_log.isEnabledFor(logging.DEBUG):
                 wire_log.debug("rx %s", data.hex(" "))
+            if quiet is not None:
+                deadline = max(deadline, min(time.monotonic() + quiet, limit))
             corrupted = False
             result = None
             for ev, payload in self.unframer.feed(data):

@@ -146,7 +146,9 @@ class SerialTransport(Transport):
 
     def read(self, max_bytes: int, timeout: float) -> bytes:
         try:
-            self.ser.timeout = max(timeout, 0)
+            timeout = max(timeout, 0)
+            if self.ser.timeout != timeout:
+                self.ser.timeout = timeout
             first = self.ser.read(1)
             if not first:
                 return b""
