@@ -40,15 +40,20 @@ DOMAIN = "mtvm"
 
 # -- fixed-point requantization ----------------------------------------------------
 
-REQUANTIZE_C = r"""/* round(acc * mult * 2^(shift - 31)), rounding half up, with one rounding of the
- * exact 64-bit product (TFLite's TFLITE_SINGLE_ROUNDING and CMSIS-NN's
- * CMSIS_NN_USE_SINGLE_ROUNDING requantization). mult in [2^30, 2^31), shift in
- * [-31, 30]; the result saturates to int32. */
+REQUANTIZE_C = r"""/* round(v / 2^n), n in [1, 62], halves to even (as ONNX's QuantizeLinear rounds). */
+static inline int64_t mtvm_round_shift(int64_t v, int32_t n)
+{
+    int64_t half = (int64_t)1 << (n - 1);
+    return (v + half - 1 + ((v >> n) & 1)) >> n;
+}
+
+/* round(acc * mult * 2^(shift - 31)) from the exact 64-bit product with one
+ * rounding (TFLite's TFLITE_SINGLE_ROUNDING and CMSIS-NN's
+ * CMSIS_NN_USE_SINGLE_ROUNDING requantization, but ties to even). mult in
+ * [2^30, 2^31), shift in [-31, 30]; the result saturates to int32. */
 static inline int32_t mtvm_requantize(int32_t acc, int32_t mult, int32_t shift)
 {
-    int64_t prod = (int64_t)acc * mult;
-    int32_t total = 31 - shift;                      /* 1 .. 62 */
-    int64_t r = ((prod >> (total - 1)) + 1) >> 1;
+    int64_t r = mtvm_round_shift((int64_t)acc * mult, 31 - shift);
     return r > INT32_MAX ? INT32_MAX : (r < INT32_MIN ? INT32_MIN : (int32_t)r);
 }"""
 
@@ -79,11 +84,16 @@ def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
     return mult, shift
 
 
+def round_shift(v, n) -> np.ndarray:
+    """Bit-exact model of mtvm_round_shift: round(v / 2^n), halves to even."""
+    v, n = np.asarray(v, np.int64), np.asarray(n, np.int64)
+    return (v + (np.int64(1) << (n - 1)) - 1 + ((v >> n) & 1)) >> n
+
+
 def requantize(acc, mult, shift) -> np.ndarray:
     """Bit-exact NumPy model of mtvm_requantize (int64 arrays, broadcasting)."""
     prod = np.asarray(acc, np.int64) * np.asarray(mult, np.int64)
-    total = 31 - np.asarray(shift, np.int64)
-    r = ((prod >> (total - 1)) + 1) >> 1
+    r = round_shift(prod, 31 - np.asarray(shift, np.int64))
     return np.clip(r, -(1 << 31), (1 << 31) - 1)
 
 
@@ -386,32 +396,39 @@ def _broadcast_index(b, out_shape) -> tuple[list[str], str]:
     return [f"size_t o_{b.c} = {' + '.join(terms)};"], f"{b.c}[o_{b.c}]"
 
 
+def add_multipliers(ra: float, rb: float) -> tuple[int, int, int]:
+    """ra ~= ia / 2^n and rb ~= ib / 2^n with the larger of ia, ib in [2^30, 2^31)."""
+    import math
+    top = max(ra, rb)
+    n = min(62, max(1, 30 - math.frexp(top)[1] + 1)) if top > 0 else 31
+    ia, ib = int(round(ra * 2.0 ** n)), int(round(rb * 2.0 ** n))
+    if max(ia, ib) >= 1 << 31:
+        n -= 1
+        ia, ib = int(round(ra * 2.0 ** n)), int(round(rb * 2.0 ** n))
+    return ia, ib, n
+
+
 @register("QAdd", domain=DOMAIN)
 class QAdd(IntOp):
-    """y = zy + rq(rq((a - za) << 20, ma) + rq((b - zb) << 20, mb), my): TFLite's
-    quantized add (both inputs rescaled to 2 * max(sa, sb) / 2^20 first)."""
-    LEFT_SHIFT = 20
+    """y = zy + round(((a - za) * ia + (b - zb) * ib) / 2^n), ia / 2^n = sa / sy and
+    ib / 2^n = sb / sy: both rescales on one 64-bit accumulator, one rounding."""
 
-    def reference(self, a, b, *, a_zp, b_zp, y_zp, a_mult, a_shift, b_mult, b_shift, y_mult,
-                  y_shift, act_min=-128, act_max=127):
-        one = 1 << self.LEFT_SHIFT
-        sa = requantize((a.astype(np.int64) - a_zp) * one, a_mult, a_shift)
-        sb = requantize((b.astype(np.int64) - b_zp) * one, b_mult, b_shift)
+    def reference(self, a, b, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128,
+                  act_max=127):
+        acc = (a.astype(np.int64) - a_zp) * a_mult + (b.astype(np.int64) - b_zp) * b_mult
         out_dtype = np.int8 if act_min < 0 else np.uint8
-        return finish(sa + sb, y_mult, y_shift, y_zp, act_min, act_max, out_dtype)
+        return np.clip(round_shift(acc, shift) + y_zp, act_min, act_max).astype(out_dtype)
 
-    def emit(self, k, *, a_zp, b_zp, y_zp, a_mult, a_shift, b_mult, b_shift, y_mult, y_shift,
-             act_min=-128, act_max=127):
-        rq = requantize_helper(k)
+    def emit(self, k, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128, act_max=127):
+        k.helper("mtvm_requantize", REQUANTIZE_C)
         la, ea = _broadcast_index(k.ins[0], k.out.shape)
         lb, eb = _broadcast_index(k.ins[1], k.out.shape)
-        one = 1 << self.LEFT_SHIFT
         body = la + lb + [
-            f"int32_t va = {rq}(((int32_t){ea} - {a_zp}) * {one}, {a_mult}, {a_shift});",
-            f"int32_t vb = {rq}(((int32_t){eb} - {b_zp}) * {one}, {b_mult}, {b_shift});",
-            f"int32_t acc = {rq}(va + vb, {y_mult}, {y_shift}) + {y_zp};",
-            f"acc = acc < {act_min} ? {act_min} : (acc > {act_max} ? {act_max} : acc);",
-            f"out0[i] = ({k.out.ctype})acc;"]
+            f"int64_t acc = (int64_t)((int32_t){ea} - {a_zp}) * {a_mult} +",
+            f"              (int64_t)((int32_t){eb} - {b_zp}) * {b_mult};",
+            f"int32_t v = (int32_t)mtvm_round_shift(acc, {shift}) + {y_zp};",
+            f"v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
+            f"out0[i] = ({k.out.ctype})v;"]
         return f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n" + \
             "\n".join(_indent(body)) + "\n}"
 

@@ -35,7 +35,7 @@ import numpy as np
 from ..interp import run_node
 from ..ir import Graph, Node, QuantParams, Tensor
 from ..ops.base import get_op
-from ..ops.int_kernels import DOMAIN, quantize_multiplier, softmax_table
+from ..ops.int_kernels import DOMAIN, add_multipliers, quantize_multiplier, softmax_table
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
 
 log = logging.getLogger("mtvm")
@@ -321,13 +321,9 @@ def rule_add_mul(ctx, p, acts, q, qy):
     (a, qa), (b, qb) = srcs
     lo, hi = clamp
     if p.op == "Add":
-        twice = 2 * max(qa.s, qb.s)
-        ma, sa = quantize_multiplier(qa.s / twice)
-        mb, sb = quantize_multiplier(qb.s / twice)
-        my, sy = quantize_multiplier(twice / ((1 << 20) * qy.s))
-        attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, a_mult=int(ma[0]), a_shift=int(sa[0]),
-                     b_mult=int(mb[0]), b_shift=int(sb[0]), y_mult=int(my[0]),
-                     y_shift=int(sy[0]), act_min=lo, act_max=hi)
+        ia, ib, n = add_multipliers(qa.s / qy.s, qb.s / qy.s)
+        attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, a_mult=ia, b_mult=ib, shift=n,
+                     act_min=lo, act_max=hi)
         return [Node("QAdd", p.name, [a, b], [q.outputs[0]], attrs, domain=DOMAIN)]
     my, sy = quantize_multiplier(qa.s * qb.s / qy.s)
     attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, y_mult=int(my[0]), y_shift=int(sy[0]),

@@ -1,0 +1,486 @@
+"""QOperator-format quantized operators: QLinearConv, QLinearMatMul, ConvInteger,
+MatMulInteger (ai.onnx) and QLinearAdd, QLinearMul, QLinearAveragePool,
+QLinearGlobalAveragePool, QLinearLeakyRelu, QLinearSigmoid, QLinearSoftmax,
+QLinearConcat (com.microsoft, as onnxruntime defines them).
+
+Each `reference` is the operator's definition (integer accumulation, then the
+float rescale and round-half-to-even, as ONNX and onnxruntime specify). Each
+`lower` rewrites the node into the integer kernels of mtvm/ops/int_kernels.py
+(fixed-point requantization, no float at run time); the QDQ pass calls it.
+Lowering needs the scales, zero points and weights as constants (initializers,
+as quantizers write them); a model that computes them at run time is refused
+with a message naming the input to bind with --bind.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from .base import Op, register
+from .int_kernels import DOMAIN, add_multipliers, conv_acc, quantize_multiplier, softmax_table
+from .quantize import dequantize_ref, qrange, quantize_ref
+
+MS = "com.microsoft"
+
+
+def _requant_ref(acc, real_scale, y_zp, dtype):
+    """onnxruntime's rescale: round_half_even(acc * scale) + zero point, saturated."""
+    lo, hi = qrange(dtype)
+    v = np.rint(np.asarray(acc, np.float64) * real_scale) + np.asarray(y_zp, np.int64)
+    return np.clip(v, lo, hi).astype(dtype)
+
+
+def _zp(zp, dtype=np.uint8):
+    return np.zeros((), dtype) if zp is None else np.asarray(zp)
+
+
+def _per_axis_vec(v, n):
+    v = np.asarray(v).ravel()
+    return np.broadcast_to(v, (n,)) if v.size == 1 else v
+
+
+class QOp(Op):
+    """Lowering support shared by the QOperator ops."""
+    min_opset = 10
+
+    def emit(self, k, **attrs):
+        raise UnsupportedError(
+            f"{self.name}: the scales, zero points and weights must be constants (initializers) "
+            "to compile it to integer kernels; bind graph inputs with --bind NAME=VALUE.npy")
+
+    @staticmethod
+    def params(ctx, node, i_scale, i_zp, data):
+        """QP of (scale, zero point) inputs i_scale / i_zp for tensor `data`, or None."""
+        from ..passes.quantize import QP
+        scale = ctx.const(node.inputs[i_scale])
+        if scale is None:
+            return None
+        zname = node.inputs[i_zp] if i_zp is not None and i_zp < len(node.inputs) else ""
+        zp = ctx.const(zname) if zname else None
+        if zname and zp is None:
+            return None
+        dtype = np.dtype(ctx.g.tensors[data].dtype)
+        scale = np.asarray(scale, np.float64)
+        zp = np.zeros(scale.shape, np.int64) if zp is None else np.asarray(zp, np.int64)
+        if scale.size > 1 or zp.size > 1:
+            return QP(scale.ravel(), np.broadcast_to(zp.ravel(), scale.ravel().shape).copy(),
+                      dtype, axis=0)
+        return QP(scale.reshape(()), zp.reshape(()), dtype)
+
+    @staticmethod
+    def annotate(ctx, name, qp):
+        from ..passes.quantize import _qparams
+        ctx.g.tensors[name].quant = _qparams(qp)
+
+
+# -- convolution and matrix product --------------------------------------------------------
+
+def _conv_attrs(x_shape, w_shape, attrs):
+    from .conv import window_attrs
+    kernel = attrs.get("kernel_shape") or list(w_shape[2:])
+    kernel, strides, dilations, pads = window_attrs(
+        x_shape, kernel, attrs.get("strides"), attrs.get("dilations"), attrs.get("pads"),
+        attrs.get("auto_pad", "NOTSET"))
+    return dict(strides=strides, pads=pads, dilations=dilations,
+                group=int(attrs.get("group", 1)))
+
+
+def _conv_int(x, x_zp, w, w_zp, attrs):
+    """Exact int64 sum of (x - x_zp)(w - w_zp[oc]) (NCHW output)."""
+    geo = _conv_attrs(x.shape, w.shape, attrs)
+    if x.ndim not in (3, 4):
+        raise UnsupportedError("only 1-D and 2-D integer convolutions are supported")
+    oc = w.shape[0]
+    wz = _per_axis_vec(_zp(w_zp), oc).astype(np.int64).reshape((oc,) + (1,) * (w.ndim - 1))
+    xz = int(np.asarray(_zp(x_zp)).ravel()[0])
+    acc, (oh, ow) = conv_acc(x.astype(np.int64) - xz, w.astype(np.int64) - wz, 0, **geo)
+    shape = (x.shape[0], oc) + ((oh, ow) if x.ndim == 4 else (ow,))
+    return acc.reshape(shape)
+
+
+def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
+    from ..passes.quantize import dense_node
+    w = ctx.const(w_name)
+    if w is None or qx is None or qw is None or (requant and qy is None) or qx.axis is not None:
+        return None
+    geo = _conv_attrs(ctx.g.tensors[x].shape, w.shape, node.attrs)
+    if len(w.shape) not in (3, 4):
+        return None
+    oc = w.shape[0]
+    wsum = w.reshape(oc, -1).astype(np.int64).sum(axis=1)
+    if not requant:
+        from ..ir import Node
+        zw = _per_axis_vec(qw.zp, oc).astype(np.int64)
+        taps = int(np.prod(w.shape[1:]))
+        folded = -qx.z * wsum + taps * qx.z * zw
+        ins = [x, w_name, ctx.add_const(node.name + "_bias", folded.astype(np.int32)), "", ""]
+        if np.any(zw):
+            ins.append(ctx.add_const(node.name + "_wzp", zw.astype(np.int32)))
+        else:
+            ins = ins[:3]
+        return [Node("QConv", node.name, ins, [out], dict(geo, x_zp=qx.z), domain=DOMAIN)]
+    clamp = qrange(qy.dtype)
+    n = dense_node(ctx, "QConv", node.name, x, qx, w, qw.scale, qw.zp, None,
+                   None if bias_int is None else _per_axis_vec(bias_int, oc).astype(np.int64),
+                   qy, clamp, out, int(np.prod(w.shape[1:])), wsum, geo, w_name=w_name)
+    return [n] if n else None
+
+
+@register("QLinearConv")
+class QLinearConv(QOp):
+    def reference(self, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+                  y_zero_point, b=None, *, auto_pad="NOTSET", dilations=None, group=1,
+                  kernel_shape=None, pads=None, strides=None):
+        attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group,
+                     kernel_shape=kernel_shape, pads=pads, strides=strides)
+        acc = _conv_int(x, x_zero_point, w, w_zero_point, attrs)
+        oc = w.shape[0]
+        shape = (1, oc) + (1,) * (x.ndim - 2)
+        if b is not None:
+            acc = acc + np.asarray(b, np.int64).reshape(shape)
+        scale = (np.float64(np.float32(x_scale)) *
+                 _per_axis_vec(w_scale, oc).astype(np.float32).astype(np.float64) /
+                 np.float64(np.float32(y_scale))).reshape(shape)
+        return _requant_ref(acc, scale, y_zero_point, np.asarray(y_zero_point).dtype)
+
+    def lower(self, ctx, node):
+        x, w = node.inputs[0], node.inputs[3]
+        qx = self.params(ctx, node, 1, 2, x)
+        qw = self.params(ctx, node, 4, 5, w)
+        qy = self.params(ctx, node, 6, 7, node.outputs[0])
+        bias = ctx.const(node.inputs[8]) if len(node.inputs) > 8 and node.inputs[8] else None
+        if len(node.inputs) > 8 and node.inputs[8] and bias is None:
+            return None
+        if qw is not None and qw.axis is not None:
+            qw.axis = 0
+        new = _lower_conv(ctx, node, x, qx, w, qw, qy,
+                          np.zeros(1, np.int64) if bias is None else bias, node.outputs[0])
+        if new:
+            self.annotate(ctx, node.outputs[0], qy)
+        return new
+
+
+@register("ConvInteger")
+class ConvInteger(QOp):
+    def reference(self, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET",
+                  dilations=None, group=1, kernel_shape=None, pads=None, strides=None):
+        attrs = dict(auto_pad=auto_pad, dilations=dilations, group=group,
+                     kernel_shape=kernel_shape, pads=pads, strides=strides)
+        return _conv_int(x, x_zero_point, w, w_zero_point, attrs).astype(np.int32)
+
+    def lower(self, ctx, node):
+        from ..passes.quantize import QP
+        x, w = node.inputs[0], node.inputs[1]
+
+        def zp(i, data):
+            name = node.inputs[i] if i < len(node.inputs) else ""
+            v = ctx.const(name) if name else np.zeros((), np.int64)
+            if v is None:
+                return None
+            v = np.asarray(v, np.int64)
+            return QP(np.ones(v.shape), v, np.dtype(ctx.g.tensors[data].dtype),
+                      None if v.size == 1 else 0)
+        qx, qw = zp(2, x), zp(3, w)
+        if qx is not None and qx.axis is not None:
+            return None
+        return _lower_conv(ctx, node, x, qx, w, qw, None, None, node.outputs[0], requant=False)
+
+
+def _matmul_int(a, a_zp, b, b_zp):
+    """Exact int64 (a - a_zp) @ (b - b_zp); a_zp per row (1-D, size M) or scalar,
+    b_zp per column (1-D, size N) or scalar."""
+    a64, b64 = a.astype(np.int64), b.astype(np.int64)
+    az, bz = np.asarray(_zp(a_zp), np.int64), np.asarray(_zp(b_zp), np.int64)
+    if az.ndim == 1 and az.size > 1:
+        az = az.reshape(-1, 1)
+    return np.matmul(a64 - az, b64 - bz)
+
+
+def _lower_matmul(ctx, node, a, qa, b_name, qb, qy, out, requant=True):
+    from ..ir import Node
+    from ..passes.quantize import dense_node
+    b = ctx.const(b_name)
+    if b is None or b.ndim != 2 or qa is None or qb is None or qa.axis is not None or \
+            (requant and (qy is None or qy.axis is not None)):
+        return None
+    w_nk = np.ascontiguousarray(b.T)
+    n = w_nk.shape[0]
+    wsum = w_nk.astype(np.int64).sum(axis=1)
+    if not requant:
+        zw = _per_axis_vec(qb.zp, n).astype(np.int64)
+        folded = -qa.z * wsum + w_nk.shape[1] * qa.z * zw
+        ins = [a, ctx.add_const(node.name + "_w", w_nk),
+               ctx.add_const(node.name + "_bias", folded.astype(np.int32))]
+        if np.any(zw):
+            ins += ["", "", ctx.add_const(node.name + "_wzp", zw.astype(np.int32))]
+        return [Node("QMatMul", node.name, ins, [out], dict(x_zp=qa.z), domain=DOMAIN)]
+    new = dense_node(ctx, "QMatMul", node.name, a, qa, w_nk, qb.scale, qb.zp, None, None, qy,
+                     qrange(qy.dtype), out, w_nk.shape[1], wsum, {})
+    return [new] if new else None
+
+
+@register("QLinearMatMul")
+class QLinearMatMul(QOp):
+    def reference(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+                  y_zero_point):
+        acc = _matmul_int(a, a_zero_point, b, b_zero_point)
+        sa = np.asarray(a_scale, np.float32).astype(np.float64)
+        sb = np.asarray(b_scale, np.float32).astype(np.float64)
+        if sa.ndim == 1 and sa.size > 1:
+            sa = sa.reshape(-1, 1)
+        scale = sa * sb / np.float64(np.float32(y_scale))
+        return _requant_ref(acc, scale, y_zero_point, np.asarray(y_zero_point).dtype)
+
+    def lower(self, ctx, node):
+        a, b = node.inputs[0], node.inputs[3]
+        qa = self.params(ctx, node, 1, 2, a)
+        qb = self.params(ctx, node, 4, 5, b)
+        qy = self.params(ctx, node, 6, 7, node.outputs[0])
+        new = _lower_matmul(ctx, node, a, qa, b, qb, qy, node.outputs[0])
+        if new:
+            self.annotate(ctx, node.outputs[0], qy)
+        return new
+
+
+@register("MatMulInteger")
+class MatMulInteger(QOp):
+    def reference(self, a, b, a_zero_point=None, b_zero_point=None):
+        return _matmul_int(a, a_zero_point, b, b_zero_point).astype(np.int32)
+
+    def lower(self, ctx, node):
+        from ..passes.quantize import QP
+        a, b = node.inputs[0], node.inputs[1]
+
+        def zp(i, data):
+            name = node.inputs[i] if i < len(node.inputs) else ""
+            v = ctx.const(name) if name else np.zeros((), np.int64)
+            if v is None:
+                return None
+            v = np.asarray(v, np.int64)
+            return QP(np.ones(v.shape), v, np.dtype(ctx.g.tensors[data].dtype),
+                      None if v.size == 1 else 0)
+        return _lower_matmul(ctx, node, a, zp(2, a), b, zp(3, b), None, node.outputs[0],
+                             requant=False)
+
+
+# -- com.microsoft elementwise, pooling, softmax, concat ------------------------------
+
+class MsOp(QOp):
+    min_opset = 1
+
+
+def _deq(x, s, z):
+    return dequantize_ref(x, np.asarray(s), _zp(z, x.dtype))
+
+
+def _q(v, s, z, dtype):
+    return quantize_ref(np.asarray(v, np.float32), np.asarray(s), np.asarray(_zp(z, dtype)),
+                        np.asarray(_zp(z, dtype)).dtype)
+
+
+@register("QLinearAdd", "QLinearMul", domain=MS)
+class QLinearBinary(MsOp):
+    def reference(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale,
+                  c_zero_point=None):
+        fa, fb = _deq(a, a_scale, a_zero_point), _deq(b, b_scale, b_zero_point)
+        v = fa + fb if self.name == "QLinearAdd" else fa * fb
+        return _q(v, c_scale, c_zero_point, a.dtype)
+
+    def lower(self, ctx, node):
+        from ..ir import Node
+        from ..passes.quantize import QP  # noqa: F401
+        a, b, out = node.inputs[0], node.inputs[3], node.outputs[0]
+        qa, qb = self.params(ctx, node, 1, 2, a), self.params(ctx, node, 4, 5, b)
+        qy = self.params(ctx, node, 6, 7, out)
+        if None in (qa, qb, qy) or any(q.axis is not None for q in (qa, qb, qy)):
+            return None
+        lo, hi = qrange(qy.dtype)
+        if self.name == "QLinearAdd":
+            ia, ib, n = add_multipliers(qa.s / qy.s, qb.s / qy.s)
+            attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, a_mult=ia, b_mult=ib, shift=n,
+                         act_min=lo, act_max=hi)
+            new = Node("QAdd", node.name, [a, b], [out], attrs, domain=DOMAIN)
+        else:
+            my, sy = quantize_multiplier(qa.s * qb.s / qy.s)
+            new = Node("QMul", node.name, [a, b], [out],
+                       dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, y_mult=int(my[0]),
+                            y_shift=int(sy[0]), act_min=lo, act_max=hi), domain=DOMAIN)
+        self.annotate(ctx, out, qy)
+        return [new]
+
+
+class _QUnary(MsOp):
+    """X, X_scale, X_zero_point, Y_scale, Y_zero_point: a float function of the
+    dequantized input, requantized."""
+
+    def fn(self, v, **attrs):
+        raise NotImplementedError
+
+    def reference(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None, **attrs):
+        return _q(self.fn(_deq(x, x_scale, x_zero_point), **attrs), y_scale, y_zero_point,
+                  x.dtype)
+
+    def lower(self, ctx, node):
+        from ..ir import Node
+        x, out = node.inputs[0], node.outputs[0]
+        qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
+        if qx is None or qy is None or qx.axis is not None or qy.axis is not None:
+            return None
+        lo, hi = qrange(qx.dtype)
+        xs = np.arange(lo, hi + 1).astype(qx.dtype)
+        table = self.reference(xs, np.float32(qx.s), np.array(qx.z, qx.dtype), np.float32(qy.s),
+                               np.array(qy.z, qy.dtype), **node.attrs)
+        self.annotate(ctx, out, qy)
+        return [Node("QLut", node.name, [x, ctx.add_const(node.name + "_table", table)], [out],
+                     {}, domain=DOMAIN)]
+
+
+@register("QLinearSigmoid", domain=MS)
+class QLinearSigmoid(_QUnary):
+    def reference(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None):
+        return super().reference(x, x_scale, x_zero_point, y_scale, y_zero_point)
+
+    def fn(self, v):
+        return (1 / (1 + np.exp(-v.astype(np.float32)))).astype(np.float32)
+
+
+@register("QLinearLeakyRelu", domain=MS)
+class QLinearLeakyRelu(_QUnary):
+    def reference(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, alpha=0.01):
+        return super().reference(x, x_scale, x_zero_point, y_scale, y_zero_point, alpha=alpha)
+
+    def fn(self, v, alpha=0.01):
+        return np.where(v >= 0, v, v * np.float32(alpha)).astype(np.float32)
+
+
+def _pool_geometry(x_shape, attrs, global_pool):
+    from .conv import window_attrs
+    if global_pool:
+        k = list(x_shape[2:])
+        return k, [1] * len(k), [0] * (2 * len(k))
+    kernel, strides, _, pads = window_attrs(x_shape, attrs["kernel_shape"], attrs.get("strides"),
+                                            None, attrs.get("pads"),
+                                            attrs.get("auto_pad", "NOTSET"))
+    return kernel, strides, pads
+
+
+class _QAvgPool(MsOp):
+    global_pool = False
+
+    def check(self, node, inputs):
+        if node.attrs.get("channels_last", 0):
+            raise UnsupportedError(f"{self.name} with channels_last=1 is not supported")
+
+    def _float_pool(self, v, attrs):
+        from .base import get_op
+        if self.global_pool:
+            return v.mean(axis=tuple(range(2, v.ndim)), keepdims=True)
+        attrs = {k: a for k, a in attrs.items() if k != "channels_last"}
+        return get_op("AveragePool").reference(v, **attrs)
+
+    def lower(self, ctx, node):
+        from ..passes.quantize import _avgpool_node
+        x, out = node.inputs[0], node.outputs[0]
+        qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
+        shape = ctx.g.tensors[x].shape
+        if qx is None or qy is None or qx.axis is not None or len(shape) not in (3, 4) or \
+                node.attrs.get("ceil_mode", 0):
+            return None
+        kernel, strides, pads = _pool_geometry(shape, node.attrs, self.global_pool)
+        include = 1 if self.global_pool else node.attrs.get("count_include_pad", 0)
+        self.annotate(ctx, out, qy)
+        return [_avgpool_node(ctx, node, x, qx, qy, qrange(qy.dtype), kernel, strides, pads,
+                              include, out)]
+
+
+@register("QLinearAveragePool", domain=MS)
+class QLinearAveragePool(_QAvgPool):
+    def reference(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *,
+                  auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, kernel_shape=None,
+                  pads=None, strides=None, channels_last=0):
+        attrs = dict(auto_pad=auto_pad, ceil_mode=ceil_mode,
+                     count_include_pad=count_include_pad, kernel_shape=kernel_shape,
+                     pads=pads, strides=strides)
+        v = self._float_pool(_deq(x, x_scale, x_zero_point), attrs)
+        return _q(v, y_scale, y_zero_point, x.dtype)
+
+
+@register("QLinearGlobalAveragePool", domain=MS)
+class QLinearGlobalAveragePool(_QAvgPool):
+    global_pool = True
+
+    def reference(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *,
+                  channels_last=0):
+        v = self._float_pool(_deq(x, x_scale, x_zero_point), {})
+        return _q(v, y_scale, y_zero_point, x.dtype)
+
+
+@register("QLinearSoftmax", domain=MS)
+class QLinearSoftmax(MsOp):
+    def reference(self, x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, axis=-1,
+                  opset=13):
+        v = _deq(x, x_scale, x_zero_point).astype(np.float64)
+        axis = axis + x.ndim if axis < 0 else axis
+        if opset < 13:   # softmax of the 2-D coercion [prod(dims < axis), prod(dims >= axis)]
+            v2 = v.reshape(int(np.prod(x.shape[:axis])), -1)
+            e = np.exp(v2 - v2.max(axis=1, keepdims=True))
+            s = (e / e.sum(axis=1, keepdims=True)).reshape(x.shape)
+        else:
+            e = np.exp(v - v.max(axis=axis, keepdims=True))
+            s = e / e.sum(axis=axis, keepdims=True)
+        return _q(s, y_scale, y_zero_point, x.dtype)
+
+    def lower(self, ctx, node):
+        from ..ir import Node
+        x, out = node.inputs[0], node.outputs[0]
+        qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
+        shape = ctx.g.tensors[x].shape
+        axis = node.attrs.get("axis", -1)
+        axis = axis + len(shape) if axis < 0 else axis
+        if qx is None or qy is None or qx.axis is not None or \
+                any(d != 1 for d in shape[axis + 1:]):
+            return None
+        inv = int(round((1 << 16) / qy.s))
+        lo, hi = qrange(qy.dtype)
+        self.annotate(ctx, out, qy)
+        return [Node("QSoftmax", node.name,
+                     [x, ctx.add_const(node.name + "_exp", softmax_table(qx.s))], [out],
+                     dict(inv=inv, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)]
+
+
+@register("QLinearConcat", domain=MS)
+class QLinearConcat(MsOp):
+    def reference(self, y_scale, y_zero_point, *xs, axis):
+        parts = []
+        for i in range(0, len(xs), 3):
+            x, s, z = xs[i:i + 3]
+            if np.float32(s) == np.float32(y_scale) and np.all(np.asarray(z) ==
+                                                               np.asarray(y_zero_point)):
+                parts.append(x)
+            else:
+                parts.append(_q(_deq(x, s, z), y_scale, y_zero_point, x.dtype))
+        return np.concatenate(parts, axis=axis)
+
+    def lower(self, ctx, node):
+        from ..ir import Node
+        from ..passes.quantize import requant_node
+        out = node.outputs[0]
+        qy = self.params(ctx, node, 0, 1, out)
+        if qy is None or qy.axis is not None:
+            return None
+        nodes, ins = [], []
+        for j, i in enumerate(range(2, len(node.inputs), 3)):
+            x = node.inputs[i]
+            qx = self.params(ctx, node, i + 1, i + 2, x)
+            if qx is None or qx.axis is not None:
+                return None
+            if qx.same(qy):
+                ins.append(x)
+                continue
+            from ..passes.quantize import Ctx  # noqa: F401
+            mid = ctx.new_tensor(f"{node.name}_in{j}_requantized", ctx.g.tensors[x].shape,
+                                 qy.dtype, qy)
+            nodes.append(requant_node(ctx, f"{node.name}_requantize{j}", x, qx, qy, mid))
+            ins.append(mid)
+        self.annotate(ctx, out, qy)
+        return nodes + [Node("Concat", node.name, ins, [out], {"axis": node.attrs["axis"]})]
