@@ -146,3 +146,32 @@ def test_chunked_transfer_with_a_64_byte_device(tmp_path):
         assert len(s.executor.profile().rows) == s.info().num_kernels
         with pytest.raises(mtvm.session.SessionError, match="max packet size"):
             s.echo(b"z" * 100)
+
+
+def test_profile_pages_with_many_kernels(tmp_path):
+    """9 kernels at 64-byte packets: PROFILE replies come in pages of 6."""
+    import onnx
+    from onnx import TensorProto, helper
+    names = ["x"] + [f"s{i}" for i in range(9)]
+    nodes = [helper.make_node("Softmax", [a], [b], name=f"softmax{i}", axis=-1)
+             for i, (a, b) in enumerate(zip(names, names[1:]))]
+    g = helper.make_graph(nodes, "chain",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 40])],
+                          [helper.make_tensor_value_info(names[-1], TensorProto.FLOAT, [2, 40])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = str(tmp_path / "chain.onnx")
+    onnx.save(m, path)
+    board = dict(mtvm.project.load_board("host"), name="host-64", max_packet_bytes=64)
+    proj = mtvm.project.generate(path, board=board, out_dir=tmp_path / "p", profile=True,
+                                 progress=_quiet).build(progress=_quiet)
+    x = np.random.default_rng(0).standard_normal((2, 40)).astype(np.float32)
+    ref = x
+    for _ in range(9):
+        e = np.exp(ref - ref.max(-1, keepdims=True))
+        ref = e / e.sum(-1, keepdims=True)
+    with proj.session() as s:
+        np.testing.assert_allclose(s.executor.run({"x": x})["s8"], ref, atol=1e-6)
+        prof = s.executor.profile()
+        assert len(prof.rows) == 9 and all(r.kind == "Softmax" for r in prof.rows)
+        assert [k for k, _ in s.kernels()] == [r.name for r in prof.rows]
