@@ -201,8 +201,10 @@ def window_bounds(w: CWriter, a: Axis, o):
         lo = max(0, ceil_div(-i0, d))
         hi = min(k, max(0, ceil_div(size - i0, d)))
         return i0, lo, hi
-    i0 = f"i{a.name}0"
-    w.line(f"const int {i0} = {lin((o, a.stride), const=-a.pad_begin)};")
+    i0 = lin((o, a.stride), const=-a.pad_begin)
+    if not i0.isidentifier():                   # stride 1, no padding: i0 is o itself
+        w.line(f"const int i{a.name}0 = {i0};")
+        i0 = f"i{a.name}0"
     lo, hi = 0, k
     if a.clips_begin:
         lo = f"k{a.name}_lo"
