@@ -155,6 +155,15 @@ def flash(project, progress, icount: bool | None = None, **kw):
     elf = project.path(ELF)
     if not os.path.exists(elf):
         raise MtvmError(f"{elf} not found: run `mtvm project build {project.dir}` first")
+    if b.emulated and project.kind == "standalone":
+        # The app runs to its end and exits through semihosting: nothing would
+        # be there to read a pty in time, so run it with the UART on the console.
+        p = run_standalone(project, icount=bool(icount))
+        print(p.stdout, end="")
+        progress(f"QEMU {b.qemu_machine}: the standalone app exited with status {p.returncode}")
+        if p.returncode != 0:
+            raise MtvmError(f"the standalone app failed (status {p.returncode})\n{p.stderr}")
+        return None
     if b.emulated:
         if icount is None:
             icount = os.environ.get("MTVM_QEMU_ICOUNT", "") not in ("", "0")
@@ -166,6 +175,26 @@ def flash(project, progress, icount: bool | None = None, **kw):
     runners.flash(b, elf, project.path("build", "firmware.hex"),
                   project.path("build", "firmware.bin"), progress=progress)
     return None
+
+
+def run_standalone(project, timeout: float = 300.0, icount: bool = False):
+    """Emulated boards: run the standalone app in QEMU until it exits through
+    semihosting; stdout = what it printed on its UART, returncode = its status."""
+    import subprocess
+    b = _board(project)
+    if not b.emulated:
+        raise MtvmError(f"{b.name} is a real board: `mtvm project flash {project.dir}` programs "
+                        f"it and the app prints on its UART (e.g. python -m serial.tools.miniterm "
+                        f"PORT {int(b.uart.get('baud', 115200))})")
+    elf = project.path(ELF)
+    if not os.path.exists(elf):
+        raise MtvmError(f"{elf} not found: run `mtvm project build {project.dir}` first")
+    r = qemu.run_to_exit(b.qemu_machine, elf, timeout=timeout, icount=icount,
+                         workdir=project.path("build"))
+    if r.status is None:
+        raise MtvmError(f"the standalone app did not exit within {timeout:.0f} s on QEMU "
+                        f"{b.qemu_machine}; its output so far:\n{r.output}")
+    return subprocess.CompletedProcess(r.output, r.status, r.output, r.stderr)
 
 
 def open_transport(project, port=None, **kw):

@@ -66,3 +66,18 @@ def test_link_overflow_is_reported_clearly(models, projects_dir):
     with pytest.raises(MtvmError, match="does not fit on mps2-an386") as e:
         proj.build(progress=quiet)
     assert "FLASH" in str(e.value) or "flash" in str(e.value)
+
+
+@pytest.mark.parametrize("board", ["nucleo-f746zg", "nrf52840dk"])
+def test_real_board_flash_names_the_missing_tool(board, models, projects_dir):
+    import shutil
+    need_gcc()
+    b = load_board(board)
+    if shutil.which(b.runner.tool):
+        pytest.skip(f"{b.runner.tool} is installed: flashing would try a real board")
+    proj = P.generate(models.get("small_cnn"), board=board,
+                      out_dir=os.path.join(projects_dir, f"flash-{board}"), progress=quiet)
+    proj.build(progress=quiet)
+    with pytest.raises(MtvmError, match="not installed") as e:
+        proj.flash(progress=quiet)
+    assert b.runner.install_hint() in str(e.value)

@@ -122,9 +122,14 @@ def test_flash_records_pty_and_stop_ends_qemu(models, projects_dir):
         proj.open_transport()
 
 
-def test_standalone_project_has_no_session(models, projects_dir):
-    x, _ = models.reference("kws_dscnn")
+def test_standalone_project_runs_through_the_cli(models, projects_dir):
+    x, ref = models.reference("kws_dscnn")
     proj = build_project(models, projects_dir, "kws_dscnn", "mps2-an386", "standalone",
                          sample=[x])
     with pytest.raises(MtvmError, match="standalone"):
         proj.open_transport()
+    cli = subprocess.run([sys.executable, "-m", "mtvm", "run", proj.dir], capture_output=True,
+                         text=True, timeout=120)
+    assert cli.returncode == 0, cli.stderr
+    y = parse_standalone(cli.stdout)["output"]
+    assert np.abs(y - ref.ravel()).max() <= tolerance(ref)
