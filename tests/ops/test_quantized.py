@@ -1,0 +1,475 @@
+"""Quantized operators: QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear,
+the QOperator ops (ai.onnx ones against onnx.reference, com.microsoft ones
+against onnxruntime) and the QDQ patterns the quantization pass turns into
+integer kernels (against onnxruntime, which runs them as integer kernels too).
+
+Integer results may differ from the references by one step where the exact
+value is a rounding tie for one side only: the references compute the rescale
+in float32 (docs/quantization.md); the tests allow that on a few elements.
+"""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import mtvm
+from mtvm.testing import check_model, make_model, reference_outputs
+
+rng = np.random.default_rng(7)
+MS = "com.microsoft"
+
+
+def qrand(dtype, shape):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def zp(dtype, v=None):
+    if v is None:
+        v = 3 if dtype == np.int8 else 131
+    return np.array(v, dtype)
+
+
+def run_ort(model, feeds):
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+def assert_q_close(got, expected, what="", max_frac=0.02):
+    """8-bit results: at most one step apart, on at most max_frac of the elements."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape and got.dtype == expected.dtype, what
+    d = np.abs(got.astype(np.int64) - expected.astype(np.int64))
+    assert d.max(initial=0) <= 1, f"{what}: off by {d.max()} steps"
+    assert np.count_nonzero(d) <= max(1, max_frac * d.size), \
+        f"{what}: {np.count_nonzero(d)} of {d.size} differ"
+
+
+def check_q(model, feeds, reference="ort", kinds=None, sanitize=False, **kw):
+    lib = mtvm.compile(model)
+    runs = [lib.run_host(feeds)]
+    if sanitize:
+        runs.append(lib.run_host(feeds, sanitize=True))
+    expected = run_ort(model, feeds) if reference == "ort" else reference_outputs(model, feeds)
+    for got in runs:
+        for (name, a), e in zip(got.items(), expected):
+            if a.dtype.kind == "f":
+                np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6, err_msg=name)
+            else:
+                assert_q_close(a, e, name, **kw)
+    if kinds is not None:
+        assert [o["kind"] for o in lib.metadata["operators"]] == kinds
+    return lib
+
+
+# -- QuantizeLinear / DequantizeLinear -----------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("opset", [19, 21])
+def test_quantize_per_tensor(dtype, opset):
+    x = (rng.standard_normal((2, 3, 5)) * 4).astype(np.float32)
+    x.flat[:6] = [0.25, 0.75, -0.25, -0.75, 1e4, -1e4]   # ties (scale 0.5) and saturation
+    m = make_model("QuantizeLinear", {"x": x}, consts={"s": np.float32(0.5), "z": zp(dtype)},
+                   opset=opset)
+    check_model(m, {"x": x})
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("axis", [1, -1, 0])
+def test_quantize_dequantize_per_axis(dtype, axis):
+    shape = (2, 3, 4)
+    n = shape[axis]
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    scale = (rng.random(n) * 0.1 + 0.01).astype(np.float32)
+    zps = qrand(dtype, n) // 4
+    check_model(make_model("QuantizeLinear", {"x": x}, consts={"s": scale, "z": zps},
+                           attrs={"axis": axis}, opset=19), {"x": x})
+    q = qrand(dtype, shape)
+    check_model(make_model("DequantizeLinear", {"q": q}, consts={"s": scale, "z": zps},
+                           attrs={"axis": axis}, opset=19), {"q": q}, sanitize=axis == 0)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_quantize_dequantize_older_opsets(opset):
+    """Opset 11 (per-tensor only, default uint8) and 13 (axis): against onnxruntime."""
+    x = (rng.standard_normal((3, 4)) * 2).astype(np.float32)
+    m = make_model("QuantizeLinear", {"x": x}, consts={"s": np.float32(0.02)}, opset=opset)
+    check_q(m, {"x": x}, max_frac=0)
+    q = qrand(np.int8, (3, 4))
+    m = make_model("DequantizeLinear", {"q": q},
+                   consts={"s": np.float32(0.02), "z": np.int8(-3)}, opset=opset)
+    check_q(m, {"q": q})
+
+
+def test_dequantize_int32_bias():
+    q = rng.integers(-100000, 100000, (8,)).astype(np.int32)
+    m = make_model("DequantizeLinear", {"q": q},
+                   consts={"s": (rng.random(8) * 1e-4).astype(np.float32),
+                           "z": np.zeros(8, np.int32)}, attrs={"axis": 0}, opset=19)
+    check_model(m, {"q": q})
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 4)])
+def test_dynamic_quantize_linear(shape):
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    check_model(make_model("DynamicQuantizeLinear", {"x": x}, n_outputs=3, opset=11), {"x": x},
+                sanitize=len(shape) == 1)
+
+
+# -- QOperator: ai.onnx (onnx.reference) -------------------------------------------------
+
+CONV_CASES = [  # x shape, w shape, attrs
+    ((1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 9, 7), (6, 4, 3, 2), {"strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    ((1, 4, 6, 6), (8, 2, 3, 3), {"group": 2, "dilations": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 3, 12), (5, 3, 3), {"pads": [1, 1]}),
+    ((1, 8, 5, 5), (4, 8, 1, 1), {}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES, ids=range(len(CONV_CASES)))
+@pytest.mark.parametrize("dtype,per_channel", [(np.int8, True), (np.uint8, False)])
+def test_qlinearconv(xs, ws, attrs, dtype, per_channel):
+    x, w = qrand(dtype, xs), qrand(np.int8 if dtype == np.int8 else np.uint8, ws)
+    oc = ws[0]
+    w_scale = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_channel else \
+        np.float32(0.0071)
+    w_zp = np.zeros(oc, np.int8) if per_channel else np.uint8(124)
+    consts = dict(xs=np.float32(0.031), xz=zp(dtype), w=w, ws=w_scale, wz=w_zp,
+                  ys=np.float32(0.173), yz=zp(dtype, -7 if dtype == np.int8 else 120),
+                  b=rng.integers(-3000, 3000, oc).astype(np.int32))
+    m = make_model("QLinearConv", {"x": x}, consts=consts, attrs=attrs,
+                   input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+    # onnx.reference broadcasts a per-channel scale wrongly for 1-D: onnxruntime there.
+    reference = "ort" if len(xs) == 3 and per_channel else "onnx"
+    check_q(m, {"x": x}, reference=reference, kinds=["QConv"], sanitize=xs == (1, 3, 12))
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES[:3], ids=range(3))
+def test_convinteger(xs, ws, attrs):
+    x, w = qrand(np.uint8, xs), qrand(np.uint8, ws)
+    m = make_model("ConvInteger", {"x": x}, consts={"w": w, "xz": np.uint8(130),
+                                                    "wz": np.uint8(120)},
+                   attrs=attrs, input_order=["x", "w", "xz", "wz"])
+    check_q(m, {"x": x}, reference="onnx", kinds=["QConv"], max_frac=0)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("ashape,bshape,per_col", [((4, 9), (9, 5), False),
+                                                   ((2, 3, 16), (16, 7), True)])
+def test_qlinearmatmul(dtype, ashape, bshape, per_col):
+    a, b = qrand(dtype, ashape), qrand(dtype, bshape)
+    n = bshape[1]
+    consts = dict(sa=np.float32(0.023), za=zp(dtype), b=b,
+                  sb=(rng.random(n) * 0.02 + 0.01).astype(np.float32) if per_col
+                  else np.float32(0.017),
+                  zb=np.full(n, zp(dtype), dtype) if per_col else zp(dtype),
+                  sy=np.float32(0.37), yz=zp(dtype, -1 if dtype == np.int8 else 129))
+    m = make_model("QLinearMatMul", {"a": a}, consts=consts,
+                   input_order=["a", "sa", "za", "b", "sb", "zb", "sy", "yz"])
+    check_q(m, {"a": a}, reference="onnx", kinds=["QMatMul"])
+
+
+def test_matmulinteger():
+    a, b = qrand(np.uint8, (3, 4, 10)), qrand(np.int8, (10, 6))
+    m = make_model("MatMulInteger", {"a": a}, consts={"b": b, "za": np.uint8(12),
+                                                      "zb": np.int8(-2)},
+                   input_order=["a", "b", "za", "zb"])
+    check_q(m, {"a": a}, reference="onnx", kinds=["QMatMul"], max_frac=0)
+
+
+def test_qlinearconv_runtime_scale_is_refused():
+    x, w = qrand(np.int8, (1, 2, 4, 4)), qrand(np.int8, (2, 2, 1, 1))
+    m = make_model("QLinearConv", {"x": x, "xs": np.float32(0.1)},
+                   consts=dict(xz=np.int8(0), w=w, ws=np.float32(0.1), wz=np.int8(0),
+                               ys=np.float32(0.1), yz=np.int8(0)),
+                   input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"])
+    with pytest.raises(mtvm.errors.UnsupportedError, match="--bind"):
+        mtvm.compile(m)
+    lib = mtvm.compile(m, bind={"xs": np.float32(0.1)})
+    assert [o["kind"] for o in lib.metadata["operators"]] == ["QConv"]
+
+
+# -- QOperator: com.microsoft (onnxruntime) -------------------------------------------------
+
+def ms_model(op, inputs, consts, order, out_shape, out_dtype, attrs=None):
+    node = helper.make_node(op, order, ["y"], domain=MS, **(attrs or {}))
+    g = helper.make_graph(
+        [node], op,
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in inputs.items()],
+        [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(np.dtype(out_dtype)),
+                                       out_shape)],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in consts.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid(MS, 1)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("sa,sb", [((2, 3, 4), (2, 3, 4)), ((2, 3, 4), (3, 1)), ((4,), ())])
+def test_qlinear_binary(op, dtype, sa, sb):
+    a, b = qrand(dtype, sa), qrand(dtype, sb)
+    consts = dict(sa=np.float32(0.0213), za=zp(dtype), sb=np.float32(0.0517),
+                  zb=zp(dtype, -3 if dtype == np.int8 else 140),
+                  sy=np.float32(0.0439 if op == "QLinearAdd" else 0.531),
+                  zy=zp(dtype, 2 if dtype == np.int8 else 125))
+    m = ms_model(op, {"a": a, "b": b}, consts, ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"],
+                 np.broadcast_shapes(sa, sb), dtype)
+    check_q(m, {"a": a, "b": b}, kinds=["QAdd" if op == "QLinearAdd" else "QMul"],
+            sanitize=sb == (3, 1) and dtype == np.int8)
+
+
+UNARY_MS = [("QLinearSigmoid", {}, 1 / 256), ("QLinearLeakyRelu", {"alpha": 0.13}, 0.041),
+            ("QLinearSoftmax", {"axis": -1, "opset": 13}, 1 / 256),
+            ("QLinearSoftmax", {"axis": 1, "opset": 11}, 1 / 256)]
+
+
+@pytest.mark.parametrize("op,attrs,ys", UNARY_MS, ids=lambda v: str(v))
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qlinear_unary(op, attrs, ys, dtype):
+    shape = (3, 10) if op == "QLinearSoftmax" else (2, 3, 5)
+    x = qrand(dtype, shape)
+    lo = -128 if dtype == np.int8 else 0
+    yz = lo if op != "QLinearLeakyRelu" else zp(dtype)
+    consts = dict(sx=np.float32(0.0617), zx=zp(dtype), sy=np.float32(ys), zy=np.array(yz, dtype))
+    m = ms_model(op, {"x": x}, consts, ["x", "sx", "zx", "sy", "zy"], shape, dtype, attrs)
+    kind = "QSoftmax" if op == "QLinearSoftmax" else "QLut"
+    # onnxruntime's QLinearSoftmax uses its own float exp table: within one step.
+    check_q(m, {"x": x}, kinds=[kind], max_frac=0.1 if kind == "QSoftmax" else 0.02)
+
+
+POOL_CASES = [("QLinearGlobalAveragePool", (1, 4, 5, 6), {}),
+              ("QLinearAveragePool", (1, 3, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+              ("QLinearAveragePool", (2, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+              ("QLinearAveragePool", (1, 2, 6, 5), {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1],
+                                                    "count_include_pad": 1})]
+
+
+@pytest.mark.parametrize("op,shape,attrs", POOL_CASES, ids=range(len(POOL_CASES)))
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qlinear_pool(op, shape, attrs, dtype):
+    x = qrand(dtype, shape)
+    ref_attrs = {k: v for k, v in attrs.items()}
+    out = mtvm.ops.get_op(op, MS).reference(x, np.float32(0.05), zp(dtype), np.float32(0.037),
+                                            zp(dtype), **ref_attrs)
+    consts = dict(sx=np.float32(0.05), zx=zp(dtype), sy=np.float32(0.037), zy=zp(dtype))
+    m = ms_model(op, {"x": x}, consts, ["x", "sx", "zx", "sy", "zy"], out.shape, dtype, attrs)
+    check_q(m, {"x": x}, kinds=["QAvgPool"])
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qlinear_concat(dtype):
+    a, b, c = qrand(dtype, (1, 2, 3, 4)), qrand(dtype, (1, 3, 3, 4)), qrand(dtype, (1, 1, 3, 4))
+    consts = dict(sy=np.float32(0.05), zy=zp(dtype), s1=np.float32(0.05), z1=zp(dtype),
+                  s2=np.float32(0.031), z2=zp(dtype, 7), s3=np.float32(0.09), z3=zp(dtype))
+    m = ms_model("QLinearConcat", {"a": a, "b": b, "c": c}, consts,
+                 ["sy", "zy", "a", "s1", "z1", "b", "s2", "z2", "c", "s3", "z3"],
+                 (1, 6, 3, 4), dtype, {"axis": 1})
+    check_q(m, {"a": a, "b": b, "c": c}, kinds=["QAffine", "QAffine", "Concat"])
+
+
+# -- QDQ patterns -> integer kernels ---------------------------------------------------
+
+class QDQ:
+    """Builds DQ -> float op(s) -> Q graphs with 8-bit graph inputs and outputs."""
+
+    def __init__(self, dtype=np.int8):
+        self.dtype, self.nodes, self.inits, self.inputs, self.feeds = dtype, [], [], [], {}
+        self.n = 0
+
+    def name(self, hint):
+        self.n += 1
+        return f"{hint}{self.n}"
+
+    def const(self, value, hint="c"):
+        name = self.name(hint)
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def input(self, shape, scale, z=None):
+        name = self.name("x")
+        x = qrand(self.dtype, shape)
+        self.feeds[name] = x
+        self.inputs.append(helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(np.dtype(self.dtype)), shape))
+        return self.dq(name, scale, z)
+
+    def dq(self, q, scale, z=None, axis=None, dtype=None):
+        z = zp(dtype or self.dtype) if z is None else np.asarray(z, dtype or self.dtype)
+        out = self.name("dq")
+        kw = {} if axis is None else {"axis": axis}
+        self.nodes.append(helper.make_node("DequantizeLinear",
+                                           [q, self.const(np.asarray(scale, np.float32)),
+                                            self.const(z)], [out], **kw))
+        return out
+
+    def weight(self, shape, per_channel=True, dtype=np.int8, axis=0):
+        w = qrand(dtype, shape)
+        n = shape[axis]
+        if per_channel:
+            s = (rng.random(n) * 0.01 + 0.002).astype(np.float32)
+            return self.dq(self.const(w, "w"), s, np.zeros(n, dtype), axis=axis, dtype=dtype), s
+        return self.dq(self.const(w, "w"), np.float32(0.0093), zp(dtype), dtype=dtype), \
+            np.float32(0.0093)
+
+    def bias(self, n, x_scale, w_scale):
+        b = rng.integers(-2000, 2000, n).astype(np.int32)
+        s = (np.float32(x_scale) * np.broadcast_to(w_scale, (n,))).astype(np.float32)
+        return self.dq(self.const(b, "b"), s, np.zeros(n, np.int32), axis=0, dtype=np.int32)
+
+    def op(self, op_type, inputs, **attrs):
+        out = self.name(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+    def q(self, x, scale, z=None):
+        out = self.name("y")
+        z = zp(self.dtype) if z is None else np.asarray(z, self.dtype)
+        self.nodes.append(helper.make_node("QuantizeLinear",
+                                           [x, self.const(np.float32(scale)), self.const(z)],
+                                           [out]))
+        return out
+
+    def model(self, *outputs):
+        g = helper.make_graph(self.nodes, "qdq", self.inputs,
+                              [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None)
+                               for o in outputs], self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return onnx.shape_inference.infer_shapes(m)
+
+
+@pytest.mark.parametrize("dtype,per_channel,act", [(np.int8, True, "Relu"),
+                                                   (np.uint8, False, None),
+                                                   (np.int8, True, "Clip")])
+@pytest.mark.parametrize("depthwise", [False, True])
+def test_qdq_conv(dtype, per_channel, act, depthwise):
+    b = QDQ(dtype)
+    c = 6
+    x = b.input((1, c, 9, 9), 0.043)
+    w, ws = b.weight((c, 1 if depthwise else c, 3, 3), per_channel,
+                     np.int8 if per_channel else dtype)
+    y = b.op("Conv", [x, w, b.bias(c, 0.043, ws)], pads=[1, 1, 1, 1], strides=[2, 1],
+             group=c if depthwise else 1)
+    if act == "Relu":
+        y = b.op("Relu", [y])
+    elif act == "Clip":
+        y = b.op("Clip", [y, b.const(np.float32(0)), b.const(np.float32(2.5))])
+    out = b.q(y, 0.071, -20 if dtype == np.int8 else 110)
+    check_q(b.model(out), b.feeds, kinds=["QConv"], sanitize=act == "Clip" and depthwise)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+def test_qdq_gemm(trans_b):
+    b = QDQ()
+    x = b.input((3, 20), 0.05)
+    w, ws = b.weight((12, 20) if trans_b else (20, 12), axis=0 if trans_b else 1)
+    y = b.op("Gemm", [x, w, b.bias(12, 0.05, ws)], transB=trans_b)
+    check_q(b.model(b.q(y, 0.31)), b.feeds, kinds=["QMatMul"])
+
+
+def test_qdq_matmul_3d():
+    b = QDQ(np.uint8)
+    x = b.input((2, 4, 16), 0.02)
+    w, _ = b.weight((16, 5), per_channel=False, dtype=np.uint8)
+    check_q(b.model(b.q(b.op("MatMul", [x, w]), 0.11)), b.feeds, kinds=["QMatMul"])
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+def test_qdq_add_mul_relu(op):
+    b = QDQ()
+    x1, x2 = b.input((2, 4, 3, 3), 0.037), b.input((1, 4, 1, 1), 0.081, 5)
+    y = b.op("Relu", [b.op(op, [x1, x2])])
+    check_q(b.model(b.q(y, 0.06 if op == "Add" else 0.4, -128)), b.feeds,
+            kinds=["Q" + op])
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])),
+    ("GlobalAveragePool", {}),
+    ("ReduceMean", dict(axes=[2, 3], keepdims=0))])
+def test_qdq_average(op, attrs):
+    b = QDQ()
+    x = b.input((1, 5, 7, 6), 0.05)
+    check_q(b.model(b.q(b.op(op, [x], **attrs), 0.021)), b.feeds, kinds=["QAvgPool"])
+
+
+def test_qdq_same_scale_ops_stay_8bit():
+    """MaxPool, Transpose, Reshape between equal scales: no requantization at all."""
+    b = QDQ()
+    x = b.input((1, 4, 6, 6), 0.05)
+    y = b.q(b.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2]), 0.05)
+    y = b.q(b.op("Transpose", [b.dq(y, 0.05)], perm=[0, 2, 3, 1]), 0.05)
+    y = b.q(b.op("Reshape", [b.dq(y, 0.05), b.const(np.array([1, -1], np.int64))]), 0.05)
+    lib = check_q(b.model(y), b.feeds, max_frac=0)
+    kinds = [o["kind"] for o in lib.metadata["operators"]]
+    assert kinds[:2] == ["QMaxPool", "Transpose"] and "DequantizeLinear" not in kinds
+
+
+def test_qdq_concat_requantizes_only_where_scales_differ():
+    b = QDQ()
+    x1, x2 = b.input((1, 2, 4, 4), 0.05), b.input((1, 3, 4, 4), 0.09, -4)
+    y = b.q(b.op("Concat", [x1, x2], axis=1), 0.05)
+    check_q(b.model(y), b.feeds, kinds=["QAffine", "Concat"])
+
+
+@pytest.mark.parametrize("op,attrs,ys,yz", [("Sigmoid", {}, 1 / 256, -128),
+                                             ("LeakyRelu", {"alpha": 0.2}, 0.04, 0),
+                                             ("Tanh", {}, 1 / 128, 0)])
+def test_qdq_unary_lut(op, attrs, ys, yz):
+    b = QDQ()
+    x = b.input((2, 3, 8), 0.047)
+    check_q(b.model(b.q(b.op(op, [x], **attrs), ys, yz)), b.feeds, kinds=["QLut"])
+
+
+def test_qdq_batchnorm_affine():
+    b = QDQ()
+    c = 5
+    x = b.input((2, c, 3, 3), 0.05)
+    consts = [b.const(v.astype(np.float32)) for v in
+              (rng.random(c) + 0.5, rng.standard_normal(c), rng.standard_normal(c) * 0.3,
+               rng.random(c) + 0.2)]
+    y = b.op("BatchNormalization", [x] + consts)
+    check_q(b.model(b.q(y, 0.07)), b.feeds, kinds=["QAffine"])
+
+
+def test_qdq_softmax():
+    b = QDQ()
+    x = b.input((4, 10), 0.1)
+    check_q(b.model(b.q(b.op("Softmax", [x], axis=-1), 1 / 256, -128)), b.feeds,
+            kinds=["QSoftmax"], max_frac=0.05)
+
+
+def test_qdq_float_fallback_is_reported():
+    """An op with no integer kernel runs in float between its DQ and Q, reported."""
+    b = QDQ()
+    x = b.input((1, 3, 4, 4), 0.05)
+    scale = b.const(np.ones(3, np.float32))
+    bias = b.const(np.zeros(3, np.float32))
+    y = b.q(b.op("InstanceNormalization", [x, scale, bias]), 0.02)
+    lib = check_q(b.model(y), b.feeds)
+    kinds = [o["kind"] for o in lib.metadata["operators"]]
+    assert kinds == ["DequantizeLinear", "InstanceNormalization", "QuantizeLinear"]
+    fallback = lib.metadata["quantization"]["float_fallback"]
+    assert len(fallback) == 1 and fallback[0].startswith('InstanceNormalization "')
+    assert "run in float" in lib.metadata["notes"][0]
+
+
+def test_interp_matches_c_bit_exactly():
+    """The NumPy references of the integer kernels are the kernels' exact model."""
+    b = QDQ()
+    x = b.input((1, 4, 8, 8), 0.043)
+    w, ws = b.weight((8, 4, 3, 3))
+    y = b.q(b.op("Relu", [b.op("Conv", [x, w, b.bias(8, 0.043, ws)], pads=[1, 1, 1, 1])]), 0.02)
+    x2 = b.dq(y, 0.02)
+    y2 = b.q(b.op("GlobalAveragePool", [x2]), 0.011)
+    lib = mtvm.compile(b.model(y2))
+    from mtvm.interp import interpret
+    got = lib.run_host(b.feeds)
+    for (k, a), e in zip(got.items(), interpret(lib.graph, b.feeds).values()):
+        np.testing.assert_array_equal(a, e, err_msg=k)
