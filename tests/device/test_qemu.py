@@ -77,6 +77,20 @@ def test_kws_on_other_emulated_boards(board, models, projects_dir):
     session_check(build_project(models, projects_dir, "kws_dscnn", board), "kws_dscnn", models)
 
 
+def test_int8_kws_on_netduinoplus2_is_bit_identical_to_the_host(models, projects_dir):
+    proj = build_project(models, projects_dir, "kws_dscnn_int8", "netduinoplus2")
+    x, ref = models.reference("kws_dscnn_int8")
+    host = list(models.get("kws_dscnn_int8").run_host([x]).values())[0]
+    proj.flash(progress=quiet)
+    try:
+        with proj.session() as s:
+            y = list(s.executor.run([x]).values())[0]
+    finally:
+        proj.stop()
+    np.testing.assert_array_equal(y, host)
+    assert np.abs(y - ref).max() <= 1.5 / 255       # within one output step of onnxruntime
+
+
 def test_icount_benchmark_counts_instructions(models, projects_dir):
     proj = build_project(models, projects_dir, "kws_dscnn", "mps2-an386")
     x, _ = models.reference("kws_dscnn")
