@@ -198,3 +198,46 @@ def test_quickstart_example(tmp_path):
                        timeout=120)
     assert p.returncode == 0, p.stderr
     assert "output probs" in p.stdout and "benchmark:" in p.stdout and "Softmax" in p.stdout
+
+
+def two_in_two_out(path):
+    """int32 a, b -> (a + b, a * b): several inputs and outputs, integer dtypes."""
+    import onnx
+    from onnx import TensorProto, helper
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["sum"], name="add"),
+         helper.make_node("Mul", ["a", "b"], ["prod"], name="mul")], "two",
+        [vi("a", TensorProto.INT32, [2, 3]), vi("b", TensorProto.INT32, [2, 3])],
+        [vi("sum", TensorProto.INT32, [2, 3]), vi("prod", TensorProto.INT32, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, path)
+    return path
+
+
+def test_several_int_inputs_outputs_external_workspace(tmp_path, capsys):
+    path = two_in_two_out(str(tmp_path / "two.onnx"))
+    d = str(tmp_path / "p")
+    assert cli(["project", "generate", path, "-o", d, "--external-workspace",
+                "--module-name", "two"]) == 0
+    assert cli(["project", "build", d]) == 0
+    a = np.arange(6, dtype=np.int32).reshape(2, 3) - 2
+    b = np.full((2, 3), 7, np.int32)
+    np.save(tmp_path / "a.npy", a)
+    b.tofile(tmp_path / "b.raw")
+    assert cli(["run", d, "-i", f"a={tmp_path / 'a.npy'}", "-i", f"b={tmp_path / 'b.raw'}",
+                "-o", str(tmp_path / "y.npz"), "--validate"]) == 0
+    with np.load(tmp_path / "y.npz") as y:
+        np.testing.assert_array_equal(y["sum"], a + b)
+        np.testing.assert_array_equal(y["prod"], a * b)
+    capsys.readouterr()
+    assert cli(["run", d, "-i", str(tmp_path / "a.npy")]) == 1
+    assert "NAME=FILE" in capsys.readouterr().err
+    with mtvm.project.load(d).session() as s:
+        with pytest.raises(MtvmError, match=r'input "a".*int32\[2, 3\].*int64'):
+            s.executor.run({"a": np.full((2, 3), 2**40), "b": b})
+        with pytest.raises(MtvmError, match=r'input "b".*float32'):
+            s.executor.run({"a": a, "b": b.astype(np.float32)})
+        y = s.executor.run({"a": a.astype(np.int64), "b": b})      # int64 that fits: cast
+        np.testing.assert_array_equal(y["sum"], a + b)
