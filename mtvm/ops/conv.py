@@ -219,17 +219,19 @@ def window_bounds(w: CWriter, a: Axis, o):
 
 def tap_loops(w: CWriter, axes, windows, x_base: str, x_ctype: str, body) -> None:
     """Nested loops over the valid kernel taps. For each non-innermost axis a row
-    (plane, ...) pointer into the input is declared; `body(x_elem, taps)` returns the
-    statement for one tap, x_elem the C expression of the input value."""
+    (plane, ...) pointer into the input is declared; `body(x_elem, taps, positions)`
+    returns the statement(s) for one tap: x_elem is the C expression of the input
+    value, positions its input coordinate along each axis."""
     names = ["row", "plane", "cube"]
-    ptr, taps = x_base, []
+    ptr, taps, positions = x_base, [], []
     with ExitStack() as loops:
         for i, (a, (i0, lo, hi)) in enumerate(zip(axes, windows)):
             kv = loops.enter_context(w.loop(f"k{a.name}", hi, start=lo))
             taps.append(kv)
             pos = lin((i0, 1), (kv, a.dilation))
+            positions.append(pos)
             if i + 1 == len(axes):
-                w.line(body(f"{ptr}[{pos}]", taps))
+                w.line(body(f"{ptr}[{pos}]", taps, positions))
                 break
             inner = int(np.prod([b.size for b in axes[i + 1:]]))
             level = len(axes) - 2 - i
@@ -390,7 +392,7 @@ def emit_conv_positions(w, k, axes, i, windows, p):
                f"{lin((p['m'], p['cg'] * p['taps']), (c, p['taps']))};")
         bounds = [b for _, b in windows]
         tap_loops(w, axes, bounds, "x_c", ct,
-                  lambda xe, kv: f"acc += {xe} * w_c[{weight_index(axes, kv)}];")
+                  lambda xe, kv, _: f"acc += {xe} * w_c[{weight_index(axes, kv)}];")
     ep = k.epilogue("acc", "y_idx", lin((p["m"], 1)))
     if ep:
         w.line(ep)

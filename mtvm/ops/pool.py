@@ -17,10 +17,10 @@ check against it: onnx.reference (1.23) shifts the windows when the ceil_mode
 overhang is two or more elements (AveragePool kernel 3, stride 3, length 7),
 and its GlobalMaxPool reduces the wrong axes for inputs that are not 4-D.
 
-Not supported (UnsupportedError / ShapeError at compile time): MaxPool's
-Indices output; dtypes other than float32/float64 (plus int8/uint8/int16/uint16/
-int32 for the max pools); pads as large as the
-dilated kernel extent (a window entirely in padding; onnxruntime rejects it too).
+Not supported (UnsupportedError / ShapeError at compile time): dtypes other
+than float32/float64 (plus int8/uint8/int16/uint16/int32 for the max pools);
+pads as large as the dilated kernel extent (a window entirely in padding;
+onnxruntime rejects it too).
 
 The C kernels loop over batch, channel and output position; the range of
 kernel taps inside the input is computed once per output position (shared
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import ShapeError
 from .base import Op, register
 from .conv import (CWriter, check_float, lin, make_axes, tap_loops, window_attrs,
                    window_bounds, window_views)
@@ -97,7 +97,8 @@ class WindowPool(Op):
     def infer(self, node, inputs, consts):
         x = inputs[0]
         axes = pool_geometry(x.shape, **self.window(node.attrs))
-        return [((*x.shape[:2], *[a.out for a in axes]), x.dtype)]
+        shape = (*x.shape[:2], *[a.out for a in axes])
+        return [(shape, x.dtype), (shape, np.dtype(np.int64))][:len(node.outputs)]
 
     @staticmethod
     def window(attrs: dict) -> dict:
@@ -117,7 +118,7 @@ class WindowPool(Op):
     def init(self, k) -> str:
         raise NotImplementedError
 
-    def accumulate(self, xe: str) -> str:
+    def accumulate(self, xe: str, positions: list[str], p: dict) -> str:
         raise NotImplementedError
 
     def finish(self, w: CWriter, k, axes, windows, attrs) -> None:
@@ -126,27 +127,53 @@ class WindowPool(Op):
 
 @register("MaxPool")
 class MaxPool(WindowPool):
+    """The optional Indices output holds the flat input index of each maximum
+    (the first one in scan order), spatial dims row-major (storage_order=0) or
+    column-major (1), batch and channel outermost, padding not counted."""
+
     def check(self, node, inputs):
         check_max_dtype("MaxPool", inputs[0])
-        if len(node.outputs) > 1 and node.outputs[1]:
-            raise UnsupportedError("the Indices output of MaxPool is not supported (only the "
-                                   "pooled values are computed); remove it from the model")
 
     def reference(self, x, *, auto_pad="NOTSET", ceil_mode=0, dilations=None,
                   kernel_shape=None, pads=None, storage_order=0, strides=None):
         axes = pool_geometry(x.shape, kernel_shape=kernel_shape, strides=strides,
                              dilations=dilations, pads=pads, auto_pad=auto_pad,
                              ceil_mode=ceil_mode)
-        y = None
-        for _, view in window_views(x, axes, lowest(x.dtype)):
-            y = view.copy() if y is None else np.maximum(y, view)
-        return y.astype(x.dtype)
+        index = input_indices(x.shape, storage_order)
+        y = arg = None
+        for (_, view), (_, where) in zip(window_views(x, axes, lowest(x.dtype)),
+                                         window_views(index, axes, -1)):
+            if y is None:
+                y, arg = view.copy(), where.copy()
+                continue
+            take = (where >= 0) & ((view > y) | (arg < 0))
+            y, arg = np.where(take, view, y), np.where(take, where, arg)
+        return y.astype(x.dtype), arg
 
     def init(self, k):
         return k.lit(lowest(k.out.dtype))
 
-    def accumulate(self, xe):
-        return f"if ({xe} > acc) acc = {xe};"
+    def accumulate(self, xe, positions, p):
+        if not p["indices"]:
+            return f"if ({xe} > acc) acc = {xe};"
+        sizes = p["sizes"]
+        if p["storage_order"]:
+            strides = [int(np.prod(sizes[:i], dtype=np.int64)) for i in range(len(sizes))]
+        else:
+            strides = [int(np.prod(sizes[i + 1:], dtype=np.int64)) for i in range(len(sizes))]
+        index = lin(("x_base", 1), *zip(positions, strides))
+        return (f"if ({xe} > acc || arg < 0) {{\n    acc = {xe};\n    arg = {index};\n}}")
+
+
+def input_indices(shape, storage_order: int) -> np.ndarray:
+    """Flat input index of every element as MaxPool's Indices output counts it."""
+    index = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    if storage_order:
+        spatial = int(np.prod(shape[2:]))
+        nc = index // spatial
+        cols = np.arange(spatial, dtype=np.int64).reshape(shape[:1:-1]).T
+        index = nc * spatial + cols
+    return index
 
 
 @register("AveragePool")
@@ -170,7 +197,7 @@ class AveragePool(WindowPool):
     def init(self, k):
         return k.lit(0)
 
-    def accumulate(self, xe):
+    def accumulate(self, xe, positions, p):
         return f"acc += {xe};"
 
     def finish(self, w, k, axes, windows, attrs):
@@ -229,10 +256,15 @@ def emit_pool(k, op, axes, attrs) -> str:
     in_plane = int(np.prod(x.shape[2:], dtype=np.int64))
     out_plane = int(np.prod(y.shape[2:], dtype=np.int64))
     w.line(pool_comment(op, x, y, axes, attrs))
+    indices = len(k.outs) > 1 and k.outs[1] is not None
     with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
-        w.line(f"const {ct}* x_c = {x.c} + {lin((n, chans * in_plane), (c, in_plane))};")
+        base = lin((n, chans * in_plane), (c, in_plane))
+        w.line(f"const {ct}* x_c = {x.c} + {base};")
+        if indices:
+            w.line(f"const int x_base = {base};  /* flat index of x_c[0] */")
         emit_pool_positions(w, k, op, axes, attrs, [], dict(
-            n=n, c=c, chans=chans, out_plane=out_plane, ct=ct))
+            n=n, c=c, chans=chans, out_plane=out_plane, ct=ct, indices=indices,
+            sizes=x.shape[2:], storage_order=attrs.get("storage_order", 0)))
     return w.text()
 
 
@@ -253,13 +285,17 @@ def emit_pool_positions(w, k, op, axes, attrs, windows, p):
         terms.append((o, stride))
     w.line(f"const int y_idx = {lin(*terms)};")
     w.line(f"{p['ct']} acc = {op.init(k)};")
+    if p["indices"]:
+        w.line("int64_t arg = -1;  /* flat input index of acc */")
     tap_loops(w, axes, [b for _, b in windows], "x_c", p["ct"],
-              lambda xe, taps: op.accumulate(xe))
+              lambda xe, taps, positions: op.accumulate(xe, positions, p))
     op.finish(w, k, axes, windows, attrs)
     ep = k.epilogue("acc", "y_idx", lin((p["c"], 1)))
     if ep:
         w.line(ep)
     w.line("out0[y_idx] = acc;")
+    if p["indices"]:
+        w.line("out1[y_idx] = arg;")
 
 
 class GlobalPool(Op):

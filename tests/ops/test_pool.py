@@ -7,7 +7,7 @@ from onnx import helper, numpy_helper
 
 import mtvm
 from mtvm.interp import interpret
-from mtvm.errors import ShapeError, UnsupportedError
+from mtvm.errors import ShapeError
 from mtvm.testing import assert_close, check_model, make_model
 
 rng = np.random.default_rng(1)
@@ -150,11 +150,29 @@ def test_averagepool_ceil_overhang_vs_onnxruntime(attrs):
     check_with_onnxruntime(make_model("AveragePool", {"x": x}, attrs), x)
 
 
-def test_maxpool_indices_output_rejected():
-    x = randn(1, 1, 4, 4)
-    m = make_model("MaxPool", {"x": x}, {"kernel_shape": [2, 2]}, n_outputs=2)
-    with pytest.raises(UnsupportedError, match="Indices output of MaxPool is not supported"):
-        mtvm.compile(m)
+@pytest.mark.parametrize("shape,attrs", [
+    ((2, 3, 6, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 2, 7, 6), {"kernel_shape": [2, 3], "strides": [2, 1], "dilations": [2, 1],
+                    "pads": [1, 0, 0, 1], "ceil_mode": 1, "storage_order": 1}),
+    ((1, 2, 4, 3, 5), {"kernel_shape": [2, 2, 3], "pads": [1, 0, 1, 0, 1, 1],
+                       "storage_order": 1}),
+], ids=["2d_rowmajor", "2d_colmajor_ceil_dilation", "3d_colmajor"])
+def test_maxpool_indices(shape, attrs):
+    """The Indices output, against onnxruntime (onnx.reference computes no indices for
+    unit strides). Integer-valued input makes ties: the first maximum wins."""
+    ort = pytest.importorskip("onnxruntime")
+    x = rng.integers(-3, 3, shape).astype(np.float32)
+    m = make_model("MaxPool", {"x": x}, attrs, n_outputs=2)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    expected = sess.run(None, {"x": x})
+    lib = mtvm.compile(m)
+    runs = [lib.run_host({"x": x})]
+    if len(shape) == 4 and "storage_order" not in attrs:
+        runs.append(lib.run_host({"x": x}, sanitize=True))
+    runs.append(interpret(lib.graph, {"x": x}))
+    for got in runs:
+        for a, e in zip(got.values(), expected):
+            assert_close(a, e, what="MaxPool with Indices")
 
 
 def test_pool_pads_as_large_as_kernel_rejected():
