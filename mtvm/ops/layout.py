@@ -167,16 +167,19 @@ class Pad(Op):
         rank = len(graph.tensors[node.inputs[0]].shape)
         if opset >= 11:
             axes = need_const(graph, node, 3, "axes")
-            value = need_const(graph, node, 2, "constant_value")
             pads = need_const(graph, node, 1, "pads")
             if pads is None:
                 raise UnsupportedError("Pad needs a pads input")
             node.attrs["pads"] = _full_pads(pads.tolist(), None if axes is None
                                             else axes.tolist(), rank)
+            # A constant constant_value becomes the `value` attribute; one computed
+            # at run time stays an input (read once by the kernel).
+            value_in = node.inputs[2] if len(node.inputs) > 2 else ""
+            value = graph.const(value_in) if value_in else None
             if value is not None:
                 node.attrs["value"] = np.asarray(value).ravel()[0].item() \
                     if np.size(value) else 0.0
-            del node.inputs[1:]
+            node.inputs[1:] = [value_in] if value_in and value is None else []
         else:
             node.attrs["pads"] = _full_pads(node.attrs["pads"], None, rank)
 
@@ -198,7 +201,9 @@ class Pad(Op):
                     f"mode {mode!r}: padding axis {d} of size {kept} by ({pb}, {pe}) is not "
                     f"supported; at most {limit} on each side")
 
-    def reference(self, x, *, pads, mode="constant", value=0.0):
+    def reference(self, x, value_in=None, *, pads, mode="constant", value=0.0):
+        if value_in is not None:
+            value = np.asarray(value_in).ravel()[0]
         rank = x.ndim
         crop = tuple(slice(max(-pads[d], 0), x.shape[d] - max(-pads[rank + d], 0))
                      for d in range(rank))
@@ -245,7 +250,8 @@ class Pad(Op):
             body.append((d, lines))
             terms.append((f"({s} + {crop})" if crop else s, in_st[d]))
         # Statements of dim d go right inside loop d.
-        inner = _store(k, self._value(k, x, terms, conds, value),
+        fill = k.lit(value) if len(k.ins) < 2 else f"{k.ins[1].c}[0]"
+        inner = _store(k, self._value(x, terms, conds, fill),
                        _index(list(zip(names, _strides(out_shape)))))
         per_dim = dict(body)
         for d in reversed(range(rank)):
@@ -254,8 +260,8 @@ class Pad(Op):
         return "\n".join(inner)
 
     @staticmethod
-    def _value(k, x, terms, conds, value) -> str:
+    def _value(x, terms, conds, fill: str) -> str:
         read = f"{x.c}[{_index(terms)}]"
         if not conds:
             return read
-        return f"({' && '.join(conds)}) ? {read} : {k.lit(value)}"
+        return f"({' && '.join(conds)}) ? {read} : {fill}"

@@ -115,6 +115,10 @@ class Reduce(Op):
     def np_reduce(self, x, axes, keepdims):
         raise NotImplementedError
 
+    def empty_value(self, k) -> str:
+        """The result of reducing an empty set."""
+        return self.final(k, self.init(k), 0)
+
     def canonicalize(self, node, graph, opset):
         if opset >= self.axes_input_opset:
             move_input_to_attr(graph, node, 1, "axes")
@@ -124,7 +128,7 @@ class Reduce(Op):
 
     def reference(self, x, *, axes=None, keepdims=1, noop_with_empty_axes=0):
         red = _reduced_axes(x.ndim, axes, noop_with_empty_axes) or []
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray(self.np_reduce(x, tuple(red), bool(keepdims))).astype(x.dtype)
 
     def infer(self, node, inputs, consts):
@@ -145,6 +149,8 @@ class Reduce(Op):
 
     def emit(self, k, *, axes=None, keepdims=1, noop_with_empty_axes=0):
         x = k.ins[0]
+        if k.out.size == 0:
+            return "(void)out0;  /* empty output */"
         red = _reduced_axes(len(x.shape), axes, noop_with_empty_axes)
         red = [] if red is None else red   # noop: each element is a set of one
         dims = _merged_dims(x.shape, set(red))
@@ -160,7 +166,10 @@ class Reduce(Op):
                           for i, (_, st) in enumerate(kept))
         idx = " + ".join(f"i{i}" if st == 1 else f"i{i} * {st}"
                          for i, st in enumerate(out_strides)) or "0"
-        body = self.body(k, x, reduced, base, count)
+        if count == 0:   # reduction over an empty set: the op's identity value
+            body = [f"{k.ctype} v = {self.empty_value(k)};"]
+        else:
+            body = self.body(k, x, reduced, base, count)
         ep = k.epilogue("v", idx)
         body += ([ep] if ep else []) + [f"out0[{idx}] = v;"]
         lines += indent(body, depth)
@@ -209,7 +218,8 @@ def _sum(x, axes, keep):
 
 reduce_op("ReduceSum", _sum, axes_opset=13)
 reduce_op("ReduceMean", lambda x, a, kd: np.mean(x, axis=a, keepdims=kd),
-          final=lambda k, acc, n: f"{acc} / {k.lit(max(n, 1))}" if n != 1 else acc)
+          final=lambda k, acc, n: (f"{acc} / {k.lit(n)}" if n != 1 else acc) if n else
+          k.lit(np.nan))
 reduce_op("ReduceMax", lambda x, a, kd: np.max(x, axis=a, keepdims=kd),
           init=lambda k: k.lit(-np.inf), combine=lambda k, acc, x: f"{x} > {acc} ? {x} : {acc}")
 reduce_op("ReduceMin", lambda x, a, kd: np.min(x, axis=a, keepdims=kd),
@@ -236,6 +246,9 @@ class ReduceLogSumExp(Reduce):
         m = np.where(np.isfinite(m), m, 0)
         r = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
         return r if keep else np.squeeze(r, axis=axes)
+
+    def empty_value(self, k):
+        return k.lit(-np.inf)
 
     def body(self, k, x, reduced, base, count):
         lines = [f"{k.ctype} mx = {k.lit(-np.inf)};"]

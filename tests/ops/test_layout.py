@@ -77,6 +77,14 @@ def test_pad_opset19_axes(mode, axes, pads):
     check_model(model, {"x": x}, sanitize=mode == "wrap" and axes == [1, 2])
 
 
+def test_pad_runtime_constant_value():
+    x, value = randn(2, 3), np.array(-2.5, np.float32)
+    model = make_model("Pad", {"x": x, "value": value}, {"mode": "constant"},
+                       consts={"pads": np.array([1, 0, 0, 2], np.int64)},
+                       input_order=["x", "pads", "value"], opset=13)
+    check_model(model, {"x": x, "value": value})
+
+
 def test_pad_default_value_and_fused_relu():
     import onnx
     from onnx import helper, numpy_helper
