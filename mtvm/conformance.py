@@ -195,6 +195,31 @@ def _finish(case: Case, model) -> Case:
     return case
 
 
+def _node_testcases():
+    """collect_testcases(None), cached on disk per onnx version (it takes ~15 s)."""
+    import warnings
+
+    import onnx
+    from onnx.backend.test.case.node import collect_testcases
+
+    from .host_runner import cache_dir
+    path = os.path.join(cache_dir(), f"onnx-node-cases-{onnx.__version__}.pkl")
+    if os.path.exists(path):
+        try:
+            with open(path, "rb") as f:
+                return pickle.load(f)
+        except Exception:  # noqa: BLE001  (a stale or partial cache is rebuilt)
+            pass
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        tcs = collect_testcases(None)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "wb") as f:
+        pickle.dump(tcs, f)
+    os.replace(tmp, path)
+    return tcs
+
+
 def collect(suites=ALL_SUITES, pattern: str | None = None) -> list[Case]:
     import warnings
 
@@ -202,10 +227,7 @@ def collect(suites=ALL_SUITES, pattern: str | None = None) -> list[Case]:
     rx = re.compile(pattern) if pattern else None
     cases: list[Case] = []
     if "node" in suites:
-        from onnx.backend.test.case.node import collect_testcases
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            tcs = collect_testcases(None)
+        tcs = _node_testcases()
         names_to_op = {}
         for tc in tcs:
             if not _EXPANDED.search(tc.name):

@@ -271,7 +271,7 @@ class Pow(Binary):
 
 @register("Max", "Min")
 class MinMax(Binary):
-    """Two-input form only (the variadic form is split by the front end)."""
+    """Variadic: any number of inputs, broadcast together."""
     commutative = True
 
     def reference(self, *xs):
@@ -282,5 +282,8 @@ class MinMax(Binary):
         return out
 
     def scalar(self, k, args):
-        a, b = args
-        return f"({a} > {b} ? {a} : {b})" if self.name == "Max" else f"({a} < {b} ? {a} : {b})"
+        cmp = ">" if self.name == "Max" else "<"
+        v = args[0]
+        for b in args[1:]:   # variadic: fold left
+            v = f"({v} {cmp} {b} ? {v} : {b})"
+        return v

@@ -1,0 +1,236 @@
+"""More elementwise math: trigonometric and hyperbolic functions, Erf, Sign,
+Round, Mod, the variadic Sum/Mean, and the activations Elu, Selu, Celu,
+Gelu, Mish, Softplus, Softsign, ThresholdedRelu, PRelu, Shrink, Swish.
+
+Every one is a `scalar` C expression used by the generic elementwise kernel
+(broadcasting) and by fused epilogues.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .base import Op, register
+from .elementwise import _fn, unary
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
+unary("Acos", np.arccos, "acos")
+unary("Acosh", np.arccosh, "acosh")
+unary("Asin", np.arcsin, "asin")
+unary("Asinh", np.arcsinh, "asinh")
+unary("Atan", np.arctan, "atan")
+unary("Atanh", np.arctanh, "atanh")
+unary("Cosh", np.cosh, "cosh")
+unary("Sinh", np.sinh, "sinh")
+unary("Tan", np.tan, "tan")
+unary("Erf", _erf, "erf")
+
+
+class _Elementwise(Op):
+    elementwise = True
+    anchor = True
+
+
+@register("Sign")
+class Sign(_Elementwise):
+    def reference(self, x):
+        return np.sign(x).astype(x.dtype)
+
+    def scalar(self, k, args):
+        x, z = args[0], k.lit(0)
+        if k.ctype.startswith("uint"):
+            return f"({x} > {z} ? {k.lit(1)} : {z})"
+        return f"({x} > {z} ? {k.lit(1)} : ({x} < {z} ? {k.lit(-1)} : {z}))"
+
+
+@register("Round")
+class Round(_Elementwise):
+    """Half to even: rint under the default rounding mode."""
+
+    def reference(self, x):
+        return np.round(x).astype(x.dtype)
+
+    def scalar(self, k, args):
+        return f"{_fn(k, 'rint')}({args[0]})"
+
+
+@register("Mod")
+class Mod(_Elementwise):
+    def reference(self, a, b, *, fmod=0):
+        if fmod:
+            return np.fmod(a, b).astype(a.dtype)
+        return np.mod(a, b).astype(a.dtype)
+
+    def scalar(self, k, args, *, fmod=0):
+        a, b = args
+        if k.ctype in ("float", "double"):
+            if fmod:
+                return f"{_fn(k, 'fmod')}({a}, {b})"
+            t, f = k.ctype, _fn(k, "")
+            name = k.helper(f"mtvm_pymod{f}", f"""static inline {t} mtvm_pymod{f}({t} a, {t} b)
+{{
+    /* NumPy's mod: the result takes the divisor's sign (zero too). */
+    {t} r = fmod{f}(a, b);
+    if (r == 0) {{
+        return copysign{f}(0, b);
+    }}
+    return ((r < 0) != (b < 0)) ? r + b : r;
+}}""")
+            return f"{name}({a}, {b})"
+        if fmod or k.ctype.startswith("uint"):
+            return f"({k.ctype})({a} % {b})"
+        # Python-style: the result takes the divisor's sign.
+        r = f"({k.ctype})({a} % {b})"
+        return f"(({r} != 0 && (({r} < 0) != ({b} < 0))) ? ({k.ctype})({r} + {b}) : {r})"
+
+
+@register("Sum", "Mean")
+class SumMean(_Elementwise):
+    commutative = True
+
+    def reference(self, *xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out + x
+        if self.name == "Mean":
+            out = out / np.asarray(len(xs), out.dtype)
+        return np.asarray(out).astype(xs[0].dtype)
+
+    def scalar(self, k, args):
+        s = " + ".join(args)
+        if self.name == "Mean":
+            return f"(({s}) / {k.lit(len(args))})"
+        return f"({s})"
+
+
+# -- activations ----------------------------------------------------------------------------
+
+@register("Elu")
+class Elu(_Elementwise):
+    def reference(self, x, *, alpha=1.0):
+        a = np.asarray(alpha, x.dtype)
+        return np.where(x >= 0, x, a * (np.exp(x) - 1)).astype(x.dtype)
+
+    def scalar(self, k, args, *, alpha=1.0):
+        x = args[0]
+        return (f"({x} >= {k.lit(0)} ? {x} : "
+                f"{k.lit(alpha)} * ({_fn(k, 'exp')}({x}) - {k.lit(1)}))")
+
+
+@register("Selu")
+class Selu(_Elementwise):
+    def reference(self, x, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+        a, g = np.asarray(alpha, x.dtype), np.asarray(gamma, x.dtype)
+        return np.where(x > 0, g * x, g * (a * np.exp(x) - a)).astype(x.dtype)
+
+    def scalar(self, k, args, *, alpha=1.67326319217681884765625,
+               gamma=1.05070102214813232421875):
+        x, a, g = args[0], k.lit(alpha), k.lit(gamma)
+        return f"({x} > {k.lit(0)} ? {g} * {x} : {g} * ({a} * {_fn(k, 'exp')}({x}) - {a}))"
+
+
+@register("Celu")
+class Celu(_Elementwise):
+    def reference(self, x, *, alpha=1.0):
+        a = np.asarray(alpha, x.dtype)
+        return (np.maximum(x, 0) + np.minimum(0, a * (np.exp(x / a) - 1))).astype(x.dtype)
+
+    def scalar(self, k, args, *, alpha=1.0):
+        x, a, z = args[0], k.lit(alpha), k.lit(0)
+        neg = f"{a} * ({_fn(k, 'exp')}({x} / {a}) - {k.lit(1)})"
+        return f"(({x} > {z} ? {x} : {z}) + ({neg} < {z} ? {neg} : {z}))"
+
+
+@register("ThresholdedRelu")
+class ThresholdedRelu(_Elementwise):
+    def reference(self, x, *, alpha=1.0):
+        return np.where(x > alpha, x, 0).astype(x.dtype)
+
+    def scalar(self, k, args, *, alpha=1.0):
+        return f"({args[0]} > {k.lit(alpha)} ? {args[0]} : {k.lit(0)})"
+
+
+@register("Softplus")
+class Softplus(_Elementwise):
+    def reference(self, x):
+        return np.log(np.exp(x) + 1).astype(x.dtype)
+
+    def scalar(self, k, args):
+        return f"{_fn(k, 'log1p')}({_fn(k, 'exp')}({args[0]}))"
+
+
+@register("Softsign")
+class Softsign(_Elementwise):
+    def reference(self, x):
+        return (x / (1 + np.abs(x))).astype(x.dtype)
+
+    def scalar(self, k, args):
+        return f"({args[0]} / ({k.lit(1)} + {_fn(k, 'fabs')}({args[0]})))"
+
+
+@register("Mish")
+class Mish(_Elementwise):
+    def reference(self, x):
+        return (x * np.tanh(np.log1p(np.exp(x)))).astype(x.dtype)
+
+    def scalar(self, k, args):
+        x = args[0]
+        return f"({x} * {_fn(k, 'tanh')}({_fn(k, 'log1p')}({_fn(k, 'exp')}({x}))))"
+
+
+@register("Swish")
+class Swish(_Elementwise):
+    def reference(self, x, *, alpha=1.0):
+        a = np.asarray(alpha, x.dtype)
+        return (x / (1 + np.exp(-a * x))).astype(x.dtype)
+
+    def scalar(self, k, args, *, alpha=1.0):
+        x = args[0]
+        return f"({x} / ({k.lit(1)} + {_fn(k, 'exp')}(-{k.lit(alpha)} * {x})))"
+
+
+@register("Gelu")
+class Gelu(_Elementwise):
+    def reference(self, x, *, approximate="none"):
+        if approximate == "tanh":
+            c = math.sqrt(2 / math.pi)
+            return (0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3)))).astype(x.dtype)
+        return (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype)
+
+    def scalar(self, k, args, *, approximate="none"):
+        x = args[0]
+        if approximate == "tanh":
+            inner = f"{k.lit(math.sqrt(2 / math.pi))} * ({x} + {k.lit(0.044715)} * {x} * {x} * {x})"
+            return f"({k.lit(0.5)} * {x} * ({k.lit(1)} + {_fn(k, 'tanh')}({inner})))"
+        return (f"({k.lit(0.5)} * {x} * ({k.lit(1)} + "
+                f"{_fn(k, 'erf')}({x} * {k.lit(1 / math.sqrt(2))})))")
+
+
+@register("PRelu")
+class PRelu(_Elementwise):
+    def reference(self, x, slope):
+        return np.where(x < 0, x * slope, x).astype(x.dtype)
+
+    def scalar(self, k, args):
+        x, s = args
+        return f"({x} < {k.lit(0)} ? {x} * {s} : {x})"
+
+
+@register("Shrink")
+class Shrink(_Elementwise):
+    def reference(self, x, *, bias=0.0, lambd=0.5):
+        b = np.asarray(bias).astype(x.dtype)
+        return np.where(x < -lambd, x + b, np.where(x > lambd, x - b, 0)).astype(x.dtype)
+
+    def scalar(self, k, args, *, bias=0.0, lambd=0.5):
+        x = args[0]
+        dt = None if k.ctype in ("float", "double") else np.float64   # no truncation
+        lam, nl, b = k.lit(lambd, dt), k.lit(-lambd, dt), k.lit(bias, dt)
+        if not k.ctype.startswith("uint"):
+            return f"({x} < {nl} ? {x} + {b} : ({x} > {lam} ? {x} - {b} : {k.lit(0)}))"
+        return f"({x} > {lam} ? {x} - {b} : {k.lit(0)})"
