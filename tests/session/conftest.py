@@ -1,21 +1,12 @@
 """Fixtures: a real host-driven project (the example model, profiling on)
-built once per test session, and helpers to talk to its server process."""
-import os
-import signal
+built once per test session, and a damaged link to its server process."""
 import subprocess
 
 import pytest
 
 import mtvm
-from mtvm.session.transport import SubprocessTransport, Transport
 
-ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-EXAMPLE_MODEL = os.path.join(ROOT, "examples", "sensor_mlp.onnx")
-EXAMPLE_NPZ = os.path.join(ROOT, "examples", "sensor_mlp.npz")
-
-
-def _quiet(msg):
-    pass
+from session_helpers import EXAMPLE_MODEL, FaultyLink, _quiet
 
 
 @pytest.fixture(scope="session")
@@ -37,47 +28,6 @@ def asan_server(server_project, tmp_path_factory):
                     f"EXTRA_LDFLAGS={flags}"], cwd=server_project.dir, check=True,
                    capture_output=True)
     return str(build / "mtvm_app")
-
-
-class FaultyLink(Transport):
-    """A real server process behind a link the test can damage: `tx` and `rx`
-    are functions bytes -> bytes applied to each write / each read chunk;
-    restart() replaces the process (a device reboot); pause()/resume() stop it."""
-
-    def __init__(self, argv, cwd=None):
-        self.argv, self.cwd = argv, cwd
-        self.inner = SubprocessTransport(argv, cwd=cwd)
-        self.name = "faulty:" + self.inner.name
-        self.tx = lambda b: b
-        self.rx = lambda b: b
-        self.sent = []          # what the client wrote, per write
-        self.received = []      # what the device sent, per read
-
-    def write(self, data):
-        self.sent.append(bytes(data))
-        self.inner.write(self.tx(bytes(data)))
-
-    def read(self, max_bytes, timeout):
-        data = self.inner.read(max_bytes, timeout)
-        if data:
-            self.received.append(data)
-            data = self.rx(data)
-        return data
-
-    def restart(self):
-        self.inner.proc.kill()
-        self.inner.close()
-        self.inner = SubprocessTransport(self.argv, cwd=self.cwd)
-
-    def pause(self):
-        os.kill(self.inner.proc.pid, signal.SIGSTOP)
-
-    def resume(self):
-        os.kill(self.inner.proc.pid, signal.SIGCONT)
-
-    def close(self):
-        self.resume() if self.inner.proc.poll() is None else None
-        self.inner.close()
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 import mtvm
 
-from conftest import EXAMPLE_NPZ
+from session_helpers import EXAMPLE_NPZ
 
 
 def exe(proj):
