@@ -90,6 +90,13 @@ def test_conv_opsets(opset):
     check_model(m, {"x": x})
 
 
+def test_conv_float64():
+    x, w, b = (randn(*s).astype(np.float64) for s in [(1, 2, 6, 5), (3, 2, 3, 3), (3,)])
+    m = make_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1], "strides": [2, 1]},
+                   consts={"w": w, "b": b})
+    check_model(m, {"x": x})
+
+
 def test_conv_weights_as_runtime_input():
     x, w = randn(1, 2, 5, 5), randn(3, 2, 3, 3)
     m = make_model("Conv", {"x": x, "w": w}, {"strides": [2, 2]})

@@ -126,6 +126,14 @@ def check_with_onnxruntime(m, x):
     assert_close(interpret(lib.graph, {"x": x})["y0"], expected, what="interp")
 
 
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool"])
+def test_pool_float64(op):
+    x = randn(1, 2, 7, 6).astype(np.float64)
+    m = make_model(op, {"x": x}, {"kernel_shape": [3, 3], "strides": [2, 2],
+                                  "pads": [1, 1, 1, 1], "ceil_mode": 1})
+    check_model(m, {"x": x})
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_maxpool_integer(dtype):
     """Max pooling is comparisons only: the integer types work as they are (QDQ models)."""
