@@ -123,8 +123,11 @@ class Reduce(Op):
         if opset >= self.axes_input_opset:
             move_input_to_attr(graph, node, 1, "axes")
 
+    any_dtype = False   # True: init/combine/final are valid for integers and bool too
+
     def check(self, node, inputs):
-        require_float(node, inputs)
+        if not self.any_dtype:
+            require_float(node, inputs)
 
     def reference(self, x, *, axes=None, keepdims=1, noop_with_empty_axes=0):
         red = _reduced_axes(x.ndim, axes, noop_with_empty_axes) or []
@@ -200,9 +203,10 @@ def reduce_nest(x, reduced, base: str, stmt: str, k) -> list[str]:
     return lines
 
 
-def reduce_op(name, np_fn, *, init=None, combine=None, final=None, axes_opset=18):
+def reduce_op(name, np_fn, *, init=None, combine=None, final=None, axes_opset=18,
+              any_dtype=False):
     attrs = {"np_reduce": lambda self, x, axes, keep: np_fn(x, axes, keep),
-             "axes_input_opset": axes_opset}
+             "axes_input_opset": axes_opset, "any_dtype": any_dtype}
     if init:
         attrs["init"] = lambda self, k: init(k)
     if combine:
@@ -220,10 +224,31 @@ reduce_op("ReduceSum", _sum, axes_opset=13)
 reduce_op("ReduceMean", lambda x, a, kd: np.mean(x, axis=a, keepdims=kd),
           final=lambda k, acc, n: (f"{acc} / {k.lit(n)}" if n != 1 else acc) if n else
           k.lit(np.nan))
-reduce_op("ReduceMax", lambda x, a, kd: np.max(x, axis=a, keepdims=kd),
-          init=lambda k: k.lit(-np.inf), combine=lambda k, acc, x: f"{x} > {acc} ? {x} : {acc}")
-reduce_op("ReduceMin", lambda x, a, kd: np.min(x, axis=a, keepdims=kd),
-          init=lambda k: k.lit(np.inf), combine=lambda k, acc, x: f"{x} < {acc} ? {x} : {acc}")
+def _lowest(k, sign: int) -> str:
+    """-inf (sign -1) or +inf in the kernel's dtype; for integers and bool its extremes."""
+    dt = np.dtype(k.graph.tensors[k.node.outputs[0]].dtype)
+    if dt.kind == "f":
+        return k.lit(sign * np.inf)
+    if dt == np.bool_:
+        return k.lit(sign > 0)
+    info = np.iinfo(dt)
+    return k.lit(info.max if sign > 0 else info.min)
+
+
+def _extreme(x, axes, keep, fn, sign):
+    if x.size == 0:   # the empty set: the identity of max / min
+        shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape) if keep or d not in axes)
+        fill = sign * np.inf if x.dtype.kind == "f" else (sign > 0 if x.dtype == np.bool_ else
+                                                           (np.iinfo(x.dtype).max if sign > 0
+                                                            else np.iinfo(x.dtype).min))
+        return np.full(shape, fill, x.dtype)
+    return fn(x, axis=axes, keepdims=keep)
+
+
+reduce_op("ReduceMax", lambda x, a, kd: _extreme(x, a, kd, np.max, -1), any_dtype=True,
+          init=lambda k: _lowest(k, -1), combine=lambda k, acc, x: f"{x} > {acc} ? {x} : {acc}")
+reduce_op("ReduceMin", lambda x, a, kd: _extreme(x, a, kd, np.min, 1), any_dtype=True,
+          init=lambda k: _lowest(k, 1), combine=lambda k, acc, x: f"{x} < {acc} ? {x} : {acc}")
 reduce_op("ReduceProd", lambda x, a, kd: np.prod(x, axis=a, keepdims=kd),
           init=lambda k: k.lit(1), combine=lambda k, acc, x: f"{acc} * {x}")
 reduce_op("ReduceL1", lambda x, a, kd: np.sum(np.abs(x), axis=a, keepdims=kd),

@@ -88,3 +88,10 @@ def test_runtime_axes_is_an_error():
     m.ir_version = 8
     with pytest.raises(UnsupportedError, match="must be a constant"):
         mtvm.compile(m)
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.bool_])
+def test_reduce_max_min_integer_and_bool(op, dtype):
+    x = rng.integers(-100, 100, (3, 5)).astype(dtype)
+    check_model(reduce_model(op, x, [1], 1, 18), {"x": x})
