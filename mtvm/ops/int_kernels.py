@@ -689,3 +689,65 @@ class QSoftmax(IntOp):
             f"        out0[r * {d} + i] = ({k.out.ctype})v;",
             "    }",
             "}"])
+
+
+# -- matrix product of two activations ----------------------------------------------------
+
+def _batch_offsets(shape, batch_out) -> list[tuple[int, int]]:
+    """(dim index, element stride) terms of a [..., R, C] operand's batch offset."""
+    from .elementwise import broadcast_strides
+    mat = int(np.prod(shape[-2:], dtype=np.int64))
+    st = broadcast_strides(tuple(shape[:-2]), tuple(batch_out))
+    return [(d, s * mat) for d, s in enumerate(st) if s]
+
+
+@register("QBatchMatMul", domain=DOMAIN)
+class QBatchMatMul(IntOp):
+    """a [..., M, K] times b [..., K, N] (both may be computed at run time), NumPy
+    batch broadcasting: acc = sum_k (a - za)(b - zb). inputs: a, b, mult [N|1],
+    shift [N|1]; without mult/shift the output is the int32 accumulator."""
+
+    def reference(self, a, b, mult=None, shift=None, *, a_zp=0, b_zp=0, y_zp=0,
+                  act_min=-128, act_max=127):
+        acc = np.matmul(a.astype(np.int64) - a_zp, b.astype(np.int64) - b_zp)
+        if mult is None:
+            return acc.astype(np.int32)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype)
+
+    def macs(self, node, inputs, outputs):
+        return outputs[0].size * inputs[0].shape[-1]
+
+    def emit(self, k, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
+        a, b = k.ins[:2]
+        mult, shift = (k.ins + [None, None])[2:4]
+        out = k.out
+        m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        batch = out.shape[:-2]
+        nb = int(np.prod(batch, dtype=np.int64))
+
+        def offset(buf):
+            terms = []
+            for d, s in _batch_offsets(buf.shape, batch):
+                inner = int(np.prod(batch[d + 1:], dtype=np.int64))
+                coord = f"(t / {inner})" if inner > 1 else "t"
+                terms.append(f"({coord} % {batch[d]}) * {s}")
+            return " + ".join(terms) or "0"
+        lines = [f"for (size_t t = 0; t < {nb}; ++t) {{",
+                 f"    const {a.ctype}* pa = {a.c} + {offset(a)};",
+                 f"    const {b.ctype}* pb = {b.c} + {offset(b)};",
+                 f"    for (size_t i = 0; i < {m}; ++i) {{",
+                 f"        for (size_t j = 0; j < {n}; ++j) {{",
+                 "            int32_t acc = 0;",
+                 f"            for (size_t p = 0; p < {kk}; ++p) {{",
+                 f"                acc += ((int32_t)pa[i * {kk} + p] - {a_zp}) * "
+                 f"((int32_t)pb[p * {n} + j] - {b_zp});",
+                 "            }"]
+        dst = f"out0[(t * {m} + i) * {n} + j]"
+        if mult is None:
+            lines.append(f"            {dst} = acc;")
+        else:
+            lines += _indent(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, "j",
+                                         dst), 3)
+        lines += ["        }", "    }", "}"]
+        return "\n".join(lines)

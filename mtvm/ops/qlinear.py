@@ -196,13 +196,34 @@ def _matmul_int(a, a_zp, b, b_zp):
     return np.matmul(a64 - az, b64 - bz)
 
 
+def batch_matmul_node(ctx, name, a, qa, b, qb, qy, out, clamp=None, requant=True):
+    """QBatchMatMul: both operands may be computed at run time (per-tensor a, b zero point)."""
+    from ..ir import Node
+    if qa.axis is not None or np.asarray(qb.zp).size > 1 and np.any(qb.zp != qb.zp.ravel()[0]):
+        return None
+    bz = int(np.asarray(qb.zp).ravel()[0])
+    if not requant:
+        return Node("QBatchMatMul", name, [a, b], [out], dict(a_zp=qa.z, b_zp=bz),
+                    domain=DOMAIN)
+    from ..passes.quantize import _mult_consts
+    n = ctx.g.tensors[b].shape[-1]
+    sb = np.broadcast_to(np.asarray(qb.scale, np.float64).ravel(), (n,))
+    mult, shift = _mult_consts(ctx, name, qa.s * sb / qy.s)
+    lo, hi = clamp or qrange(qy.dtype)
+    return Node("QBatchMatMul", name, [a, b, mult, shift], [out],
+                dict(a_zp=qa.z, b_zp=bz, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)
+
+
 def _lower_matmul(ctx, node, a, qa, b_name, qb, qy, out, requant=True):
     from ..ir import Node
     from ..passes.quantize import dense_node
     b = ctx.const(b_name)
-    if b is None or b.ndim != 2 or qa is None or qb is None or qa.axis is not None or \
+    if qa is None or qb is None or qa.axis is not None or \
             (requant and (qy is None or qy.axis is not None)):
         return None
+    if b is None or b.ndim != 2:
+        new = batch_matmul_node(ctx, node.name, a, qa, b_name, qb, qy, out, requant=requant)
+        return [new] if new else None
     w_nk = np.ascontiguousarray(b.T)
     n = w_nk.shape[0]
     wsum = w_nk.astype(np.int64).sum(axis=1)

@@ -276,6 +276,15 @@ def rule_conv(ctx, p, acts, q, qy):
 def rule_gemm(ctx, p, acts, q, qy):
     xs = ctx.dq_source(p.inputs[0])
     wq = ctx.dq_const(p.inputs[1])
+    if p.op == "MatMul" and wq is None and xs is not None:
+        bs = ctx.dq_source(p.inputs[1])     # activation x activation
+        clamp = clamp_bounds(ctx, acts, qy)
+        if bs is None or clamp is None or xs[1].dtype.name not in ("int8", "uint8") or \
+                bs[1].dtype.name not in ("int8", "uint8"):
+            return None
+        from ..ops.qlinear import batch_matmul_node
+        n = batch_matmul_node(ctx, p.name, xs[0], xs[1], bs[0], bs[1], qy, q.outputs[0], clamp)
+        return [n] if n else None
     if xs is None or wq is None or xs[1].dtype.name not in ("int8", "uint8"):
         return None
     (x_name, qx), (w, qw) = xs, wq

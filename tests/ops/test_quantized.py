@@ -7,6 +7,8 @@ Integer results may differ from the references by one step where the exact
 value is a rounding tie for one side only: the references compute the rescale
 in float32 (docs/quantization.md); the tests allow that on a few elements.
 """
+import re
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -473,3 +475,66 @@ def test_interp_matches_c_bit_exactly():
     got = lib.run_host(b.feeds)
     for (k, a), e in zip(got.items(), interpret(lib.graph, b.feeds).values()):
         np.testing.assert_array_equal(a, e, err_msg=k)
+
+
+def test_qdq_matmul_of_two_activations():
+    b = QDQ()
+    x1, x2 = b.input((2, 3, 5, 8), 0.05), b.input((3, 8, 4), 0.07, -2)
+    check_q(b.model(b.q(b.op("MatMul", [x1, x2]), 0.4)), b.feeds, kinds=["QBatchMatMul"],
+            sanitize=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qlinearmatmul_runtime_b(dtype):
+    a, bb = qrand(dtype, (2, 4, 6)), qrand(dtype, (2, 6, 3))
+    consts = dict(sa=np.float32(0.023), za=zp(dtype), sb=np.float32(0.019), zb=zp(dtype),
+                  sy=np.float32(0.27), yz=zp(dtype))
+    m = make_model("QLinearMatMul", {"a": a, "b": bb}, consts=consts,
+                   input_order=["a", "sa", "za", "b", "sb", "zb", "sy", "yz"])
+    check_q(m, {"a": a, "b": bb}, reference="onnx", kinds=["QBatchMatMul"])
+
+
+# -- the ONNX backend node cases of these operators ---------------------------------------
+
+BACKEND_OPS = ("quantizelinear", "dequantizelinear", "dynamicquantizelinear", "qlinearconv",
+               "qlinearmatmul", "convinteger", "matmulinteger")
+# float8 / 4-bit / 2-bit types and blocked quantization are not supported (docs/quantization.md)
+UNSUPPORTED = re.compile(r"e4m3|e5m2|int4|uint4|int2|uint2|float4|blocked")
+# operands that are parameters (scales, zero points, weights): bound as constants
+DATA_INPUTS = {"qlinearmatmul": ("a", "b"), "matmulinteger": ("A", "B")}
+
+
+def _backend_cases():
+    """The onnx package's node cases of these operators (their case modules only:
+    collect_testcases() would generate every operator's cases, ~30 s)."""
+    import importlib
+    import onnx.backend.test.case.node as node_cases
+    for m in BACKEND_OPS:
+        importlib.import_module(f"onnx.backend.test.case.node.{m}")
+    return {c.name: c for c in node_cases._NodeTestCases
+            if c.name[len("test_"):].split("_")[0] in BACKEND_OPS
+            and not UNSUPPORTED.search(c.name) and not c.name.endswith("_expanded")}
+
+
+BACKEND_CASES = _backend_cases()
+
+
+@pytest.mark.parametrize("case", sorted(BACKEND_CASES))
+def test_backend_node_case(case):
+    model, data_sets = BACKEND_CASES[case].model, BACKEND_CASES[case].data_sets
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    if opset < 11:   # mtvm reads opset >= 11; these operators are unchanged since 10
+        model = onnx.version_converter.convert_version(model, 11)
+    op = case[len("test_"):].split("_")[0]
+    names = [i.name for i in model.graph.input]
+    data = DATA_INPUTS.get(op, names if op == "dynamicquantizelinear" else names[:1])
+    for inputs, outputs in data_sets:
+        feeds = dict(zip(names, inputs))
+        lib = mtvm.compile(model, bind={k: v for k, v in feeds.items() if k not in data})
+        got = lib.run_host({k: v for k, v in feeds.items() if k in data})
+        for a, e in zip(got.values(), outputs):
+            e = np.asarray(e)
+            if e.dtype.kind == "f":
+                np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
+            else:
+                np.testing.assert_array_equal(a, e)
