@@ -118,6 +118,13 @@ def test_gemm_macs_and_c_source():
     a = randn(2, 8)
     lib = check_model(make_model("Gemm", {"a": a}, {"transB": 1},
                                  consts={"b": randn(12, 8), "c": randn(12)}), {"a": a})
+    assert lib.metadata["operators"][0]["macs"] == 2 * 8 * 12
     src = "".join(v for k, v in lib.sources.items() if k.endswith("_kernels.c"))
-    assert "acc[q] +=" in src and "/" not in src.split("{", 1)[1].replace("/*", "").replace(
-        "*/", "")
+    body = src.split("{", 1)[1].replace("/*", "").replace("*/", "")
+    assert "acc[q] +=" in body and "/" not in body and "%" not in body
+
+
+def test_matmul_macs():
+    a, b = randn(2, 3, 4), randn(2, 4, 5)
+    lib = check_model(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
+    assert lib.metadata["total_macs"] == 2 * 3 * 4 * 5
