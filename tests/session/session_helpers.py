@@ -1,7 +1,17 @@
-"""Shared by the session tests (a uniquely named module: `conftest` is ambiguous
-when several test directories have one)."""
+"""Shared by the session tests: fixtures (imported by each test module) and
+FaultyLink. Not a conftest.py on purpose: other test modules do
+`from conftest import ...`, which a second conftest module would shadow.
+
+Fixtures: a real host-driven project (the example model, profiling on) built
+once per test run, its ASan/UBSan build, and a damaged link to its server.
+"""
 import os
 import signal
+import subprocess
+
+import pytest
+
+import mtvm
 
 from mtvm.session.transport import SubprocessTransport, Transport
 
@@ -53,3 +63,42 @@ class FaultyLink(Transport):
     def close(self):
         self.resume() if self.inner.proc.poll() is None else None
         self.inner.close()
+
+
+# Built once per run, shared by the modules importing these fixtures.
+_BUILT = {}
+
+
+@pytest.fixture(scope="session")
+def server_project(tmp_path_factory):
+    """Host-driven project of the example model, built (profiling build)."""
+    if "server_project" in _BUILT:
+        return _BUILT["server_project"]
+    d = tmp_path_factory.mktemp("proj") / "sensor"
+    proj = mtvm.project.generate(EXAMPLE_MODEL, board="host", out_dir=d, profile=True,
+                                 progress=_quiet)
+    proj.build(progress=_quiet)
+    _BUILT["server_project"] = proj
+    return proj
+
+
+@pytest.fixture(scope="session")
+def asan_server(server_project, tmp_path_factory):
+    """The same server built with -fsanitize=address,undefined (its own build dir)."""
+    if "asan_server" in _BUILT:
+        return _BUILT["asan_server"]
+    build = tmp_path_factory.mktemp("asan")
+    flags = "-fsanitize=address,undefined -fno-sanitize-recover=all -g -O1"
+    subprocess.run(["make", "-j2", f"BUILD={build}", f"EXTRA_CFLAGS={flags}",
+                    f"EXTRA_LDFLAGS={flags}"], cwd=server_project.dir, check=True,
+                   capture_output=True)
+    _BUILT["asan_server"] = str(build / "mtvm_app")
+    return _BUILT["asan_server"]
+
+
+@pytest.fixture
+def link(server_project):
+    exe = server_project.path(server_project.template_data["executable"])
+    t = FaultyLink([exe], cwd=server_project.dir)
+    yield t
+    t.close()

@@ -10,6 +10,8 @@ import mtvm
 from mtvm.session.framing import encode
 from mtvm.session.transport import SubprocessTransport
 
+from session_helpers import asan_server, server_project  # noqa: F401 (fixtures)
+
 
 @pytest.fixture(scope="module")
 def fuzz_session(asan_server):

@@ -13,7 +13,7 @@ from mtvm.session import (DeviceError, DeviceReset, MsgType, SessionTimeout, Sta
 from mtvm.session.framing import PACKET, Unframer, encode
 from mtvm.session.protocol import REPLY_FLAG, pack_request, unpack_reply
 
-from session_helpers import EXAMPLE_NPZ
+from session_helpers import EXAMPLE_NPZ, link, server_project  # noqa: F401 (fixtures)
 
 FAST = dict(timeout=0.25, retries=3)
 

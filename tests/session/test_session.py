@@ -10,7 +10,7 @@ from mtvm.errors import MtvmError
 from mtvm.session import DeviceError, MsgType, Status
 from mtvm.session.protocol import pack_request
 
-from session_helpers import EXAMPLE_MODEL, EXAMPLE_NPZ, _quiet
+from session_helpers import EXAMPLE_MODEL, EXAMPLE_NPZ, _quiet, server_project  # noqa: F401
 
 
 @pytest.fixture

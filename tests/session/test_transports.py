@@ -10,7 +10,7 @@ import pytest
 
 import mtvm
 
-from session_helpers import EXAMPLE_NPZ
+from session_helpers import EXAMPLE_NPZ, server_project  # noqa: F401 (fixture)
 
 
 def exe(proj):
