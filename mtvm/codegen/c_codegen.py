@@ -43,7 +43,11 @@ def lower_kernels(g: Graph, mod: str) -> list[LoweredKernel]:
             continue
         k = Kernel(g, n, kernel_name(mod, step, n))
         op = get_op(n.op, n.domain)
-        body = op.emit(k, **n.attrs)
+        if all(b is None or b.size == 0 for b in k.outs):
+            # Empty outputs (a dimension of 0): nothing to compute.
+            body = "\n".join(f"(void){b.c};" for b in k.outs if b is not None)
+        else:
+            body = op.emit(k, **n.attrs)
         out.append(LoweredKernel(k, body, step, k.params(body)))
     return out
 

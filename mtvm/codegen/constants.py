@@ -34,6 +34,8 @@ def definition(sym: str, arr: np.ndarray, origin: str) -> str:
     arr = np.ascontiguousarray(arr)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.uint8)
+    if arr.dtype.name in ("float16", "bfloat16"):
+        arr = arr.view(np.uint16)     # half types are stored as their bits
     head = f"/* {origin}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
     if arr.size <= READABLE_MAX:
         vals = ", ".join(c_literal(v, arr.dtype) for v in arr.ravel().tolist()) or "0"

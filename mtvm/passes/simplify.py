@@ -22,7 +22,8 @@ def remove_identities(graph: Graph) -> Graph:
     g = graph.copy()
     kept = []
     for n in g.nodes:
-        if n.op in IDENTITY_OPS and not n.domain and n.inputs and n.inputs[0]:
+        if n.op in IDENTITY_OPS and not n.domain and n.inputs and n.inputs[0] and \
+                len([o for o in n.outputs if o]) == 1:
             src, dst = n.inputs[0], n.outputs[0]
             if dst not in g.outputs:
                 _rename_uses(g, dst, src)
