@@ -84,3 +84,55 @@ def test_vectors_file_is_what_its_generator_writes(tmp_path):
     subprocess.run(["python", str(tmp_path / "make_framing_vectors.py")], check=True,
                    capture_output=True)
     assert (tmp_path / "framing_vectors.txt").read_text() == before
+
+
+def test_float_printing_round_trips(tmp_path):
+    """mtvm_fmt_f64 (libc-free, used by standalone apps) prints float32 values
+    with 9 significant digits: parsing them back gives the same float32
+    (at most 1 ulp off: the scaling is plain double arithmetic)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    vals = np.concatenate([
+        np.array([0.0, 1.0, -1.0, 0.1, 123456789.0, 1e-45, 1.17549435e-38, 3.4028235e38,
+                  -2.5e-7, 65504.0], np.float32),
+        (rng.standard_normal(3000) * 10.0 ** rng.integers(-38, 38, 3000)).astype(np.float32)])
+    vals = vals[np.isfinite(vals)]
+    bits = ", ".join(f"0x{b:08x}u" for b in vals.view(np.uint32))
+    src = tmp_path / "fmt.c"
+    src.write_text(f"""
+#include <stdio.h>
+#include <string.h>
+#include "mtvm_standalone.h"
+void mtvm_platform_write(const uint8_t* d, size_t n) {{ fwrite(d, 1, n, stdout); }}
+void mtvm_platform_abort(int32_t c) {{ (void)c; }}
+void mtvm_platform_timer_start(void) {{}}
+uint64_t mtvm_platform_timer_stop_ticks(void) {{ return 0; }}
+uint64_t mtvm_platform_ticks_per_second(void) {{ return 1; }}
+static const uint32_t bits[] = {{ {bits} }};
+int main(void) {{
+    char buf[64];
+    size_t i;
+    for (i = 0; i < sizeof(bits) / sizeof(bits[0]); ++i) {{
+        float f; memcpy(&f, &bits[i], 4);
+        mtvm_fmt_f64(buf, 0, sizeof(buf), (double)f);
+        puts(buf);
+    }}
+    mtvm_fmt_i64(buf, 0, sizeof(buf), -9223372036854775807LL - 1); puts(buf);
+    mtvm_fmt_u64(buf, 0, sizeof(buf), 18446744073709551615ULL); puts(buf);
+    mtvm_fmt_f64(buf, 0, 8, 1.0 / 3.0); puts(buf);  /* truncated to the buffer */
+    return 0;
+}}
+""")
+    exe = tmp_path / "fmt"
+    p = subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-I",
+                        os.path.join(RT, "include"), str(src),
+                        os.path.join(RT, "src", "mtvm_standalone.c"),
+                        os.path.join(RT, "src", "mtvm_model.c"), "-o", str(exe)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    back = np.array([float(s) for s in lines[:len(vals)]], np.float32)
+    ulps = np.abs(back.view(np.int32).astype(np.int64) - vals.view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1, (vals[ulps.argmax()], lines[ulps.argmax()])
+    assert (ulps == 0).mean() > 0.99
+    assert lines[len(vals):] == ["-9223372036854775808", "18446744073709551615", "3.33333"]
