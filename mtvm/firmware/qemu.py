@@ -39,8 +39,10 @@ def find_qemu() -> str:
 
 
 def qemu_command(machine: str, elf: str, serial: str = "pty", icount: bool = False,
-                 extra: list[str] | None = None) -> list[str]:
-    argv = [find_qemu(), "-machine", machine, "-nographic", "-monitor", "none",
+                 extra: list[str] | None = None, monitor: str | None = None) -> list[str]:
+    """monitor: a unix socket path for QEMU's monitor (see monitor_command)."""
+    mon = f"unix:{monitor},server=on,wait=off" if monitor else "none"
+    argv = [find_qemu(), "-machine", machine, "-nographic", "-monitor", mon,
             "-serial", serial, "-semihosting-config", "enable=on,target=native",
             "-kernel", os.path.abspath(elf)]
     if icount:
@@ -59,6 +61,7 @@ class QemuInstance:
     log: str
     icount: bool
     started: float
+    monitor: str | None = None
 
     def alive(self) -> bool:
         return _pid_is(self.pid, self.elf)
@@ -95,8 +98,15 @@ def start(machine: str, elf: str, state_path: str, icount: bool = False,
     if not os.path.isfile(elf):
         raise MtvmError(f"{elf} does not exist: build the project first")
     stop(state_path)
-    argv = qemu_command(machine, elf, "pty", icount, extra)
     log = os.path.splitext(state_path)[0] + ".log"
+    monitor = os.path.splitext(state_path)[0] + ".monitor"
+    if len(os.path.abspath(monitor)) > 100:      # unix socket paths are short (108)
+        import hashlib
+        tag = hashlib.sha1(os.path.abspath(state_path).encode()).hexdigest()[:12]
+        monitor = os.path.join("/tmp", f"mtvm-qemu-{tag}.monitor")
+    if os.path.exists(monitor):
+        os.remove(monitor)
+    argv = qemu_command(machine, elf, "pty", icount, extra, monitor=monitor)
     os.makedirs(os.path.dirname(os.path.abspath(state_path)), exist_ok=True)
     with open(log, "wb") as logf:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
@@ -119,7 +129,7 @@ def start(machine: str, elf: str, state_path: str, icount: bool = False,
         proc.kill()
         raise MtvmError(f"QEMU did not report its UART pty within {timeout} s (log: {log})")
     inst = QemuInstance(pid=proc.pid, pty=pty, argv=argv, elf=os.path.abspath(elf), log=log,
-                        icount=icount, started=time.time())
+                        icount=icount, started=time.time(), monitor=monitor)
     with open(state_path, "w") as f:
         json.dump(asdict(inst), f, indent=2)
     return inst
@@ -163,11 +173,38 @@ def stop(state_path: str, timeout: float = 5.0) -> bool:
                 os.kill(inst.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    try:
-        os.remove(state_path)
-    except OSError:
-        pass
+    for path in (state_path, inst.monitor):
+        try:
+            if path:
+                os.remove(path)
+        except OSError:
+            pass
     return was
+
+
+def monitor_command(state_path: str, command: str, timeout: float = 5.0) -> str:
+    """Sends one command to the running QEMU's human monitor (e.g.
+    "system_reset": a device reset, as when a board's reset button is
+    pressed); returns its answer."""
+    import socket
+    inst = running(state_path)
+    if not inst.monitor:
+        raise MtvmError("this QEMU was started without a monitor socket")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(inst.monitor)
+        data = b""
+        while b"(qemu)" not in data:          # the banner and first prompt
+            data += sock.recv(4096)
+        sock.sendall(command.encode() + b"\n")
+        data = b""
+        while data.count(b"(qemu)") < 1:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    text = data.decode(errors="replace").replace("\r", "")
+    return text.split("(qemu)")[0].replace(command, "", 1).strip()
 
 
 @dataclass

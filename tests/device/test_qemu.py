@@ -116,6 +116,23 @@ def test_icount_benchmark_counts_instructions(models, projects_dir):
     assert "icount" in cli.stdout
 
 
+def test_device_reset_is_detected_over_the_serial_link(models, projects_dir):
+    from mtvm.session.errors import DeviceReset
+    proj = build_project(models, projects_dir, "kws_dscnn", "mps2-an386")
+    x, ref = models.reference("kws_dscnn")
+    proj.flash(progress=quiet)
+    try:
+        with proj.session() as s:
+            s.executor.run([x])
+            qemu.monitor_command(proj.path("build", "qemu.json"), "system_reset")
+            with pytest.raises(DeviceReset):
+                s.executor.run([x])
+            y = list(s.executor.run([x]).values())[0]     # re-synchronized
+    finally:
+        proj.stop()
+    assert np.abs(y - ref).max() <= tolerance(ref)
+
+
 def test_flash_records_pty_and_stop_ends_qemu(models, projects_dir):
     proj = build_project(models, projects_dir, "kws_dscnn", "mps2-an386")
     inst = proj.template.flash(proj, quiet)
