@@ -63,6 +63,48 @@ static void enable_fpu(void)
 #endif
 }
 
+/* Armv7-M L1 caches (Cortex-M7): invalidate, then enable. The data cache is
+ * invalidated line by line (set/way) from the geometry in CCSIDR. Nothing
+ * in this firmware uses DMA on a cached core, so no maintenance is needed
+ * afterwards. */
+#define SCB_CCSIDR  MTVM_REG(0xE000ED80u)
+#define SCB_CSSELR  MTVM_REG(0xE000ED84u)
+#define SCB_ICIALLU MTVM_REG(0xE000EF50u)
+#define SCB_DCISW   MTVM_REG(0xE000EF60u)
+#define CCR_DC (1u << 16)
+#define CCR_IC (1u << 17)
+
+static void enable_caches(void)
+{
+#if MTVM_ENABLE_CACHES
+    uint32_t ccsidr, sets, ways, set_shift, way_shift, set, way;
+    mtvm_dsb();
+    mtvm_isb();
+    SCB_ICIALLU = 0;
+    mtvm_dsb();
+    mtvm_isb();
+    SCB_CCR |= CCR_IC;
+    mtvm_dsb();
+    mtvm_isb();
+    SCB_CSSELR = 0;                      /* level 1, data cache */
+    mtvm_dsb();
+    ccsidr = SCB_CCSIDR;
+    sets = ((ccsidr >> 13) & 0x7FFFu) + 1u;
+    ways = ((ccsidr >> 3) & 0x3FFu) + 1u;
+    set_shift = (ccsidr & 7u) + 4u;      /* log2(line bytes) */
+    way_shift = ways > 1u ? (uint32_t)__builtin_clz(ways - 1u) : 0u;
+    for (set = 0; set < sets; ++set) {
+        for (way = 0; way < ways; ++way) {
+            SCB_DCISW = (set << set_shift) | (ways > 1u ? way << way_shift : 0u);
+        }
+    }
+    mtvm_dsb();
+    SCB_CCR |= CCR_DC;
+    mtvm_dsb();
+    mtvm_isb();
+#endif
+}
+
 __attribute__((noreturn, used))
 void mtvm_reset_handler(void)
 {
@@ -71,6 +113,7 @@ void mtvm_reset_handler(void)
     /* No FP instruction may run before this (the compiler may use FP
      * registers in any function built with -mfloat-abi=hard). */
     enable_fpu();
+    enable_caches();
     SCB_VTOR = (uint32_t)(uintptr_t)mtvm_vector_table;
     SCB_CCR |= (1u << 4);   /* DIV_0_TRP: integer divide by zero faults */
     while (dst < _edata) {
