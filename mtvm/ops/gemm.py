@@ -106,8 +106,11 @@ class Gemm(Op):
         if node.attrs.get("transB", 0) and len(node.inputs) > 1:
             b = graph.const(node.inputs[1])
             if b is not None and b.ndim == 2:
-                node.inputs[1] = graph.add_const(node.inputs[1] + "_T",
-                                                 np.ascontiguousarray(b.T))
+                name = node.inputs[1] + "_T"
+                done = graph.const(name)   # a weight shared by several Gemms
+                if done is None or not np.array_equal(done, b.T):
+                    name = graph.add_const(name, np.ascontiguousarray(b.T))
+                node.inputs[1] = name
                 node.attrs["transB"] = 0
 
     def reference(self, a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):

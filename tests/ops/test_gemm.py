@@ -101,6 +101,16 @@ def test_matmul_add_fuses_full_operand():
     assert len(lib.graph.nodes) == 1
 
 
+def test_shared_transposed_weight_is_stored_once():
+    x = randn(2, 8)
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["a"], transB=1),
+             helper.make_node("Gemm", ["x", "w"], ["b"], transB=1),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    lib = check_model(_graph_model(nodes, {"x": x}, {"w": randn(5, 8)}), {"x": x})
+    consts = "".join(v for k, v in lib.sources.items() if k.endswith("_constants.c"))
+    assert consts.count("const union") == 1
+
+
 def test_gemm_batchnorm_relu_folds():
     x = randn(4, 6)
     inits = {"w": randn(6, 5), "c": randn(5), "s": randn(5), "t": randn(5),
