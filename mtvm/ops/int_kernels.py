@@ -153,9 +153,26 @@ def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift,
                 dst: str) -> list[str]:
     """C lines: requantize `acc` with channel `ch`'s multiplier, clamp, store to `dst`."""
     rq = requantize_helper(k)
-    return [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}) + {y_zp};",
+    return [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};",
             f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});",
             f"{dst} = ({k.out.ctype}){acc};"]
+
+
+def plus(v: int) -> str:
+    """' + v' / ' - |v|' / '' : a readable C term adding integer v."""
+    v = int(v)
+    return f" + {v}" if v > 0 else (f" - {-v}" if v < 0 else "")
+
+
+def minus(v: int) -> str:
+    return plus(-int(v))
+
+
+def coord(o: str, stride: int, pad: int, k: str, dil: int) -> str:
+    """C expression o * stride - pad + k * dil, without the * 1 and - 0."""
+    s = o if stride == 1 else f"{o} * {stride}"
+    s += minus(pad)
+    return s + (f" + {k}" if dil == 1 else f" + {k} * {dil}")
 
 
 def _indent(lines, n=1) -> list[str]:
@@ -259,7 +276,12 @@ class QConv(IntOp):
         def tap_index(ci):
             return f"(({ci}) * {h} + (size_t)ih) * {wd} + (size_t)iw"
 
-        lines = []
+        lines = [f"/* {x.c}: input, {w.c}: weights [{oc}][{cg}][{kh}][{kw}], {bias.c}: int32 bias "
+                 "(zero-point terms folded in)"
+                 + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
+                    if mult is not None and mult.size > 1 else "")
+                 + (f", {w_zp.c}: weight zero points" if w_zp is not None and w_zp.size > 1
+                    else "") + " */"]
         if cg == 1 and kk <= 64:
             # Depthwise (one input channel per group): taps read directly.
             zw = f" - {per_channel(w_zp, 'o')} * xsum" if w_zp is not None else ""
@@ -274,9 +296,9 @@ class QConv(IntOp):
             if w_zp is not None:
                 lines.append("                int32_t xsum = 0;")
             lines += [f"                for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                      f"                    int32_t ih = oy * {sh} - {ph} + ky * {dh};",
+                      f"                    int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
                       f"                    for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                      f"                        int32_t iw = ox * {sw} - {pw} + kx * {dw};",
+                      f"                        int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
                       f"                        int32_t xv = (ih >= 0 && ih < {h} && iw >= 0 && "
                       f"iw < {wd}) ?",
                       f"                            (int32_t)xc[(size_t)ih * {wd} + (size_t)iw]"
@@ -305,9 +327,9 @@ class QConv(IntOp):
                   f"                {x.ctype}* t = col;",
                   f"                for (size_t ci = 0; ci < {cg}; ++ci) {{",
                   f"                    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                  f"                        int32_t ih = oy * {sh} - {ph} + ky * {dh};",
+                  f"                        int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
                   f"                        for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                  f"                            int32_t iw = ox * {sw} - {pw} + kx * {dw};",
+                  f"                            int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
                   f"                            *t++ = (ih >= 0 && ih < {h} && iw >= 0 && "
                   f"iw < {wd}) ?",
                   f"                                xg[{tap_index('ci')}] : ({x.ctype}){zx};",
@@ -358,7 +380,13 @@ class QMatMul(IntOp):
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
         dot = dot_helper(k, x.dtype, w.dtype)
-        lines = [f"for (size_t i = 0; i < {m}; ++i) {{",
+        lines = [f"/* {x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
+                 f"{bias.c}: int32 bias (zero-point terms folded in)"
+                 + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
+                    if mult is not None and mult.size > 1 else "")
+                 + (f", {w_zp.c}: weight zero points" if w_zp is not None and w_zp.size > 1
+                    else "") + " */",
+                 f"for (size_t i = 0; i < {m}; ++i) {{",
                  f"    const {x.ctype}* a = {x.c} + i * {kk};"]
         zw = ""
         if w_zp is not None:
@@ -424,9 +452,9 @@ class QAdd(IntOp):
         la, ea = _broadcast_index(k.ins[0], k.out.shape)
         lb, eb = _broadcast_index(k.ins[1], k.out.shape)
         body = la + lb + [
-            f"int64_t acc = (int64_t)((int32_t){ea} - {a_zp}) * {a_mult} +",
-            f"              (int64_t)((int32_t){eb} - {b_zp}) * {b_mult};",
-            f"int32_t v = (int32_t)mtvm_round_shift(acc, {shift}) + {y_zp};",
+            f"int64_t acc = (int64_t)((int32_t){ea}{minus(a_zp)}) * {a_mult} +",
+            f"              (int64_t)((int32_t){eb}{minus(b_zp)}) * {b_mult};",
+            f"int32_t v = (int32_t)mtvm_round_shift(acc, {shift}){plus(y_zp)};",
             f"v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
             f"out0[i] = ({k.out.ctype})v;"]
         return f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n" + \
@@ -448,8 +476,8 @@ class QMul(IntOp):
         la, ea = _broadcast_index(k.ins[0], k.out.shape)
         lb, eb = _broadcast_index(k.ins[1], k.out.shape)
         body = la + lb + [
-            f"int32_t acc = ((int32_t){ea} - {a_zp}) * ((int32_t){eb} - {b_zp});",
-            f"acc = {rq}(acc, {y_mult}, {y_shift}) + {y_zp};",
+            f"int32_t acc = ((int32_t){ea}{minus(a_zp)}) * ((int32_t){eb}{minus(b_zp)});",
+            f"acc = {rq}(acc, {y_mult}, {y_shift}){plus(y_zp)};",
             f"acc = acc < {act_min} ? {act_min} : (acc > {act_max} ? {act_max} : acc);",
             f"out0[i] = ({k.out.ctype})acc;"]
         return f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n" + \
@@ -484,7 +512,7 @@ class QAffine(IntOp):
             coord = f"i / {inner}" if inner > 1 else "i"
             lines.append(f"    size_t c = ({coord}) % {x.shape[axis]};")
             ch = "c"
-        lines.append(f"    int32_t acc = ((int32_t){x.c}[i] - {x_zp}) * "
+        lines.append(f"    int32_t acc = ((int32_t){x.c}[i]{minus(x_zp)}) * "
                      f"{per_channel(scale, ch)} + {per_channel(offset, ch)};")
         lines += _indent(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, ch,
                                      "out0[i]"))
@@ -554,18 +582,18 @@ class QAvgPool(IntOp):
                  f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
                  "            int32_t acc = 0, cnt = 0;",
                  f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                 f"                int32_t ih = oy * {sh} - {ph} + ky;",
+                 f"                int32_t ih = {coord('oy', sh, ph, 'ky', 1)};",
                  f"                if (ih < 0 || ih >= {h}) continue;",
                  f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                 f"                    int32_t iw = ox * {sw} - {pw} + kx;",
+                 f"                    int32_t iw = {coord('ox', sw, pw, 'kx', 1)};",
                  f"                    if (iw < 0 || iw >= {wd}) continue;",
-                 f"                    acc += (int32_t)xc[(size_t)ih * {wd} + (size_t)iw] - {x_zp};",
+                 f"                    acc += (int32_t)xc[(size_t)ih * {wd} + (size_t)iw]{minus(x_zp)};",
                  "                    ++cnt;",
                  "                }",
                  "            }"]
         if count_include_pad:
             lines.append("            (void)cnt;")
-        lines += [f"            acc = {rq}(acc, {mult.c}[{cnt}], {shift.c}[{cnt}]) + {y_zp};",
+        lines += [f"            acc = {rq}(acc, {mult.c}[{cnt}], {shift.c}[{cnt}]){plus(y_zp)};",
                   f"            acc = acc < {act_min} ? {act_min} : "
                   f"(acc > {act_max} ? {act_max} : acc);",
                   f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
@@ -630,10 +658,10 @@ class QMaxPool(IntOp):
             f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
             f"            int32_t m = {lo};",
             f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-            f"                int32_t ih = oy * {sh} - {ph} + ky * {dh};",
+            f"                int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
             f"                if (ih < 0 || ih >= {h}) continue;",
             f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-            f"                    int32_t iw = ox * {sw} - {pw} + kx * {dw};",
+            f"                    int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
             f"                    if (iw < 0 || iw >= {wd}) continue;",
             f"                    int32_t v = xc[(size_t)ih * {wd} + (size_t)iw];",
             "                    m = v > m ? v : m;",
@@ -684,7 +712,7 @@ class QSoftmax(IntOp):
             "    uint64_t den = (uint64_t)sum << 16;",
             f"    for (size_t i = 0; i < {d}; ++i) {{",
             f"        uint64_t num = (uint64_t){table.c}[(int32_t)xr[i] - m + 255] * {inv}u;",
-            f"        int32_t v = (int32_t)((num + den / 2) / den) + {y_zp};",
+            f"        int32_t v = (int32_t)((num + den / 2) / den){plus(y_zp)};",
             f"        v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
             f"        out0[r * {d} + i] = ({k.out.ctype})v;",
             "    }",
@@ -740,8 +768,8 @@ class QBatchMatMul(IntOp):
                  f"        for (size_t j = 0; j < {n}; ++j) {{",
                  "            int32_t acc = 0;",
                  f"            for (size_t p = 0; p < {kk}; ++p) {{",
-                 f"                acc += ((int32_t)pa[i * {kk} + p] - {a_zp}) * "
-                 f"((int32_t)pb[p * {n} + j] - {b_zp});",
+                 f"                acc += ((int32_t)pa[i * {kk} + p]{minus(a_zp)}) * "
+                 f"((int32_t)pb[p * {n} + j]{minus(b_zp)});",
                  "            }"]
         dst = f"out0[(t * {m} + i) * {n} + j]"
         if mult is None:
