@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
+from .elementwise import broadcast_strides
 from .reduce import at, indent, libm, norm_axis, prod, require_float, row_loops, split_axis
 
 
@@ -148,7 +149,8 @@ def _mean_inv_std(k, x, base: str, count: int, epsilon) -> list[str]:
 
 @register("LayerNormalization")
 class LayerNormalization(Op):
-    """Statistics over the dims from `axis` on; Scale and B broadcast over them.
+    """Statistics over the dims from `axis` on; Scale and B broadcast (unidirectionally)
+    to those dims.
     Optional outputs Mean and InvStdDev (shape: x.shape[:axis] + 1s)."""
     anchor = True
     min_opset = 17
@@ -160,12 +162,10 @@ class LayerNormalization(Op):
                                    "supported")
         shape = inputs[0].shape
         axis = norm_axis(node.attrs.get("axis", -1), len(shape))
-        cols = prod(shape[axis:])
         for t in inputs[1:]:
-            if t is not None and t.size not in (1, cols):
-                raise UnsupportedError(
-                    f"Scale/B of shape {list(t.shape)}: only a scalar or the full "
-                    f"normalized shape {list(shape[axis:])} is supported")
+            if t is not None and np.broadcast_shapes(t.shape, shape[axis:]) != shape[axis:]:
+                raise ShapeError(f"Scale/B of shape {list(t.shape)} does not broadcast to "
+                                 f"the normalized shape {list(shape[axis:])}")
 
     def reference(self, x, scale, b=None, *, axis=-1, epsilon=1e-5, stash_type=1):
         axis = norm_axis(axis, x.ndim)
@@ -192,8 +192,21 @@ class LayerNormalization(Op):
         axis = norm_axis(axis, len(x.shape))
         rows, cols = prod(x.shape[:axis]), prod(x.shape[axis:])
 
+        norm_shape = x.shape[axis:]
+        params = [b for b in k.ins[1:3] if b is not None]
+        # Scale/B of the full normalized shape (or scalars) are read at j; others
+        # broadcast along some normalized dims, which then get a loop each.
+        nested = any(b.size not in (1, cols) for b in params)
+        names = [f"j{d}" for d in range(len(norm_shape))]
+
         def param(buf):
-            return f"{buf.c}[{'j' if buf.size == cols and cols > 1 else '0'}]"
+            if buf.size == 1:
+                return f"{buf.c}[0]"
+            if not nested:
+                return f"{buf.c}[j]"
+            st = broadcast_strides(buf.shape, norm_shape)
+            terms = [v if t == 1 else f"{v} * {t}" for v, t in zip(names, st) if t]
+            return f"{buf.c}[{' + '.join(terms) or '0'}]"
 
         value = f"({x.c}[base + j] - mean) * inv_std * {param(k.ins[1])}"
         if len(k.ins) > 2 and k.ins[2] is not None:
@@ -203,10 +216,23 @@ class LayerNormalization(Op):
         for i, what in ((1, "mean"), (2, "inv_std")):
             if len(k.outs) > i and k.outs[i] is not None:
                 body.append(f"out{i}[r] = {what};")
-        body.append(f"for (size_t j = 0; j < {cols}; ++j) {{")
-        body += indent(_store(k, value, "base + j", None))
-        body.append("}")
+        store = _store(k, value, "base + j", None)
+        if not nested:
+            body += [f"for (size_t j = 0; j < {cols}; ++j) {{"] + indent(store) + ["}"]
+        else:
+            flat = " + ".join(v if st == 1 else f"{v} * {st}"
+                              for v, st in zip(names, prod_strides(norm_shape)))
+            inner = [f"const size_t j = {flat};"] + store
+            for d in reversed(range(len(norm_shape))):
+                inner = [f"for (size_t {names[d]} = 0; {names[d]} < {norm_shape[d]}; "
+                         f"++{names[d]}) {{"] + indent(inner) + ["}"]
+            body += inner
         return "\n".join([f"for (size_t r = 0; r < {rows}; ++r) {{"] + indent(body) + ["}"])
+
+
+def prod_strides(shape) -> list[int]:
+    """Row-major element strides of `shape`."""
+    return [prod(shape[d + 1:]) for d in range(len(shape))]
 
 
 @register("LpNormalization")

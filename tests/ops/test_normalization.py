@@ -74,7 +74,8 @@ def test_instance_norm(shape):
 # (shape, axis, scale shape, with B, number of outputs)
 LAYER_NORM = [((2, 3, 8), -1, (8,), True, 1), ((2, 3, 8), 1, (3, 8), True, 1),
               ((4, 6), 0, (4, 6), False, 1), ((2, 5, 4), -1, (4,), True, 3),
-              ((3, 4), 1, (1,), True, 2)]
+              ((3, 4), 1, (1,), True, 2), ((2, 3, 4), 1, (4,), True, 1),
+              ((2, 3, 4), -2, (3, 1), False, 1)]
 
 
 @pytest.mark.parametrize("shape,axis,sshape,with_b,nout", LAYER_NORM, ids=str)
