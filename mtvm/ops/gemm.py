@@ -8,6 +8,8 @@ epilogue and stored. Leftover columns take a scalar loop.
 
 A constant transposed B (PyTorch's Linear weight with transB=1) is stored
 pre-transposed at compile time, so the kernel always reads B rows contiguously.
+Accumulation is in the output type (float32); integer MatMul is MatMulInteger's
+business (not here).
 """
 from __future__ import annotations
 

@@ -1,5 +1,12 @@
 """Data movement: Transpose, Concat, Pad. They work for any dtype (they only
-copy), the Pad constant is written in the tensor's type."""
+copy), the Pad constant is written in the tensor's type.
+
+Unsupported: pads or axes computed at run time ("input 1 (pads) must be a
+constant"); reflect padding of at least the axis size, or wrap padding of more
+than it ("mode 'reflect': padding axis 1 of size 3 by (3, 0) is not supported;
+at most 2 on each side"); NumPy would reflect repeatedly.
+Negative pads crop first; the mode then pads the cropped tensor.
+"""
 from __future__ import annotations
 
 import numpy as np

@@ -5,6 +5,11 @@ BatchNormalization with constant statistics is folded into the producing
 Conv/Gemm, or lowered to a Mul and an Add, by mtvm/passes/batchnorm.py; the
 kernel here runs when neither happened (statistics computed at run time, or
 compiling without that pass).
+
+Unsupported (float32/float64 only): training (BatchNormalization
+training_mode=1 or its running-statistics outputs: "training_mode=1 is not
+supported (inference only); export the model in eval mode"), LayerNormalization
+stash_type != 1, LpNormalization p other than 1 and 2.
 """
 from __future__ import annotations
 

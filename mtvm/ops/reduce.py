@@ -6,6 +6,11 @@ The kernel loops over the kept dimensions and reduces in an inner loop nest.
 Adjacent dimensions that are both kept or both reduced are merged first, so
 reducing the H and W of an NCHW tensor is two loops, not four.
 
+Unsupported: axes computed at run time ("input 1 (axes) must be a constant;
+... Bind it with --bind axes=VALUE.npy"); non-float inputs except for
+ReduceMax/ReduceMin ("ReduceSum on int32 is not supported (float32 only)").
+Accumulation is in the input type (float32), not in double.
+
 Also the loop helpers shared by the other "along an axis" families
 (softmax.py, normalization.py).
 """

@@ -7,7 +7,7 @@ Canonical form: `axis` (non-negative) and `end_axis`, the last dim of the
 contiguous block the op runs along (rank - 1 for the old semantics, `axis`
 for the new). Both are then the same (outer, n, inner) row loop.
 
-Softmax is numerically stable: exp(x - max(x)) / sum.
+Softmax is numerically stable: exp(x - max(x)) / sum. float32/float64 only.
 """
 from __future__ import annotations
 
