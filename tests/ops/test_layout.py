@@ -100,19 +100,21 @@ def test_pad_default_value_and_fused_relu():
     assert len(lib.graph.nodes) == 1
 
 
-def test_pad_negative_crops():
-    """onnx.reference (np.pad) rejects negative pads; onnxruntime crops."""
+@pytest.mark.parametrize("mode,opset,pads", [
+    ("constant", 13, [0, -1, 2, -1, 1, 0, -2, 2]), ("edge", 13, [1, -1, 0, 4, 0, 1, -2, 3]),
+    ("reflect", 13, [0, -1, 1, 1, 1, 0, -2, 2]), ("wrap", 19, [0, -1, 2, 1, 1, 0, -2, 3])])
+def test_pad_negative_crops(mode, opset, pads):
+    """onnx.reference (np.pad) rejects negative pads; onnxruntime crops first."""
     import onnxruntime as ort
     import mtvm
     from mtvm.testing import assert_close
-    x = randn(3, 6)
-    for mode in ("constant", "edge"):
-        model = make_model("Pad", {"x": x}, {"mode": mode},
-                           consts={"pads": np.array([-1, 2, 1, -2], np.int64)}, opset=13)
-        sess = ort.InferenceSession(model.SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
-        assert_close(list(mtvm.compile(model).run_host({"x": x}).values())[0],
-                     sess.run(None, {"x": x})[0], what=mode)
+    x = randn(2, 3, 4, 5)
+    model = make_model("Pad", {"x": x}, {"mode": mode},
+                       consts={"pads": np.array(pads, np.int64)}, opset=opset)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    lib = mtvm.compile(model)
+    assert_close(list(lib.run_host({"x": x}, sanitize=mode == "wrap").values())[0],
+                 sess.run(None, {"x": x})[0], what=mode)
 
 
 def test_pad_reflect_too_wide_is_an_error():
