@@ -232,8 +232,11 @@ class Pad(Op):
         out_shape = k.out.shape
         in_st = _strides(x.shape)
         names = [f"o{d}" for d in range(rank)]
+        # Constant mode splits the last dim into fill / copy / fill loops; the
+        # other modes map every output coordinate to a source coordinate.
+        loops = rank - 1 if mode == "constant" else rank
         body, terms, conds = [], [], []
-        for d, n in enumerate(x.shape):
+        for d, n in enumerate(x.shape[:loops]):
             pb, pe, crop, kept = _axis_plan(n, pads[d], pads[rank + d])
             if not (pb or pe or crop):
                 terms.append((names[d], in_st[d]))
@@ -256,19 +259,37 @@ class Pad(Op):
                 lines[0] = "const " + lines[0]
             body.append((d, lines))
             terms.append((f"({s} + {crop})" if crop else s, in_st[d]))
-        # Statements of dim d go right inside loop d.
         fill = k.lit(value) if len(k.ins) < 2 else f"{k.ins[1].c}[0]"
-        inner = _store(k, self._value(x, terms, conds, fill),
-                       _index(list(zip(names, _strides(out_shape)))))
+        out_idx = _index(list(zip(names, _strides(out_shape))))
+        if loops == rank:
+            inner = _store(k, f"{x.c}[{_index(terms)}]", out_idx)
+        else:
+            inner = self._constant_row(k, x, pads, names[-1], terms, conds, fill, out_idx)
+        # Statements of dim d go right inside loop d.
         per_dim = dict(body)
-        for d in reversed(range(rank)):
+        for d in reversed(range(loops)):
             inner = [f"for (size_t {names[d]} = 0; {names[d]} < {out_shape[d]}; "
                      f"++{names[d]}) {{"] + indent(per_dim.get(d, []) + inner) + ["}"]
         return "\n".join(inner)
 
     @staticmethod
-    def _value(x, terms, conds, fill: str) -> str:
-        read = f"{x.c}[{_index(terms)}]"
+    def _constant_row(k, x, pads, v, terms, conds, fill, out_idx) -> list[str]:
+        """The last dim in constant mode: fill, copy, fill (or all fill when an
+        outer coordinate is in the padding)."""
+        rank = len(x.shape)
+        pb, pe, crop, kept = _axis_plan(x.shape[-1], pads[rank - 1], pads[-1])
+        width = pb + kept + pe
+        src = v + (f" - {pb}" if pb else "") + (f" + {crop}" if crop else "")
+        read = f"{x.c}[{_index(terms + [(f'({src})' if ' ' in src else src, 1)])}]"
+
+        def loop(lo, hi, value):
+            if hi <= lo:
+                return []
+            return [f"for (size_t {v} = {lo}; {v} < {hi}; ++{v}) {{"] + \
+                indent(_store(k, value, out_idx)) + ["}"]
+
+        row = loop(0, pb, fill) + loop(pb, pb + kept, read) + loop(pb + kept, width, fill)
         if not conds:
-            return read
-        return f"({' && '.join(conds)}) ? {read} : {fill}"
+            return row
+        return ([f"if ({' && '.join(conds)}) {{"] + indent(row) + ["} else {"]
+                + indent(loop(0, width, fill)) + ["}"])
