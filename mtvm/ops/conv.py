@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import itertools
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
+from .microkernels import MR, gemm_ukernel, prelude
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -327,7 +328,7 @@ class Conv(Op):
         axes, group = conv_geometry(x.shape, wt.shape, auto_pad=auto_pad, dilations=dilations,
                                     group=group, kernel_shape=kernel_shape, pads=pads,
                                     strides=strides)
-        return emit_conv(k, x, wt, bias, axes, group)
+        return emit_conv_scheduled(k, x, wt, bias, axes, group)
 
 
 def conv_comment(x, wt, y, axes, group) -> str:
@@ -405,3 +406,312 @@ def weight_index(axes, taps) -> str:
         strides.append(s)
         s *= a.kernel
     return lin(*zip(taps, reversed(strides)))
+
+
+# -- Schedules ------------------------------------------------------------------------
+#
+# A float32 2-D Conv with constant weights takes one of three schedules; the
+# direct convolution above is the fallback for everything else (1-D/3-D,
+# float64, weights computed at run time, fewer than `gemm_min_channels`
+# output channels per group, depthwise kernels too large to unroll).
+#
+#   depthwise   group == channels == outputs: per channel the KHxKW weights
+#               are held in registers; per output row the KH input rows are
+#               taken from the input or from a zero row (vertical padding), the
+#               interior columns run in a loop with all taps written out (gcc
+#               vectorizes it on the host), the border columns have only their
+#               taps inside the row, decided at compile time.
+#   pointwise   1x1, stride 1, no padding: a GEMM y[m][p] = sum_c w[m][c] x[c][p]
+#               straight on the input, register-blocked MR channels x NR
+#               positions (mtvm/ops/microkernels.py).
+#   im2col      any other KxK: blocks of output positions are gathered into
+#               scratch planned in the arena (col[tap][position], 0 in the
+#               padding), then the same GEMM micro-kernel over all taps.
+#
+# Weights of the GEMM schedules are re-packed at compile time in the order the
+# micro-kernel reads them: per group, per block of MR output channels,
+# [tap][MR]. The per-target part (NR, SIMD) is chosen by the C preprocessor
+# (microkernels.PRELUDE).
+
+SCHEDULE = {
+    "gemm_mr": MR,                 # output channels per register block
+    "gemm_min_channels": 8,        # fewer output channels per group: direct conv
+    "im2col_cols": 16,             # output positions per im2col block, at least
+    "im2col_max_bytes": 8192,      # grow the block up to this scratch (or the plane)
+    "depthwise_max_taps": 25,      # larger depthwise kernels: direct conv
+    "depthwise_max_border": 4,     # border columns written out per side, at most
+}
+
+
+def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
+    """Pick the schedule of one Conv (see the table above)."""
+    s = SCHEDULE
+    c_in, m_out = x.shape[1], wt.shape[0]
+    mg = m_out // group
+    fast = np.dtype(x.dtype) == np.float32 and wt.const is not None and len(axes) == 2
+    if fast and group == c_in == m_out and group > 1:
+        cols = depthwise_columns(axes[1])
+        if wt.shape[2] * wt.shape[3] <= s["depthwise_max_taps"] and \
+                max(len(cols[0]), len(cols[2])) <= s["depthwise_max_border"]:
+            return emit_conv_depthwise(k, x, wt, bias, axes, cols)
+    if fast and mg >= s["gemm_min_channels"]:
+        return emit_conv_gemm(k, x, wt, bias, axes, group)
+    return emit_conv(k, x, wt, bias, axes, group)
+
+
+def _unsigned_lt(expr: str, bound: int) -> str:
+    """0 <= expr < bound in one comparison."""
+    return f"(unsigned)({expr}) < {bound}u"
+
+
+# -- depthwise ------------------------------------------------------------------------
+
+def depthwise_columns(a: Axis):
+    """(left border columns, (lo, hi) interior range, right border columns) of axis a:
+    a column is interior when every tap of its window is inside the input."""
+    lo = min(a.out, ceil_div(a.pad_begin, a.stride))
+    last = a.size - 1 + a.pad_begin - (a.kernel - 1) * a.dilation   # ow * stride <= last
+    hi = max(lo, min(a.out, last // a.stride + 1 if last >= 0 else 0))
+    return list(range(lo)), (lo, hi), list(range(hi, a.out))
+
+
+def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
+    ah, aw = axes
+    y = k.out
+    w = CWriter()
+    n_batch, chans = x.shape[0], x.shape[1]
+    kh_n, kw_n = wt.shape[2], wt.shape[3]
+    in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
+    left, (lo, hi), right = cols
+    prelude(k)
+    w.line(conv_comment(x, wt, y, axes, chans))
+    w.line("/* Schedule: depthwise. Per channel the weights live in registers; per output\n"
+           " * row the window rows come from the input or a zero row (vertical padding);\n"
+           f" * columns {lo}..{hi - 1} have every tap inside the row (a loop gcc vectorizes),"
+           f"\n * the {len(left) + len(right)} border column(s) only their inside taps. */")
+    clip_rows = ah.clips_begin or ah.clips_end
+    if clip_rows:
+        w.line(f"static const float zero_row[{aw.size}] = {{ 0.0f }};")
+    with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
+        w.line(f"const float* x_c = {x.c} + {lin((n, chans * in_plane), (c, in_plane))};")
+        w.line(f"const float* w_c = {wt.c} + {lin((c, kh_n * kw_n))};")
+        for i in range(kh_n):
+            w.line("const float " + ", ".join(f"w{i}_{j} = w_c[{i * kw_n + j}]"
+                                               for j in range(kw_n)) + ";")
+        init = f"{bias.c}[{lin((c, 1))}]" if bias is not None else "0.0f"
+        w.line(f"const float b = {init};")
+        with w.loop("oh", ah.out, "output row") as oh:
+            ih0 = lin((oh, ah.stride), const=-ah.pad_begin)
+            w.line(f"const int ih0 = {ih0};")
+            for i in range(kh_n):
+                ih = lin(("ih0", 1), const=i * ah.dilation)
+                if clip_rows:
+                    w.line(f"const float* r{i} = {_unsigned_lt(ih, ah.size)} ? "
+                           f"x_c + {lin((ih, aw.size))} : zero_row;")
+                else:
+                    w.line(f"const float* r{i} = x_c + {lin((ih, aw.size))};")
+            w.line(f"const int y_row = {lin((n, chans * out_plane), (c, out_plane), (oh, aw.out))};")
+
+            def column(ow, taps):
+                iw = ow * aw.stride - aw.pad_begin if isinstance(ow, int) else \
+                    lin((ow, aw.stride), const=-aw.pad_begin)
+                terms = [f"acc = MTVM_FMAF(w{i}_{j}, r{i}[{lin((iw, 1), const=j * aw.dilation)}],"
+                         f" acc);" for i in range(kh_n) for j in taps]
+                w.line("float acc = b;")
+                for t in terms:
+                    w.line(t)
+                w.line(f"const int y_idx = {lin(('y_row', 1), (ow, 1))};")
+                ep = k.epilogue("acc", "y_idx", lin((c, 1)))
+                if ep:
+                    w.line(ep)
+                w.line("out0[y_idx] = acc;")
+
+            def border(ow):
+                taps = [j for j in range(kw_n)
+                        if 0 <= ow * aw.stride - aw.pad_begin + j * aw.dilation < aw.size]
+                w.line(f"{{  /* border column {ow} */")
+                w.depth += 1
+                column(ow, taps)
+                w.depth -= 1
+                w.line("}")
+
+            for ow in left:
+                border(ow)
+            if hi > lo:
+                w.line(f"for (int ow = {lo}; ow < {hi}; ++ow) {{  /* interior columns */")
+                w.depth += 1
+                column("ow", range(kw_n))
+                w.depth -= 1
+                w.line("}")
+            for ow in right:
+                border(ow)
+    return w.text()
+
+
+# -- GEMM schedules (pointwise, im2col) -----------------------------------------------
+
+def pack_weights(k, wt, group: int, mr: int):
+    """W[m][c][kh][kw] -> per group, per block of mr output channels, [tap][mr]; the
+    block of channels g*mg + m0.. starts at element (g*mg + m0) * taps."""
+    m_out = wt.shape[0]
+    mg = m_out // group
+    w3 = np.asarray(wt.const, np.float32).reshape(group, mg, -1)
+    blocks = [w3[g, m0:m0 + mr].T.ravel() for g in range(group) for m0 in range(0, mg, mr)]
+    packed = np.ascontiguousarray(np.concatenate(blocks))
+    name = k.graph.add_const(f"{wt.name}_packed{mr}", packed)
+    k.ins[1] = replace(wt, name=name, shape=packed.shape, const=packed)
+    return k.ins[1]
+
+
+def im2col_block(taps: int, positions: int) -> int:
+    """Output positions per im2col block: a multiple of 16 (the widest NR)."""
+    s = SCHEDULE
+    nb = max(s["im2col_cols"], s["im2col_max_bytes"] // (4 * taps) // 16 * 16)
+    return min(nb, ceil_div(positions, 16) * 16)
+
+
+def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
+    ah, aw = axes
+    y = k.out
+    w = CWriter()
+    n_batch, c_in, m_out = x.shape[0], x.shape[1], wt.shape[0]
+    cg, mg = c_in // group, m_out // group
+    kh_n, kw_n = wt.shape[2], wt.shape[3]
+    taps = cg * kh_n * kw_n
+    in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
+    mr = SCHEDULE["gemm_mr"]
+    pointwise = kh_n == kw_n == 1 and all(a.stride == 1 and a.pad_begin == a.pad_end == 0
+                                          for a in axes)
+    wp = pack_weights(k, wt, group, mr)
+    w.line(conv_comment(x, wt, y, axes, group))
+    if pointwise:
+        w.line(f"/* Schedule: pointwise GEMM, y[m][p] = sum_c w[m][c] x[c][p] over the {taps}"
+               f"\n * input channels; register blocks of {mr} output channels x MTVM_F32_NR"
+               f"\n * positions; weights packed [channel block][c][{mr}]. */")
+    else:
+        nb = im2col_block(taps, out_plane)
+        k.scratch_bytes = 4 * taps * nb
+        w.line(f"/* Schedule: im2col GEMM. Blocks of {nb} output positions are gathered into\n"
+               f" * scratch col[t][j], t = (c, kh, kw) ({taps} taps, 0 in the padding), then\n"
+               f" * register blocks of {mr} output channels x MTVM_F32_NR positions run the\n"
+               f" * micro-kernel over all taps; weights packed [channel block][t][{mr}]. */")
+        w.line("float* col = (float*)scratch;")
+    with w.loop("n", n_batch, "batch") as n, w.loop("g", group, "group") as g:
+        w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
+        p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=out_plane, taps=taps, wp=wp.c)
+        if pointwise:
+            blocks = _channel_blocks(mg, mr)
+            for m0, rows, count in blocks:
+                with w.loop("mb", count, f"blocks of {rows} output channels") as mb:
+                    m0e = lin((mb, rows), const=m0)
+                    w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
+                    w.line(f"for (int p = 0; p < {out_plane}; p += MTVM_F32_NR) {{"
+                           "  /* positions */")
+                    w.depth += 1
+                    w.line(f"const int np = {out_plane} - p < MTVM_F32_NR ? {out_plane} - p"
+                           " : MTVM_F32_NR;")
+                    w.line(f"float tile[{rows} * MTVM_F32_NR];")
+                    w.line(f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, {in_plane}, np, "
+                           "tile);")
+                    _store_tile(w, k, bias, p, rows, m0e, "p")
+                    w.depth -= 1
+                    w.line("}")
+            return w.text()
+        w.line(f"for (int p0 = 0; p0 < {out_plane}; p0 += {nb}) {{  /* blocks of positions */")
+        w.depth += 1
+        _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane)
+        for m0, rows, count in _channel_blocks(mg, mr):
+            with w.loop("mb", count, f"blocks of {rows} output channels") as mb:
+                m0e = lin((mb, rows), const=m0)
+                w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
+                w.line(f"for (int j = 0; j < {nb} && p0 + j < {out_plane}; "
+                       "j += MTVM_F32_NR) {")
+                w.depth += 1
+                w.line(f"const int np = {out_plane} - p0 - j < MTVM_F32_NR ? "
+                       f"{out_plane} - p0 - j : MTVM_F32_NR;")
+                w.line(f"float tile[{rows} * MTVM_F32_NR];")
+                w.line("/* full tiles: col holds zeros past the last position */")
+                w.line(f"{gemm_ukernel(k, rows)}({taps}, w_blk, col + j, {nb}, MTVM_F32_NR, "
+                       "tile);")
+                _store_tile(w, k, bias, p, rows, m0e, "p0 + j")
+                w.depth -= 1
+                w.line("}")
+        w.depth -= 1
+        w.line("}")
+    return w.text()
+
+
+def _channel_blocks(mg: int, mr: int):
+    """(first channel, rows, number of blocks): the full blocks of mr, then the rest."""
+    out = []
+    if mg // mr:
+        out.append((0, mr, mg // mr))
+    if mg % mr:
+        out.append((mg // mr * mr, mg % mr, 1))
+    return out
+
+
+def _store_tile(w, k, bias, p, rows, m0e, pos):
+    """Bias, fused epilogue and store of the rows x np tile at position `pos`."""
+    with w.loop("r", rows, "rows of the tile") as r:
+        m = lin((p["g"], p["mg"]), (m0e, 1), (r, 1))
+        w.line(f"const int m = {m};")
+        w.line(f"const int y_row = {lin((p['n'], p['m_out'] * p['out_plane']), ('m', p['out_plane']))}"
+               f" + {pos};")
+        if bias is not None:
+            w.line(f"const float b = {bias.c}[m];")
+        w.line("for (int q = 0; q < np; ++q) {")
+        w.depth += 1
+        w.line("const int y_idx = y_row + q;")
+        tile = "tile[q]" if r == 0 else f"tile[{r} * MTVM_F32_NR + q]"
+        w.line(f"float acc = {tile}{' + b' if bias is not None else ''};")
+        ep = k.epilogue("acc", "y_idx", "m")
+        if ep:
+            w.line(ep)
+        w.line("out0[y_idx] = acc;")
+        w.depth -= 1
+        w.line("}")
+
+
+def _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane):
+    """col[t * nb + j] = input value of tap t = (c, kh, kw) at output position p0 + j."""
+    taps = cg * kh_n * kw_n
+    w.line(f"/* im2col of positions p0..p0+{nb - 1}; past the last position: zeros */")
+    w.line(f"int oh = p0 / {aw.out}, ow = p0 % {aw.out};")
+    w.line(f"for (int j = 0; j < {nb}; ++j) {{")
+    w.depth += 1
+    w.line("float* col_j = col + j;")
+    w.line(f"if (p0 + j >= {out_plane}) {{")
+    w.line(f"    for (int t = 0; t < {taps}; ++t) col_j[t * {nb}] = 0.0f;")
+    w.line("    continue;")
+    w.line("}")
+    w.line(f"const int ih0 = {lin(('oh', ah.stride), const=-ah.pad_begin)}, "
+           f"iw0 = {lin(('ow', aw.stride), const=-aw.pad_begin)};")
+    with w.loop("c", cg, "input channel") as c:
+        w.line(f"const float* x_c = x_g + {lin((c, in_plane))};")
+        w.line(f"float* col_c = col_j + {lin((c, kh_n * kw_n * nb))};")
+        with w.loop("kh", kh_n, "kernel row") as kh:
+            ih = lin(("ih0", 1), (kh, ah.dilation))
+            clip = ah.clips_begin or ah.clips_end
+            if clip:
+                w.line(f"if ({_unsigned_lt(ih, ah.size)}) {{")
+                w.depth += 1
+            w.line(f"const float* x_row = x_c + {lin((ih, aw.size))};")
+            with w.loop("kw", kw_n, "kernel column") as kw:
+                iw = lin(("iw0", 1), (kw, aw.dilation))
+                dst = f"col_c[{lin((kh, kw_n * nb), (kw, nb))}]"
+                if aw.clips_begin or aw.clips_end:
+                    w.line(f"{dst} = {_unsigned_lt(iw, aw.size)} ? x_row[{iw}] : 0.0f;")
+                else:
+                    w.line(f"{dst} = x_row[{iw}];")
+            if clip:
+                w.depth -= 1
+                w.line("} else {  /* a padding row */")
+                w.depth += 1
+                with w.loop("kw", kw_n) as kw:
+                    w.line(f"col_c[{lin((kh, kw_n * nb), (kw, nb))}] = 0.0f;")
+                w.depth -= 1
+                w.line("}")
+    w.line(f"if (++ow == {aw.out}) {{ ow = 0; ++oh; }}")
+    w.depth -= 1
+    w.line("}")
