@@ -68,9 +68,10 @@ class CompiledModel:
                         "workspace_bytes": lk.kernel.scratch_bytes,
                         "live_bytes": self.plan.live_bytes[lk.step]
                         if lk.step < len(self.plan.live_bytes) else 0})
-        const_bytes = sum(g.tensors[name].nbytes for lk in self.kernels
-                          for _, b in lk.params if b is not None and b.const is not None
-                          for name in [b.name])
+        # Each constant is stored once however many kernels read it.
+        const_names = {b.name for lk in self.kernels for _, b in lk.params
+                       if b is not None and b.const is not None}
+        const_bytes = sum(g.tensors[name].nbytes for name in const_names)
         return {
             "format_version": FORMAT_VERSION,
             "generator": f"mtvm {__version__}",

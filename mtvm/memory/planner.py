@@ -116,7 +116,8 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
         t = g.tensors[name]
         if name in io or t.is_const:
             continue
-        ids[name] = planner.add_buffer(t.nbytes, f, last[name])
+        # A zero-size tensor still gets a (minimal) slot: its kernel gets a valid pointer.
+        ids[name] = planner.add_buffer(max(t.nbytes, 1), f, last[name])
     scratch_ids = {i: planner.add_buffer(b, i, i) for i, b in scratch_bytes.items() if b}
     offs = planner.offsets()
     plan.offsets = {name: offs[i] for name, i in ids.items()}

@@ -116,7 +116,7 @@ def need_const(graph, node, index: int, what: str):
     value = static_value(graph, node.inputs[index])
     if value is None:
         raise UnsupportedError(
-            f'node "{node.name}" ({node.op}): input {index} ({what}) must be a constant; '
+            f'input {index} ({what}) must be a constant; '
             f'it is computed at run time. Bind it with --bind {node.inputs[index]}=VALUE.npy')
     return value
 
