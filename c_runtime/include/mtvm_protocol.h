@@ -21,6 +21,7 @@
 #define MTVM_MSG_ECHO 0x07  /* bytes -> the same bytes */
 #define MTVM_MSG_RESET 0x08  /* u32 new_nonce -> (empty); clears tensors and the reply cache */
 #define MTVM_MSG_LOG 0x40  /* device -> host, unrequested: u8 level, UTF-8 text */
+#define MTVM_MSG_BUSY 0x41  /* device -> host, unrequested: request seq is executing (RUN/TIME/PROFILE) */
 
 /* Status codes: category << 8 | code. */
 #define MTVM_STATUS_OK 0x0000  /* success */

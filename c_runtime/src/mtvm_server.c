@@ -313,6 +313,14 @@ static uint16_t do_reset(mtvm_server_t* s, call_t* c)
 }
 
 /* -- dispatch ------------------------------------------------------------------ */
+/* Tells the host a long request is executing, so it waits instead of resending. */
+static void send_busy(mtvm_server_t* s, uint16_t seq)
+{
+    uint8_t head[MTVM_REPLY_HEADER_BYTES];
+    fill_header(s, head, MTVM_MSG_BUSY, seq, MTVM_STATUS_OK);
+    mtvm_frame_write(head, sizeof(head), NULL, 0);
+}
+
 static void send_reply(mtvm_server_t* s)
 {
     mtvm_frame_write(s->reply, s->reply_bytes, NULL, 0);
@@ -347,6 +355,10 @@ static void handle_packet(mtvm_server_t* s, uint32_t length, int too_large)
     } else if (p[1] != MTVM_PROTOCOL_VERSION) {
         status = MTVM_STATUS_BAD_VERSION;
     } else {
+        if (type == MTVM_MSG_RUN || type == MTVM_MSG_TIME
+            || (type == MTVM_MSG_PROFILE && c.in_bytes == 3 && c.in[0])) {
+            send_busy(s, seq);
+        }
         switch (type) {
         case MTVM_MSG_INFO: status = do_info(s, &c); break;
         case MTVM_MSG_WRITE_INPUT: status = do_write_input(s, &c); break;

@@ -98,7 +98,7 @@ class Session:
         self._kernels = None
         self._need_sync = True
         self._run_seconds: float | None = None
-        self.stats = {"requests": 0, "resends": 0, "bad_packets": 0, "stale": 0}
+        self.stats = {"requests": 0, "resends": 0, "bad_packets": 0, "stale": 0, "busy": 0}
         self.executor = Executor(self)
         if connect:
             self.connect()
@@ -187,19 +187,22 @@ class Session:
     def max_packet_bytes(self) -> int:
         return self._info.max_packet_bytes if self._info else P.MIN_PACKET_BYTES
 
-    def request(self, msg: int, body: bytes = b"", timeout: float | None = None) -> bytes:
+    def request(self, msg: int, body: bytes = b"", timeout: float | None = None,
+                busy_wait: float | None = None) -> bytes:
         """Sends one request (retrying as needed); returns the reply body.
-        Raises DeviceError on an error status, DeviceReset, SessionTimeout."""
+        timeout: wait per attempt; busy_wait: how long to wait once the device
+        said BUSY (it is executing the request). Raises DeviceError on an
+        error status, DeviceReset, SessionTimeout."""
         if self._need_sync:
             self.connect()
-        return self._request(msg, body, timeout=timeout)
+        return self._request(msg, body, timeout=timeout, busy_wait=busy_wait)
 
     def _next_seq(self) -> int:
         self.seq = self.seq % 0xFFFF + 1          # 1..65535, never 0 (LOG uses 0)
         return self.seq
 
     def _request(self, msg, body: bytes, timeout: float | None = None,
-                 check_nonce: bool = True) -> bytes:
+                 check_nonce: bool = True, busy_wait: float | None = None) -> bytes:
         seq = self._next_seq()
         payload = P.pack_request(msg, seq, body)
         if self._info is not None and len(payload) > self._info.max_packet_bytes:
@@ -217,7 +220,8 @@ class Session:
             if wire_log.isEnabledFor(logging.DEBUG):
                 wire_log.debug("tx %s", wire.hex(" "))
             self.transport.write(wire)
-            reply = self._wait(msg, seq, time.monotonic() + timeout, check_nonce, timeout)
+            reply = self._wait(msg, seq, time.monotonic() + timeout, check_nonce, timeout,
+                               busy_wait)
             if reply is None:
                 continue
             status, rbody = reply
@@ -230,10 +234,11 @@ class Session:
             f"{self.retries + 1} attempts in {time.monotonic() - t0:.1f} s "
             f"(timeout {timeout:g} s each); is the device running and the port right?")
 
-    def _wait(self, msg, seq, deadline, check_nonce, quiet=None):
-        """The (status, body) of the reply to seq, or None to resend. While a
-        packet is arriving (slow links, big replies) the deadline moves to
-        `quiet` seconds after the last byte, up to MAX_STRETCH seconds."""
+    def _wait(self, msg, seq, deadline, check_nonce, quiet=None, busy_wait=None):
+        """The (status, body) of the reply to seq, or None to resend. While
+        bytes are arriving (slow links, big replies) the deadline moves to
+        `quiet` seconds after the last byte, up to MAX_STRETCH seconds; a BUSY
+        for seq moves it busy_wait seconds ahead."""
         want = int(msg) | P.REPLY_FLAG
         limit = deadline + self.MAX_STRETCH
         while True:
@@ -270,6 +275,11 @@ class Session:
                         f"expected {self.nonce:#010x}); inputs written before are lost")
                 if rtype == P.MsgType.LOG:
                     self._device_log(rbody)
+                elif rtype == P.MsgType.BUSY:
+                    if rseq == seq and busy_wait is not None:
+                        self.stats["busy"] += 1
+                        deadline = time.monotonic() + busy_wait
+                        limit = deadline + self.MAX_STRETCH
                 elif rtype == want and rseq == seq and result is None:
                     result = (status, rbody)
                 else:
@@ -289,7 +299,16 @@ class Session:
 
     # -- model runs (used by the Executor) ------------------------------------------
     def run_wait(self, number: int = 1) -> float:
-        """Seconds to wait for a reply to a request that runs the model number times."""
+        """Seconds to wait, after the device said BUSY, for a request that runs
+        the model `number` times: run_timeout until a run was measured, then
+        4x the expected time plus timeout."""
         if self._run_seconds is None:
             return max(self.run_timeout, self.timeout)
         return max(self.timeout, 4 * self._run_seconds * number + self.timeout)
+
+    def attempt_wait(self, number: int = 1) -> float:
+        """Wait per attempt for a model-running request before its BUSY arrives
+        (a lost BUSY must not make a long run look like a dead device)."""
+        if self._run_seconds is None:
+            return self.timeout
+        return max(self.timeout, 2 * self._run_seconds * number + self.timeout)

@@ -202,7 +202,8 @@ class Executor:
 
     def run_only(self) -> int:
         """RUN on the device's current inputs; returns the run's ticks."""
-        body = self.sess.request(P.MsgType.RUN, timeout=self.sess.run_wait(1))
+        body = self.sess.request(P.MsgType.RUN, timeout=self.sess.attempt_wait(1),
+                                 busy_wait=self.sess.run_wait(1))
         ticks, _status = struct.unpack_from("<Qi", body)
         self.last_run_ticks = ticks
         tps = self.sess.info().ticks_per_second
@@ -213,7 +214,8 @@ class Executor:
     def time(self, number: int = 1) -> float:
         """Seconds per inference, device-timed over `number` back-to-back runs."""
         body = self.sess.request(P.MsgType.TIME, struct.pack("<I", number),
-                                 timeout=self.sess.run_wait(number))
+                                 timeout=self.sess.attempt_wait(number),
+                                 busy_wait=self.sess.run_wait(number))
         n, total, _status = struct.unpack_from("<IQi", body)
         tps = self.sess.info().ticks_per_second
         per = total / n / tps
@@ -238,7 +240,8 @@ class Executor:
         while total is None or start < total:
             body = self.sess.request(P.MsgType.PROFILE,
                                      struct.pack("<BH", 1 if start == 0 else 0, start),
-                                     timeout=self.sess.run_wait(1) if start == 0 else None)
+                                     timeout=self.sess.attempt_wait(1) if start == 0 else None,
+                                     busy_wait=self.sess.run_wait(1))
             total, s0, count = struct.unpack_from("<HHH", body)
             ticks += list(struct.unpack_from(f"<{count}Q", body, 6))
             start = s0 + count

@@ -17,6 +17,7 @@ RUNTIME_VERSION = "0.1.0"
 #   request: u8 type, u8 version, u16 seq
 #   reply:   u8 type | REPLY_FLAG, u8 version, u16 seq, u32 boot_nonce, u16 status
 #   log:     same header as a reply, type LOG, seq 0, status OK; body u8 level + text
+#   busy:    same header as a reply, type BUSY, the executing request's seq, status OK
 REQUEST_HEADER_BYTES = 4
 REPLY_HEADER_BYTES = 10
 REPLY_FLAG = 0x80
@@ -34,6 +35,7 @@ MESSAGES = {
     "ECHO": (0x07, "bytes -> the same bytes"),
     "RESET": (0x08, "u32 new_nonce -> (empty); clears tensors and the reply cache"),
     "LOG": (0x40, "device -> host, unrequested: u8 level, UTF-8 text"),
+    "BUSY": (0x41, "device -> host, unrequested: request seq is executing (RUN/TIME/PROFILE)"),
 }
 
 # name: (category, code, message)

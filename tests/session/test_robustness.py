@@ -28,10 +28,33 @@ def once(fault):
     state = {"done": False}
 
     def f(b):
-        if state["done"]:
+        if state["done"] or not b:
             return b
         state["done"] = True
         return fault(b)
+    return f
+
+
+def corrupt_packet(n, offset=8):
+    """An rx filter flipping one byte of the n-th packet (1-based) on the wire."""
+    state = {"pos": 0, "starts": [], "prev": 0, "done": False}
+
+    def f(b):
+        if state["done"] or not b:
+            return b
+        out = bytearray(b)
+        base = state["pos"]
+        for i, c in enumerate(b):
+            if state["prev"] == 0xFF and c == 0xFD:
+                state["starts"].append(base + i - 1)
+            state["prev"] = -1 if (state["prev"] == 0xFF and c == 0xFF) else c
+        if len(state["starts"]) >= n:
+            target = state["starts"][n - 1] + offset
+            if base <= target < base + len(b):
+                out[target - base] ^= 0x10
+                state["done"] = True
+        state["pos"] += len(b)
+        return bytes(out)
     return f
 
 
@@ -67,7 +90,7 @@ def test_corrupted_request_crc_is_retried(sess, link):
 def test_corrupted_reply_is_retried_and_answered_from_cache(sess, link):
     x, ref = reference()
     sess.executor.set_input(0, x)
-    link.rx = once(lambda b: b[:8] + bytes([b[8] ^ 0x10]) + b[9:])   # in the RUN reply
+    link.rx = corrupt_packet(2)                          # BUSY passes, the RUN reply not
     ticks = sess.executor.run_only()
     assert sess.stats["resends"] >= 1
     # the device answered the retry from its cache: one execution, one tick count
@@ -186,3 +209,61 @@ def test_wrong_seq_replies_are_ignored(sess, link):
     stale = pack_request(MsgType.ECHO, (sess.seq + 2) % 0xFFFF + 1, b"old")
     link.inner.write(encode(stale))                      # a reply the client did not ask for
     assert sess.echo(b"new") == b"new"
+
+
+class HoldAfterBusy:
+    """Passes bytes up to the end of the first BUSY packet, then holds the rest
+    for `seconds`: a device whose run takes that long."""
+
+    def __init__(self, seconds):
+        self.seconds, self.buf, self.release = seconds, b"", None
+
+    def __call__(self, b):
+        if self.release is None:
+            self.buf += b
+            busy = encode_busy_marker(self.buf)
+            if busy is None:
+                return b"" if self.buf else b
+            out, self.buf = self.buf[:busy], self.buf[busy:]
+            self.release = time.monotonic() + self.seconds
+            return out
+        self.buf += b
+        if time.monotonic() >= self.release:
+            out, self.buf = self.buf, b""
+            return out
+        return b""
+
+
+def encode_busy_marker(buf):
+    """End offset of the first complete BUSY packet in buf, or None."""
+    u = Unframer()
+    for i in range(len(buf)):
+        for ev, p in u.feed(buf[i:i + 1]):
+            r = unpack_reply(p) if ev == PACKET else None
+            if r and r[0] == MsgType.BUSY:
+                return i + 1
+    return None
+
+
+def test_long_run_waits_on_busy_instead_of_timing_out(link):
+    sess = mtvm.Session(link, **FAST)                   # 0.25 s x 4 attempts
+    x, ref = reference()
+    sess.executor.set_input(0, x)
+    link.rx = HoldAfterBusy(1.5)
+    t0 = time.monotonic()
+    sess.executor.run_only()
+    assert time.monotonic() - t0 >= 1.5
+    assert sess.stats["busy"] == 1 and sess.stats["resends"] == 0
+    link.rx = lambda b: b
+    np.testing.assert_allclose(sess.executor.get_output(0), ref, atol=1e-5)
+
+
+def test_device_that_stops_before_a_run_times_out_quickly(sess, link):
+    x, _ = reference()
+    sess.executor.set_input(0, x)
+    link.pause()
+    t0 = time.monotonic()
+    with pytest.raises(SessionTimeout, match="RUN"):
+        sess.executor.run_only()                         # no BUSY: not the 60 s run wait
+    assert time.monotonic() - t0 < 5 * FAST["timeout"] + 1
+    link.resume()
