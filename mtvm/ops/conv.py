@@ -596,7 +596,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
                f" * register blocks of {mr} output channels x MTVM_F32_NR positions run the\n"
                f" * micro-kernel over all taps; weights packed [channel block][t][{mr}]. */")
         w.line("float* col = (float*)scratch;")
-    with w.loop("n", n_batch, "batch") as n, w.loop("g", group, "group") as g:
+    for n, g in _batch_group_loops(w, n_batch, group):
         w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
         p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=out_plane, taps=taps, wp=wp.c)
         if pointwise:
@@ -616,7 +616,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
                     _store_tile(w, k, bias, p, rows, m0e, "p")
                     w.depth -= 1
                     w.line("}")
-            return w.text()
+            continue
         w.line(f"for (int p0 = 0; p0 < {out_plane}; p0 += {nb}) {{  /* blocks of positions */")
         w.depth += 1
         _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane)
@@ -639,6 +639,12 @@ def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
         w.depth -= 1
         w.line("}")
     return w.text()
+
+
+def _batch_group_loops(w, n_batch: int, group: int):
+    """Yields once, inside the batch and group loops, their variables."""
+    with w.loop("n", n_batch, "batch") as n, w.loop("g", group, "group") as g:
+        yield n, g
 
 
 def _channel_blocks(mg: int, mr: int):

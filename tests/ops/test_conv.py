@@ -68,6 +68,27 @@ CASES = [
      True, True),
     ("3d_depthwise_dilation", (1, 2, 5, 5, 5), (2, 1, 2, 2, 2),
      {"group": 2, "dilations": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0]}, False, False),
+    # The float schedules (mtvm/ops/conv.py SCHEDULE): pointwise GEMM with full and
+    # partial tiles and a channel remainder, im2col GEMM with padding/stride/dilation/
+    # groups, depthwise with border columns, rows from the zero row, strides.
+    ("sched_pointwise", (1, 8, 5, 5), (16, 8, 1, 1), {}, True, True),
+    ("sched_pointwise_rows_left", (2, 12, 7, 3), (10, 12, 1, 1), {}, False, True),
+    ("sched_im2col_s2_pad", (1, 3, 9, 9), (10, 3, 3, 3),
+     {"strides": [2, 2], "pads": [1, 1, 1, 1]}, True, True),
+    ("sched_im2col_dilation_asym", (2, 4, 11, 5), (9, 4, 3, 2),
+     {"pads": [2, 1, 0, 1], "dilations": [2, 1]}, True, True),
+    ("sched_im2col_1x1_s2", (1, 16, 6, 6), (32, 16, 1, 1), {"strides": [2, 2]}, True, True),
+    ("sched_im2col_group2", (1, 4, 6, 6), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]},
+     False, True),
+    ("sched_depthwise", (1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, True,
+     True),
+    ("sched_depthwise_s2", (1, 6, 9, 9), (6, 1, 3, 3),
+     {"group": 6, "pads": [1, 1, 1, 1], "strides": [2, 2]}, True, True),
+    ("sched_depthwise_valid", (1, 20, 7, 3), (20, 1, 3, 3), {"group": 20}, False, True),
+    ("sched_depthwise_3x3_out", (1, 8, 3, 3), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]},
+     True, True),
+    ("sched_depthwise_5x5_dilated", (1, 5, 12, 12), (5, 1, 5, 5),
+     {"group": 5, "pads": [4, 2, 4, 2], "dilations": [2, 1]}, True, True),
 ]
 
 
@@ -95,6 +116,26 @@ def test_conv_float64():
     m = make_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1], "strides": [2, 1]},
                    consts={"w": w, "b": b})
     check_model(m, {"x": x})
+
+
+@pytest.mark.parametrize("name,x_shape,w_shape,attrs,schedule", [
+    ("pointwise", (1, 8, 5, 5), (16, 8, 1, 1), {}, "pointwise GEMM"),
+    ("im2col", (1, 3, 9, 9), (10, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "im2col GEMM"),
+    ("depthwise", (1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, "depthwise"),
+    ("direct", (1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, None),
+])
+def test_conv_schedule_choice_and_native_build(name, x_shape, w_shape, attrs, schedule):
+    """Each schedule is chosen where it applies and is right when built with the
+    host's SIMD (cc -O3 -march=native: the AVX2 micro-kernel on x86)."""
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
+    x, w = randn(*x_shape), randn(*w_shape)
+    m = make_model("Conv", {"x": x}, attrs, consts={"w": w, "b": randn(w_shape[0])})
+    lib = mtvm.compile(m)
+    src = kernel_source(lib)
+    assert (f"Schedule: {schedule}" in src) if schedule else ("Schedule:" not in src)
+    got = HostModule(lib, opt="-O3", extra=["-march=native"]).run({"x": x})
+    assert_close(list(got.values())[0], reference_outputs(m, {"x": x})[0])
 
 
 def test_conv_weights_as_runtime_input():
