@@ -2,7 +2,7 @@
 codes and header layout. It is the single definition: `mtvm.session.protocol`
 builds the Python enums from it, and
 
-    python -m mtvm.session.protocol --write-header
+    python -m mtvm.session.gen_header
 
 generates c_runtime/include/mtvm_protocol.h from it (a test checks that the
 checked-in header is up to date). Edit here, regenerate, commit both.

@@ -32,7 +32,7 @@ def test_protocol_header_is_generated_from_the_table():
     with open(protocol.HEADER_PATH) as f:
         assert f.read() == protocol.render_c_header(), (
             "c_runtime/include/mtvm_protocol.h is stale: run "
-            "`python -m mtvm.session.protocol --write-header`")
+            "`python -m mtvm.session.gen_header`")
 
 
 def test_status_codes_are_category_and_code():
