@@ -111,8 +111,13 @@ class Session:
         body = self._request(P.MsgType.INFO, struct.pack("<HI", 0, token), check_nonce=False)
         self.nonce = token
         self._need_sync = False
-        self._info = self._parse_summary(body)
-        info = self._info
+        info = self._parse_summary(body)
+        if info.protocol_version != P.PROTOCOL_VERSION:
+            self._need_sync = True
+            raise SessionError(f"the device on {self.transport.name} speaks mtvm protocol "
+                               f"{info.protocol_version}, this mtvm speaks "
+                               f"{P.PROTOCOL_VERSION}: regenerate and rebuild its project")
+        self._info = info
         for i in range(sum(info._counts)):
             t = self._parse_tensor(self.request(P.MsgType.INFO, struct.pack("<H", 1 + i)))
             (info.outputs if t.is_output else info.inputs).append(t)
