@@ -356,7 +356,8 @@ static void handle_packet(mtvm_server_t* s, uint32_t length, int too_large)
         status = MTVM_STATUS_BAD_VERSION;
     } else {
         if (type == MTVM_MSG_RUN || type == MTVM_MSG_TIME
-            || (type == MTVM_MSG_PROFILE && c.in_bytes == 3 && c.in[0])) {
+            || (type == MTVM_MSG_PROFILE && c.in_bytes == 3 && c.in[0]
+                && s->model->profile_ticks)) {
             send_busy(s, seq);
         }
         switch (type) {

@@ -136,3 +136,19 @@ int main(void) {{
     assert ulps.max() <= 1, (vals[ulps.argmax()], lines[ulps.argmax()])
     assert (ulps == 0).mean() > 0.99
     assert lines[len(vals):] == ["-9223372036854775808", "18446744073709551615", "3.33333"]
+
+
+@pytest.mark.parametrize("max_packet", [64, 512])
+def test_server_in_c(tmp_path, max_packet):
+    """test_server.c: replay, BUSY, paging, errors, profiling-build timing, in-process."""
+    exe = tmp_path / "test_server"
+    srcs = [os.path.join(RT, "src", f) for f in ("mtvm_server.c", "mtvm_framing.c",
+                                                 "mtvm_model.c")]
+    p = subprocess.run(["gcc", "-std=c99", "-Wall", "-Wextra", "-Werror", "-g",
+                        "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                        f"-DMTVM_MAX_PACKET_BYTES={max_packet}", "-I",
+                        os.path.join(RT, "include"), os.path.join(HERE, "test_server.c")]
+                       + srcs + ["-o", str(exe)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert p.returncode == 0 and " 0 failures" in p.stdout, p.stdout + p.stderr
