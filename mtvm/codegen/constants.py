@@ -37,7 +37,8 @@ def definition(sym: str, arr: np.ndarray, origin: str) -> str:
     if arr.dtype.name in ("float16", "bfloat16"):
         arr = arr.view(np.uint16)     # half types are stored as their bits
     head = f"/* {origin}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
-    if arr.size <= READABLE_MAX:
+    finite = arr.dtype.kind != "f" or bool(np.isfinite(arr).all())
+    if arr.size <= READABLE_MAX and finite:   # inf/nan literals would need math.h
         vals = ", ".join(c_literal(v, arr.dtype) for v in arr.ravel().tolist()) or "0"
         return head + f"{{ .data = {{ {vals} }} }};\n"
     return head + "{\n    " + _byte_string(arr.astype(arr.dtype.newbyteorder("<")).tobytes()) \
