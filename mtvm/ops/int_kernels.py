@@ -53,7 +53,19 @@ static inline int64_t mtvm_round_shift(int64_t v, int32_t n)
  * [2^30, 2^31), shift in [-31, 30]; the result saturates to int32. */
 static inline int32_t mtvm_requantize(int32_t acc, int32_t mult, int32_t shift)
 {
-    int64_t r = mtvm_round_shift((int64_t)acc * mult, 31 - shift);
+    int64_t prod = (int64_t)acc * mult;
+    if (shift < 0) {
+        /* Shift by n = 31 - shift >= 32 on the high word (|hi| < 2^30), with
+         * the low word deciding ties: the same result in 32-bit arithmetic. */
+        int32_t hi = (int32_t)(prod >> 32);
+        uint32_t lo = (uint32_t)prod;
+        int32_t m = -1 - shift;                                   /* n - 32 */
+        if (m == 0) {
+            return hi + ((lo > 0x80000000u || (lo == 0x80000000u && (hi & 1))) ? 1 : 0);
+        }
+        return (hi + (1 << (m - 1)) - ((((hi >> m) & 1) == 0 && lo == 0) ? 1 : 0)) >> m;
+    }
+    int64_t r = mtvm_round_shift(prod, 31 - shift);
     return r > INT32_MAX ? INT32_MAX : (r < INT32_MIN ? INT32_MIN : (int32_t)r);
 }"""
 
@@ -108,34 +120,81 @@ def finish(acc, mult, shift, y_zp, act_min, act_max, dtype):
 _EXT = {"int8": ("int8_t", "s8", "__sxtb16"), "uint8": ("uint8_t", "u8", "__uxtb16")}
 
 
-def dot_helper(k, a_dtype, b_dtype) -> str:
-    """Declare and name the int32 dot product of an a_dtype and a b_dtype vector."""
+def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
+    """Declare and name the int32 dot product of an a_dtype vector with `rows`
+    (1 or 4) b_dtype vectors; the 4-row form loads and widens `a` once for four
+    output channels (CMSIS-NN's 1x4 blocking)."""
     ta, na, xa = _EXT[np.dtype(a_dtype).name]
     tb, nb, xb = _EXT[np.dtype(b_dtype).name]
-    name = f"mtvm_dot_{na}_{nb}"
     k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-    code = f"""/* sum of a[i] * b[i], i < n ({ta} x {tb}, int32 accumulation). The DSP path
- * widens four bytes into two pairs of 16-bit lanes and multiply-accumulates
- * each pair with one SMLAD; the sum is the same exact integer either way. */
+    k.helper("mtvm_ror8", ROR8_C)
+    name = f"mtvm_dot_{na}_{nb}"
+    k.helper(name, f"""/* sum of a[i] * b[i], i < n ({ta} x {tb}, int32 accumulation). The DSP path
+ * widens four bytes into two pairs of 16-bit lanes (SXTB16, SXTB16 ROR #8) and
+ * multiply-accumulates each pair with one SMLAD; the sum is the same exact
+ * integer either way. */
 static inline int32_t {name}(const {ta}* a, const {tb}* b, int32_t n)
 {{
     int32_t acc = 0;
 #if defined(__ARM_FEATURE_DSP)
     for (; n >= 4; n -= 4, a += 4, b += 4) {{
-        int32_t a4, b4;
+        uint32_t a4, b4;
         memcpy(&a4, a, 4);
         memcpy(&b4, b, 4);
-        acc = __smlad({xa}(a4), {xb}(b4), acc);                 /* lanes 0 and 2 */
-        acc = __smlad({xa}((int32_t)((uint32_t)a4 >> 8)),
-                      {xb}((int32_t)((uint32_t)b4 >> 8)), acc);  /* lanes 1 and 3 */
+        acc = __smlad({xa}((int32_t)a4), {xb}((int32_t)b4), acc);            /* lanes 0, 2 */
+        acc = __smlad({xa}((int32_t)mtvm_ror8(a4)), {xb}((int32_t)mtvm_ror8(b4)), acc);  /* 1, 3 */
     }}
 #endif
     for (; n > 0; --n, ++a, ++b) {{
         acc += (int32_t)*a * (int32_t)*b;
     }}
     return acc;
-}}"""
-    return k.helper(name, code)
+}}""")
+    if rows == 1:
+        return name
+    name4 = f"mtvm_dot4_{na}_{nb}"
+    return k.helper(name4, f"""/* acc[r] += sum of a[i] * b[r * stride + i], i < n, for the four rows r < 4. */
+static inline void {name4}(const {ta}* a, const {tb}* b, int32_t stride, int32_t n,
+                              int32_t acc[4])
+{{
+    const {tb}* b0 = b;
+    const {tb}* b1 = b + stride;
+    const {tb}* b2 = b + 2 * stride;
+    const {tb}* b3 = b + 3 * stride;
+    int32_t s0 = acc[0], s1 = acc[1], s2 = acc[2], s3 = acc[3];
+#if defined(__ARM_FEATURE_DSP)
+    for (; n >= 4; n -= 4, a += 4, b0 += 4, b1 += 4, b2 += 4, b3 += 4) {{
+        uint32_t a4, w;
+        int32_t lo, hi;
+        memcpy(&a4, a, 4);
+        lo = {xa}((int32_t)a4);                    /* lanes 0, 2 */
+        hi = {xa}((int32_t)mtvm_ror8(a4));         /* lanes 1, 3 */
+        memcpy(&w, b0, 4);
+        s0 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s0));
+        memcpy(&w, b1, 4);
+        s1 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s1));
+        memcpy(&w, b2, 4);
+        s2 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s2));
+        memcpy(&w, b3, 4);
+        s3 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s3));
+    }}
+#endif
+    for (; n > 0; --n, ++a, ++b0, ++b1, ++b2, ++b3) {{
+        int32_t x = *a;
+        s0 += x * (int32_t)*b0;
+        s1 += x * (int32_t)*b1;
+        s2 += x * (int32_t)*b2;
+        s3 += x * (int32_t)*b3;
+    }}
+    acc[0] = s0; acc[1] = s1; acc[2] = s2; acc[3] = s3;
+}}""")
+
+
+ROR8_C = r"""/* x rotated right by 8 bits (folds into SXTB16's ROR #8 operand). */
+static inline uint32_t mtvm_ror8(uint32_t x)
+{
+    return (x >> 8) | (x << 24);
+}"""
 
 
 def requantize_helper(k) -> str:
@@ -230,16 +289,58 @@ def conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp=None):
     return acc, (oh, ow)
 
 
+def dense_lines(k, x, w, bias, mult, shift, w_zp, *, a: str, o_begin: str, o_end: str, kk: int,
+                count: int, y_zp: int, act_min: int, act_max: int, dst,
+                xsum: str | None) -> list[str]:
+    """C lines: for o in [o_begin, o_end): dst(o) = requantized bias[o] + dot(a, w[o]),
+    four output channels at a time (one pass over `a` for four weight rows)."""
+    dot1 = dot_helper(k, x.dtype, w.dtype) if count % 4 else None
+    dot4 = dot_helper(k, x.dtype, w.dtype, rows=4) if count >= 4 else None
+    zw = (lambda ch: f" - {per_channel(w_zp, ch)} * {xsum}") if w_zp is not None else \
+        (lambda ch: "")
+    if mult is None:
+        def store(acc, ch):
+            return [f"{dst(ch)} = {acc};"]
+    else:
+        def store(acc, ch):
+            return store_lines(k, acc, y_zp, act_min, act_max, mult, shift, ch, dst(ch))
+    lines = [f"size_t o = {o_begin};"]
+    if count >= 4:
+        lines += [f"for (; o + 4 <= {o_end}; o += 4) {{",
+                  f"    int32_t acc4[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o + 2], "
+                  f"{bias.c}[o + 3] }};",
+                  f"    {dot4}({a}, {w.c} + o * {kk}, {kk}, {kk}, acc4);",
+                  "    for (size_t r = 0; r < 4; ++r) {",
+                  f"        int32_t acc = acc4[r]{zw('o + r')};"]
+        lines += _indent(store("acc", "o + r"), 2)
+        lines += ["    }", "}"]
+    if count % 4:
+        lines += [f"for (; o < {o_end}; ++o) {{",
+                  f"    int32_t acc = {bias.c}[o] + {dot1}({a}, {w.c} + o * {kk}, {kk})"
+                  f"{zw('o')};"]
+        lines += _indent(store("acc", "o"))
+        lines.append("}")
+    return lines
+
+
 @register("QConv", domain=DOMAIN)
 class QConv(IntOp):
-    """inputs: x, w [OC, C/group, (KH,) KW], bias int32 [OC] (zero-point corrections
-    included), mult [OC|1], shift [OC|1], w_zp [OC] (optional, when weights are
-    asymmetric). Without mult/shift ("" inputs) the output is the int32
-    accumulator (ConvInteger)."""
+    """inputs: x, w [OC, C/group, (KH,) KW], bias int32 [OC], mult [OC|1], shift [OC|1],
+    w_zp [OC] (optional, when weights are asymmetric). With folded=1 the bias
+    holds the zero-point corrections (b - zx*sum(w) + K*zx*zw) and the kernel
+    sums xpad*w over all taps (padding = zx) minus zw*sum(xpad); with folded=0
+    (depthwise) it sums (x - zx)(w - zw) over the taps inside the input.
+    Without mult/shift ("" inputs) the output is the int32 accumulator (ConvInteger)."""
 
     def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, strides, pads,
-                  dilations, group=1, x_zp=0, y_zp=0, act_min=-128, act_max=127):
-        acc, (oh, ow) = conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp)
+                  dilations, group=1, x_zp=0, y_zp=0, act_min=-128, act_max=127, folded=1):
+        if folded:
+            acc, (oh, ow) = conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp)
+        else:
+            wz = 0 if w_zp is None else np.asarray(w_zp, np.int64).reshape(
+                (-1,) + (1,) * (w.ndim - 1))
+            acc, (oh, ow) = conv_acc(x.astype(np.int64) - x_zp, w.astype(np.int64) - wz, 0,
+                                     strides, pads, dilations, group)
         acc = acc + np.asarray(bias, np.int64).reshape(1, -1, 1)
         shape = (x.shape[0], w.shape[0]) + ((oh, ow) if x.ndim == 4 else (ow,))
         if mult is None:
@@ -254,7 +355,7 @@ class QConv(IntOp):
         return outputs[0].size * int(np.prod(w.shape[1:]))
 
     def emit(self, k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
-             act_max=127):
+             act_max=127, folded=1):
         x, w, bias = k.ins[0], k.ins[1], k.ins[2]
         mult, shift = (k.ins + [None] * 6)[3:5]
         w_zp = (k.ins + [None] * 6)[5]
@@ -264,7 +365,6 @@ class QConv(IntOp):
             x.shape, w.shape, strides, pads, dilations)
         cg, mg = c // group, oc // group
         kk = cg * kh * kw
-        out = k.out
         if mult is None:
             def store(acc, ch, dst):
                 return [f"{dst} = {acc};"]
@@ -272,51 +372,21 @@ class QConv(IntOp):
             def store(acc, ch, dst):
                 return store_lines(k, acc, y_zp, act_min, act_max, mult, shift, ch, dst)
         zx = c_literal(x_zp, np.int32)
-
-        def tap_index(ci):
-            return f"(({ci}) * {h} + (size_t)ih) * {wd} + (size_t)iw"
-
-        lines = [f"/* {x.c}: input, {w.c}: weights [{oc}][{cg}][{kh}][{kw}], {bias.c}: int32 bias "
-                 "(zero-point terms folded in)"
+        lines = [f"/* {x.c}: input, {w.c}: weights [{oc}][{cg}][{kh}][{kw}], {bias.c}: int32 bias"
+                 + (" (zero-point terms folded in)" if folded else "")
                  + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
                     if mult is not None and mult.size > 1 else "")
                  + (f", {w_zp.c}: weight zero points" if w_zp is not None and w_zp.size > 1
                     else "") + " */"]
-        if cg == 1 and kk <= 64:
-            # Depthwise (one input channel per group): taps read directly.
-            zw = f" - {per_channel(w_zp, 'o')} * xsum" if w_zp is not None else ""
-            lines += [f"/* depthwise: output channel o reads input channel o / {mg} */",
-                      f"for (size_t b = 0; b < {n}; ++b) {{",
-                      f"    for (size_t o = 0; o < {oc}; ++o) {{",
-                      f"        const {x.ctype}* xc = {x.c} + (b * {c} + o / {mg}) * {h * wd};",
-                      f"        const {w.ctype}* wo = {w.c} + o * {kh * kw};",
-                      f"        for (int32_t oy = 0; oy < {oh}; ++oy) {{",
-                      f"            for (int32_t ox = 0; ox < {ow}; ++ox) {{",
-                      "                int32_t acc = 0;"]
-            if w_zp is not None:
-                lines.append("                int32_t xsum = 0;")
-            lines += [f"                for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                      f"                    int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
-                      f"                    for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                      f"                        int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
-                      f"                        int32_t xv = (ih >= 0 && ih < {h} && iw >= 0 && "
-                      f"iw < {wd}) ?",
-                      f"                            (int32_t)xc[(size_t)ih * {wd} + (size_t)iw]"
-                      f" : {zx};",
-                      f"                        acc += xv * (int32_t)wo[ky * {kw} + kx];"]
-            if w_zp is not None:
-                lines.append("                        xsum += xv;")
-            lines += ["                    }", "                }",
-                      f"                acc += {bias.c}[o]{zw};"]
-            lines += _indent(store("acc", "o",
-                                   f"out0[(b * {oc} + o) * {oh * ow} + (size_t)oy * {ow} + "
-                                   "(size_t)ox]"), 4)
-            lines += ["            }", "        }", "    }", "}"]
+        out_at = f"out0[(b * {oc} + o) * {oh * ow} + (size_t)oy * {ow} + (size_t)ox]"
+        if not folded:
+            lines += self._depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw,
+                                     oh, ow, sh, sw, ph, pw, dh, dw, x_zp,
+                                     pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]])
             return "\n".join(lines)
 
         # General: gather each receptive field (im2col, padding = zx) into scratch,
-        # then one dot product per output channel of the group.
-        dot = dot_helper(k, x.dtype, w.dtype)
+        # then the dot products of the group's output channels, four at a time.
         k.scratch_bytes = kk * x.dtype.itemsize
         lines += [f"{x.ctype}* col = ({x.ctype}*)scratch;  /* {kk} = {cg} x {kh} x {kw} taps */",
                   f"for (size_t b = 0; b < {n}; ++b) {{",
@@ -332,21 +402,75 @@ class QConv(IntOp):
                   f"                            int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
                   f"                            *t++ = (ih >= 0 && ih < {h} && iw >= 0 && "
                   f"iw < {wd}) ?",
-                  f"                                xg[{tap_index('ci')}] : ({x.ctype}){zx};",
+                  f"                                xg[(ci * {h} + (size_t)ih) * {wd} + "
+                  f"(size_t)iw] : ({x.ctype}){zx};",
                   "                        }", "                    }", "                }"]
-        zw = ""
+        xsum = None
         if w_zp is not None:
+            xsum = "xsum"
             lines += ["                int32_t xsum = 0;",
                       f"                for (size_t i = 0; i < {kk}; ++i) xsum += col[i];"]
-            zw = f" - {per_channel(w_zp, 'o')} * xsum"
-        lines += [f"                for (size_t o = g * {mg}; o < (g + 1) * {mg}; ++o) {{",
-                  f"                    int32_t acc = {bias.c}[o] + "
-                  f"{dot}(col, {w.c} + o * {kk}, {kk}){zw};"]
-        lines += _indent(store("acc", "o", f"out0[(b * {oc} + o) * {oh * ow} + "
-                                           f"(size_t)oy * {ow} + (size_t)ox]"), 5)
-        lines += ["                }", "            }", "        }", "    }", "}"]
-        del out
+        lines += _indent(dense_lines(
+            k, x, w, bias, mult, shift, w_zp, a="col", o_begin=f"g * {mg}",
+            o_end=f"(g + 1) * {mg}", kk=kk, count=mg, y_zp=y_zp, act_min=act_min, act_max=act_max,
+            dst=lambda ch: f"out0[(b * {oc} + {ch}) * {oh * ow} + (size_t)oy * {ow} + "
+                           "(size_t)ox]", xsum=xsum), 4)
+        lines += ["            }", "        }", "    }", "}"]
         return "\n".join(lines)
+
+
+    @staticmethod
+    def _depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, ow, sh, sw, ph,
+                   pw, dh, dw, x_zp, pads) -> list[str]:
+        """Depthwise (one input channel per output channel): the channel is copied into
+        a scratch buffer with its zero-point padding (when the conv pads), so every
+        output is an unrolled sum of x * w with the channel's weights in locals and
+        the zero-point terms folded into the channel's bias once."""
+        taps = kh * kw
+        wv = [f"w{i}" for i in range(taps)]
+        zw = per_channel(w_zp, "o") if w_zp is not None else None
+        pe_h, pe_w = (pads[2], pads[3]) if len(pads) == 4 else (0, pads[-1])
+        padded = any((ph, pw, pe_h, pe_w))
+        ph_, pw_ = h + ph + pe_h, wd + pw + pe_w
+        src = "o" if mg == 1 else f"o / {mg}"
+        lines = [f"/* depthwise: output channel o reads input channel {src} */"]
+        if padded:
+            k.scratch_bytes = ph_ * pw_ * x.dtype.itemsize
+            lines.append(f"{x.ctype}* pad = ({x.ctype}*)scratch;  /* [{ph_}][{pw_}], border "
+                         f"= zero point {x_zp} */")
+        lines += [f"for (size_t b = 0; b < {n}; ++b) {{",
+                  f"    for (size_t o = 0; o < {oc}; ++o) {{",
+                  f"        const {x.ctype}* xc = {x.c} + (b * {c} + {src}) * {h * wd};",
+                  f"        const {w.ctype}* wo = {w.c} + o * {taps};"]
+        for i in range(taps):
+            wz = f" - {zw}" if zw is not None else ""
+            lines.append(f"        const int32_t w{i} = (int32_t)wo[{i}]{wz};")
+        if x_zp:
+            lines += ["        /* the zero-point term, folded once per channel: bias - zx * sum(w) */",
+                      f"        const int32_t bias_in = {bias.c}[o] {'-' if x_zp > 0 else '+'} "
+                      f"{abs(x_zp)} * ({' + '.join(wv)});"]
+        else:
+            lines.append(f"        const int32_t bias_in = {bias.c}[o];")
+        row_w = pw_ if padded else wd
+        if padded:
+            lines += [f"        memset(pad, (unsigned char)({x.ctype}){x_zp}, {ph_ * pw_});",
+                      f"        for (size_t y = 0; y < {h}; ++y) {{",
+                      f"            memcpy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, "
+                      f"{wd});",
+                      "        }",
+                      "        xc = pad;"]
+        lines += [f"        for (size_t oy = 0; oy < {oh}; ++oy) {{",
+                  f"            for (size_t ox = 0; ox < {ow}; ++ox) {{",
+                  f"                const {x.ctype}* p = xc + oy * {sh * row_w} + ox * {sw};"]
+        terms = [f"p[{ky * dh * row_w + kx * dw}] * w{ky * kw + kx}"
+                 for ky in range(kh) for kx in range(kw)]
+        lines.append("                int32_t acc = bias_in")
+        for i, t in enumerate(terms):
+            lines.append(f"                    + {t}" + (";" if i == len(terms) - 1 else ""))
+        lines += _indent(store("acc", "o", f"out0[(b * {oc} + o) * {oh * ow} + oy * {ow} + ox]"),
+                         4)
+        lines += ["            }", "        }", "    }", "}"]
+        return lines
 
 
 # -- matrix product ---------------------------------------------------------------------
@@ -379,7 +503,6 @@ class QMatMul(IntOp):
         w_zp = (k.ins + [None] * 6)[5]
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
-        dot = dot_helper(k, x.dtype, w.dtype)
         lines = [f"/* {x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                  f"{bias.c}: int32 bias (zero-point terms folded in)"
                  + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
@@ -388,19 +511,16 @@ class QMatMul(IntOp):
                     else "") + " */",
                  f"for (size_t i = 0; i < {m}; ++i) {{",
                  f"    const {x.ctype}* a = {x.c} + i * {kk};"]
-        zw = ""
+        xsum = None
         if w_zp is not None:
+            xsum = "asum"
             lines += ["    int32_t asum = 0;",
                       f"    for (size_t t = 0; t < {kk}; ++t) asum += a[t];"]
-            zw = f" - {per_channel(w_zp, 'j')} * asum"
-        lines += [f"    for (size_t j = 0; j < {nn}; ++j) {{",
-                  f"        int32_t acc = {bias.c}[j] + {dot}(a, {w.c} + j * {kk}, {kk}){zw};"]
-        if mult is None:
-            lines.append(f"        out0[i * {nn} + j] = acc;")
-        else:
-            lines += _indent(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, "j",
-                                         f"out0[i * {nn} + j]"), 2)
-        lines += ["    }", "}"]
+        lines += _indent(dense_lines(k, x, w, bias, mult, shift, w_zp, a="a", o_begin="0",
+                                     o_end=str(nn), kk=kk, count=nn, y_zp=y_zp, act_min=act_min,
+                                     act_max=act_max, dst=lambda ch: f"out0[i * {nn} + {ch}]",
+                                     xsum=xsum))
+        lines.append("}")
         return "\n".join(lines)
 
 

@@ -217,7 +217,10 @@ def dense_node(ctx: Ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale
     if bias_int is None:
         bias_int = np.zeros(oc, np.int64) if bias_real is None else \
             np.rint(_vec(bias_real, oc).astype(np.float64) / acc_scale).astype(np.int64)
-    folded = bias_int.astype(np.int64) - qx.z * wsum + taps * qx.z * w_zp
+    # Depthwise convolutions sum (x - zx)(w - zw) over the taps inside the input (no
+    # per-tap padding test); the others fold the zero-point terms into the bias.
+    fold = not (op == "QConv" and w_int.shape[1] == 1 and taps <= 16)
+    folded = bias_int.astype(np.int64) - (qx.z * wsum - taps * qx.z * w_zp if fold else 0)
     if np.abs(folded).max(initial=0) >= 1 << 31:
         return None
     mult, shift = _mult_consts(ctx, name, acc_scale / qy.s)
@@ -227,6 +230,8 @@ def dense_node(ctx: Ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale
         inputs.append(ctx.add_const(name + "_wzp", w_zp.astype(np.int32)))
     lo, hi = clamp
     attrs = dict(attrs, x_zp=qx.z, y_zp=qy.z, act_min=lo, act_max=hi)
+    if op == "QConv" and not fold:
+        attrs["folded"] = 0
     return Node(op, name, inputs, [out], attrs, domain=DOMAIN)
 
 
@@ -667,7 +672,7 @@ def lower_quantized(graph: Graph) -> Graph:
     _annotate(ctx)
     fallback = float_fallback_nodes(g)
     if fallback:
-        log.info("%d node(s) run in float between DequantizeLinear and QuantizeLinear "
+        log.debug("%d node(s) run in float between DequantizeLinear and QuantizeLinear "
                  "(no integer kernel): %s", len(fallback), ", ".join(fallback))
     return g
 
