@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
-from .microkernels import MR, gemm_ukernel, prelude
+from .microkernels import MR, gemm_ukernel, gemm_ukernel_offsets, prelude
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -438,6 +438,8 @@ SCHEDULE = {
     "gemm_min_channels": 8,        # fewer output channels per group: direct conv
     "im2col_cols": 16,             # output positions per im2col block, at least
     "im2col_max_bytes": 8192,      # grow the block up to this scratch (or the plane)
+    "kxk": "window",               # other KxK convs: "window" rows or "im2col"
+    "window_min_cols": 8,          # narrower outputs: im2col (fills whole tiles)
     "depthwise_max_taps": 25,      # larger depthwise kernels: direct conv
     "depthwise_max_border": 4,     # border columns written out per side, at most
 }
@@ -455,7 +457,11 @@ def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
                 max(len(cols[0]), len(cols[2])) <= s["depthwise_max_border"]:
             return emit_conv_depthwise(k, x, wt, bias, axes, cols)
     if fast and mg >= s["gemm_min_channels"]:
-        return emit_conv_gemm(k, x, wt, bias, axes, group)
+        pointwise = wt.shape[2] == wt.shape[3] == 1 and \
+            all(a.stride == 1 and a.pad_begin == a.pad_end == 0 for a in axes)
+        if pointwise or s["kxk"] == "im2col" or axes[1].out < s["window_min_cols"]:
+            return emit_conv_gemm(k, x, wt, bias, axes, group)
+        return emit_conv_window(k, x, wt, bias, axes, group)
     return emit_conv(k, x, wt, bias, axes, group)
 
 
@@ -721,3 +727,100 @@ def _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane):
     w.line(f"if (++ow == {aw.out}) {{ ow = 0; ++oh; }}")
     w.depth -= 1
     w.line("}")
+
+
+# -- window rows ----------------------------------------------------------------------
+
+def window_row_layout(aw: Axis, kw_n: int):
+    """Scratch layout of one zero-padded input row, split into `stride` phases so that
+    every tap reads consecutive floats for consecutive output columns: padded
+    position i goes to phase i % stride, index i // stride.
+    Returns (phase length, row length, offset of tap kw within the row)."""
+    s, d = aw.stride, aw.dilation
+    span = max(aw.size + aw.pad_begin, (aw.out - 1) * s + (kw_n - 1) * d + 1)
+    plen = ceil_div(span, s)
+    return plen, s * plen, [(kw * d) % s * plen + (kw * d) // s for kw in range(kw_n)]
+
+
+def kernel_const(k, name: str, value: np.ndarray):
+    """A compile-time table the kernel reads (emitted with the weights): its Buf."""
+    const = k.graph.add_const(name, value)
+    buf = replace(k.ins[1], c=f"in{len(k.ins)}", name=const, shape=value.shape,
+                  dtype=value.dtype, const=value)
+    k.ins.append(buf)
+    return buf
+
+
+def emit_conv_window(k, x, wt, bias, axes, group) -> str:
+    ah, aw = axes
+    y = k.out
+    w = CWriter()
+    n_batch, c_in, m_out = x.shape[0], x.shape[1], wt.shape[0]
+    cg, mg = c_in // group, m_out // group
+    kh_n, kw_n = wt.shape[2], wt.shape[3]
+    taps = cg * kh_n * kw_n
+    in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
+    mr = SCHEDULE["gemm_mr"]
+    plen, row_len, kw_off = window_row_layout(aw, kw_n)
+    rows = cg * kh_n
+    k.scratch_bytes = 4 * rows * row_len
+    wp = pack_weights(k, wt, group, mr)
+    off = np.array([r * row_len + kw_off[j] for r in range(rows) for j in range(kw_n)],
+                   np.int32)
+    ob = kernel_const(k, f"{wt.name}_tap_offsets", off)
+    w.line(conv_comment(x, wt, y, axes, group))
+    w.line(f"/* Schedule: window rows GEMM. Per output row, the {rows} input rows of its "
+           f"window\n * (c, kh) are copied to scratch zero-padded to {row_len} floats"
+           + (f" and split into\n * {aw.stride} stride phases" if aw.stride > 1 else "") +
+           f"; then register blocks of {mr} output channels\n * x MTVM_F32_NR columns run the "
+           f"micro-kernel over the {taps} taps, tap t reading\n * win + {ob.c}[t] (a table "
+           f"made at compile time); weights packed [channel block][t][{mr}]. */")
+    w.line("float* win = (float*)scratch;")
+    for n, g in _batch_group_loops(w, n_batch, group):
+        w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
+        p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=out_plane)
+        with w.loop("oh", ah.out, "output row") as oh:
+            w.line(f"const int ih0 = {lin((oh, ah.stride), const=-ah.pad_begin)};")
+            with w.loop("c", cg, "input channel") as c, w.loop("kh", kh_n, "kernel row") as kh:
+                w.line(f"float* dst = win + {lin((c, kh_n * row_len), (kh, row_len))};")
+                ih = lin(("ih0", 1), (kh, ah.dilation))
+                clip = ah.clips_begin or ah.clips_end
+                if clip:
+                    w.line(f"if ({_unsigned_lt(ih, ah.size)}) {{")
+                    w.depth += 1
+                src = f"x_g + {lin((c, in_plane), (ih, aw.size))}"
+                if aw.stride == 1:
+                    pb, pe = aw.pad_begin, row_len - aw.pad_begin - aw.size
+                    if pb:
+                        w.line(f"memset(dst, 0, {pb} * sizeof(float));")
+                    w.line(f"memcpy(dst + {pb}, {src}, {aw.size} * sizeof(float));")
+                    if pe:
+                        w.line(f"memset(dst + {pb + aw.size}, 0, {pe} * sizeof(float));")
+                else:
+                    w.line(f"const float* x_row = {src};")
+                    w.line(f"memset(dst, 0, {row_len} * sizeof(float));")
+                    w.line(f"for (int iw = 0; iw < {aw.size}; ++iw) {{  /* phase, index */")
+                    i = lin(("iw", 1), const=aw.pad_begin)
+                    w.line(f"    dst[({i}) % {aw.stride} * {plen} + ({i}) / {aw.stride}] = "
+                           "x_row[iw];")
+                    w.line("}")
+                if clip:
+                    w.depth -= 1
+                    w.line("} else {  /* a padding row */")
+                    w.line(f"    memset(dst, 0, {row_len} * sizeof(float));")
+                    w.line("}")
+            for m0, rows_b, count in _channel_blocks(mg, mr):
+                with w.loop("mb", count, f"blocks of {rows_b} output channels") as mb:
+                    m0e = lin((mb, rows_b), const=m0)
+                    w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
+                    w.line(f"for (int ow = 0; ow < {aw.out}; ow += MTVM_F32_NR) {{  /* columns */")
+                    w.depth += 1
+                    w.line(f"const int np = {aw.out} - ow < MTVM_F32_NR ? {aw.out} - ow"
+                           " : MTVM_F32_NR;")
+                    w.line(f"float tile[{rows_b} * MTVM_F32_NR];")
+                    w.line(f"{gemm_ukernel_offsets(k, rows_b)}({taps}, w_blk, win + ow, {ob.c}, "
+                           "np, tile);")
+                    _store_tile(w, k, bias, p, rows_b, m0e, lin((oh, aw.out), ("ow", 1)))
+                    w.depth -= 1
+                    w.line("}")
+    return w.text()

@@ -59,21 +59,37 @@ def gemm_ukernel(k, mr: int) -> str:
     return name
 
 
-def _ukernel_source(name: str, mr: int) -> str:
+def gemm_ukernel_offsets(k, mr: int) -> str:
+    """Like gemm_ukernel, but tap t reads b + off[t] (a compile-time table) instead of
+    b + t * ldb: the taps of a convolution window over rows held in scratch."""
+    prelude(k)
+    name = f"mtvm_f32_gemm_{mr}xNR_off"
+    if name not in k.helpers:
+        k.helper(name, _ukernel_source(name, mr, offsets=True))
+    return name
+
+
+def _ukernel_source(name: str, mr: int, offsets: bool = False) -> str:
     rows = range(mr)
-    L = [f"/* tile[r * MTVM_F32_NR + q] = sum_t a[t * {mr} + r] * b[t * ldb + q], "
+    row = "b + off[t]" if offsets else "b + t * ldb"
+    step = f"a += {mr}" if offsets else f"a += {mr}, b += ldb"
+    bt = "bt" if offsets else "b"
+    L = [f"/* tile[r * MTVM_F32_NR + q] = sum_t a[t * {mr} + r] * ({row})[q], "
          f"r < {mr}, q < n <= MTVM_F32_NR. */",
          f"static inline void {name}(int taps, const float* restrict a, "
          "const float* restrict b,",
-         f"    int ldb, int n, float* restrict tile)", "{",
+         "    " + ("const int32_t* restrict off" if offsets else "int ldb") +
+         ", int n, float* restrict tile)", "{",
          "#if MTVM_F32_NR == 16",
          f"    /* {mr} x 16 block: {2 * mr} accumulators of 8 floats */"]
     acc = [f"c{r}_{h}" for r in rows for h in (0, 1)]
     L.append("    __m256 " + ", ".join(f"{c} = _mm256_setzero_ps()" for c in acc) + ";")
 
     def avx_body(load0, load1):
-        out = [f"        for (int t = 0; t < taps; ++t, a += {mr}, b += ldb) {{",
-               f"            const __m256 b0 = {load0}, b1 = {load1};"]
+        out = [f"        for (int t = 0; t < taps; ++t, {step}) {{"]
+        if offsets:
+            out.append("            const float* bt = b + off[t];")
+        out.append(f"            const __m256 b0 = {load0}, b1 = {load1};")
         for r in rows:
             out.append(f"            {{ const __m256 a{r} = _mm256_broadcast_ss(a + {r}); "
                        f"c{r}_0 = _mm256_fmadd_ps(a{r}, b0, c{r}_0); "
@@ -81,12 +97,12 @@ def _ukernel_source(name: str, mr: int) -> str:
         out.append("        }")
         return out
     L.append("    if (n == 16) {")
-    L += avx_body("_mm256_loadu_ps(b)", "_mm256_loadu_ps(b + 8)")
+    L += avx_body(f"_mm256_loadu_ps({bt})", f"_mm256_loadu_ps({bt} + 8)")
     L += ["    } else {  /* partial tile: lanes q >= n are not read */",
           "        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);",
           "        const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);",
           "        const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane);"]
-    L += avx_body("_mm256_maskload_ps(b, k0)", "_mm256_maskload_ps(b + 8, k1)")
+    L += avx_body(f"_mm256_maskload_ps({bt}, k0)", f"_mm256_maskload_ps({bt} + 8, k1)")
     L.append("    }")
     for r in rows:
         L.append(f"    _mm256_storeu_ps(tile + {r * 16}, c{r}_0); "
@@ -96,8 +112,10 @@ def _ukernel_source(name: str, mr: int) -> str:
           f"        /* {mr} x 4 block: {4 * mr} scalar accumulators */"]
     sacc = [f"c{r}_{q}" for r in rows for q in range(4)]
     L.append("        float " + ", ".join(f"{c} = 0.0f" for c in sacc) + ";")
-    L += [f"        for (int t = 0; t < taps; ++t, a += {mr}, b += ldb) {{",
-          "            const float b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];"]
+    L.append(f"        for (int t = 0; t < taps; ++t, {step}) {{")
+    if offsets:
+        L.append("            const float* bt = b + off[t];")
+    L.append(f"            const float b0 = {bt}[0], b1 = {bt}[1], b2 = {bt}[2], b3 = {bt}[3];")
     for r in rows:
         L.append(f"            {{ const float a{r} = a[{r}]; " + " ".join(
             f"c{r}_{q} = MTVM_FMAF(a{r}, b{q}, c{r}_{q});" for q in range(4)) + " }")
@@ -109,7 +127,8 @@ def _ukernel_source(name: str, mr: int) -> str:
           "            for (int q = 0; q < n; ++q) {",
           "                float s = 0.0f;",
           "                for (int t = 0; t < taps; ++t) {",
-          f"                    s = MTVM_FMAF(a[t * {mr} + r], b[t * ldb + q], s);",
+          f"                    s = MTVM_FMAF(a[t * {mr} + r], "
+          f"{'b[off[t] + q]' if offsets else 'b[t * ldb + q]'}, s);",
           "                }",
           "                tile[r * 4 + q] = s;",
           "            }",

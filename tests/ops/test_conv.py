@@ -80,6 +80,14 @@ CASES = [
     ("sched_im2col_1x1_s2", (1, 16, 6, 6), (32, 16, 1, 1), {"strides": [2, 2]}, True, True),
     ("sched_im2col_group2", (1, 4, 6, 6), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]},
      False, True),
+    ("sched_window_pad", (1, 5, 9, 10), (10, 5, 3, 3), {"pads": [1, 1, 1, 1]}, True, True),
+    ("sched_window_s2_asym", (1, 3, 13, 21), (9, 3, 3, 3),
+     {"strides": [2, 2], "pads": [0, 1, 2, 0]}, True, True),
+    ("sched_window_dilation_s3", (2, 4, 11, 30), (9, 4, 3, 2),
+     {"pads": [2, 1, 0, 1], "dilations": [2, 3], "strides": [1, 3]}, False, True),
+    ("sched_window_1x1_s2", (1, 16, 6, 17), (32, 16, 1, 1), {"strides": [2, 2]}, True, True),
+    ("sched_window_group2", (1, 4, 6, 9), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]},
+     False, True),
     ("sched_depthwise", (1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, True,
      True),
     ("sched_depthwise_s2", (1, 6, 9, 9), (6, 1, 3, 3),
@@ -120,7 +128,8 @@ def test_conv_float64():
 
 @pytest.mark.parametrize("name,x_shape,w_shape,attrs,schedule", [
     ("pointwise", (1, 8, 5, 5), (16, 8, 1, 1), {}, "pointwise GEMM"),
-    ("im2col", (1, 3, 9, 9), (10, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "im2col GEMM"),
+    ("window", (1, 3, 9, 9), (10, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "window rows GEMM"),
+    ("im2col", (1, 3, 9, 5), (10, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "im2col GEMM"),
     ("depthwise", (1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, "depthwise"),
     ("direct", (1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, None),
 ])
