@@ -48,6 +48,8 @@ def test_standalone_kws_prints_the_reference(board, models, projects_dir):
     assert re.search(r"time per inference: \S+ us \(\d+ ticks at \d+ Hz\)", r.output)
     y = parse_standalone(r.output)["output"]
     assert np.abs(y - ref.ravel()).max() <= tolerance(ref)
+    used, reserve = map(int, re.search(r"stack: (\d+) of (\d+) bytes used", r.output).groups())
+    assert 0 < used < reserve == b.stack_bytes
 
 
 def session_check(proj, model, models):

@@ -130,6 +130,23 @@ uint64_t mtvm_platform_ticks_per_second(void)
     return MTVM_TIMER_HZ;
 }
 
+/* ---- stack ---- */
+extern uint32_t _sstack[], _estack[];
+
+uint32_t mtvm_platform_stack_used_bytes(void)
+{
+    const uint32_t* p = _sstack;
+    while (p < _estack && *p == MTVM_STACK_PAINT) {
+        p++;
+    }
+    return (uint32_t)((uintptr_t)_estack - (uintptr_t)p);
+}
+
+uint32_t mtvm_platform_stack_reserve_bytes(void)
+{
+    return (uint32_t)((uintptr_t)_estack - (uintptr_t)_sstack);
+}
+
 /* ---- bytes ---- */
 void mtvm_platform_init(void)
 {

@@ -22,6 +22,12 @@ __attribute__((noreturn)) void mtvm_platform_exit(int32_t status);
 /* Debug text: semihosting on emulated boards, nothing on real ones. */
 void mtvm_semihost_write(const char* text);
 
+/* Stack high-water mark: bytes of the stack reserve ever used since reset
+ * (the reset handler paints the reserve with MTVM_STACK_PAINT). */
+#define MTVM_STACK_PAINT 0xA5A5A5A5u
+uint32_t mtvm_platform_stack_used_bytes(void);
+uint32_t mtvm_platform_stack_reserve_bytes(void);
+
 /* Which counter the timer uses: "dwt" or "systick" (after fallback). */
 const char* mtvm_platform_timer_name(void);
 

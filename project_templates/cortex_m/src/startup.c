@@ -20,7 +20,7 @@
 #endif
 
 /* Symbols from the generated linker script (link.ld). */
-extern uint32_t _sidata[], _sdata[], _edata[], _sbss[], _ebss[], _estack[];
+extern uint32_t _sidata[], _sdata[], _edata[], _sbss[], _ebss[], _sstack[], _estack[];
 
 int main(void);
 void mtvm_reset_handler(void);
@@ -105,6 +105,18 @@ static void enable_caches(void)
 #endif
 }
 
+/* Fills the unused stack with a pattern so mtvm_platform_stack_used_bytes()
+ * can report the high-water mark. */
+static void paint_stack(void)
+{
+    uint32_t* p = _sstack;
+    uintptr_t sp;
+    __asm__ volatile("mov %0, sp" : "=r"(sp));
+    while ((uintptr_t)(p + 16) < sp) {
+        *p++ = MTVM_STACK_PAINT;
+    }
+}
+
 __attribute__((noreturn, used))
 void mtvm_reset_handler(void)
 {
@@ -114,6 +126,7 @@ void mtvm_reset_handler(void)
      * registers in any function built with -mfloat-abi=hard). */
     enable_fpu();
     enable_caches();
+    paint_stack();
     SCB_VTOR = (uint32_t)(uintptr_t)mtvm_vector_table;
     SCB_CCR |= (1u << 4);   /* DIV_0_TRP: integer divide by zero faults */
     while (dst < _edata) {
