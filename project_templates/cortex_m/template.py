@@ -148,9 +148,11 @@ def build(project, progress):
     return rep
 
 
-def flash(project, progress, icount: bool | None = None, **kw):
+def flash(project, progress, icount: bool | None = None, gdb: int | None = None, **kw):
     """icount (QEMU only): -icount shift=0, 1 instruction = 1 ns of virtual
-    time; default from MTVM_QEMU_ICOUNT=1."""
+    time; default from MTVM_QEMU_ICOUNT=1. gdb (QEMU only): a TCP port for
+    arm-none-eabi-gdb (`target remote :PORT`), the core halted at reset until
+    the debugger continues; default from MTVM_QEMU_GDB=PORT."""
     b = _board(project)
     elf = project.path(ELF)
     if not os.path.exists(elf):
@@ -167,9 +169,15 @@ def flash(project, progress, icount: bool | None = None, **kw):
     if b.emulated:
         if icount is None:
             icount = os.environ.get("MTVM_QEMU_ICOUNT", "") not in ("", "0")
-        inst = qemu.start(b.qemu_machine, elf, project.path(QEMU_STATE), icount=icount)
+        if gdb is None and os.environ.get("MTVM_QEMU_GDB"):
+            gdb = int(os.environ["MTVM_QEMU_GDB"])
+        extra = ["-gdb", f"tcp::{int(gdb)}", "-S"] if gdb else None
+        inst = qemu.start(b.qemu_machine, elf, project.path(QEMU_STATE), icount=icount,
+                          extra=extra)
         progress(f"QEMU {b.qemu_machine} running (pid {inst.pid}), UART on {inst.pty}"
                  + (" [icount: 1 instruction = 1 ns]" if icount else "")
+                 + (f" [halted for gdb: arm-none-eabi-gdb {elf} -ex 'target remote :{gdb}']"
+                    if gdb else "")
                  + f"; stop it with `mtvm project stop {project.dir}`")
         return inst
     runners.flash(b, elf, project.path("build", "firmware.hex"),
