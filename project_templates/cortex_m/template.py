@@ -202,7 +202,8 @@ def run_standalone(project, timeout: float = 300.0, icount: bool = False):
     if r.status is None:
         raise MtvmError(f"the standalone app did not exit within {timeout:.0f} s on QEMU "
                         f"{b.qemu_machine}; its output so far:\n{r.output}")
-    return subprocess.CompletedProcess(r.output, r.status, r.output, r.stderr)
+    argv = qemu.qemu_command(b.qemu_machine, elf, "file:build/uart0.txt", icount)
+    return subprocess.CompletedProcess(argv, r.status, r.output, r.stderr)
 
 
 def open_transport(project, port=None, **kw):
