@@ -118,6 +118,7 @@ def finish(acc, mult, shift, y_zp, act_min, act_max, dtype):
 # -- C helpers ----------------------------------------------------------------------
 
 _EXT = {"int8": ("int8_t", "s8", "__sxtb16"), "uint8": ("uint8_t", "u8", "__uxtb16")}
+_EXT_ROR8 = {"__sxtb16": "mtvm_sxtb16_ror8", "__uxtb16": "mtvm_uxtb16_ror8"}
 
 
 def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
@@ -142,7 +143,7 @@ static inline int32_t {name}(const {ta}* a, const {tb}* b, int32_t n)
         memcpy(&a4, a, 4);
         memcpy(&b4, b, 4);
         acc = __smlad({xa}((int32_t)a4), {xb}((int32_t)b4), acc);            /* lanes 0, 2 */
-        acc = __smlad({xa}((int32_t)mtvm_ror8(a4)), {xb}((int32_t)mtvm_ror8(b4)), acc);  /* 1, 3 */
+        acc = __smlad({_EXT_ROR8[xa]}((int32_t)a4), {_EXT_ROR8[xb]}((int32_t)b4), acc);  /* 1, 3 */
     }}
 #endif
     for (; n > 0; --n, ++a, ++b) {{
@@ -168,15 +169,15 @@ static inline void {name4}(const {ta}* a, const {tb}* b, int32_t stride, int32_t
         int32_t lo, hi;
         memcpy(&a4, a, 4);
         lo = {xa}((int32_t)a4);                    /* lanes 0, 2 */
-        hi = {xa}((int32_t)mtvm_ror8(a4));         /* lanes 1, 3 */
+        hi = {_EXT_ROR8[xa]}((int32_t)a4);         /* lanes 1, 3 */
         memcpy(&w, b0, 4);
-        s0 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s0));
+        s0 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s0));
         memcpy(&w, b1, 4);
-        s1 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s1));
+        s1 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s1));
         memcpy(&w, b2, 4);
-        s2 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s2));
+        s2 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s2));
         memcpy(&w, b3, 4);
-        s3 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {xb}((int32_t)mtvm_ror8(w)), s3));
+        s3 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s3));
     }}
 #endif
     for (; n > 0; --n, ++a, ++b0, ++b1, ++b2, ++b3) {{
@@ -190,11 +191,34 @@ static inline void {name4}(const {ta}* a, const {tb}* b, int32_t stride, int32_t
 }}""")
 
 
-ROR8_C = r"""/* x rotated right by 8 bits (folds into SXTB16's ROR #8 operand). */
+ROR8_C = r"""/* x rotated right by 8 bits. */
 static inline uint32_t mtvm_ror8(uint32_t x)
 {
     return (x >> 8) | (x << 24);
-}"""
+}
+
+#if defined(__ARM_FEATURE_DSP)
+/* Sign/zero-extend bytes 1 and 3 into two 16-bit lanes: one SXTB16/UXTB16 with its
+ * ROR #8 operand (what CMSIS-Core's __SXTB16_RORn does; gcc 12 does not fold the
+ * rotate into the ACLE intrinsic by itself). */
+#if defined(__GNUC__)
+static inline int32_t mtvm_sxtb16_ror8(int32_t x)
+{
+    int32_t r;
+    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+static inline int32_t mtvm_uxtb16_ror8(int32_t x)
+{
+    int32_t r;
+    __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
+    return r;
+}
+#else
+static inline int32_t mtvm_sxtb16_ror8(int32_t x) { return __sxtb16((int32_t)mtvm_ror8((uint32_t)x)); }
+static inline int32_t mtvm_uxtb16_ror8(int32_t x) { return __uxtb16((int32_t)mtvm_ror8((uint32_t)x)); }
+#endif
+#endif"""
 
 
 def requantize_helper(k) -> str:
