@@ -34,7 +34,8 @@ def run(args) -> int:
             print(f"  timer:    {b.timer}")
             print(f"  flash by: {b.flashes_with}")
             if b.usb:
-                print(f"  usb:      {b.usb.get('vid')}:{b.usb.get('pid')} {b.usb.get('product', '')}")
+                u = b.usb
+                print(f"  usb:      {u.get('vid')}:{u.get('pid')} {u.get('product', '')}")
         if b.notes:
             print(f"  notes:    {b.notes}")
         return 0

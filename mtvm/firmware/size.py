@@ -49,10 +49,12 @@ class SizeReport:
         on = f" on {board_name}" if board_name else ""
         return "\n".join([
             f"memory use{on}:",
-            f"  flash {self.flash_used:>10,} / {self.flash_size:>10,} bytes {pct(self.flash_used, self.flash_size)}"
+            f"  flash {self.flash_used:>10,} / {self.flash_size:>10,} bytes "
+            f"{pct(self.flash_used, self.flash_size)}"
             f"   text {self.text:,}  rodata {self.rodata:,} (weights {self.weights:,})"
             f"  data init {self.data:,}",
-            f"  RAM   {self.ram_used:>10,} / {self.ram_size:>10,} bytes {pct(self.ram_used, self.ram_size)}"
+            f"  RAM   {self.ram_used:>10,} / {self.ram_size:>10,} bytes "
+            f"{pct(self.ram_used, self.ram_size)}"
             f"   stack reserve {self.stack:,}  data {self.data:,}  bss {self.bss:,}"
             f" (arena {self.arena:,}, runtime buffers {self.runtime_buffers:,},"
             f" UART ring {self.uart_ring:,})",

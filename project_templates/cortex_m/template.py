@@ -100,9 +100,12 @@ def generate(ctx):
     subs = dict(
         OBJCOPY="arm-none-eabi-objcopy", SIZE="arm-none-eabi-size", EXTRA_DEFINES="",
         UART_DRIVER=drv, IRQS=b.irqs, CLOCK_HZ=b.clock_hz,
-        TIMER_DWT=1 if b.timer == "dwt" else 0, CACHES=1 if b.data.get("caches") else 0, SEMIHOSTING=1 if b.emulated else 0,
+        TIMER_DWT=1 if b.timer == "dwt" else 0, CACHES=1 if b.data.get("caches") else 0,
+        SEMIHOSTING=1 if b.emulated else 0,
         UART_BASE=f"{_int(b.uart['base']):#010x}", UART_RX_IRQ=int(b.uart["rx_irq"]),
-        UART_BAUD=int(b.uart.get("baud", 115200)), UART_RX_RING_BYTES=_ring_bytes(max_packet) if ctx.kind == "host-driven" else 64,
+        UART_BAUD=int(b.uart.get("baud", 115200)),
+        # standalone firmware receives nothing: a token ring
+        UART_RX_RING_BYTES=_ring_bytes(max_packet) if ctx.kind == "host-driven" else 64,
         UART_EXTRA=uart_extra(b),
         FLASH_ORIGIN=f"{b.flash.origin:#010x}", FLASH_SIZE=b.flash.size,
         RAM_ORIGIN=f"{b.ram.origin:#010x}", RAM_SIZE=b.ram.size,
