@@ -34,8 +34,8 @@ def definition(sym: str, arr: np.ndarray, origin: str) -> str:
     arr = np.ascontiguousarray(arr)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.uint8)
-    if arr.dtype.name in ("float16", "bfloat16"):
-        arr = arr.view(np.uint16)     # half types are stored as their bits
+    if arr.dtype.name in ("float16", "bfloat16") or arr.dtype.name.startswith("float8"):
+        arr = arr.view(np.uint16 if arr.dtype.itemsize == 2 else np.uint8)  # stored as bits
     head = f"/* {origin}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
     finite = arr.dtype.kind != "f" or bool(np.isfinite(arr).all())
     if arr.size <= READABLE_MAX and finite:   # inf/nan literals would need math.h

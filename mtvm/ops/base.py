@@ -168,6 +168,8 @@ CTYPES = {
     # Half types are stored as their bits; only Cast converts them (every other
     # op computes in float32: see mtvm/passes/widen.py).
     "float16": "uint16_t", "bfloat16": "uint16_t",
+    "float8_e4m3fn": "uint8_t", "float8_e4m3fnuz": "uint8_t",
+    "float8_e5m2": "uint8_t", "float8_e5m2fnuz": "uint8_t",
 }
 
 

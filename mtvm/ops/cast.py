@@ -6,7 +6,9 @@ other operator computes them in float32 (mtvm/passes/widen.py). A Cast to a
 half type whose output the widening pass turned into float32 rounds through
 the half type, so the values are exactly those of the half-typed graph.
 CastLike becomes Cast (the target type is the second input's static dtype).
-float8, int4/uint4 and string targets are not supported.
+float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) is stored as its byte and converted
+the same way, with the `saturate` attribute. Packed sub-byte types
+(int4/uint4/int2/uint2, float4e2m1) and strings are not supported.
 """
 from __future__ import annotations
 
@@ -91,8 +93,113 @@ HALF_HELPERS = {
 }""",
 }
 
+# float8 formats: (exponent bits, mantissa bits, bias, fnuz, has_inf, largest finite).
+# fnuz: no negative zero, 0x80 is the only NaN; e4m3fn: S.1111.111 is NaN, no inf.
+FLOAT8 = {
+    "float8_e4m3fn": (4, 3, 7, 0, 0, 448.0),
+    "float8_e4m3fnuz": (4, 3, 8, 1, 0, 240.0),
+    "float8_e5m2": (5, 2, 15, 0, 1, 57344.0),
+    "float8_e5m2fnuz": (5, 2, 16, 1, 0, 57344.0),
+}
+
+F8_HELPERS = {
+    "mtvm_f8_to_f32": r"""static inline float mtvm_f8_to_f32(uint8_t c, int ebits, int mbits, int bias,
+                                   int fnuz)
+{
+    const int e = (c >> mbits) & ((1 << ebits) - 1);
+    const int m = c & ((1 << mbits) - 1);
+    const float sign = (c & 0x80u) ? -1.0f : 1.0f;
+    if (fnuz && c == 0x80u) {
+        return NAN;
+    }
+    if (!fnuz && e == (1 << ebits) - 1) {
+        if (ebits == 4 && m == (1 << mbits) - 1) {
+            return NAN;                       /* e4m3fn: S.1111.111 */
+        }
+        if (ebits == 5) {
+            return m ? NAN : sign * HUGE_VALF;  /* e5m2: IEEE-like */
+        }
+    }
+    if (e == 0) {
+        return sign * ldexpf((float)m, 1 - bias - mbits);
+    }
+    return sign * ldexpf((float)((1 << mbits) + m), e - bias - mbits);
+}""",
+    "mtvm_f32_to_f8": r"""static inline uint8_t mtvm_f32_to_f8(float f, int mbits, int bias,
+                                     int fnuz, int has_inf, float maxval, int saturate)
+{
+    const uint8_t nan_code = fnuz ? 0x80u : 0x7fu;
+    const uint8_t sign = (!fnuz || f != 0.0f) && signbit(f) ? 0x80u : 0x00u;
+    const uint8_t max_code = fnuz || !has_inf ? (uint8_t)(fnuz ? 0x7fu : 0x7eu) : 0x7bu;
+    float a = fabsf(f), q, r;
+    int e;
+    if (isnan(f)) {
+        return nan_code;
+    }
+    if (isinf(f)) {
+        if (saturate) {
+            return (uint8_t)(sign | max_code);
+        }
+        return has_inf ? (uint8_t)(sign | 0x7cu) : nan_code;
+    }
+    if (a == 0.0f) {
+        return sign;
+    }
+    (void)frexpf(a, &e);                        /* a = frac * 2^e, frac in [0.5, 1) */
+    e -= 1;
+    if (e < 1 - bias) {
+        e = 1 - bias;                           /* subnormal range: fixed quantum */
+    }
+    q = ldexpf(1.0f, e - mbits);
+    r = rintf(a / q) * q;                       /* round to nearest even */
+    if (r > maxval) {
+        if (saturate) {
+            return (uint8_t)(sign | max_code);
+        }
+        return has_inf ? (uint8_t)(sign | 0x7cu) : nan_code;
+    }
+    if (r == 0.0f) {
+        return fnuz ? 0u : sign;
+    }
+    if (r < ldexpf(1.0f, 1 - bias)) {
+        return (uint8_t)(sign | (uint8_t)(r / ldexpf(1.0f, 1 - bias - mbits)));
+    }
+    (void)frexpf(r, &e);
+    e -= 1;
+    return (uint8_t)(sign | (uint8_t)((e + bias) << mbits)
+                     | (uint8_t)(r / ldexpf(1.0f, e - mbits) - (float)(1 << mbits)));
+}""",
+}
+
 _TO_F32 = {"float16": "mtvm_f16_to_f32", "bfloat16": "mtvm_bf16_to_f32"}
 _FROM_F32 = {"float16": "mtvm_f32_to_f16", "bfloat16": "mtvm_f32_to_bf16"}
+
+
+def _f8_args(name: str) -> tuple:
+    eb, mb, bias, fnuz, has_inf, mx = FLOAT8[name]
+    return eb, mb, bias, fnuz, has_inf, mx
+
+
+def _to_f32(k, x: str, name: str) -> str:
+    if name in FLOAT8:
+        eb, mb, bias, fnuz, _, _ = _f8_args(name)
+        k.helper("mtvm_f8_to_f32", F8_HELPERS["mtvm_f8_to_f32"])
+        return f"mtvm_f8_to_f32({x}, {eb}, {mb}, {bias}, {fnuz})"
+    fn = _TO_F32[name]
+    return f"{k.helper(fn, HALF_HELPERS[fn])}({x})"
+
+
+def _from_f32(k, x: str, name: str, saturate: int) -> str:
+    if name in FLOAT8:
+        eb, mb, bias, fnuz, has_inf, mx = _f8_args(name)
+        k.helper("mtvm_f32_to_f8", F8_HELPERS["mtvm_f32_to_f8"])
+        return (f"mtvm_f32_to_f8((float){x}, {mb}, {bias}, {fnuz}, {has_inf}, "
+                f"{mx!r}f, {1 if saturate else 0})")
+    fn = _FROM_F32[name]
+    return f"{k.helper(fn, HALF_HELPERS[fn])}((float){x})"
+
+
+SMALL_FLOATS = set(_TO_F32) | set(FLOAT8)
 
 
 def np_dtype(to) -> np.dtype:
@@ -102,28 +209,25 @@ def np_dtype(to) -> np.dtype:
         raise UnsupportedError(f"Cast to ONNX type {to} is not supported") from e
 
 
-def convert_expr(k, x: str, src: np.dtype, dst: np.dtype, via: np.dtype | None = None) -> str:
+def convert_expr(k, x: str, src: np.dtype, dst: np.dtype, via: np.dtype | None = None,
+                 saturate: int = 1) -> str:
     """C expression converting value `x` stored as `src` into `dst` (rounding
-    through the half type `via` on the way, when given)."""
+    through the small float type `via` on the way, when given)."""
     src, dst = np.dtype(src), np.dtype(dst)
     if src == dst and via is None:
         return x
-    if src.name in _TO_F32:
-        x = f"{k.helper(_TO_F32[src.name], HALF_HELPERS[_TO_F32[src.name]])}({x})"
+    if src.name in SMALL_FLOATS:
+        x = _to_f32(k, x, src.name)
         src = np.dtype(np.float32)
-    if via is not None and via.name in _FROM_F32:
-        to, back = _FROM_F32[via.name], _TO_F32[via.name]
-        k.helper(to, HALF_HELPERS[to])
-        k.helper(back, HALF_HELPERS[back])
-        x = f"{back}({to}((float){x}))"
+    if via is not None and via.name in SMALL_FLOATS:
+        x = _to_f32(k, _from_f32(k, x, via.name, saturate), via.name)
         src = np.dtype(np.float32)
-    if dst.name in _FROM_F32:
-        fn = k.helper(_FROM_F32[dst.name], HALF_HELPERS[_FROM_F32[dst.name]])
-        return f"{fn}((float){x})"
+    if dst.name in SMALL_FLOATS:
+        return _from_f32(k, x, dst.name, saturate)
     if dst == np.bool_:
         return f"(uint8_t)({x} != 0)"
-    if src == np.bool_ or src == dst:
-        return f"({ctype(dst)}){x}" if src != dst else x
+    if src == dst:
+        return x
     return f"({ctype(dst)}){x}"
 
 
@@ -145,12 +249,19 @@ class Cast(Op):
     def reference(self, x, *, to, saturate=1, round_mode=None):
         dst = np_dtype(to)
         with np.errstate(all="ignore"):
+            if dst.name in FLOAT8:
+                from onnx import numpy_helper  # noqa: F401  (ml_dtypes registered)
+                x32 = np.asarray(x).astype(np.float32)
+                if saturate:
+                    mx = FLOAT8[dst.name][5]
+                    x32 = np.where(np.isnan(x32), x32, np.clip(x32, -mx, mx))
+                return x32.astype(dst)
             return np.asarray(x).astype(dst)
 
     def emit(self, k, *, to, saturate=1, round_mode=None):
         src, dst = k.ins[0].dtype, k.out.dtype
         want = np_dtype(to)
-        via = want if want.name in _FROM_F32 and dst != want else None
-        expr = convert_expr(k, "in0[i]", src, dst, via)
+        via = want if want.name in SMALL_FLOATS and dst != want else None
+        expr = convert_expr(k, "in0[i]", src, dst, via, saturate)
         return (f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n"
                 f"    out0[i] = {expr};\n}}")

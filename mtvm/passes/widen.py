@@ -1,4 +1,4 @@
-"""float16 / bfloat16: computed in float32.
+"""float16 / bfloat16 (and float8): computed in float32.
 
 Every half-precision tensor inside the graph becomes float32 (constants are
 converted); a graph input or output keeps its half type (stored as the
@@ -15,8 +15,13 @@ import onnx
 
 from ..ir import Graph, Node, Tensor
 
-HALF = ("float16", "bfloat16")
-_TO = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16}
+HALF = ("float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+        "float8_e5m2fnuz")
+_TO = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16,
+       "float8_e4m3fn": onnx.TensorProto.FLOAT8E4M3FN,
+       "float8_e4m3fnuz": onnx.TensorProto.FLOAT8E4M3FNUZ,
+       "float8_e5m2": onnx.TensorProto.FLOAT8E5M2,
+       "float8_e5m2fnuz": onnx.TensorProto.FLOAT8E5M2FNUZ}
 
 
 def _is_half(t: Tensor) -> bool:
