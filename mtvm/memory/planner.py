@@ -48,27 +48,89 @@ class LinearPlanner:
 
 
 class GreedyPlanner(LinearPlanner):
-    def offsets(self) -> list[int]:
-        order = sorted(range(len(self.buffers)),
-                       key=lambda i: (-self.buffers[i][0], self.buffers[i][1]))
+    """Places buffers one at a time, each at the lowest offset (or into the
+    tightest gap) free of every placed buffer whose lifetime overlaps. The
+    result depends on the order, so several orders are tried (largest first,
+    longest-lived first, by first use, by area, ...; then seeded shuffles, for
+    a bounded time) and the smallest arena kept; the search stops as soon as
+    an arena equals the lower bound (no placement can do better)."""
+
+    SHUFFLES = 64          # extra random orders when no fixed order reaches the bound
+    TIME_BUDGET_S = 1.0    # ... or until this much time has been spent
+
+    def add_buffer(self, size: int, first_use: int, last_use: int) -> int:
+        self._best = None
+        return super().add_buffer(size, first_use, last_use)
+
+    def _place(self, order, tightest: bool) -> tuple[list[int], int]:
         placed: list[tuple[int, int, int, int]] = []   # offset, end, first, last
         out = [0] * len(self.buffers)
+        top = 0
         for i in order:
             size, first, last = self.buffers[i]
             size = _align(size)
             busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
-            at = 0
+            at, best, best_gap = 0, None, None
             for o, e in busy:
                 if at + size <= o:
-                    break
+                    if not tightest:
+                        break
+                    if best_gap is None or o - at < best_gap:
+                        best, best_gap = at, o - at
                 at = max(at, e)
+            if tightest and best is not None:
+                at = best
             out[i] = at
+            top = max(top, at + size)
             placed.append((at, at + size, first, last))
-        return out
+        return out, top
+
+    def _orders(self):
+        b = self.buffers
+        idx = range(len(b))
+        yield sorted(idx, key=lambda i: (-b[i][0], b[i][1]))               # largest first
+        yield sorted(idx, key=lambda i: (-(b[i][2] - b[i][1]), -b[i][0]))  # longest-lived
+        yield sorted(idx, key=lambda i: (b[i][1], -b[i][0]))               # by first use
+        yield sorted(idx, key=lambda i: (-b[i][0] * (b[i][2] - b[i][1] + 1), b[i][1]))
+        yield sorted(idx, key=lambda i: (-b[i][2], -b[i][0]))              # by last use
+
+    def _search(self) -> tuple[list[int], int]:
+        import random
+        import time
+        bound = self.lower_bound()
+        best = None
+        for order in self._orders():
+            for tightest in (False, True):
+                cand = self._place(order, tightest)
+                if best is None or cand[1] < best[1]:
+                    best = cand
+                if best[1] <= bound:
+                    return best
+        rng = random.Random(0)
+        order = list(range(len(self.buffers)))
+        deadline = time.perf_counter() + self.TIME_BUDGET_S
+        for _ in range(self.SHUFFLES):
+            if time.perf_counter() > deadline:
+                break
+            rng.shuffle(order)
+            # keep the largest buffers early: shuffle within size classes
+            order.sort(key=lambda i: -self.buffers[i][0].bit_length())
+            for tightest in (False, True):
+                cand = self._place(order, tightest)
+                if cand[1] < best[1]:
+                    best = cand
+            if best[1] <= bound:
+                break
+        return best
+
+    def offsets(self) -> list[int]:
+        if getattr(self, "_best", None) is None:
+            self._best = self._search()
+        return list(self._best[0])
 
     def arena_size(self) -> int:
-        offs = self.offsets()
-        return max((o + _align(b[0]) for o, b in zip(offs, self.buffers)), default=0)
+        self.offsets()
+        return self._best[1]
 
 
 @dataclass
