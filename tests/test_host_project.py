@@ -241,3 +241,16 @@ def test_several_int_inputs_outputs_external_workspace(tmp_path, capsys):
             s.executor.run({"a": a, "b": b.astype(np.float32)})
         y = s.executor.run({"a": a.astype(np.int64), "b": b})      # int64 that fits: cast
         np.testing.assert_array_equal(y["sum"], a + b)
+
+
+def test_cli_validate_int8_model_within_one_step(models_dir, tmp_path, capsys):
+    d = str(tmp_path / "k8")
+    path = os.path.join(models_dir, "kws_dscnn_int8.onnx")
+    assert cli(["project", "generate", path, "-o", d]) == 0
+    assert cli(["project", "build", d]) == 0
+    capsys.readouterr()
+    assert cli(["run", d, "--input", os.path.join(models_dir, "kws_dscnn_int8.npz"),
+                "--validate"]) == 0
+    out = capsys.readouterr().out
+    m = re.search(r"max abs err ([\d.e-]+) \(tolerance ([\d.e-]+)\).*OK", out)
+    assert m and float(m.group(2)) > 1e-3, out           # one step of 1/255-ish, not 1e-4
