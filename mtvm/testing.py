@@ -75,3 +75,16 @@ def check_model(model: onnx.ModelProto, inputs: dict, rtol: float = FLOAT_RTOL,
     for a, e in zip(interpret(lib.graph, inputs).values(), expected):
         assert_close(a, e, rtol, what=f"{model.graph.name}: interp")
     return lib
+
+
+def models_dir() -> str:
+    """../shared/models beside the checkout (or $MTVM_MODELS_DIR)."""
+    import os
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.environ.get("MTVM_MODELS_DIR",
+                          os.path.normpath(os.path.join(here, "..", "shared", "models")))
+
+
+def have(tool: str) -> bool:
+    import shutil
+    return shutil.which(tool) is not None

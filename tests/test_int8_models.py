@@ -15,7 +15,9 @@ import pytest
 from onnx import numpy_helper
 
 import mtvm
-from conftest import MODELS_DIR, have
+from mtvm.testing import have, models_dir as _models_dir
+
+MODELS_DIR = _models_dir()
 from mtvm.interp import interpret
 
 MODELS = ["kws_dscnn_int8", "vww_mobilenetv1_int8", "ic_resnet8_int8", "ad_autoencoder_int8"]

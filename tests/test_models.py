@@ -10,7 +10,9 @@ import pytest
 
 import mtvm
 from mtvm.testing import assert_close
-from conftest import MODELS_DIR, have
+from mtvm.testing import have, models_dir as _models_dir
+
+MODELS_DIR = _models_dir()
 
 FLOAT_MODELS = ["kws_dscnn", "vww_mobilenetv1", "ic_resnet8", "ad_autoencoder"]
 ARM_FLAGS = ["-mcpu=cortex-m4", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv4-sp-d16"]
