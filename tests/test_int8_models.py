@@ -210,3 +210,73 @@ def test_dsp_kernels_on_mps2_an386_bit_identical(tmp_path):
     if objdump and elf:
         text = subprocess.run([objdump, "-d", elf[0]], capture_output=True, text=True).stdout
         assert "smlad" in text
+
+
+def _uint8_variants_model():
+    """uint8 activations with asymmetric uint8 weights (the xsum terms), a depthwise
+    conv with weight zero points, uint8 x int8 weights, QLinearAdd, global pooling:
+    the kernel variants kws_dscnn_int8 does not exercise."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    inits = {}
+
+    def c(name, v):
+        inits[name] = numpy_helper.from_array(np.asarray(v), name)
+        return name
+    u8 = lambda shape: rng.integers(0, 256, shape).astype(np.uint8)  # noqa: E731
+    nodes = [
+        helper.make_node("QLinearConv", ["x", c("sx", np.float32(0.02)), c("zx", np.uint8(130)),
+                                         c("w1", u8((6, 3, 3, 3))), c("s1", np.float32(0.004)),
+                                         c("z1", np.uint8(128)), c("sy1", np.float32(0.05)),
+                                         c("zy1", np.uint8(120))], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("QLinearConv", ["c1", "sy1", "zy1", c("w2", u8((6, 1, 3, 3))),
+                                         c("s2", np.float32(0.01)), c("z2", np.uint8(120)),
+                                         c("sy2", np.float32(0.07)), c("zy2", np.uint8(125))],
+                         ["c2"], pads=[1, 1, 1, 1], group=6),
+        helper.make_node("QLinearConv", ["c1", "sy1", "zy1",
+                                         c("w3", rng.integers(-128, 128, (5, 6, 1, 1))
+                                           .astype(np.int8)),
+                                         c("s3", (rng.random(5) * 0.01 + 0.005).astype(np.float32)),
+                                         c("z3", np.zeros(5, np.int8)), c("sy3", np.float32(0.03)),
+                                         c("zy3", np.uint8(128))], ["c3"]),
+        helper.make_node("QLinearAdd", ["c1", "sy1", "zy1", "c2", "sy2", "zy2",
+                                        c("sa", np.float32(0.09)), c("za", np.uint8(100))], ["s"],
+                         domain="com.microsoft"),
+        helper.make_node("QLinearGlobalAveragePool", ["s", "sa", "za", c("sg", np.float32(0.04)),
+                                                      c("zg", np.uint8(110))], ["g"],
+                         domain="com.microsoft"),
+    ]
+    shapes = {"c1": (1, 6, 8, 8), "c2": (1, 6, 8, 8), "c3": (1, 5, 8, 8), "s": (1, 6, 8, 8),
+              "g": (1, 6, 1, 1)}
+    g = helper.make_graph(nodes, "uint8_variants",
+                          [helper.make_tensor_value_info("x", TensorProto.UINT8, (1, 3, 8, 8))],
+                          [helper.make_tensor_value_info(n, TensorProto.UINT8, s)
+                           for n, s in shapes.items()], list(inits.values()))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    return m, {"x": rng.integers(0, 256, (1, 3, 8, 8)).astype(np.uint8)}
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="QEMU or arm-none-eabi-gcc not installed")
+def test_uint8_kernel_variants_on_mps2_an386_bit_identical(tmp_path):
+    import mtvm.project
+    import onnxruntime as ort
+    model, feeds = _uint8_variants_model()
+    lib = mtvm.compile(model)
+    host = lib.run_host(feeds)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for (name, a), e in zip(host.items(), sess.run(None, feeds)):
+        d = np.abs(a.astype(np.int32) - e.astype(np.int32))
+        assert d.max() <= 1 and np.count_nonzero(d) <= max(1, d.size // 50), name
+    proj = mtvm.project.generate(lib, board="mps2-an386", out_dir=str(tmp_path / "proj"))
+    proj.build()
+    proj.flash()
+    try:
+        with proj.session() as s:
+            dev = s.executor.run(feeds)
+    finally:
+        proj.stop()
+    for k in host:
+        np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
