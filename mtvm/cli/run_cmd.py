@@ -230,7 +230,7 @@ def run(args) -> int:
             print(f"benchmark: {res}")
             timing = getattr(proj.template, "timing", None)
             if timing is not None:
-                note = timing(proj)
+                note = timing(proj, res)   # the hook may convert the result (QEMU icount)
                 if note:
                     print(f"  timer: {note}")
         if args.profile:
