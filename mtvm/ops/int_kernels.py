@@ -264,9 +264,19 @@ def _indent(lines, n=1) -> list[str]:
 
 class IntOp(Op):
     """Common shape rule: the pass creates the output tensor itself."""
+    elementwise_inplace = False   # out[i] depends on in0[i] only: may overwrite input 0
 
     def infer(self, node, inputs, consts):
         raise NotImplementedError("integer kernels are created by the quantization pass")
+
+    def inplace_input(self, node, graph):
+        """Input 0's buffer may take the output (the planner decides, see
+        memory.inplace_steps) when each output element is computed from the input
+        elements at or before it in the same position, as for these per-element kernels."""
+        if not self.elementwise_inplace:
+            return None
+        x, y = graph.tensors[node.inputs[0]], graph.tensors[node.kernel_outputs[0]]
+        return 0 if tuple(x.shape) == tuple(y.shape) and x.dtype == y.dtype else None
 
 
 # -- convolution ------------------------------------------------------------------------
@@ -347,6 +357,13 @@ def dense_lines(k, x, w, bias, mult, shift, w_zp, *, a: str, o_begin: str, o_end
     return lines
 
 
+def _inside(out: int, stride: int, pad: int, k: int, dil: int, size: int) -> tuple[int, int]:
+    """[lo, hi): the output positions whose whole window lies inside the input."""
+    lo = min(out, -(-pad // stride))
+    hi = max(lo, min(out, (size - 1 - (k - 1) * dil + pad) // stride + 1))
+    return lo, hi
+
+
 @register("QConv", domain=DOMAIN)
 class QConv(IntOp):
     """inputs: x, w [OC, C/group, (KH,) KW], bias int32 [OC], mult [OC|1], shift [OC|1],
@@ -377,6 +394,27 @@ class QConv(IntOp):
     def macs(self, node, inputs, outputs):
         w = inputs[1]
         return outputs[0].size * int(np.prod(w.shape[1:]))
+
+    def inplace_input(self, node, graph):
+        """A depthwise conv with one output channel per input channel writes over its
+        input: channel o is copied to scratch before output channel o is written (the
+        same shape: a strided one would pin its larger buffer for the next layer)."""
+        x, y = graph.tensors[node.inputs[0]], graph.tensors[node.outputs[0]]
+        w = graph.tensors[node.inputs[1]]
+        a = node.attrs
+        if x.dtype != y.dtype or len(node.inputs) < 4 or not node.inputs[3]:
+            return None
+        if not a.get("folded", 1):
+            if w.shape[0] != x.shape[1]:
+                return None
+            return 0 if tuple(y.shape) == tuple(x.shape) else None
+        # A pointwise conv gathers a pixel's channels into its column before writing
+        # that pixel's outputs: the output may overwrite the input.
+        pointwise = all(d == 1 for d in w.shape[2:]) and a.get("group", 1) == 1 and \
+            all(v == 1 for v in a["strides"]) and not any(a["pads"])
+        # (only when the output is no larger: a larger merged buffer raises the peak)
+        return 0 if pointwise and tuple(y.shape[2:]) == tuple(x.shape[2:]) and \
+            y.shape[1] <= x.shape[1] else None
 
     def emit(self, k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
              act_max=127, folded=1):
@@ -418,17 +456,37 @@ class QConv(IntOp):
                   f"        const {x.ctype}* xg = {x.c} + (b * {c} + g * {cg}) * {h * wd};",
                   f"        for (int32_t oy = 0; oy < {oh}; ++oy) {{",
                   f"            for (int32_t ox = 0; ox < {ow}; ++ox) {{",
-                  f"                {x.ctype}* t = col;",
-                  f"                for (size_t ci = 0; ci < {cg}; ++ci) {{",
-                  f"                    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                  f"                        int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
-                  f"                        for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                  f"                            int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
-                  f"                            *t++ = (ih >= 0 && ih < {h} && iw >= 0 && "
-                  f"iw < {wd}) ?",
-                  f"                                xg[(ci * {h} + (size_t)ih) * {wd} + "
-                  f"(size_t)iw] : ({x.ctype}){zx};",
-                  "                        }", "                    }", "                }"]
+                  f"                {x.ctype}* t = col;"]
+        # Output positions whose window lies inside the input gather without tests.
+        oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
+        ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
+        padded = (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
+        if padded:
+            lines += [f"                if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && "
+                      f"ox < {ox_hi}) {{"]
+        ind = "    " if padded else ""
+        taps = [f"p[{ky * dh * wd + kx * dw}]" for ky in range(kh) for kx in range(kw)]
+        lines += [f"{ind}                const {x.ctype}* p = xg + (size_t)"
+                  f"({coord('oy', sh, ph, '0', 1)[:-4]}) * {wd} + (size_t)"
+                  f"({coord('ox', sw, pw, '0', 1)[:-4]});",
+                  f"{ind}                for (size_t ci = 0; ci < {cg}; ++ci, p += {h * wd}) {{"]
+        for i in range(0, len(taps), 6):
+            lines.append(f"{ind}                    " +
+                         " ".join(f"*t++ = {tp};" for tp in taps[i:i + 6]))
+        lines.append(f"{ind}                }}")
+        if padded:
+            lines += ["                } else {",
+                      f"                    for (size_t ci = 0; ci < {cg}; ++ci) {{",
+                      f"                        for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                      f"                            int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
+                      f"                            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                      f"                                int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
+                      f"                                *t++ = (ih >= 0 && ih < {h} && iw >= 0 && "
+                      f"iw < {wd}) ?",
+                      f"                                    xg[(ci * {h} + (size_t)ih) * {wd} + "
+                      f"(size_t)iw] : ({x.ctype}){zx};",
+                      "                            }", "                        }",
+                      "                    }", "                }"]
         xsum = None
         if w_zp is not None:
             xsum = "xsum"
@@ -454,7 +512,8 @@ class QConv(IntOp):
         wv = [f"w{i}" for i in range(taps)]
         zw = per_channel(w_zp, "o") if w_zp is not None else None
         pe_h, pe_w = (pads[2], pads[3]) if len(pads) == 4 else (0, pads[-1])
-        padded = any((ph, pw, pe_h, pe_w))
+        # Written in place (k.inplace): always read the channel from its scratch copy.
+        padded = any((ph, pw, pe_h, pe_w)) or getattr(k, "inplace", None) is not None
         ph_, pw_ = h + ph + pe_h, wd + pw + pe_w
         src = "o" if mg == 1 else f"o / {mg}"
         lines = [f"/* depthwise: output channel o reads input channel {src} */"]
@@ -584,6 +643,7 @@ def add_multipliers(ra: float, rb: float) -> tuple[int, int, int]:
 class QAdd(IntOp):
     """y = zy + round(((a - za) * ia + (b - zb) * ib) / 2^n), ia / 2^n = sa / sy and
     ib / 2^n = sb / sy: both rescales on one 64-bit accumulator, one rounding."""
+    elementwise_inplace = True
 
     def reference(self, a, b, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128,
                   act_max=127):
@@ -608,6 +668,7 @@ class QAdd(IntOp):
 @register("QMul", domain=DOMAIN)
 class QMul(IntOp):
     """y = zy + rq((a - za) * (b - zb), sa * sb / sy)."""
+    elementwise_inplace = True
 
     def reference(self, a, b, *, a_zp, b_zp, y_zp, y_mult, y_shift, act_min=-128,
                   act_max=127):
@@ -634,6 +695,7 @@ class QAffine(IntOp):
     BatchNormalization or a Mul/Add by constants between quantized tensors, or a
     plain requantization (scale 1, offset 0). inputs: x, scale int32 [C|1],
     offset int32 [C|1], mult [C|1], shift [C|1]; `axis` is the channel axis."""
+    elementwise_inplace = True
 
     def reference(self, x, scale, offset, mult, shift, *, axis=1, x_zp=0, y_zp=0,
                   act_min=-128, act_max=127):
@@ -668,6 +730,7 @@ class QAffine(IntOp):
 class QLut(IntOp):
     """y = table[x - qmin]: any per-tensor unary function of an 8-bit tensor
     (Sigmoid, Tanh, LeakyRelu, ...), tabulated at compile time."""
+    elementwise_inplace = True
 
     def reference(self, x, table):
         lo = -128 if x.dtype == np.int8 else 0
@@ -832,6 +895,7 @@ class QSoftmax(IntOp):
     """Softmax over the last axis of an 8-bit tensor, in integers: e = table[x - max],
     y = zy + round(e * inv / (sum(e) * 2^16)) with inv = round(2^16 / sy).
     inputs: x, table uint32[256]."""
+    elementwise_inplace = True
 
     def reference(self, x, table, *, inv, y_zp, act_min=-128, act_max=127):
         d = x.shape[-1]
