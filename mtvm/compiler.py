@@ -10,7 +10,7 @@ from .codegen.c_codegen import CModule, lower_kernels
 from .codegen.names import sanitize
 from .frontend import load_onnx
 from .ir import Graph, Node
-from .memory import plan_memory
+from .memory import inplace_steps, plan_memory
 from .model_library import CompiledModel
 
 
@@ -36,9 +36,10 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
-    kernels = lower_kernels(g, mod)
+    inplace = inplace_steps(g)
+    kernels = lower_kernels(g, mod, inplace)
     scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
-    plan = plan_memory(g, scratch)
+    plan = plan_memory(g, scratch, inplace=inplace)
     cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace)
     return CompiledModel(mod, source_graph or graph, g, plan, kernels, cmod.sources(),
                          profile=profile, external_workspace=external_workspace)

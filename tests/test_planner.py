@@ -70,3 +70,25 @@ def test_lower_bound_is_max_live_sum(n):
     for i in range(n):
         p.add_buffer(16 * (i + 1), 0, 0)
     assert p.lower_bound() == sum(16 * (i + 1) for i in range(n))
+
+
+def test_elementwise_kernels_run_in_place_when_their_input_dies():
+    import mtvm
+    from mtvm.testing import check_model, make_model
+    from onnx import helper
+    x = np.random.default_rng(1).standard_normal((1, 8, 4, 4)).astype(np.float32)
+    nodes = [helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("Exp", ["a"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Tanh", ["c"], ["d"]),
+             helper.make_node("Mul", ["d", "b"], ["y"])]
+    m = make_model("Relu", {"x": x})
+    m.graph.ClearField("node")
+    m.graph.node.extend(nodes)
+    m.graph.output[0].name = "y"
+    lib = check_model(m, {"x": x}, sanitize=True, fuse=False)
+    plan = lib.plan
+    # Exp reads a (used again by Add): not in place; Add writes over a, Tanh over c.
+    assert plan.root("b") == "b" and plan.root("c") == "a" and plan.root("d") == "a"
+    assert plan.arena_bytes == plan.lower_bound == 2 * 8 * 4 * 4 * 4
+    src = next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
+    tanh = src[src.index("_tanh("):]
+    assert "const float* in0," in tanh[:200] and "float* out0)" in tanh[:200]

@@ -36,12 +36,16 @@ def kernel_name(mod: str, i: int, node) -> str:
     return f"tvmgen_{mod}_{i:03d}_" + "_".join(sanitize(p).lower() for p in parts)
 
 
-def lower_kernels(g: Graph, mod: str) -> list[LoweredKernel]:
+def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None
+                  ) -> list[LoweredKernel]:
+    """`inplace`: {node index: input index} of the kernels whose output is
+    written over that input (memory.inplace_steps); their emitters see k.inplace."""
     out = []
     for step, n in enumerate(g.nodes):
         if n.alias:
             continue
         k = Kernel(g, n, kernel_name(mod, step, n))
+        k.inplace = (inplace or {}).get(step)
         op = get_op(n.op, n.domain)
         if all(b is None or b.size == 0 for b in k.outs):
             # Empty outputs (a dimension of 0): nothing to compute.

@@ -70,6 +70,9 @@ class Kernel:
                 if name and not self._inline(name):
                     self.eps.append(self._buf(f"ep{len(self.eps)}", name))
         self.scratch_bytes = 0         # set by the op (planned in the arena)
+        # Index of the input the output is written over (decided before emission,
+        # see memory.inplace_steps): that input and the output lose `restrict`.
+        self.inplace: int | None = None
         self.helpers: dict[str, str] = {}  # file-scope C the body calls, by name (see helper())
 
     def _buf(self, c, name) -> Buf:
@@ -137,12 +140,15 @@ class Kernel:
         inputs, tail operands, outputs, scratch."""
         used = set(re.findall(r"[A-Za-z_]\w*", body))
         out = []
+        shared = self.ins[self.inplace] if self.inplace is not None else None
         for b in self.ins + self.eps:
             if b is not None and b.c in used:
-                out.append((f"const {b.ctype}* restrict {b.c}", b))
-        for b in self.outs:
+                qual = "" if b is shared else " restrict"
+                out.append((f"const {b.ctype}*{qual} {b.c}", b))
+        for i, b in enumerate(self.outs):
             if b is not None:
-                out.append((f"{b.ctype}* restrict {b.c}", b))
+                qual = "" if shared is not None and i == 0 else " restrict"
+                out.append((f"{b.ctype}*{qual} {b.c}", b))
         if self.scratch_bytes:
             out.append(("uint8_t* restrict scratch", None))
         return out

@@ -1,1 +1,1 @@
-from .planner import GreedyPlanner, LinearPlanner, MemoryPlan, plan_memory  # noqa: F401
+from .planner import GreedyPlanner, LinearPlanner, MemoryPlan, inplace_steps, plan_memory  # noqa: F401

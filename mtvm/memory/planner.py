@@ -150,15 +150,63 @@ class MemoryPlan:
         return name
 
 
+def inplace_steps(g: Graph) -> dict[int, int]:
+    """{node index: input index} of the kernels that will write their output over
+    that input's buffer: the operator can (Op.inplace_input), the input is an
+    activation (not a model input/output or constant) read for the last time by
+    this node and by nothing else in it (its fused tail included), and the
+    output is not a model output."""
+    from ..ops.base import get_op
+    alias_of = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.alias}
+
+    def root(x):
+        while x in alias_of:
+            x = alias_of[x]
+        return x
+    io = set(g.inputs) | set(g.outputs)
+    last: dict[str, int] = {}
+    for step, n in enumerate(g.nodes):
+        for part in [n] + n.tail:
+            for i in part.inputs:
+                if i:
+                    last[root(i)] = step
+    out = {}
+    for step, n in enumerate(g.nodes):
+        if n.alias:
+            continue
+        idx = get_op(n.op, n.domain).inplace_input(n, g)
+        outs = [o for o in n.kernel_outputs if o]
+        if idx is None or len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1:
+            continue
+        r = root(n.inputs[idx])
+        if r in io or g.tensors[r].is_const or last.get(r) != step:
+            continue
+        others = [i for j, i in enumerate(n.inputs) if j != idx and i]
+        others += [i for t in n.tail for i in t.inputs[1:] if i]
+        if any(root(i) == r for i in others):
+            continue
+        out[step] = idx
+    return out
+
+
 def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
-                planner_cls=GreedyPlanner) -> MemoryPlan:
+                planner_cls=GreedyPlanner, inplace: dict[int, int] | None = None) -> MemoryPlan:
     """Lifetimes in execution order -> arena offsets. `scratch_bytes` maps a
-    node index to the scratch its kernel needs while it runs."""
+    node index to the scratch its kernel needs while it runs; `inplace` (from
+    inplace_steps) the nodes whose output takes over an input's buffer: the
+    output becomes an alias of that input, the buffer sized for the larger."""
     plan = MemoryPlan()
     scratch_bytes = scratch_bytes or {}
     for n in g.nodes:
         if n.alias:
             plan.alias_of[n.outputs[0]] = n.inputs[0]
+    for step, idx in (inplace or {}).items():
+        n = g.nodes[step]
+        plan.alias_of[n.kernel_outputs[0]] = n.inputs[idx]
+    nbytes: dict[str, int] = {}
+    for name, t in g.tensors.items():
+        r = plan.root(name)
+        nbytes[r] = max(nbytes.get(r, 0), t.nbytes)
     io = set(g.inputs) | set(g.outputs)
     first: dict[str, int] = {}
     last: dict[str, int] = {}
@@ -179,7 +227,7 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
         if name in io or t.is_const:
             continue
         # A zero-size tensor still gets a (minimal) slot: its kernel gets a valid pointer.
-        ids[name] = planner.add_buffer(max(t.nbytes, 1), f, last[name])
+        ids[name] = planner.add_buffer(max(nbytes[name], 1), f, last[name])
     scratch_ids = {i: planner.add_buffer(b, i, i) for i, b in scratch_bytes.items() if b}
     offs = planner.offsets()
     plan.offsets = {name: offs[i] for name, i in ids.items()}

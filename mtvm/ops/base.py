@@ -87,6 +87,16 @@ class Op:
             return emit_elementwise(self, k, attrs)
         raise NotImplementedError(self.name)
 
+    def inplace_input(self, node, graph) -> int | None:
+        """Index of the input whose buffer this kernel may write its output over
+        (the planner decides; the emitter sees k.inplace). Elementwise ops: input
+        0 when the output has its shape and dtype. Others: None (never)."""
+        if not self.elementwise or not node.inputs or not node.inputs[0]:
+            return None
+        x, y = graph.tensors[node.inputs[0]], graph.tensors[node.kernel_outputs[0]]
+        same = tuple(x.shape) == tuple(y.shape) and np.dtype(x.dtype) == np.dtype(y.dtype)
+        return 0 if same else None
+
     def check(self, node, inputs: list) -> None:
         """Raise UnsupportedError for inputs or attributes the emitter cannot handle."""
 

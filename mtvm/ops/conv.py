@@ -321,6 +321,22 @@ class Conv(Op):
         w = inputs[1]
         return int(outputs[0].size * np.prod(w.shape[1:], dtype=np.int64))
 
+    def inplace_input(self, node, graph):
+        """The depthwise and pointwise schedules can write over their input (they
+        copy what they still need to scratch first): see emit_conv_depthwise and
+        emit_conv_pointwise."""
+        x, wt = graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
+        y = graph.tensors[node.outputs[0]]
+        if wt.data is None or len(x.shape) != 4:
+            return None
+        axes, group = conv_geometry(x.shape, wt.shape, **node.attrs)
+        kind = schedule_of(x, wt, axes, group)
+        if kind == "depthwise" and axes[0].out * axes[1].out <= axes[0].size * axes[1].size:
+            return 0
+        if kind == "pointwise" and x.shape[0] == 1 and group == 1:
+            return 0
+        return None
+
     def emit(self, k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
              pads=None, strides=None):
         x, wt = k.ins[0], k.ins[1]
@@ -445,22 +461,40 @@ SCHEDULE = {
 }
 
 
-def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
-    """Pick the schedule of one Conv (see the table above)."""
+def schedule_of(x, wt, axes, group) -> str:
+    """'depthwise', 'pointwise', 'window', 'im2col' or 'direct' (the table above).
+    x, wt: anything with .shape and .dtype; wt's value is needed (constant)."""
     s = SCHEDULE
     c_in, m_out = x.shape[1], wt.shape[0]
     mg = m_out // group
-    fast = np.dtype(x.dtype) == np.float32 and wt.const is not None and len(axes) == 2
-    if fast and group == c_in == m_out and group > 1:
+    const = getattr(wt, "const", getattr(wt, "data", None)) is not None
+    if not (np.dtype(x.dtype) == np.float32 and const and len(axes) == 2):
+        return "direct"
+    if group == c_in == m_out and group > 1:
         cols = depthwise_columns(axes[1])
         if wt.shape[2] * wt.shape[3] <= s["depthwise_max_taps"] and \
                 max(len(cols[0]), len(cols[2])) <= s["depthwise_max_border"]:
-            return emit_conv_depthwise(k, x, wt, bias, axes, cols)
-    if fast and mg >= s["gemm_min_channels"]:
-        pointwise = wt.shape[2] == wt.shape[3] == 1 and \
-            all(a.stride == 1 and a.pad_begin == a.pad_end == 0 for a in axes)
-        if pointwise or s["kxk"] == "im2col" or axes[1].out < s["window_min_cols"]:
-            return emit_conv_gemm(k, x, wt, bias, axes, group)
+            return "depthwise"
+    if mg < s["gemm_min_channels"]:
+        return "direct"
+    if wt.shape[2] == wt.shape[3] == 1 and \
+            all(a.stride == 1 and a.pad_begin == a.pad_end == 0 for a in axes):
+        return "pointwise"
+    if s["kxk"] == "im2col" or axes[1].out < s["window_min_cols"]:
+        return "im2col"
+    return "window"
+
+
+def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
+    """Emit the Conv with its schedule (see the table above)."""
+    kind = schedule_of(x, wt, axes, group)
+    if kind == "depthwise":
+        return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
+    if kind == "pointwise" and k.inplace is not None:
+        return emit_conv_pointwise_inplace(k, x, wt, bias, axes)
+    if kind in ("pointwise", "im2col"):
+        return emit_conv_gemm(k, x, wt, bias, axes, group)
+    if kind == "window":
         return emit_conv_window(k, x, wt, bias, axes, group)
     return emit_conv(k, x, wt, bias, axes, group)
 
@@ -498,8 +532,17 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
     clip_rows = ah.clips_begin or ah.clips_end
     if clip_rows:
         w.line(f"static const float zero_row[{aw.size}] = {{ 0.0f }};")
+    if k.inplace is not None:
+        k.scratch_bytes = 4 * in_plane
+        w.line("/* In place (out0 == in0): each input channel is copied to scratch before\n"
+               " * its output, which overwrites only this and earlier channels, is written. */")
     with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
-        w.line(f"const float* x_c = {x.c} + {lin((n, chans * in_plane), (c, in_plane))};")
+        src = f"{x.c} + {lin((n, chans * in_plane), (c, in_plane))}"
+        if k.inplace is not None:
+            w.line("float* x_c = (float*)scratch;")
+            w.line(f"memcpy(x_c, {src}, {in_plane} * sizeof(float));")
+        else:
+            w.line(f"const float* x_c = {src};")
         w.line(f"const float* w_c = {wt.c} + {lin((c, kh_n * kw_n))};")
         for i in range(kh_n):
             w.line("const float " + ", ".join(f"w{i}_{j} = w_c[{i * kw_n + j}]"
@@ -823,4 +866,40 @@ def emit_conv_window(k, x, wt, bias, axes, group) -> str:
                     _store_tile(w, k, bias, p, rows_b, m0e, lin((oh, aw.out), ("ow", 1)))
                     w.depth -= 1
                     w.line("}")
+    return w.text()
+
+
+def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
+    """Pointwise GEMM writing over its input (batch 1, one group): per tile of
+    positions, the input columns are copied to scratch first, then every output
+    channel of those positions is computed from the copy (an output value only
+    overwrites input values of its own position)."""
+    y = k.out
+    w = CWriter()
+    c_in, m_out = x.shape[1], wt.shape[0]
+    plane = int(np.prod(x.shape[2:]))
+    mr = SCHEDULE["gemm_mr"]
+    k.scratch_bytes = 4 * c_in * 16          # 16: the widest MTVM_F32_NR
+    wp = pack_weights(k, wt, 1, mr)
+    w.line(conv_comment(x, wt, y, axes, 1))
+    w.line(f"/* Schedule: pointwise GEMM in place (out0 == in0): per tile of MTVM_F32_NR"
+           f"\n * positions the {c_in} input columns are copied to scratch xt, then register"
+           f"\n * blocks of {mr} output channels run the micro-kernel on the copy. */")
+    w.line("float* xt = (float*)scratch;")
+    w.line(f"for (int p = 0; p < {plane}; p += MTVM_F32_NR) {{  /* tiles of positions */")
+    w.depth += 1
+    w.line(f"const int np = {plane} - p < MTVM_F32_NR ? {plane} - p : MTVM_F32_NR;")
+    with w.loop("c", c_in, "copy the tile's input columns") as c:
+        w.line(f"for (int q = 0; q < np; ++q) xt[{lin((c, 1))} * MTVM_F32_NR + q] = "
+               f"{x.c}[{lin((c, plane))} + p + q];")
+    p = dict(n=0, g=0, mg=m_out, m_out=m_out, out_plane=plane)
+    for m0, rows, count in _channel_blocks(m_out, mr):
+        with w.loop("mb", count, f"blocks of {rows} output channels") as mb:
+            m0e = lin((mb, rows), const=m0)
+            w.line(f"float tile[{rows} * MTVM_F32_NR];")
+            w.line(f"{gemm_ukernel(k, rows)}({c_in}, {wp.c} + {lin((m0e, c_in))}, xt, "
+                   "MTVM_F32_NR, np, tile);")
+            _store_tile(w, k, bias, p, rows, m0e, "p")
+    w.depth -= 1
+    w.line("}")
     return w.text()

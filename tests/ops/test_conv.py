@@ -237,3 +237,30 @@ def test_fusion_depthwise_then_pointwise_relu():
     lib = check_model(m, {"x": x})
     assert [(n.op, [t.op for t in n.tail]) for n in lib.graph.nodes] == \
         [("Conv", ["Relu"]), ("Conv", ["Relu"])]
+
+
+def test_mobilenet_block_runs_in_place():
+    """Depthwise and pointwise convs whose input dies there write over it: the
+    arena holds one activation (plus scratch), and the result is unchanged
+    (ASan/UBSan too). The other kernels keep `restrict`."""
+    x = randn(1, 3, 12, 12)
+    stem, dw, pw, db, pb = randn(16, 3, 3, 3), randn(16, 1, 3, 3), randn(24, 16, 1, 1), \
+        randn(16), randn(24)
+    m = graph_model([helper.make_node("Conv", ["x", "stem"], ["s"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Relu", ["s"], ["sr"]),
+                     helper.make_node("Conv", ["sr", "dw", "db"], ["d"], group=16,
+                                      pads=[1, 1, 1, 1], strides=[2, 2]),
+                     helper.make_node("Relu", ["d"], ["dr"]),
+                     helper.make_node("Conv", ["dr", "pw", "pb"], ["p"]),
+                     helper.make_node("Relu", ["p"], ["pr"]),
+                     helper.make_node("Conv", ["pr", "pw2"], ["y"])],
+                    {"x": x}, {"stem": stem, "dw": dw, "db": db, "pw": pw, "pb": pb,
+                               "pw2": randn(8, 24, 1, 1)})
+    lib = check_model(m, {"x": x}, sanitize=True)
+    plan = lib.plan
+    assert plan.root("dr") == plan.root("sr") and plan.root("pr") == plan.root("sr")
+    assert plan.arena_bytes == plan.lower_bound
+    assert plan.arena_bytes < 16 * 12 * 12 * 4 + 24 * 6 * 6 * 4
+    src = kernel_source(lib)
+    assert "in place (out0 == in0)" in src.lower() or "In place (out0 == in0)" in src
+    assert src.count("const float* in0,") == 2 and "const float* restrict in0," in src
