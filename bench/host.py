@@ -4,7 +4,8 @@
 
 For each model of ../shared/models: mtvm's C built with cc -O3 -march=native
 and called in-process, onnxruntime with one thread; median of N runs each,
-and the ratio mtvm/onnxruntime (< 1 means mtvm is faster). Also the arena,
+and the ratio mtvm/onnxruntime (< 1 means mtvm is faster); the same for the
+peer emx-onnx-cgen when it is installed (bench/peer.py). Also the arena,
 its lower bound and the constant bytes. Figures, not pass/fail.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 DEFAULT_MODELS = os.path.join(HERE, "..", "..", "shared", "models")
 
 
@@ -34,7 +36,27 @@ def median_time(fn, repeat: int) -> float:
     return float(np.median(times))
 
 
-def bench_model(path: str, repeat: int) -> dict:
+def bench_peer(path: str, x: np.ndarray, y_like: np.ndarray, repeat: int, row: dict) -> None:
+    """emx-onnx-cgen's C beside mtvm's (bench/peer.py), when it is installed."""
+    import peer
+    if not peer.available():
+        return
+    try:
+        built = peer.build(path)
+    except Exception as e:          # a peer's failure is a figure, not a crash
+        built = f"{type(e).__name__}: {e}"[:80]
+    if isinstance(built, str):
+        row["peer_error"] = built
+        return
+    run, _ = built
+    xc = np.ascontiguousarray(x, np.float32)
+    y = np.zeros(y_like.shape, np.float32)
+    run(xc, y)
+    row["peer_max_err"] = float(np.abs(y - y_like).max())
+    row["peer_ms"] = median_time(lambda: run(xc, y), repeat) * 1e3
+
+
+def bench_model(path: str, repeat: int, peer: bool = True) -> dict:
     import onnxruntime as ort
 
     import mtvm
@@ -61,6 +83,8 @@ def bench_model(path: str, repeat: int) -> dict:
     ort_feeds = {sess.get_inputs()[0].name: x}
     row["ort_ms"] = median_time(lambda: sess.run(None, ort_feeds), repeat) * 1e3
     row["ratio"] = row["mtvm_ms"] / row["ort_ms"]
+    if peer:
+        bench_peer(path, x, np.load(npz)["out_0"], repeat, row)
     md = lib.metadata
     row.update(arena=md["workspace_bytes"], lower_bound=md["workspace_lower_bound"],
                consts=md["constant_bytes"], macs=md["total_macs"])
@@ -68,21 +92,29 @@ def bench_model(path: str, repeat: int) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = ["model", "mtvm ms", "ort ms", "mtvm/ort", "arena B", "lower bound B", "const B",
-            "MACs", "compile s"]
+    head = ["model", "mtvm ms", "ort ms", "mtvm/ort", "emx ms", "emx/ort", "arena B",
+            "lower bound B", "const B", "MACs", "compile s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * (len(head) - 2))
             continue
+        if "peer_ms" in r:
+            peer = f"{r['peer_ms']:.3f} | {r['peer_ms'] / r['ort_ms']:.1f}"
+        else:
+            peer = f"{r.get('peer_error', 'not installed')} | -"
         lines.append(f"| {r['model']} | {r['mtvm_ms']:.3f} | {r['ort_ms']:.3f} | "
-                     f"{r['ratio']:.2f} | {r['arena']:,} | {r['lower_bound']:,} | "
+                     f"{r['ratio']:.2f} | {peer} | {r['arena']:,} | {r['lower_bound']:,} | "
                      f"{r['consts']:,} | {r['macs'] / 1e6:.2f} M | "
                      f"{r['compile_s'] + r['build_s']:.1f} |")
     ok = [r["ratio"] for r in rows if "ratio" in r]
     if ok:
         lines.append(f"\ngeometric mean mtvm/onnxruntime: {float(np.exp(np.mean(np.log(ok)))):.2f}"
                      f" over {len(ok)} models")
+    peer = [r["peer_ms"] / r["ort_ms"] for r in rows if "peer_ms" in r]
+    if peer:
+        lines.append(f"geometric mean emx-onnx-cgen/onnxruntime: "
+                     f"{float(np.exp(np.mean(np.log(peer)))):.2f} over {len(peer)} models")
     return "\n".join(lines)
 
 
@@ -91,6 +123,7 @@ def main(argv=None) -> int:
     p.add_argument("models", nargs="*", help="model names (default: all in --models)")
     p.add_argument("--models-dir", default=DEFAULT_MODELS)
     p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--no-peer", action="store_true", help="skip emx-onnx-cgen")
     args = p.parse_args(argv)
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
     if args.models:
@@ -98,7 +131,7 @@ def main(argv=None) -> int:
     rows = []
     for path in paths:
         print(f"  {os.path.basename(path)} ...", file=sys.stderr, flush=True)
-        rows.append(bench_model(path, args.repeat))
+        rows.append(bench_model(path, args.repeat, peer=not args.no_peer))
     print(table(rows))
     return 0
 

@@ -1,0 +1,99 @@
+"""Everything bench/ measures, in one run, into one markdown file.
+
+    python bench/run_all.py [--repeat N] [--no-device] [--no-peer] [MODEL ...]
+
+Host latency (mtvm vs onnxruntime vs emx-onnx-cgen, bench/host.py) and the
+Cortex-M4 figures under QEMU icount (bench/device.py) for every model of
+../shared/models; prints the tables and writes them, with the date, the
+machine and the compilers, to bench/results/<date>.md.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import device  # noqa: E402
+import host  # noqa: E402
+
+
+def _first_line(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
+    except (OSError, IndexError):
+        return "not found"
+
+
+def machine() -> str:
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import onnxruntime
+    return "\n".join([
+        f"- machine: {cpu}, {os.cpu_count()} logical cores (shared with other jobs: medians of "
+        "repeated runs), " + platform.platform(),
+        f"- host compiler: {_first_line(['cc', '--version'])} (-O3 -march=native, one thread)",
+        f"- onnxruntime {onnxruntime.__version__} (one intra-op and inter-op thread)",
+        f"- peer: emx-onnx-cgen {_version('emx-onnx-cgen')} (its default options, built like "
+        "mtvm's C)",
+        f"- device compiler: {_first_line(['arm-none-eabi-gcc', '--version'])}",
+        f"- emulator: {_first_line(['qemu-system-arm', '--version'])}",
+    ])
+
+
+def _version(dist: str) -> str:
+    try:
+        from importlib.metadata import version
+        return version(dist)
+    except Exception:
+        return "not installed"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("models", nargs="*")
+    p.add_argument("--models-dir", default=host.DEFAULT_MODELS)
+    p.add_argument("--repeat", type=int, default=50)
+    p.add_argument("--board", default="mps2-an386")
+    p.add_argument("--no-device", action="store_true")
+    p.add_argument("--no-peer", action="store_true")
+    p.add_argument("--out", default=None, help="markdown file (default bench/results/<date>.md)")
+    args = p.parse_args(argv)
+    import glob
+    paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
+    if args.models:
+        paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    host_rows = []
+    for path in paths:
+        print(f"  host: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
+        host_rows.append(host.bench_model(path, args.repeat, peer=not args.no_peer))
+    parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(), "",
+             "## Host latency (ratio < 1: faster than onnxruntime)", "", host.table(host_rows)]
+    if not args.no_device:
+        dev_rows = []
+        for path in paths:
+            print(f"  {args.board}: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
+            dev_rows.append(device.bench_model(path, args.board, device.DEFAULT_WORK))
+        parts += ["", f"## Cortex-M ({args.board})", "", device.table(dev_rows, args.board)]
+    text = "\n".join(parts) + "\n"
+    print(text)
+    out = args.out or os.path.join(HERE, "results", f"{now:%Y-%m-%d}.md")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as f:
+        f.write(text)
+    print(f"written to {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
