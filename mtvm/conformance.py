@@ -316,7 +316,8 @@ def compare(got: list, expected: list, rtol: float, atol: float) -> str:
             return f"output {i}: dtype {a.dtype.name}, expected {e.dtype.name}"
         if a.shape != e.shape:
             return f"output {i}: shape {list(a.shape)}, expected {list(e.shape)}"
-        if e.dtype.kind == "f" or e.dtype.name == "bfloat16" or e.dtype.name.startswith("float8"):
+        if e.dtype.kind == "f" or e.dtype.name in ("bfloat16", "float4_e2m1fn") \
+                or e.dtype.name.startswith("float8"):
             a64, e64 = a.astype(np.float64), e.astype(np.float64)
             bad = ~np.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
             if bad.any():

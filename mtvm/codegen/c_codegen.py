@@ -52,6 +52,10 @@ def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None
             body = "\n".join(f"(void){b.c};" for b in k.outs if b is not None)
         else:
             body = op.emit(k, **n.attrs)
+            # An output the body never writes (e.g. an empty split piece).
+            unused = [b.c for b in k.outs if b is not None and b.c not in body]
+            if unused:
+                body = "".join(f"(void){c};\n" for c in unused) + body
         out.append(LoweredKernel(k, body, step, k.params(body)))
     return out
 

@@ -44,7 +44,8 @@ def definition(sym: str, arr: np.ndarray, origin: str) -> str:
     arr = np.ascontiguousarray(arr)
     if arr.dtype == np.bool_:
         arr = arr.astype(np.uint8)
-    if arr.dtype.name in ("float16", "bfloat16") or arr.dtype.name.startswith("float8"):
+    if arr.dtype.name in ("float16", "bfloat16") or arr.dtype.name.startswith("float8") \
+            or arr.dtype.name in ("float4_e2m1fn", "int4", "uint4", "int2", "uint2"):
         arr = arr.view(np.uint16 if arr.dtype.itemsize == 2 else np.uint8)  # stored as bits
     if _zero_bss(arr):
         return (f"/* {origin}: {arr.dtype.name}{list(arr.shape)}, all zeros: zero-initialized "

@@ -8,7 +8,9 @@ the half type, so the values are exactly those of the half-typed graph.
 CastLike becomes Cast (the target type is the second input's static dtype).
 float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) is stored as its byte and converted
 the same way, with the `saturate` attribute. Packed sub-byte types
-(int4/uint4/int2/uint2, float4e2m1) and strings are not supported.
+(int4/uint4/int2/uint2, float4e2m1) are held one element per byte, as
+NumPy/ml_dtypes hold them (the host interface), not packed. float8e8m0 and
+strings are not supported.
 """
 from __future__ import annotations
 
@@ -93,23 +95,29 @@ HALF_HELPERS = {
 }""",
 }
 
-# float8 formats: (exponent bits, mantissa bits, bias, fnuz, has_inf, largest finite).
-# fnuz: no negative zero, 0x80 is the only NaN; e4m3fn: S.1111.111 is NaN, no inf.
+# Small floats: (bits, exponent bits, mantissa bits, bias, fnuz, has_inf, largest finite,
+# code of the largest finite, NaN code). fnuz: no negative zero, the sign bit
+# alone is NaN; e4m3fn: S.1111.111 is NaN, no inf; e2m1: no inf, no NaN.
 FLOAT8 = {
-    "float8_e4m3fn": (4, 3, 7, 0, 0, 448.0),
-    "float8_e4m3fnuz": (4, 3, 8, 1, 0, 240.0),
-    "float8_e5m2": (5, 2, 15, 0, 1, 57344.0),
-    "float8_e5m2fnuz": (5, 2, 16, 1, 0, 57344.0),
+    "float8_e4m3fn": (8, 4, 3, 7, 0, 0, 448.0, 0x7e, 0x7f),
+    "float8_e4m3fnuz": (8, 4, 3, 8, 1, 0, 240.0, 0x7f, 0x80),
+    "float8_e5m2": (8, 5, 2, 15, 0, 1, 57344.0, 0x7b, 0x7f),
+    "float8_e5m2fnuz": (8, 5, 2, 16, 1, 0, 57344.0, 0x7f, 0x80),
+    "float4_e2m1fn": (4, 2, 1, 1, 0, 0, 6.0, 0x7, 0x8),
 }
+# Sub-byte integers, one element per byte in its low bits (as NumPy/ml_dtypes
+# hold them); a conversion wraps to the type's bits, as the ONNX reference does.
+SUBBYTE_INT = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
 
 F8_HELPERS = {
-    "mtvm_f8_to_f32": r"""static inline float mtvm_f8_to_f32(uint8_t c, int ebits, int mbits, int bias,
+    "mtvm_f8_to_f32": r"""static inline float mtvm_f8_to_f32(uint8_t c, int nbits, int ebits, int mbits, int bias,
                                    int fnuz)
 {
+    const unsigned signbit = 1u << (nbits - 1);
     const int e = (c >> mbits) & ((1 << ebits) - 1);
     const int m = c & ((1 << mbits) - 1);
-    const float sign = (c & 0x80u) ? -1.0f : 1.0f;
-    if (fnuz && c == 0x80u) {
+    const float sign = (c & signbit) ? -1.0f : 1.0f;
+    if (fnuz && c == signbit) {
         return NAN;
     }
     if (!fnuz && e == (1 << ebits) - 1) {
@@ -125,12 +133,12 @@ F8_HELPERS = {
     }
     return sign * ldexpf((float)((1 << mbits) + m), e - bias - mbits);
 }""",
-    "mtvm_f32_to_f8": r"""static inline uint8_t mtvm_f32_to_f8(float f, int mbits, int bias,
-                                     int fnuz, int has_inf, float maxval, int saturate)
+    "mtvm_f32_to_f8": r"""static inline uint8_t mtvm_f32_to_f8(float f, int nbits, int mbits, int bias, int fnuz,
+                                     int has_inf, float maxval, int saturate,
+                                     uint8_t max_code, uint8_t nan_code)
 {
-    const uint8_t nan_code = fnuz ? 0x80u : 0x7fu;
-    const uint8_t sign = (!fnuz || f != 0.0f) && signbit(f) ? 0x80u : 0x00u;
-    const uint8_t max_code = fnuz || !has_inf ? (uint8_t)(fnuz ? 0x7fu : 0x7eu) : 0x7bu;
+    /* Also the 4-bit float4e2m1 (nbits 4): codes are the low nbits bits. */
+    const uint8_t sign = (!fnuz || f != 0.0f) && signbit(f) ? (uint8_t)(1u << (nbits - 1)) : 0u;
     float a = fabsf(f), q, r;
     int e;
     if (isnan(f)) {
@@ -140,7 +148,7 @@ F8_HELPERS = {
         if (saturate) {
             return (uint8_t)(sign | max_code);
         }
-        return has_inf ? (uint8_t)(sign | 0x7cu) : nan_code;
+        return has_inf ? (uint8_t)(sign | (max_code + 1u)) : nan_code;
     }
     if (a == 0.0f) {
         return sign;
@@ -156,7 +164,7 @@ F8_HELPERS = {
         if (saturate) {
             return (uint8_t)(sign | max_code);
         }
-        return has_inf ? (uint8_t)(sign | 0x7cu) : nan_code;
+        return has_inf ? (uint8_t)(sign | (max_code + 1u)) : nan_code;
     }
     if (r == 0.0f) {
         return fnuz ? 0u : sign;
@@ -175,26 +183,23 @@ _TO_F32 = {"float16": "mtvm_f16_to_f32", "bfloat16": "mtvm_bf16_to_f32"}
 _FROM_F32 = {"float16": "mtvm_f32_to_f16", "bfloat16": "mtvm_f32_to_bf16"}
 
 
-def _f8_args(name: str) -> tuple:
-    eb, mb, bias, fnuz, has_inf, mx = FLOAT8[name]
-    return eb, mb, bias, fnuz, has_inf, mx
-
-
 def _to_f32(k, x: str, name: str) -> str:
     if name in FLOAT8:
-        eb, mb, bias, fnuz, _, _ = _f8_args(name)
+        nb, eb, mb, bias, fnuz = FLOAT8[name][:5]
         k.helper("mtvm_f8_to_f32", F8_HELPERS["mtvm_f8_to_f32"])
-        return f"mtvm_f8_to_f32({x}, {eb}, {mb}, {bias}, {fnuz})"
+        return f"mtvm_f8_to_f32({x}, {nb}, {eb}, {mb}, {bias}, {fnuz})"
     fn = _TO_F32[name]
     return f"{k.helper(fn, HALF_HELPERS[fn])}({x})"
 
 
 def _from_f32(k, x: str, name: str, saturate: int) -> str:
     if name in FLOAT8:
-        eb, mb, bias, fnuz, has_inf, mx = _f8_args(name)
+        nb, _, mb, bias, fnuz, has_inf, mx, max_code, nan_code = FLOAT8[name]
+        if nb == 4:
+            saturate = 1
         k.helper("mtvm_f32_to_f8", F8_HELPERS["mtvm_f32_to_f8"])
-        return (f"mtvm_f32_to_f8((float){x}, {mb}, {bias}, {fnuz}, {has_inf}, "
-                f"{mx!r}f, {1 if saturate else 0})")
+        return (f"mtvm_f32_to_f8((float){x}, {nb}, {mb}, {bias}, {fnuz}, {has_inf}, "
+                f"{mx!r}f, {1 if saturate else 0}, {max_code:#x}u, {nan_code:#x}u)")
     fn = _FROM_F32[name]
     return f"{k.helper(fn, HALF_HELPERS[fn])}((float){x})"
 
@@ -219,11 +224,20 @@ def convert_expr(k, x: str, src: np.dtype, dst: np.dtype, via: np.dtype | None =
     if src.name in SMALL_FLOATS:
         x = _to_f32(k, x, src.name)
         src = np.dtype(np.float32)
+    if src.name in SUBBYTE_INT:
+        bits, signed = SUBBYTE_INT[src.name]
+        mask, half = (1 << bits) - 1, 1 << (bits - 1)
+        x = (f"((((int32_t){x} & {mask}) ^ {half}) - {half})" if signed else
+             f"((int32_t){x} & {mask})")
+        src = np.dtype(np.int32)
     if via is not None and via.name in SMALL_FLOATS:
         x = _to_f32(k, _from_f32(k, x, via.name, saturate), via.name)
         src = np.dtype(np.float32)
     if dst.name in SMALL_FLOATS:
         return _from_f32(k, x, dst.name, saturate)
+    if dst.name in SUBBYTE_INT:
+        bits, _ = SUBBYTE_INT[dst.name]
+        return f"({ctype(dst)})((int64_t)({x}) & {(1 << bits) - 1})"
     if dst == np.bool_:
         return f"(uint8_t)({x} != 0)"
     if src == dst:
@@ -249,11 +263,17 @@ class Cast(Op):
     def reference(self, x, *, to, saturate=1, round_mode=None):
         dst = np_dtype(to)
         with np.errstate(all="ignore"):
+            if dst.name in SUBBYTE_INT:
+                bits, signed = SUBBYTE_INT[dst.name]
+                v = np.asarray(x).astype(np.int64) & ((1 << bits) - 1)
+                if signed:
+                    v = (v ^ (1 << (bits - 1))) - (1 << (bits - 1))
+                return v.astype(dst)
             if dst.name in FLOAT8:
                 from onnx import numpy_helper  # noqa: F401  (ml_dtypes registered)
                 x32 = np.asarray(x).astype(np.float32)
                 if saturate:
-                    mx = FLOAT8[dst.name][5]
+                    mx = FLOAT8[dst.name][6]
                     x32 = np.where(np.isnan(x32), x32, np.clip(x32, -mx, mx))
                 return x32.astype(dst)
             return np.asarray(x).astype(dst)
