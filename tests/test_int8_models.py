@@ -289,3 +289,48 @@ def test_uint8_kernel_variants_on_mps2_an386_bit_identical(tmp_path):
         proj.stop()
     for k in host:
         np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
+
+
+QUANTIZE_VARIANTS = [("QDQ", "QUInt8", "QUInt8", False), ("QDQ", "QUInt8", "QInt8", True),
+                     ("QOperator", "QInt8", "QInt8", True), ("QOperator", "QUInt8", "QUInt8", False)]
+
+
+@pytest.mark.parametrize("name,fmt,act,wt,per_channel",
+                         [("kws_dscnn",) + v for v in QUANTIZE_VARIANTS] +
+                         [("ic_resnet8",) + v for v in QUANTIZE_VARIANTS[2:]],
+                         ids=lambda v: str(v))
+def test_quantize_static_variants(name, fmt, act, wt, per_channel, tmp_path):
+    """The float models quantized here by onnxruntime in both formats (QDQ and
+    QOperator: QLinearConv, QGemm, QLinearAdd, ...), uint8 and int8, per-tensor and
+    per-channel: all integer kernels, within one step of onnxruntime."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    x = np.load(path(name, ".npz"))["in_0"]
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.it = iter([{"input": (x + 0.1 * rng.standard_normal(x.shape))
+                             .astype(np.float32)} for _ in range(3)])
+
+        def get_next(self):
+            return next(self.it, None)
+    pre, out = str(tmp_path / "pre.onnx"), str(tmp_path / "q.onnx")
+    quant_pre_process(path(name), pre, skip_symbolic_shape=True)
+    quantize_static(pre, out, Reader(), quant_format=getattr(QuantFormat, fmt),
+                    activation_type=getattr(QuantType, act), weight_type=getattr(QuantType, wt),
+                    per_channel=per_channel)
+    lib = mtvm.compile(out)
+    assert lib.metadata["quantization"]["float_fallback"] == []
+    ops = lib.metadata["operators"]
+    assert all(o["kind"].startswith("Q") for o in ops[1:-1]), [o["kind"] for o in ops]
+    got = lib.run_host({"input": x})["output"]
+    expected = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    m = onnx.load(out)
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    last_q = [n for n in m.graph.node if n.op_type in ("QuantizeLinear", "QLinearSoftmax")][-1]
+    step = float(inits[last_q.input[3 if last_q.op_type == "QLinearSoftmax" else 1]])
+    assert np.abs(got - expected).max() <= step * 1.001

@@ -505,3 +505,87 @@ class QLinearConcat(MsOp):
             ins.append(mid)
         self.annotate(ctx, out, qy)
         return nodes + [Node("Concat", node.name, ins, [out], {"axis": node.attrs["axis"]})]
+
+
+@register("QGemm", domain=MS)
+class QGemm(MsOp):
+    """onnxruntime's quantized Gemm (QOperator format): alpha * A' B' + C with C an
+    int32 bias in units of a_scale * b_scale; requantized when y_scale is given,
+    else a float output."""
+
+    def reference(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None,
+                  y_scale=None, y_zero_point=None, *, alpha=1.0, transA=0, transB=0):
+        a2 = a.T if transA else a
+        b2 = b.T if transB else b
+        bz = np.asarray(_zp(b_zero_point), np.int64)
+        acc = (a2.astype(np.int64) - np.int64(np.asarray(_zp(a_zero_point)).ravel()[0])) @ \
+            (b2.astype(np.int64) - bz.reshape(1, -1) if bz.size > 1 else b2.astype(np.int64) - bz)
+        if c is not None:
+            acc = acc + np.asarray(c, np.int64)
+        n = acc.shape[-1]
+        scale = np.float64(np.float32(a_scale)) * \
+            _per_axis_vec(np.asarray(b_scale, np.float32), n).astype(np.float64) * alpha
+        if y_scale is None:
+            return (acc * scale).astype(np.float32)
+        return _requant_ref(acc, scale / np.float64(np.float32(y_scale)), y_zero_point,
+                            np.asarray(y_zero_point).dtype)
+
+    def infer(self, node, inputs, consts):
+        a, b = inputs[0], inputs[3]
+        a = node.attrs
+        m = inputs[0].shape[1] if a.get("transA", 0) else inputs[0].shape[0]
+        n = b.shape[0] if a.get("transB", 0) else b.shape[1]
+        has_y = len(inputs) > 7 and inputs[7] is not None
+        dtype = (inputs[8].dtype if len(inputs) > 8 and inputs[8] is not None else
+                 np.dtype(np.uint8)) if has_y else np.dtype(np.float32)
+        return [((m, n), dtype)]
+
+    def lower(self, ctx, node):
+        from ..ir import Node
+        from ..passes.quantize import QP, dense_node
+        a_name, b_name = node.inputs[0], node.inputs[3]
+        at = node.attrs
+        b = ctx.const(b_name)
+        if at.get("transA", 0) or b is None or b.ndim != 2:
+            return None
+        qa = self.params(ctx, node, 1, 2, a_name)
+        qb = self.params(ctx, node, 4, 5, b_name)
+        if qa is None or qb is None or qa.axis is not None:
+            return None
+        w_nk = b if at.get("transB", 0) else np.ascontiguousarray(b.T)
+        n = w_nk.shape[0]
+        alpha = float(at.get("alpha", 1.0))
+        c_name = node.inputs[6] if len(node.inputs) > 6 else ""
+        bias = ctx.const(c_name) if c_name else np.zeros(n, np.int64)
+        if bias is None:
+            return None
+        bias = _per_axis_vec(np.asarray(bias, np.int64), n)
+        wsum = w_nk.astype(np.int64).sum(axis=1)
+        out = node.outputs[0]
+        has_y = len(node.inputs) > 7 and node.inputs[7]
+        if has_y:
+            qy = self.params(ctx, node, 7, 8, out)
+            if qy is None or qy.axis is not None:
+                return None
+            new = dense_node(ctx, "QMatMul", node.name, a_name, qa, w_nk,
+                             np.asarray(qb.scale) * alpha, qb.zp, None, bias, qy,
+                             qrange(qy.dtype), out, w_nk.shape[1], wsum, {})
+            if new is None:
+                return None
+            self.annotate(ctx, out, qy)
+            return [new]
+        # Float output: the int32 accumulator, then its scale per column.
+        zw = _per_axis_vec(qb.zp, n).astype(np.int64)
+        folded = bias - qa.z * wsum + w_nk.shape[1] * qa.z * zw
+        acc = ctx.new_tensor(node.name + "_acc", ctx.g.tensors[out].shape, np.int32)
+        ins = [a_name, ctx.add_const(node.name + "_w", w_nk),
+               ctx.add_const(node.name + "_bias", folded.astype(np.int32))]
+        if np.any(zw):
+            ins += ["", "", ctx.add_const(node.name + "_wzp", zw.astype(np.int32))]
+        scale = (qa.s * _per_axis_vec(qb.scale, n) * alpha).astype(np.float32)
+        del QP
+        return [Node("QMatMul", node.name, ins, [acc], dict(x_zp=qa.z), domain=DOMAIN),
+                Node("DequantizeLinear", node.name + "_scale",
+                     [acc, ctx.add_const(node.name + "_out_scale", scale),
+                      ctx.add_const(node.name + "_out_zp", np.zeros(n, np.int32))], [out],
+                     {"axis": 1})]

@@ -603,9 +603,7 @@ def lower_quantized(graph: Graph) -> Graph:
     """Rewrite every DQ -> op -> Q pattern with an integer kernel (see module doc)."""
     g = graph.copy()
     if not any(n.op in ("QuantizeLinear", "DequantizeLinear") or
-               (n.domain in ("", "com.microsoft") and n.op.startswith(("QLinear", "ConvInteger",
-                                                                       "MatMulInteger")))
-               for n in g.nodes):
+               hasattr(get_op(n.op, n.domain), "lower") for n in g.nodes):
         return g
     ctx = Ctx(g)
     replaced: dict[int, list[Node]] = {}

@@ -538,3 +538,20 @@ def test_backend_node_case(case):
                 np.testing.assert_allclose(a, e, rtol=1e-6, atol=1e-7)
             else:
                 np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.parametrize("dtype,float_out,trans_b", [(np.uint8, False, 1), (np.int8, False, 0),
+                                                     (np.uint8, True, 1)])
+def test_qgemm(dtype, float_out, trans_b):
+    a = qrand(dtype, (3, 10))
+    b = qrand(np.int8 if dtype == np.int8 else np.uint8, (7, 10) if trans_b else (10, 7))
+    consts = dict(sa=np.float32(0.021), za=zp(dtype), b=b, sb=np.float32(0.013),
+                  zb=zp(b.dtype.type, 0 if dtype == np.int8 else 127),
+                  c=rng.integers(-500, 500, 7).astype(np.int32))
+    order = ["a", "sa", "za", "b", "sb", "zb", "c"]
+    if not float_out:
+        consts.update(sy=np.float32(0.29), zy=zp(dtype))
+        order += ["sy", "zy"]
+    m = ms_model("QGemm", {"a": a}, consts, order, (3, 7), np.float32 if float_out else dtype,
+                 {"transB": trans_b, "alpha": 0.5})
+    check_q(m, {"a": a}, kinds=["QMatMul", "DequantizeLinear"] if float_out else ["QMatMul"])
