@@ -65,7 +65,11 @@ class QOp(Op):
         if scale.size > 1 or zp.size > 1:
             return QP(scale.ravel(), np.broadcast_to(zp.ravel(), scale.ravel().shape).copy(),
                       dtype, axis=0)
-        return QP(scale.reshape(()), zp.reshape(()), dtype)
+        qp = QP(scale.reshape(()), zp.reshape(()), dtype)
+        t = ctx.g.tensors[data]
+        if not t.is_const and t.quant is None and dtype.kind in "iu":
+            QOp.annotate(ctx, data, qp)      # metadata.json reports it (model inputs too)
+        return qp
 
     @staticmethod
     def annotate(ctx, name, qp):

@@ -555,3 +555,23 @@ def test_qgemm(dtype, float_out, trans_b):
     m = ms_model("QGemm", {"a": a}, consts, order, (3, 7), np.float32 if float_out else dtype,
                  {"transB": trans_b, "alpha": 0.5})
     check_q(m, {"a": a}, kinds=["QMatMul", "DequantizeLinear"] if float_out else ["QMatMul"])
+
+
+def test_io_quantization_in_metadata():
+    """8-bit model inputs and outputs carry their scale and zero point in metadata.json."""
+    b = QDQ(np.uint8)
+    x = b.input((1, 4, 5, 5), 0.043, 120)
+    w, ws = b.weight((3, 4, 1, 1))
+    y = b.q(b.op("Conv", [x, w, b.bias(3, 0.043, ws)]), 0.07, 99)
+    lib = mtvm.compile(b.model(y))
+    q_in = lib.metadata["inputs"][0]["quantization"]
+    q_out = lib.metadata["outputs"][0]["quantization"]
+    assert q_in["zero_point"] == [120] and abs(q_in["scale"][0] - 0.043) < 1e-7
+    assert q_out["zero_point"] == [99] and abs(q_out["scale"][0] - 0.07) < 1e-7
+    m, feeds = ms_model("QLinearSigmoid", {"x": qrand(np.int8, (4,))},
+                        dict(sx=np.float32(0.1), zx=np.int8(2), sy=np.float32(1 / 256),
+                             zy=np.int8(-128)), ["x", "sx", "zx", "sy", "zy"], (4,),
+                        np.int8), None
+    md = mtvm.compile(m).metadata
+    assert md["inputs"][0]["quantization"]["zero_point"] == [2]
+    assert md["outputs"][0]["quantization"]["zero_point"] == [-128]
