@@ -56,7 +56,7 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "Pad": (1, 2, 3), "CumSum": (1,), "CumProd": (1,), "Dropout": (1, 2), "Trilu": (1,), "Clip": (1, 2),
     "NonMaxSuppression": (2, 3, 4), "DFT": (1, 2), "STFT": (1, 3), "HannWindow": (0,),
     "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
-    "CenterCropPad": (1,), "Col2Im": (1, 2), "MaxUnpool": (2,), "AffineGrid": (1,),
+    "CenterCropPad": (1,), "RotaryEmbedding": (),  "Col2Im": (1, 2), "MaxUnpool": (2,), "AffineGrid": (1,),
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
     "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,),
     "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "Compress": (1,),
@@ -176,15 +176,24 @@ def _out_of_scope(model, inputs, outputs) -> str:
 
 
 def _bound_inputs(model) -> list[str]:
-    """Graph inputs that feed a shape-like operand (SHAPE_INPUTS)."""
+    """Graph inputs that decide a shape-like operand (SHAPE_INPUTS): directly, or
+    through the nodes computing it (an expanded function's Range limit, Pad's
+    pads...). The walk stops at Shape/Size, whose input's values do not matter."""
     inits = {i.name for i in model.graph.initializer}
-    gin = {i.name for i in model.graph.input if i.name not in inits}
-    out = []
-    for n in model.graph.node:
-        for pos in SHAPE_INPUTS.get(n.op_type, ()):
-            if pos < len(n.input) and n.input[pos] in gin and n.input[pos] not in out:
-                out.append(n.input[pos])
-    return out
+    gin = [i.name for i in model.graph.input if i.name not in inits]
+    producer = {o: n for n in model.graph.node for o in n.output}
+    todo = [n.input[pos] for n in model.graph.node
+            for pos in SHAPE_INPUTS.get(n.op_type, ()) if pos < len(n.input) and n.input[pos]]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        p = producer.get(name)
+        if p is not None and p.op_type not in ("Shape", "Size"):
+            todo.extend(i for i in p.input if i)
+    return [n for n in gin if n in seen]
 
 
 def _finish(case: Case, model) -> Case:

@@ -1,0 +1,277 @@
+"""Assorted operators: RotaryEmbedding, BitCast, CenterCropPad, Einsum, the
+window functions (Hann, Hamming, Blackman: their size is a compile-time
+value, so they fold to constants) and DFT (direct O(n^2) transform).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from .base import Op, move_input_to_attr, need_const, register
+from .indexing import body, nest, prod, strided_copy, strides_of
+
+
+def _libm(k, name: str) -> str:
+    return name + ("f" if k.ctype == "float" else "")
+
+
+@register("RotaryEmbedding")
+class RotaryEmbedding(Op):
+    def reference(self, x, cos, sin, position_ids=None, **attrs):
+        from onnx.reference.ops.op_rotary_embedding import rotary_embedding
+        return rotary_embedding(x, cos, sin, position_ids=position_ids, **attrs).astype(x.dtype)
+
+    def emit(self, k, *, interleaved=0, rotary_embedding_dim=0, num_heads=0):
+        x = k.ins[0]
+        pos = k.ins[3] if len(k.ins) > 3 else None
+        if len(x.shape) == 4:
+            B, H, S, D = x.shape
+            addr = f"((b * {H} + h) * {S} + s) * {D}"
+        else:
+            B, S, HD = x.shape
+            H = num_heads
+            D = HD // H
+            addr = f"(b * {S} + s) * {HD} + h * {D}"
+        R = rotary_embedding_dim or D
+        half = R // 2
+        cache = f"(size_t)in3[b * {S} + s] * {half}" if pos is not None else \
+            f"(b * {S} + s) * {half}"
+        if interleaved:
+            i1, i2 = "2 * i", "2 * i + 1"
+        else:
+            i1, i2 = "i", f"i + {half}"
+        t = k.ctype
+        lines = nest([B, S, H], [
+            "const size_t b = i0, s = i1, h = i2;",
+            f"const size_t base = {addr};",
+            f"const size_t cb = {cache};",
+            f"for (size_t i = 0; i < {half}; ++i) {{",
+            f"    const {t} c = in1[cb + i], sn = in2[cb + i];",
+            f"    const {t} x1 = in0[base + {i1}], x2 = in0[base + {i2}];",
+            f"    out0[base + {i1}] = c * x1 - sn * x2;",
+            f"    out0[base + {i2}] = sn * x1 + c * x2;",
+            "}",
+            f"for (size_t d = {R}; d < {D}; ++d) out0[base + d] = in0[base + d];"])
+        return body(lines)
+
+
+@register("BitCast")
+class BitCast(Op):
+    def reference(self, x, *, to):
+        from .cast import np_dtype
+        dt = np_dtype(to)
+        if dt.itemsize != x.dtype.itemsize:
+            raise UnsupportedError("BitCast between types of different widths")
+        return np.array(x, copy=True).view(dt)
+
+    def emit(self, k, *, to):
+        return f"memcpy(out0, in0, {k.out.size * k.out.dtype.itemsize});"
+
+
+@register("CenterCropPad")
+class CenterCropPad(Op):
+    def canonicalize(self, node, graph, opset):
+        move_input_to_attr(graph, node, 1, "shape")
+
+    def _plan(self, in_shape, shape, axes):
+        rank = len(in_shape)
+        axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
+        out_shape, src_start, dst_start, count = list(in_shape), [0] * rank, [0] * rank, \
+            list(in_shape)
+        for a, sh in zip(axes, shape):
+            dim = in_shape[a]
+            out_shape[a] = sh
+            if sh < dim:
+                src_start[a] = (dim - sh) // 2
+                count[a] = sh
+            elif sh > dim:
+                dst_start[a] = (sh - dim) // 2
+        return out_shape, src_start, dst_start, count
+
+    def reference(self, x, *, shape, axes=None):
+        out_shape, ss, ds, cnt = self._plan(x.shape, shape, axes)
+        res = np.zeros(out_shape, x.dtype)
+        res[tuple(slice(d, d + c) for d, c in zip(ds, cnt))] = \
+            x[tuple(slice(s, s + c) for s, c in zip(ss, cnt))]
+        return res
+
+    def emit(self, k, *, shape, axes=None):
+        x = k.ins[0]
+        out_shape, ss, ds, cnt = self._plan(x.shape, shape, axes)
+        ost, ist = strides_of(out_shape), x.strides
+        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);"]
+        if prod(cnt):
+            vs = [f"i{d}" for d in range(len(cnt))]
+            src = " + ".join([str(sum(s * st for s, st in zip(ss, ist)))]
+                             + [f"{v} * {st}" for v, st in zip(vs, ist)])
+            dst = " + ".join([str(sum(d * st for d, st in zip(ds, ost)))]
+                             + [f"{v} * {st}" for v, st in zip(vs, ost)])
+            lines += nest(cnt, [f"out0[{dst}] = in0[{src}];"])
+        return body(lines)
+
+
+@register("Einsum")
+class Einsum(Op):
+    """Any equation without ellipsis: loops over the output letters, an inner
+    loop nest over the summed letters."""
+
+    def reference(self, *xs, equation):
+        wide = [x.astype(np.float32) if x.dtype.kind not in "fiub" else x for x in xs]
+        return np.einsum(equation, *wide).astype(xs[0].dtype)
+
+    def check(self, node, inputs):
+        if "..." in node.attrs.get("equation", ""):
+            raise UnsupportedError("Einsum with an ellipsis is not supported")
+
+    def emit(self, k, *, equation):
+        eq = equation.replace(" ", "")
+        lhs, _, rhs = eq.partition("->")
+        terms = lhs.split(",")
+        if not _:
+            letters = sorted(set(lhs.replace(",", "")))
+            rhs = "".join(c for c in letters if lhs.count(c) == 1)
+        size = {}
+        for term, b in zip(terms, k.ins):
+            for c, n in zip(term, b.shape):
+                size[c] = n
+        summed = [c for c in dict.fromkeys(lhs.replace(",", "")) if c not in rhs]
+        t = k.ctype
+        prods = []
+        for j, (term, b) in enumerate(zip(terms, k.ins)):
+            st = strides_of(b.shape)
+            idx = " + ".join(f"{_v(c)} * {s}" for c, s in zip(term, st)) or "0"
+            prods.append(f"in{j}[{idx}]")
+        ost = strides_of([size[c] for c in rhs])
+        oidx = " + ".join(f"{_v(c)} * {s}" for c, s in zip(rhs, ost)) or "0"
+        inner = [f"acc += {' * '.join(prods)};"]
+        for c in reversed(summed):
+            inner = [f"for (size_t {_v(c)} = 0; {_v(c)} < {size[c]}; ++{_v(c)}) {{"] + \
+                ["    " + s for s in inner] + ["}"]
+        lines_in = [f"{t} acc = {k.lit(0)};"] + inner + [f"out0[{oidx}] = acc;"]
+        for c in reversed(rhs):
+            lines_in = [f"for (size_t {_v(c)} = 0; {_v(c)} < {size[c]}; ++{_v(c)}) {{"] + \
+                ["    " + s for s in lines_in] + ["}"]
+        return body(lines_in)
+
+    def macs(self, node, inputs, outputs):
+        return 0
+
+
+def _v(c: str) -> str:
+    return f"i_{c}" if c.islower() else f"I_{c}"
+
+
+# -- signal: windows and DFT ---------------------------------------------------------------
+
+class _Window(Op):
+    def canonicalize(self, node, graph, opset):
+        v = need_const(graph, node, 0, "size")
+        node.attrs["size"] = int(np.asarray(v).ravel()[0])
+        node.inputs = []
+
+    def values(self, n, N):
+        raise NotImplementedError
+
+    def reference(self, *, size, output_datatype=1, periodic=1):
+        from .cast import np_dtype
+        N = size if periodic else size - 1
+        n = np.arange(size, dtype=np.float64)
+        return self.values(n, N).astype(np_dtype(output_datatype))
+
+
+@register("HannWindow")
+class HannWindow(_Window):
+    def values(self, n, N):
+        return np.sin(n * np.pi / N) ** 2
+
+
+@register("HammingWindow")
+class HammingWindow(_Window):
+    def values(self, n, N):
+        return 25 / 46 - (1 - 25 / 46) * np.cos(2 * np.pi * n / N)
+
+
+@register("BlackmanWindow")
+class BlackmanWindow(_Window):
+    def values(self, n, N):
+        return 0.42 - 0.5 * np.cos(2 * np.pi * n / N) + 0.08 * np.cos(4 * np.pi * n / N)
+
+
+@register("DFT")
+class DFT(Op):
+    """Direct DFT along one axis; the last input dim is 1 (real) or 2 (complex)."""
+
+    def canonicalize(self, node, graph, opset):
+        if opset >= 20:
+            a = need_const(graph, node, 2, "axis")
+            if a is not None:
+                node.attrs["axis"] = int(np.asarray(a).ravel()[0])
+            if len(node.inputs) > 2:
+                node.inputs[2] = ""
+        n = need_const(graph, node, 1, "dft_length")
+        if n is not None:
+            node.attrs["dft_length"] = int(np.asarray(n).ravel()[0])
+        if len(node.inputs) > 1:
+            node.inputs[1] = ""
+        while node.inputs and not node.inputs[-1]:
+            node.inputs.pop()
+        node.attrs.setdefault("axis", 1 if opset < 20 else -2)
+
+    def _geom(self, shape, axis, dft_length, onesided):
+        rank = len(shape)
+        a = axis + rank if axis < 0 else axis
+        n_in = shape[a]
+        n = dft_length or n_in
+        n_out = n // 2 + 1 if onesided else n
+        return a, n_in, n, n_out
+
+    def reference(self, x, *, axis=1, dft_length=None, inverse=0, onesided=0):
+        a, n_in, n, n_out = self._geom(x.shape, axis, dft_length, onesided)
+        c = x[..., 0] + (1j * x[..., 1] if x.shape[-1] == 2 else 0)
+        if n_in < n:
+            pad = [(0, 0)] * c.ndim
+            pad[a] = (0, n - n_in)
+            c = np.pad(c, pad)
+        else:
+            c = np.take(c, range(n), axis=a)
+        r = np.fft.ifft(c, axis=a) if inverse else np.fft.fft(c, axis=a)
+        r = np.take(r, range(n_out), axis=a)
+        return np.stack([r.real, r.imag], axis=-1).astype(x.dtype)
+
+    def emit(self, k, *, axis=1, dft_length=None, inverse=0, onesided=0):
+        x = k.ins[0]
+        a, n_in, n, n_out = self._geom(x.shape, axis, dft_length, onesided)
+        cplx = x.shape[-1] == 2
+        outer = prod(x.shape[:a])
+        inner = prod(x.shape[a + 1:-1])
+        t = k.ctype
+        m = min(n, n_in)
+        sign = 1.0 if inverse else -1.0
+        scale = f" / {n}.0" if inverse else ""
+        xin = x.shape[-1]
+        im = f"(double)in0[((o * {n_in} + j) * {inner} + s) * 2 + 1]" if cplx else "0.0"
+        # Accumulated in double: the outputs near 0 are checked against atol 1e-7.
+        lines = nest([outer, n_out, inner], [
+            "const size_t o = i0, f = i1, s = i2;",
+            "double re = 0.0, imag = 0.0;",
+            f"for (size_t j = 0; j < {m}; ++j) {{",
+            f"    const double ang = {sign * 2 * math.pi / n!r} * (double)((f * j) % {n});",
+            "    const double c = cos(ang), sn = sin(ang);",
+            f"    const double xr = (double)in0[((o * {n_in} + j) * {inner} + s) * {xin}];",
+            f"    const double xi = {im};",
+            "    re += xr * c - xi * sn;",
+            "    imag += xr * sn + xi * c;",
+            "}",
+            f"out0[((o * {n_out} + f) * {inner} + s) * 2] = ({t})(re{scale});",
+            f"out0[((o * {n_out} + f) * {inner} + s) * 2 + 1] = ({t})(imag{scale});"])
+        return body(lines)
+
+    def check(self, node, inputs):
+        if node.attrs.get("inverse") and node.attrs.get("onesided"):
+            raise UnsupportedError("DFT: inverse with onesided (irfft) is not supported")
+
+
+del strided_copy, re
