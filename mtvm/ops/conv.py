@@ -450,7 +450,7 @@ def weight_index(axes, taps) -> str:
 # (microkernels.PRELUDE).
 
 SCHEDULE = {
-    "gemm_mr": MR,                 # output channels per register block
+    "gemm_mr": MR,                 # output channels per register block (weight packing)
     "gemm_min_channels": 8,        # fewer output channels per group: direct conv
     "im2col_cols": 16,             # output positions per im2col block, at least
     "im2col_max_bytes": 8192,      # grow the block up to this scratch (or the plane)
@@ -651,7 +651,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
         if pointwise:
             blocks = _channel_blocks(mg, mr)
             for m0, rows, count in blocks:
-                with w.loop("mb", count, f"blocks of {rows} output channels") as mb:
+                with channel_block(w, count, rows) as mb:
                     m0e = lin((mb, rows), const=m0)
                     w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
                     w.line(f"for (int p = 0; p < {out_plane}; p += MTVM_F32_NR) {{"
@@ -670,7 +670,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
         w.depth += 1
         _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane)
         for m0, rows, count in _channel_blocks(mg, mr):
-            with w.loop("mb", count, f"blocks of {rows} output channels") as mb:
+            with channel_block(w, count, rows) as mb:
                 m0e = lin((mb, rows), const=m0)
                 w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
                 w.line(f"for (int j = 0; j < {nb} && p0 + j < {out_plane}; "
@@ -694,6 +694,21 @@ def _batch_group_loops(w, n_batch: int, group: int):
     """Yields once, inside the batch and group loops, their variables."""
     with w.loop("n", n_batch, "batch") as n, w.loop("g", group, "group") as g:
         yield n, g
+
+
+@contextmanager
+def channel_block(w, count: int, rows: int):
+    """The loop over `count` blocks of `rows` output channels (a braced block when
+    it has one trip, so its declarations stay local)."""
+    if count == 1:
+        w.line(f"{{  /* a block of {rows} output channels */")
+        w.depth += 1
+        yield 0
+        w.depth -= 1
+        w.line("}")
+        return
+    with w.loop("mb", count, f"blocks of {rows} output channels") as mb:
+        yield mb
 
 
 def _channel_blocks(mg: int, mr: int):
@@ -853,7 +868,7 @@ def emit_conv_window(k, x, wt, bias, axes, group) -> str:
                     w.line(f"    memset(dst, 0, {row_len} * sizeof(float));")
                     w.line("}")
             for m0, rows_b, count in _channel_blocks(mg, mr):
-                with w.loop("mb", count, f"blocks of {rows_b} output channels") as mb:
+                with channel_block(w, count, rows_b) as mb:
                     m0e = lin((mb, rows_b), const=m0)
                     w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
                     w.line(f"for (int ow = 0; ow < {aw.out}; ow += MTVM_F32_NR) {{  /* columns */")
@@ -894,7 +909,7 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
                f"{x.c}[{lin((c, plane))} + p + q];")
     p = dict(n=0, g=0, mg=m_out, m_out=m_out, out_plane=plane)
     for m0, rows, count in _channel_blocks(m_out, mr):
-        with w.loop("mb", count, f"blocks of {rows} output channels") as mb:
+        with channel_block(w, count, rows) as mb:
             m0e = lin((mb, rows), const=m0)
             w.line(f"float tile[{rows} * MTVM_F32_NR];")
             w.line(f"{gemm_ukernel(k, rows)}({c_in}, {wp.c} + {lin((m0e, c_in))}, xt, "

@@ -34,16 +34,19 @@ PRELUDE = """\
 #else
 #define MTVM_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
-#if defined(__AVX2__) && defined(__FMA__) && !defined(MTVM_NO_SIMD)
+#if defined(__AVX512F__) && !defined(MTVM_NO_SIMD)
 #include <immintrin.h>
 #define MTVM_F32_NR 16
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(MTVM_NO_SIMD)
+#include <immintrin.h>
+#define MTVM_F32_NR 8
 #else
 #define MTVM_F32_NR 4
 #endif"""
 
 # Schedule knobs of the micro-kernel (the tuning issue will search them).
 # `mr` is emitted in Python (rows of the tile); NR is per target (PRELUDE).
-MR = 4
+MR = 8
 
 
 def prelude(k) -> None:
@@ -79,61 +82,76 @@ def _ukernel_source(name: str, mr: int, offsets: bool = False) -> str:
          f"static inline void {name}(int taps, const float* restrict a, "
          "const float* restrict b,",
          "    " + ("const int32_t* restrict off" if offsets else "int ldb") +
-         ", int n, float* restrict tile)", "{",
-         "#if MTVM_F32_NR == 16",
-         f"    /* {mr} x 16 block: {2 * mr} accumulators of 8 floats */"]
-    acc = [f"c{r}_{h}" for r in rows for h in (0, 1)]
-    L.append("    __m256 " + ", ".join(f"{c} = _mm256_setzero_ps()" for c in acc) + ";")
+         ", int n, float* restrict tile)", "{"]
 
-    def avx_body(load0, load1):
-        out = [f"        for (int t = 0; t < taps; ++t, {step}) {{"]
-        if offsets:
-            out.append("            const float* bt = b + off[t];")
-        out.append(f"            const __m256 b0 = {load0}, b1 = {load1};")
-        for r in rows:
-            out.append(f"            {{ const __m256 a{r} = _mm256_broadcast_ss(a + {r}); "
-                       f"c{r}_0 = _mm256_fmadd_ps(a{r}, b0, c{r}_0); "
-                       f"c{r}_1 = _mm256_fmadd_ps(a{r}, b1, c{r}_1); }}")
-        out.append("        }")
+    def simd(vec, width, zero, load, mload, fma, bcast, store, mask_setup):
+        out = [f"    /* {mr} x {width} block: {mr} accumulators of {width} floats */"]
+        out += [f"    {vec} c{r} = {zero};" for r in rows]
+
+        def body(ld):
+            lines = [f"        for (int t = 0; t < taps; ++t, {step}) {{"]
+            if offsets:
+                lines.append("            const float* bt = b + off[t];")
+            lines.append(f"            const {vec} bv = {ld};")
+            for r in rows:
+                lines.append(f"            c{r} = {fma}({bcast.format(r=r)}, bv, c{r});")
+            lines.append("        }")
+            return lines
+        out.append(f"    if (n == {width}) {{")
+        out += body(load.format(p=bt))
+        out.append("    } else {  /* partial tile: lanes q >= n are not read */")
+        out += ["        " + m for m in mask_setup]
+        out += body(mload.format(p=bt))
+        out.append("    }")
+        out += [f"    {store}(tile + {r * width}, c{r});" for r in rows]
         return out
-    L.append("    if (n == 16) {")
-    L += avx_body(f"_mm256_loadu_ps({bt})", f"_mm256_loadu_ps({bt} + 8)")
-    L += ["    } else {  /* partial tile: lanes q >= n are not read */",
-          "        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);",
-          "        const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane);",
-          "        const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane);"]
-    L += avx_body(f"_mm256_maskload_ps({bt}, k0)", f"_mm256_maskload_ps({bt} + 8, k1)")
-    L.append("    }")
-    for r in rows:
-        L.append(f"    _mm256_storeu_ps(tile + {r * 16}, c{r}_0); "
-                 f"_mm256_storeu_ps(tile + {r * 16 + 8}, c{r}_1);")
-    L += ["#else",
-          "    if (n == 4) {",
-          f"        /* {mr} x 4 block: {4 * mr} scalar accumulators */"]
-    sacc = [f"c{r}_{q}" for r in rows for q in range(4)]
-    L.append("        float " + ", ".join(f"{c} = 0.0f" for c in sacc) + ";")
-    L.append(f"        for (int t = 0; t < taps; ++t, {step}) {{")
-    if offsets:
-        L.append("            const float* bt = b + off[t];")
-    L.append(f"            const float b0 = {bt}[0], b1 = {bt}[1], b2 = {bt}[2], b3 = {bt}[3];")
-    for r in rows:
-        L.append(f"            {{ const float a{r} = a[{r}]; " + " ".join(
-            f"c{r}_{q} = MTVM_FMAF(a{r}, b{q}, c{r}_{q});" for q in range(4)) + " }")
-    L.append("        }")
-    for r in rows:
-        L.append("        " + " ".join(f"tile[{r * 4 + q}] = c{r}_{q};" for q in range(4)))
-    L += ["    } else {  /* partial tile */",
-          f"        for (int r = 0; r < {mr}; ++r) {{",
-          "            for (int q = 0; q < n; ++q) {",
-          "                float s = 0.0f;",
-          "                for (int t = 0; t < taps; ++t) {",
-          f"                    s = MTVM_FMAF(a[t * {mr} + r], "
-          f"{'b[off[t] + q]' if offsets else 'b[t * ldb + q]'}, s);",
-          "                }",
-          "                tile[r * 4 + q] = s;",
-          "            }",
-          "        }",
-          "    }",
-          "#endif",
-          "}"]
-    return "\n".join(L)
+    L.append("#if MTVM_F32_NR == 16")
+    L += simd("__m512", 16, "_mm512_setzero_ps()", "_mm512_loadu_ps({p})",
+              "_mm512_maskz_loadu_ps(k, {p})", "_mm512_fmadd_ps", "_mm512_set1_ps(a[{r}])",
+              "_mm512_storeu_ps", ["const __mmask16 k = (__mmask16)((1u << n) - 1u);"])
+    L.append("#elif MTVM_F32_NR == 8")
+    L += simd("__m256", 8, "_mm256_setzero_ps()", "_mm256_loadu_ps({p})",
+              "_mm256_maskload_ps({p}, k)", "_mm256_fmadd_ps", "_mm256_broadcast_ss(a + {r})",
+              "_mm256_storeu_ps",
+              ["const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(n),",
+               "    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));"])
+    L.append("#else")
+    # Scalar: rows in passes of up to 4 (4 x 4 accumulators + 4 activations + 1
+    # weight fit the FPU's 32 registers), each pass over all taps.
+    for g0 in range(0, mr, 4):
+        grp = range(g0, min(mr, g0 + 4))
+        L.append(f"    {{  /* rows {g0}..{grp[-1]}: {4 * len(grp)} scalar accumulators */")
+        L.append(f"        const float* at = a + {g0};" if g0 else "        const float* at = a;")
+        L.append(f"        const float* bb = b;" if not offsets else "")
+        L.append("        if (n == 4) {")
+        for r in grp:
+            L.append("            float " + ", ".join(f"c{r}_{q} = 0.0f" for q in range(4)) + ";")
+        adv = f"at += {mr}" + ("" if offsets else ", bb += ldb")
+        L.append(f"            for (int t = 0; t < taps; ++t, {adv}) {{")
+        src = "b + off[t]" if offsets else "bb"
+        L.append(f"                const float* bt = {src};")
+        L.append("                const float b0 = bt[0], b1 = bt[1], b2 = bt[2], b3 = bt[3];")
+        for r in grp:
+            fmas = [f"c{r}_{q} = MTVM_FMAF(a{r}, b{q}, c{r}_{q});" for q in range(4)]
+            L.append(f"                {{ const float a{r} = at[{r - g0}];")
+            L.append("                  " + " ".join(fmas[:2]))
+            L.append("                  " + " ".join(fmas[2:]) + " }")
+        L.append("            }")
+        for r in grp:
+            L.append("            " + " ".join(f"tile[{r * 4 + q}] = c{r}_{q};"
+                                              for q in range(4)))
+        L += ["        } else {  /* partial tile */",
+              f"            for (int r = {g0}; r < {grp[-1] + 1}; ++r) {{",
+              "                for (int q = 0; q < n; ++q) {",
+              "                    float s = 0.0f;",
+              "                    for (int t = 0; t < taps; ++t) {",
+              f"                        s = MTVM_FMAF(a[t * {mr} + r], "
+              f"{'b[off[t] + q]' if offsets else 'b[t * ldb + q]'}, s);",
+              "                    }",
+              "                    tile[r * 4 + q] = s;",
+              "                }",
+              "            }",
+              "        }",
+              "    }"]
+    L += ["#endif", "}"]
+    return "\n".join(line for line in L if line != "")
