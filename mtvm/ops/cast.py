@@ -247,6 +247,7 @@ def convert_expr(k, x: str, src: np.dtype, dst: np.dtype, via: np.dtype | None =
 
 @register("Cast", "CastLike")
 class Cast(Op):
+    sees_small_floats = True      # converts them itself (every other op sees float32)
     def canonicalize(self, node, graph, opset):
         if node.op == "CastLike":
             like = graph.tensors[node.inputs[1]]

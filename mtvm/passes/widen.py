@@ -25,6 +25,14 @@ _TO = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT1
        "float4_e2m1fn": onnx.TensorProto.FLOAT4E2M1}
 
 
+def as_computed(t: Tensor) -> Tensor:
+    """`t` as the kernels will see it: float32 in place of a small float type."""
+    if not _is_half(t):
+        return t
+    return Tensor(t.name, t.shape, np.dtype(np.float32),
+                  None if t.data is None else t.data.astype(np.float32))
+
+
 def _is_half(t: Tensor) -> bool:
     return np.dtype(t.dtype).name in HALF
 
