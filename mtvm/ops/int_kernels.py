@@ -92,6 +92,12 @@ def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
             e = -31
         if e > 30:
             raise ValueError(f"requantization multiplier {r} is too large")
+        if e <= -2 and ((m & -m).bit_length() - 1) >= -e and m * 2.0 ** (e - 31) != r \
+                and (1 << 30) < m < (1 << 31) - 1:
+            # The rounded mantissa happens to end in zeros though r is not exactly
+            # representable: step one unit toward r (an odd mantissa; the error stays
+            # below 2^-30) so no product can be an exact tie (see ties_impossible).
+            m += 1 if m * 2.0 ** (e - 31) < r else -1
         mult.flat[i], shift.flat[i] = m, e
     return mult, shift
 
@@ -225,6 +231,39 @@ def requantize_helper(k) -> str:
     return k.helper("mtvm_requantize", REQUANTIZE_C)
 
 
+REQUANTIZE_NT_C = r"""/* mtvm_requantize for multipliers whose product with an int32 is never an exact
+ * tie (mult has fewer than -shift trailing zero bits, shift <= -2; checked at
+ * compile time): rounding half up then equals rounding half to even, and needs
+ * only the high word of the product. */
+static inline int32_t mtvm_requantize_nt(int32_t acc, int32_t mult, int32_t shift)
+{
+    int32_t hi = (int32_t)(((int64_t)acc * mult) >> 32);
+    int32_t m = -1 - shift;                                       /* 1 .. 30 */
+    return (hi + (1 << (m - 1))) >> m;
+}"""
+
+
+def ties_impossible(mult, shift) -> bool:
+    """True if round(acc * mult / 2^(31 - shift)) can never be an exact .5 for an
+    int32 acc (then the cheap half-up rounding is bit-exact): a tie needs
+    v2(acc) + v2(mult) = 30 - shift, and v2(acc) <= 30."""
+    if mult is None or shift is None:
+        return False
+    for m, s in zip(np.asarray(mult).ravel().tolist(), np.asarray(shift).ravel().tolist()):
+        if s > -2 or m <= 0 or ((m & -m).bit_length() - 1) >= -s:
+            return False
+    return True
+
+
+def requantize_fn(k, mult, shift) -> str:
+    """The requantization routine for constant multipliers: the cheap one when exact."""
+    if mult is not None and shift is not None and mult.const is not None and \
+            shift.const is not None and ties_impossible(mult.const, shift.const):
+        requantize_helper(k)
+        return k.helper("mtvm_requantize_nt", REQUANTIZE_NT_C)
+    return requantize_helper(k)
+
+
 def per_channel(buf, index: str) -> str:
     """C expression of a per-channel parameter array (a literal when it has one value)."""
     if buf.const is not None and buf.size == 1:
@@ -235,7 +274,7 @@ def per_channel(buf, index: str) -> str:
 def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift, ch: str,
                 dst: str) -> list[str]:
     """C lines: requantize `acc` with channel `ch`'s multiplier, clamp, store to `dst`."""
-    rq = requantize_helper(k)
+    rq = requantize_fn(k, mult, shift)
     return [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};",
             f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});",
             f"{dst} = ({k.out.ctype}){acc};"]
