@@ -83,6 +83,11 @@ class Kernel:
         t = self.graph.tensors[name]
         return t.data is not None and t.size == 1
 
+    @property
+    def _first_out(self) -> str:
+        """The anchor's first output that is not omitted (RNN's Y may be "")."""
+        return next((o for o in self.node.outputs if o), self.node.outputs[0])
+
     # -- helpers for emitters --------------------------------------------------
     @property
     def out(self) -> Buf:
@@ -91,16 +96,16 @@ class Kernel:
     @property
     def ctype(self) -> str:
         """C type of the anchor's computation (its first output's dtype)."""
-        t = self.graph.tensors[self.node.outputs[0]]
+        t = self.graph.tensors[self._first_out]
         return ctype(t.dtype)
 
     def lit(self, value, dtype=None) -> str:
         return c_literal(value, dtype if dtype is not None else
-                         self.graph.tensors[self.node.outputs[0]].dtype)
+                         self.graph.tensors[self._first_out].dtype)
 
     def channel_of(self, idx: str) -> str:
         """Axis-1 coordinate of flat output index `idx` (a C expression)."""
-        shape = self.graph.tensors[self.node.outputs[0]].shape
+        shape = self.graph.tensors[self._first_out].shape
         inner = int(np.prod(shape[2:], dtype=np.int64)) if len(shape) > 2 else 1
         c = shape[1] if len(shape) > 1 else 1
         return f"((({idx}) / {inner}) % {c})" if inner > 1 else f"(({idx}) % {c})"
@@ -109,7 +114,7 @@ class Kernel:
         """C statements applying the fused tail to variable `acc`, the value of
         output element `idx` (flat) whose axis-1 coordinate is `ch`."""
         lines, ep = [], iter(self.eps)
-        shape = self.graph.tensors[self.node.outputs[0]].shape
+        shape = self.graph.tensors[self._first_out].shape
         for t in self.node.tail:
             args = [acc]
             for name in t.inputs[1:]:
