@@ -180,3 +180,18 @@ class Attention(Op):
     def macs(self, node, inputs, outputs):
         y = outputs[0]
         return int(prod(y.shape)) * 2 * (outputs[1].shape[2] if len(outputs) > 1 else 1)
+
+
+@register("FlexAttention", domain="ai.onnx.preview")
+class FlexAttention(Attention):
+    """Without score_mod/prob_mod subgraphs (which the front end rejects) it is
+    4-D scaled dot-product attention with grouped KV heads."""
+
+    def reference(self, q, k, v, *, scale=None):
+        return super().reference(q, k, v, scale=scale)[:1]
+
+    def infer(self, node, inputs, consts):
+        return super().infer(node, inputs, consts)[:1]
+
+    def emit(self, k, *, scale=None):
+        return super().emit(k, scale=scale)

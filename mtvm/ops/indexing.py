@@ -747,3 +747,39 @@ class Dropout(Op):
         if len(k.outs) > 1 and k.outs[1] is not None and k.outs[1].size:
             lines.append(f"memset(out1, 1, {k.outs[1].size});")
         return body(lines)
+
+
+@register("TensorScatter")
+class TensorScatter(Op):
+    """KV-cache update: update's rows are written into past_cache along `axis`
+    from each batch's write index (wrapping around in circular mode)."""
+
+    def reference(self, cache, update, write_indices=None, *, axis=-2, mode="linear"):
+        out = cache.copy()
+        a = naxis(axis, cache.ndim)
+        S, s = cache.shape[a], update.shape[a]
+        for b in range(cache.shape[0]):
+            start = 0 if write_indices is None else int(write_indices[b])
+            for j in range(s):
+                p = (start + j) % S if mode == "circular" else start + j
+                src = [b] + [slice(None)] * (cache.ndim - 1)
+                dst = list(src)
+                src[a], dst[a] = j, p
+                out[tuple(dst)] = update[tuple(src)]
+        return out
+
+    def emit(self, k, *, axis=-2, mode="linear"):
+        cache, upd = k.ins[0], k.ins[1]
+        idx = k.ins[2] if len(k.ins) > 2 else None
+        a = naxis(axis, len(cache.shape))
+        B = cache.shape[0]
+        mid = prod(cache.shape[1:a])
+        S, s, inner = cache.shape[a], upd.shape[a], prod(cache.shape[a + 1:])
+        start = "(size_t)in2[i0]" if idx is not None else "0"
+        pos = f"({start} + i2) % {S}" if mode == "circular" else f"{start} + i2"
+        lines = [f"memcpy(out0, in0, {cache.size} * sizeof out0[0]);"]
+        lines += nest([B, mid, s], [
+            f"const size_t p = {pos};",
+            f"memcpy(&out0[((i0 * {mid} + i1) * {S} + p) * {inner}], "
+            f"&in1[((i0 * {mid} + i1) * {s} + i2) * {inner}], {inner} * sizeof out0[0]);"])
+        return body(lines)

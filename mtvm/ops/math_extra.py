@@ -234,3 +234,16 @@ class Shrink(_Elementwise):
         if not k.ctype.startswith("uint"):
             return f"({x} < {nl} ? {x} + {b} : ({x} > {lam} ? {x} - {b} : {k.lit(0)}))"
         return f"({x} > {lam} ? {x} - {b} : {k.lit(0)})"
+
+
+@register("SwiGLU")
+class SwiGLU(_Elementwise):
+    """swish(a, alpha) * b."""
+
+    def reference(self, a, b, *, alpha=1.0):
+        al = np.asarray(alpha, a.dtype)
+        return (a / (1 + np.exp(-al * a)) * b).astype(a.dtype)
+
+    def scalar(self, k, args, *, alpha=1.0):
+        a, b = args
+        return f"({a} / ({k.lit(1)} + {_fn(k, 'exp')}(-{k.lit(alpha)} * {a})) * {b})"
