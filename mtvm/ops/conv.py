@@ -516,15 +516,122 @@ def depthwise_columns(a: Axis):
 
 
 def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
+    """Two schedules, chosen by the C preprocessor: on SIMD hosts (MTVM_F32_NR > 4)
+    the flat one (when both strides are equal), else the row one."""
     ah, aw = axes
-    y = k.out
     w = CWriter()
+    prelude(k)
+    w.line(conv_comment(x, wt, k.out, axes, x.shape[1]))
+    flat = ah.stride == aw.stride
+    if flat:
+        w.lines.append("#if MTVM_F32_NR > 4")
+        flat_bytes = _depthwise_flat(k, w, x, wt, bias, axes)
+        w.lines.append("#else")
+    rows_bytes = _depthwise_rows(k, w, x, wt, bias, axes, cols)
+    if flat:
+        if not rows_bytes:
+            w.line("(void)scratch;  /* only the SIMD schedule uses scratch */")
+        w.lines.append("#endif")
+        k.scratch_bytes = max(flat_bytes, rows_bytes)
+    else:
+        k.scratch_bytes = rows_bytes
+    return w.text()
+
+
+def _depthwise_weights(w, wt, bias, c, kh_n, kw_n):
+    w.line(f"const float* w_c = {wt.c} + {lin((c, kh_n * kw_n))};")
+    for i in range(kh_n):
+        w.line("const float " + ", ".join(f"w{i}_{j} = w_c[{i * kw_n + j}]"
+                                           for j in range(kw_n)) + ";")
+    init = f"{bias.c}[{lin((c, 1))}]" if bias is not None else "0.0f"
+    w.line(f"const float b = {init};")
+
+
+def phase_copy(w, dst: str, src: str, size: int, pad: int, s: int, phase: int) -> None:
+    """Copy row `src` (size floats) into `dst` padded by `pad` and split into s
+    phases of `phase` floats: padded column c goes to dst[c % s * phase + c / s],
+    one strided loop per phase (no division per element)."""
+    for b in range(s):
+        iw0 = (b - pad) % s
+        count = ceil_div(size - iw0, s) if iw0 < size else 0
+        if count:
+            at = b * phase + (iw0 + pad) // s
+            w.line(f"for (int j = 0; j < {count}; ++j) {dst}[{lin(('j', 1), const=at)}]"
+                   f" = {src}[{lin(('j', s), const=iw0)}];  /* phase {b} */")
+
+
+def _depthwise_flat(k, w, x, wt, bias, axes) -> int:
+    """Per channel: the input plane copied into a zero-bordered plane (scratch),
+    split into stride x stride phase planes (padded row r, column c go to phase
+    (r % s, c % s) at (r / s, c / s)), so that every tap reads consecutive floats
+    for consecutive output columns; then ONE loop over flat positions
+    f = oh * Wq + ow (the columns past the output width computed and dropped),
+    every tap at a constant offset, which gcc vectorizes however narrow the rows
+    are; then bias, epilogue and store."""
+    ah, aw = axes
+    s = aw.stride
+    n_batch, chans = x.shape[0], x.shape[1]
+    kh_n, kw_n = wt.shape[2], wt.shape[3]
+    wp = max(aw.pad_begin + aw.size, (aw.out - 1) * s + (kw_n - 1) * aw.dilation + 1)
+    hp = max(ah.pad_begin + ah.size, (ah.out - 1) * s + (kh_n - 1) * ah.dilation + 1)
+    wq, hq = ceil_div(wp, s), ceil_div(hp, s)
+    phase = hq * wq
+    planes = s * s * phase
+    flat = (ah.out - 1) * wq + aw.out
+    in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
+    split = f", split into {s}x{s} stride phases of {hq}x{wq}," if s > 1 else ""
+    w.line(f"/* Schedule (SIMD hosts): depthwise, flat. Per channel the plane is copied into\n"
+           f" * a zero-bordered {hp}x{wp} plane{split} then one loop over the {flat} flat\n"
+           f" * positions f = oh * {wq} + ow computes all {kh_n * kw_n} taps (columns ow >= "
+           f"{aw.out} are\n * dropped); in place, a channel's output only overwrites channels "
+           "up to it. */")
+    w.line("float* pad = (float*)scratch;")
+    w.line(f"float* tmp = pad + {planes};")
+    w.line(f"memset(pad, 0, {planes} * sizeof(float));  /* the borders stay 0 */")
+    with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
+        w.line(f"const float* x_c = {x.c} + {lin((n, chans * in_plane), (c, in_plane))};")
+        with w.loop("ih", ah.size, "input rows into the plane") as ih:
+            src = f"x_c + {lin((ih, aw.size))}"
+            if s == 1:
+                w.line(f"memcpy(pad + {lin((ih, wp), const=ah.pad_begin * wp + aw.pad_begin)}, "
+                       f"{src}, {aw.size} * sizeof(float));")
+            else:
+                r = lin((ih, 1), const=ah.pad_begin)
+                w.line(f"float* row = pad + ({r}) % {s} * {s * phase} + ({r}) / {s} * {wq};")
+                w.line(f"const float* x_row = {src};")
+                phase_copy(w, "row", "x_row", aw.size, aw.pad_begin, s, phase)
+        _depthwise_weights(w, wt, bias, c, kh_n, kw_n)
+        w.line(f"for (int f = 0; f < {flat}; ++f) {{  /* vectorized by gcc */")
+        w.depth += 1
+        w.line("float acc = b;")
+        for i in range(kh_n):
+            for j in range(kw_n):
+                ri, cj = i * ah.dilation, j * aw.dilation
+                off = ((ri % s) * s + cj % s) * phase + (ri // s) * wq + cj // s
+                w.line(f"acc = MTVM_FMAF(w{i}_{j}, pad[{lin(('f', 1), const=off)}], acc);")
+        w.line("tmp[f] = acc;")
+        w.depth -= 1
+        w.line("}")
+        with w.loop("oh", ah.out, "output row") as oh:
+            w.line(f"const int y_row = {lin((n, chans * out_plane), (c, out_plane), (oh, aw.out))};")
+            w.line(f"const float* t_row = tmp + {lin((oh, wq))};")
+            with w.loop("ow", aw.out, "output column") as ow:
+                w.line(f"const int y_idx = {lin(('y_row', 1), (ow, 1))};")
+                w.line(f"float acc = t_row[{lin((ow, 1))}];")
+                ep = k.epilogue("acc", "y_idx", lin((c, 1)))
+                if ep:
+                    w.line(ep)
+                w.line("out0[y_idx] = acc;")
+    return 4 * (planes + flat)
+
+
+def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
+    ah, aw = axes
     n_batch, chans = x.shape[0], x.shape[1]
     kh_n, kw_n = wt.shape[2], wt.shape[3]
     in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
     left, (lo, hi), right = cols
-    prelude(k)
-    w.line(conv_comment(x, wt, y, axes, chans))
+    scratch = 0
     w.line("/* Schedule: depthwise. Per channel the weights live in registers; per output\n"
            " * row the window rows come from the input or a zero row (vertical padding);\n"
            f" * columns {lo}..{hi - 1} have every tap inside the row (a loop gcc vectorizes),"
@@ -533,7 +640,7 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
     if clip_rows:
         w.line(f"static const float zero_row[{aw.size}] = {{ 0.0f }};")
     if k.inplace is not None:
-        k.scratch_bytes = 4 * in_plane
+        scratch = 4 * in_plane
         w.line("/* In place (out0 == in0): each input channel is copied to scratch before\n"
                " * its output, which overwrites only this and earlier channels, is written. */")
     with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
@@ -543,12 +650,7 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
             w.line(f"memcpy(x_c, {src}, {in_plane} * sizeof(float));")
         else:
             w.line(f"const float* x_c = {src};")
-        w.line(f"const float* w_c = {wt.c} + {lin((c, kh_n * kw_n))};")
-        for i in range(kh_n):
-            w.line("const float " + ", ".join(f"w{i}_{j} = w_c[{i * kw_n + j}]"
-                                               for j in range(kw_n)) + ";")
-        init = f"{bias.c}[{lin((c, 1))}]" if bias is not None else "0.0f"
-        w.line(f"const float b = {init};")
+        _depthwise_weights(w, wt, bias, c, kh_n, kw_n)
         with w.loop("oh", ah.out, "output row") as oh:
             ih0 = lin((oh, ah.stride), const=-ah.pad_begin)
             w.line(f"const int ih0 = {ih0};")
@@ -594,7 +696,7 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
                 w.line("}")
             for ow in right:
                 border(ow)
-    return w.text()
+    return scratch
 
 
 # -- GEMM schedules (pointwise, im2col) -----------------------------------------------
@@ -857,11 +959,7 @@ def emit_conv_window(k, x, wt, bias, axes, group) -> str:
                 else:
                     w.line(f"const float* x_row = {src};")
                     w.line(f"memset(dst, 0, {row_len} * sizeof(float));")
-                    w.line(f"for (int iw = 0; iw < {aw.size}; ++iw) {{  /* phase, index */")
-                    i = lin(("iw", 1), const=aw.pad_begin)
-                    w.line(f"    dst[({i}) % {aw.stride} * {plen} + ({i}) / {aw.stride}] = "
-                           "x_row[iw];")
-                    w.line("}")
+                    phase_copy(w, "dst", "x_row", aw.size, aw.pad_begin, aw.stride, plen)
                 if clip:
                     w.depth -= 1
                     w.line("} else {  /* a padding row */")
