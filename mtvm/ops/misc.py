@@ -275,3 +275,139 @@ class DFT(Op):
 
 
 del strided_copy, re
+
+
+@register("Col2Im")
+class Col2Im(Op):
+    """Sums the columns of an im2col matrix back into an image (N-D)."""
+
+    def canonicalize(self, node, graph, opset):
+        move_input_to_attr(graph, node, 2, "block_shape")
+        move_input_to_attr(graph, node, 1, "image_shape")
+
+    def _geom(self, image_shape, block_shape, dilations, pads, strides):
+        D = len(image_shape)
+        dil = dilations or [1] * D
+        st = strides or [1] * D
+        pd = pads or [0] * (2 * D)
+        nb = [(image_shape[i] + pd[i] + pd[i + D] - dil[i] * (block_shape[i] - 1) - 1) // st[i]
+              + 1 for i in range(D)]
+        return D, dil, st, pd, nb
+
+    def reference(self, x, *, image_shape, block_shape, dilations=None, pads=None,
+                  strides=None):
+        D, dil, st, pd, nb = self._geom(image_shape, block_shape, dilations, pads, strides)
+        N, CK, L = x.shape
+        K = prod(block_shape)
+        C = CK // K
+        out = np.zeros((N, C) + tuple(image_shape), x.dtype)
+        for kidx in np.ndindex(*block_shape):
+            kf = int(np.ravel_multi_index(kidx, block_shape))
+            for lidx in np.ndindex(*nb):
+                lf = int(np.ravel_multi_index(lidx, nb))
+                pos = [lidx[i] * st[i] - pd[i] + kidx[i] * dil[i] for i in range(D)]
+                if all(0 <= p < s for p, s in zip(pos, image_shape)):
+                    out[(slice(None), slice(None)) + tuple(pos)] += x[:, kf::K][:, :C, lf]
+        return out
+
+    def emit(self, k, *, image_shape, block_shape, dilations=None, pads=None, strides=None):
+        D, dil, st, pd, nb = self._geom(image_shape, block_shape, dilations, pads, strides)
+        x = k.ins[0]
+        N, CK, L = x.shape
+        K = prod(block_shape)
+        C = CK // K
+        P = prod(image_shape)
+        t = k.ctype
+        loops = [N, C] + list(block_shape) + nb
+        kv = [f"i{2 + i}" for i in range(D)]
+        lv = [f"i{2 + D + i}" for i in range(D)]
+        kf = " + ".join(f"{v} * {prod(block_shape[i + 1:])}" for i, v in enumerate(kv))
+        lf = " + ".join(f"{v} * {prod(nb[i + 1:])}" for i, v in enumerate(lv))
+        inner = []
+        conds = []
+        for i in range(D):
+            inner.append(f"const int64_t p{i} = (int64_t)({lv[i]} * {st[i]} + {kv[i]} * {dil[i]})"
+                         f" - {pd[i]};")
+            conds.append(f"p{i} >= 0 && p{i} < {image_shape[i]}")
+        pf = " + ".join(f"(size_t)p{i} * {prod(image_shape[i + 1:])}" for i in range(D))
+        inner += [f"if ({' && '.join(conds)}) {{",
+                  f"    out0[(i0 * {C} + i1) * {P} + {pf}] += "
+                  f"in0[(i0 * {CK} + i1 * {K} + {kf}) * {L} + {lf}];", "}"]
+        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);"] + nest(loops, inner)
+        del t
+        return body(lines)
+
+
+@register("MaxUnpool")
+class MaxUnpool(Op):
+    def canonicalize(self, node, graph, opset):
+        move_input_to_attr(graph, node, 2, "output_shape")
+
+    def _default(self, x_shape, kernel_shape, pads, strides):
+        D = len(kernel_shape)
+        st = strides or [1] * D
+        pd = pads or [0] * (2 * D)
+        return list(x_shape[:2]) + [(x_shape[2 + i] - 1) * st[i] - pd[i] - pd[i + D]
+                                    + kernel_shape[i] for i in range(D)]
+
+    def reference(self, x, indices, *, kernel_shape, output_shape=None, pads=None,
+                  strides=None):
+        default = self._default(x.shape, kernel_shape, pads, strides)
+        shape = [int(d) for d in output_shape] if output_shape is not None else default
+        out = np.zeros(shape, x.dtype)
+        # Indices address the default-sized output; placed by coordinates.
+        coords = np.unravel_index(indices.ravel().astype(np.int64), default)
+        out[coords] = x.ravel()
+        return out
+
+    def emit(self, k, *, kernel_shape, output_shape=None, pads=None, strides=None):
+        x = k.ins[0]
+        default = self._default(x.shape, kernel_shape, pads, strides)
+        shape = list(k.out.shape)
+        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);",
+                 f"for (size_t i = 0; i < {x.size}; ++i) {{",
+                 "    size_t r = (size_t)in1[i], o = 0;"]
+        if shape == default:
+            lines.append("    o = r;")
+        else:
+            for d in range(len(shape)):
+                lines.append(f"    o += (r / {prod(default[d + 1:])}) % {default[d]} * "
+                             f"{prod(shape[d + 1:])};")
+        lines += ["    out0[o] = in0[i];", "}"]
+        return body(lines)
+
+
+@register("Det")
+class Det(Op):
+    """Determinant by Gaussian elimination with partial pivoting (double)."""
+
+    def reference(self, x):
+        return np.linalg.det(x.astype(np.float64)).astype(x.dtype)
+
+    def emit(self, k):
+        x = k.ins[0]
+        n = x.shape[-1]
+        batch = prod(x.shape[:-2])
+        k.scratch_bytes = n * n * 8
+        lines = ["double* a = (double*)scratch;"]
+        lines += nest([batch], [
+            f"for (size_t j = 0; j < {n * n}; ++j) a[j] = (double)in0[i0 * {n * n} + j];",
+            "double det = 1.0;",
+            f"for (size_t c = 0; c < {n}; ++c) {{",
+            "    size_t p = c;",
+            f"    for (size_t r = c + 1; r < {n}; ++r) "
+            f"if (fabs(a[r * {n} + c]) > fabs(a[p * {n} + c])) p = r;",
+            f"    if (a[p * {n} + c] == 0.0) {{ det = 0.0; break; }}",
+            "    if (p != c) {",
+            f"        for (size_t j = 0; j < {n}; ++j) {{ const double t = a[c * {n} + j]; "
+            f"a[c * {n} + j] = a[p * {n} + j]; a[p * {n} + j] = t; }}",
+            "        det = -det;",
+            "    }",
+            f"    det *= a[c * {n} + c];",
+            f"    for (size_t r = c + 1; r < {n}; ++r) {{",
+            f"        const double f = a[r * {n} + c] / a[c * {n} + c];",
+            f"        for (size_t j = c; j < {n}; ++j) a[r * {n} + j] -= f * a[c * {n} + j];",
+            "    }",
+            "}",
+            f"out0[i0] = ({k.ctype})det;"])
+        return body(lines)
