@@ -589,8 +589,16 @@ class QConv(IntOp):
         lines.append("                int32_t acc = bias_in")
         for i, t in enumerate(terms):
             lines.append(f"                    + {t}" + (";" if i == len(terms) - 1 else ""))
-        lines += _indent(store("acc", "o", f"out0[(b * {oc} + o) * {oh * ow} + oy * {ow} + ox]"),
-                         4)
+        st = store("acc", "o", f"out0[(b * {oc} + o) * {oh * ow} + oy * {ow} + ox]")
+        mult, shift = (k.ins + [None] * 5)[3:5]
+        if mult is not None and mult.size > 1:
+            # The channel's multiplier and shift in locals, not reloaded per pixel.
+            pos = next(i for i, line in enumerate(lines) if "bias_in" in line and "=" in line)
+            lines.insert(pos + 1, f"        const int32_t mult_o = {mult.c}[o], "
+                                  f"shift_o = {shift.c}[o];")
+            st = [line.replace(f"{mult.c}[o]", "mult_o").replace(f"{shift.c}[o]", "shift_o")
+                  for line in st]
+        lines += _indent(st, 4)
         lines += ["            }", "        }", "    }", "}"]
         return lines
 
