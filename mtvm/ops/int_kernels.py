@@ -275,9 +275,16 @@ def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift,
                 dst: str) -> list[str]:
     """C lines: requantize `acc` with channel `ch`'s multiplier, clamp, store to `dst`."""
     rq = requantize_fn(k, mult, shift)
-    return [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};",
-            f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});",
-            f"{dst} = ({k.out.ctype}){acc};"]
+    clamp = f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});"
+    sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(act_min), int(act_max)))
+    lines = [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};"]
+    if sat:   # the whole 8-bit range: one saturating instruction on a DSP core
+        k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+        lines += ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else", clamp,
+                  "#endif"]
+    else:
+        lines.append(clamp)
+    return lines + [f"{dst} = ({k.out.ctype}){acc};"]
 
 
 def plus(v: int) -> str:
@@ -298,7 +305,8 @@ def coord(o: str, stride: int, pad: int, k: str, dil: int) -> str:
 
 
 def _indent(lines, n=1) -> list[str]:
-    return ["    " * n + line if line else line for line in lines]
+    """Indent C lines (preprocessor lines stay at the margin)."""
+    return ["    " * n + line if line and not line.startswith("#") else line for line in lines]
 
 
 class IntOp(Op):
