@@ -1,0 +1,171 @@
+"""ConvTranspose (1-D..3-D, groups, dilations, output_padding, output_shape,
+auto_pad) and LpPool / GlobalLpPool.
+
+ConvTranspose is computed in gather form: each output element sums the input
+elements whose strided, dilated footprint covers it, so the fused
+elementwise tail (bias, activation) runs once per output value.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Op, register
+from .indexing import body, nest, prod
+from .recurrent import reference_via_onnx
+
+
+def _geometry(x_shape, w_shape, attrs):
+    """(output spatial sizes, pads_begin, strides, dilations)."""
+    D = len(x_shape) - 2
+    ks = attrs.get("kernel_shape") or list(w_shape[2:])
+    st = attrs.get("strides") or [1] * D
+    dil = attrs.get("dilations") or [1] * D
+    op = attrs.get("output_padding") or [0] * D
+    pads = list(attrs.get("pads") or [0] * (2 * D))
+    auto = attrs.get("auto_pad", "NOTSET")
+    ins = x_shape[2:]
+    full = [st[i] * (ins[i] - 1) + op[i] + (ks[i] - 1) * dil[i] + 1 for i in range(D)]
+    out_shape = attrs.get("output_shape")
+    if out_shape is not None:
+        out = list(out_shape)[-D:]
+    elif auto in ("SAME_UPPER", "SAME_LOWER"):
+        out = [ins[i] * st[i] for i in range(D)]
+    else:
+        out = [full[i] - pads[i] - pads[i + D] for i in range(D)]
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        for i in range(D):
+            total = max(full[i] - out[i], 0)
+            if auto == "SAME_LOWER":
+                pads[i], pads[i + D] = total - total // 2, total // 2
+            else:
+                pads[i], pads[i + D] = total // 2, total - total // 2
+    return out, pads[:D], st, dil, ks
+
+
+@register("ConvTranspose")
+class ConvTranspose(Op):
+    anchor = True
+
+    def reference(self, x, w, b=None, **attrs):
+        return reference_via_onnx("ConvTranspose", [x, w, b], attrs, 1)[0]
+
+    def infer(self, node, inputs, consts):
+        x, w = inputs[0], inputs[1]
+        out, _, _, _, _ = _geometry(x.shape, w.shape, node.attrs)
+        g = node.attrs.get("group", 1)
+        return [((x.shape[0], w.shape[1] * g, *out), np.dtype(x.dtype))]
+
+    def macs(self, node, inputs, outputs):
+        x, w = inputs[0], inputs[1]
+        return prod(x.shape) * prod(w.shape[1:])
+
+    def emit(self, k, **attrs):
+        x, w = k.ins[0], k.ins[1]
+        b = k.ins[2] if len(k.ins) > 2 else None
+        out, pb, st, dil, ks = _geometry(x.shape, w.shape, attrs)
+        D = len(out)
+        G = attrs.get("group", 1)
+        N, Ci = x.shape[:2]
+        Cog = w.shape[1]
+        Cig = Ci // G
+        Co = Cog * G
+        ins = x.shape[2:]
+        t = k.ctype
+        ov = [f"i{2 + d}" for d in range(D)]
+        o_flat = " + ".join(f"{v} * {prod(out[d + 1:])}" for d, v in enumerate(ov))
+        inner = [f"const size_t g = i1 / {Cog}, oc = i1 % {Cog};",
+                 f"{t} acc = {'in2[i1]' if b is not None else k.lit(0)};",
+                 f"for (size_t ic = 0; ic < {Cig}; ++ic) {{"]
+        body_k = []
+        conds, xi, wi = [], [], []
+        for d in range(D):
+            body_k.append(f"const int64_t q{d} = (int64_t){ov[d]} + {pb[d]} - "
+                          f"(int64_t)k{d} * {dil[d]};")
+            conds.append(f"q{d} >= 0 && q{d} % {st[d]} == 0 && q{d} / {st[d]} < {ins[d]}")
+            xi.append(f"(size_t)(q{d} / {st[d]}) * {prod(ins[d + 1:])}")
+            wi.append(f"k{d} * {prod(ks[d + 1:])}")
+        body_k.append(f"if ({' && '.join(f'({c})' for c in conds)}) {{")
+        body_k.append(f"    acc += in0[(i0 * {Ci} + g * {Cig} + ic) * {prod(ins)} + "
+                      f"{' + '.join(xi)}] * in1[((g * {Cig} + ic) * {Cog} + oc) * {prod(ks)} + "
+                      f"{' + '.join(wi)}];")
+        body_k.append("}")
+        for d in reversed(range(D)):
+            body_k = [f"for (size_t k{d} = 0; k{d} < {ks[d]}; ++k{d}) {{"] + \
+                ["    " + s for s in body_k] + ["}"]
+        inner += ["    " + s for s in body_k] + ["}"]
+        inner.append(f"const size_t p = i1 * {prod(out)} + i0 * {Co * prod(out)} + {o_flat};")
+        ep = k.epilogue("acc", "p", "i1")
+        if ep:
+            inner.append(ep)
+        inner.append("out0[p] = acc;")
+        return body(nest([N, Co] + out, inner))
+
+
+@register("LpPool", "GlobalLpPool")
+class LpPool(Op):
+    def reference(self, x, **attrs):
+        return reference_via_onnx(self.name, [x], attrs, 1)[0]
+
+    def _geom(self, shape, attrs):
+        D = len(shape) - 2
+        if self.name == "GlobalLpPool":
+            return list(shape[2:]), [1] * D, [1] * D, [0] * D, [1] * D
+        ks = attrs["kernel_shape"]
+        st = attrs.get("strides") or [1] * D
+        dil = attrs.get("dilations") or [1] * D
+        pads = list(attrs.get("pads") or [0] * (2 * D))
+        auto = attrs.get("auto_pad", "NOTSET")
+        ceil = attrs.get("ceil_mode", 0)
+        out = []
+        for i in range(D):
+            eff = (ks[i] - 1) * dil[i] + 1
+            if auto in ("SAME_UPPER", "SAME_LOWER"):
+                o = -(-shape[2 + i] // st[i])
+                total = max((o - 1) * st[i] + eff - shape[2 + i], 0)
+                lo = total // 2 if auto == "SAME_UPPER" else total - total // 2
+                pads[i], pads[i + D] = lo, total - lo
+            elif auto == "VALID":
+                pads[i] = pads[i + D] = 0
+            span = shape[2 + i] + pads[i] + pads[i + D] - eff
+            o = (-(-span // st[i]) if ceil else span // st[i]) + 1
+            out.append(o)
+        return ks, st, dil, pads[:D], out
+
+    def infer(self, node, inputs, consts):
+        x = inputs[0]
+        ks, st, dil, pb, out = self._geom(x.shape, node.attrs)
+        if self.name == "GlobalLpPool":
+            out = [1] * (len(x.shape) - 2)
+        return [((x.shape[0], x.shape[1], *out), np.dtype(x.dtype))]
+
+    def emit(self, k, **attrs):
+        x = k.ins[0]
+        p = attrs.get("p", 2)
+        ks, st, dil, pb, out = self._geom(x.shape, attrs)
+        if self.name == "GlobalLpPool":
+            out = [1] * (len(x.shape) - 2)
+        D = len(out)
+        ins = x.shape[2:]
+        t = k.ctype
+        f = "f" if t == "float" else ""
+        ov = [f"i{2 + d}" for d in range(D)]
+        inner_k, conds, xi = [], [], []
+        for d in range(D):
+            inner_k.append(f"const int64_t q{d} = (int64_t)({ov[d]} * {st[d]} + k{d} * {dil[d]})"
+                           f" - {pb[d]};")
+            conds.append(f"q{d} >= 0 && q{d} < {ins[d]}")
+            xi.append(f"(size_t)q{d} * {prod(ins[d + 1:])}")
+        v = f"in0[(i0 * {x.shape[1]} + i1) * {prod(ins)} + {' + '.join(xi)}]"
+        term = (f"fabs{f}({v})" if p == 1 else f"{v} * {v}" if p == 2 else
+                f"pow{f}(fabs{f}({v}), {k.lit(p)})")
+        inner_k += [f"if ({' && '.join(conds)}) acc += {term};"]
+        for d in reversed(range(D)):
+            inner_k = [f"for (size_t k{d} = 0; k{d} < {ks[d]}; ++k{d}) {{"] + \
+                ["    " + s for s in inner_k] + ["}"]
+        res = ("acc" if p == 1 else f"sqrt{f}(acc)" if p == 2 else
+               f"pow{f}(acc, {k.lit(1.0 / p)})")
+        o_flat = " + ".join(f"{vv} * {prod(out[d + 1:])}" for d, vv in enumerate(ov))
+        lines = nest([x.shape[0], x.shape[1]] + out,
+                     [f"{t} acc = {k.lit(0)};"] + inner_k +
+                     [f"out0[(i0 * {x.shape[1]} + i1) * {prod(out)} + {o_flat}] = {res};"])
+        return body(lines)
