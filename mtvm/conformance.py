@@ -181,8 +181,17 @@ def _bound_inputs(model) -> list[str]:
     pads...). The walk stops at Shape/Size, whose input's values do not matter."""
     inits = {i.name for i in model.graph.initializer}
     gin = [i.name for i in model.graph.input if i.name not in inits]
-    producer = {o: n for n in model.graph.node for o in n.output}
-    todo = [n.input[pos] for n in model.graph.node
+    nodes = []
+
+    def flatten(graph):      # subgraphs (If branches) read outer names directly
+        for n in graph.node:
+            nodes.append(n)
+            for a in n.attribute:
+                if a.type == a.GRAPH:
+                    flatten(a.g)
+    flatten(model.graph)
+    producer = {o: n for n in nodes for o in n.output}
+    todo = [n.input[pos] for n in nodes
             for pos in SHAPE_INPUTS.get(n.op_type, ()) if pos < len(n.input) and n.input[pos]]
     seen: set[str] = set()
     while todo:
@@ -193,6 +202,9 @@ def _bound_inputs(model) -> list[str]:
         p = producer.get(name)
         if p is not None and p.op_type not in ("Shape", "Size"):
             todo.extend(i for i in p.input if i)
+            for a in p.attribute:             # an If's outputs depend on its branches
+                if a.type == a.GRAPH:
+                    todo.extend(o.name for o in a.g.output)
     return [n for n in gin if n in seen]
 
 

@@ -134,10 +134,23 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
         g.tensors[vi.name] = Tensor(vi.name, shape, dtype)
         g.inputs.append(vi.name)
 
-    for i, pn in enumerate(model.graph.node):
-        node = Node(pn.op_type, pn.name or f"{pn.op_type}_{i}", list(pn.input), list(pn.output),
-                    {}, "" if pn.domain == "ai.onnx" else pn.domain)
+    _add_nodes(g, model.graph.node, opsets, opset, source)
+
+    for vo in model.graph.output:
+        if vo.name not in g.tensors:
+            raise ModelLoadError(f"{source}: output \"{vo.name}\" is never produced")
+        g.outputs.append(vo.name)
+    return g
+
+
+def _add_nodes(g: Graph, nodes, opsets: dict, opset: int, source: str, prefix: str = "") -> None:
+    for i, pn in enumerate(nodes):
+        node = Node(pn.op_type, pn.name or f"{prefix}{pn.op_type}_{i}", list(pn.input),
+                    list(pn.output), {}, "" if pn.domain == "ai.onnx" else pn.domain)
         try:
+            if pn.op_type == "If" and node.domain == "" and _inline_if(g, pn, opsets, opset,
+                                                                        source):
+                continue
             node.attrs = {a.name: _attr_value(a) for a in pn.attribute}
             if pn.op_type == "Constant" and node.domain == "":
                 arr = np.asarray(_const_node_value(pn))
@@ -150,11 +163,26 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
         except ShapeError as e:
             raise ShapeError(f"{node_context(source, node, opset)}: {e}") from e
 
-    for vo in model.graph.output:
-        if vo.name not in g.tensors:
-            raise ModelLoadError(f"{source}: output \"{vo.name}\" is never produced")
-        g.outputs.append(vo.name)
-    return g
+
+def _inline_if(g: Graph, pn, opsets: dict, opset: int, source: str) -> bool:
+    """An If whose condition is known at compile time becomes its taken branch
+    (its nodes added in place, its outputs copied to the If's). False when the
+    condition is a run-time value."""
+    from ..ops.base import static_value
+    cond = static_value(g, pn.input[0]) if pn.input and pn.input[0] else None
+    if cond is None:
+        return False
+    want = "then_branch" if bool(np.asarray(cond).ravel()[0]) else "else_branch"
+    branch = next(a.g for a in pn.attribute if a.name == want)
+    for init in branch.initializer:
+        arr = numpy_helper.to_array(init)
+        g.tensors[init.name] = Tensor(init.name, tuple(arr.shape), arr.dtype, arr)
+    _add_nodes(g, branch.node, opsets, opset, source, prefix=f"{pn.name or 'If'}/")
+    for src, dst in zip(branch.output, pn.output):
+        if dst:
+            _add_node(g, Node("Identity", f"{pn.name or 'If'}/{dst}", [src.name], [dst]),
+                      opset)
+    return True
 
 
 def _add_node(g: Graph, node: Node, opset: int) -> None:

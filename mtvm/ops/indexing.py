@@ -161,8 +161,9 @@ class Range(Op):
 
     def reference(self, *, start, limit, delta):
         dt = np.asarray(start).dtype
-        n = max(int(np.ceil((limit - start) / delta)), 0)
-        return (np.asarray(start) + np.arange(n) * np.asarray(delta)).astype(dt)
+        start, limit, delta = (np.asarray(v).ravel()[0] for v in (start, limit, delta))
+        n = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+        return (start + np.arange(n) * delta).astype(dt)
 
 
 # -- Slice, Split, Expand, Tile, DepthToSpace, SpaceToDepth ----------------------------------

@@ -40,7 +40,7 @@ class Flatten(AliasOp):
 class Squeeze(AliasOp):
     def canonicalize(self, node, graph, opset):
         if opset >= 13:
-            move_input_to_attr(graph, node, 1, "axes")
+            move_input_to_attr(graph, node, 1, "axes", lambda v: np.atleast_1d(v).tolist())
 
     def reference(self, x, *, axes=None):
         if axes is None:
@@ -52,7 +52,7 @@ class Squeeze(AliasOp):
 class Unsqueeze(AliasOp):
     def canonicalize(self, node, graph, opset):
         if opset >= 13:
-            move_input_to_attr(graph, node, 1, "axes")
+            move_input_to_attr(graph, node, 1, "axes", lambda v: np.atleast_1d(v).tolist())
 
     def reference(self, x, *, axes):
         rank = x.ndim + len(axes)
