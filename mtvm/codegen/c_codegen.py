@@ -45,7 +45,9 @@ def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None
         if n.alias:
             continue
         k = Kernel(g, n, kernel_name(mod, step, n))
-        k.inplace = (inplace or {}).get(step)
+        v = (inplace or {}).get(step)
+        k.inplace = v if isinstance(v, int) else None
+        k.inplace_tail = v if isinstance(v, str) else None
         op = get_op(n.op, n.domain)
         if all(b is None or b.size == 0 for b in k.outs):
             # Empty outputs (a dimension of 0): nothing to compute.

@@ -73,6 +73,8 @@ class Kernel:
         # Index of the input the output is written over (decided before emission,
         # see memory.inplace_steps): that input and the output lose `restrict`.
         self.inplace: int | None = None
+        # Name of a fused tail operand (a residual) the output is written over.
+        self.inplace_tail: str | None = None
         self.helpers: dict[str, str] = {}  # file-scope C the body calls, by name (see helper())
 
     def _buf(self, c, name) -> Buf:
@@ -146,6 +148,8 @@ class Kernel:
         used = set(re.findall(r"[A-Za-z_]\w*", body))
         out = []
         shared = self.ins[self.inplace] if self.inplace is not None else None
+        if self.inplace_tail is not None:
+            shared = next(b for b in self.eps if b.name == self.inplace_tail)
         for b in self.ins + self.eps:
             if b is not None and b.c in used:
                 qual = "" if b is shared else " restrict"

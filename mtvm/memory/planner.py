@@ -150,12 +150,14 @@ class MemoryPlan:
         return name
 
 
-def inplace_steps(g: Graph) -> dict[int, int]:
+def inplace_steps(g: Graph) -> dict[int, int | str]:
     """{node index: input index} of the kernels that will write their output over
     that input's buffer: the operator can (Op.inplace_input), the input is an
     activation (not a model input/output or constant) read for the last time by
     this node and by nothing else in it (its fused tail included), and the
-    output is not a model output."""
+    output is not a model output. Or {node index: tensor name}: the output takes
+    over the buffer of a fused tail's operand (a residual add), see
+    _tail_operand_to_overwrite."""
     from ..ops.base import get_op
     alias_of = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.alias}
 
@@ -174,9 +176,17 @@ def inplace_steps(g: Graph) -> dict[int, int]:
     for step, n in enumerate(g.nodes):
         if n.alias:
             continue
-        idx = get_op(n.op, n.domain).inplace_input(n, g)
+        op = get_op(n.op, n.domain)
+        idx = op.inplace_input(n, g)
         outs = [o for o in n.kernel_outputs if o]
-        if idx is None or len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1:
+        if len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1:
+            continue
+        if idx is None and getattr(op, "epilogue_inplace", False):
+            name = _tail_operand_to_overwrite(g, n, outs[0], root, io, last, step)
+            if name is not None:
+                out[step] = name
+            continue
+        if idx is None:
             continue
         r = root(n.inputs[idx])
         if r in io or g.tensors[r].is_const or last.get(r) != step:
@@ -187,6 +197,26 @@ def inplace_steps(g: Graph) -> dict[int, int]:
             continue
         out[step] = idx
     return out
+
+
+def _tail_operand_to_overwrite(g, n, out, root, io, last, step):
+    """A residual add fused into an anchor that supports it (Op.epilogue_inplace:
+    each output element is stored right after its tail read the operand at the
+    same index): the output may take over that operand's buffer when the operand
+    is read there for the last time, only once, and has the output's layout."""
+    y = g.tensors[out]
+    reads = [i for part in [n] + n.tail for i in part.inputs if i]
+    for t in n.tail:
+        for name in t.inputs[1:]:
+            if not name:
+                continue
+            r, v = root(name), g.tensors[name]
+            if tuple(v.shape) != tuple(y.shape) or v.dtype != y.dtype or r in io or \
+                    g.tensors[r].is_const or last.get(r) != step or \
+                    sum(root(i) == r for i in reads) != 1:
+                continue
+            return name
+    return None
 
 
 def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
@@ -202,7 +232,7 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
             plan.alias_of[n.outputs[0]] = n.inputs[0]
     for step, idx in (inplace or {}).items():
         n = g.nodes[step]
-        plan.alias_of[n.kernel_outputs[0]] = n.inputs[idx]
+        plan.alias_of[n.kernel_outputs[0]] = idx if isinstance(idx, str) else n.inputs[idx]
     nbytes: dict[str, int] = {}
     for name, t in g.tensors.items():
         r = plan.root(name)

@@ -275,6 +275,9 @@ def _fmt(values) -> str:
 @register("Conv")
 class Conv(Op):
     anchor = True
+    # Every schedule stores each output right after its fused tail read the tail's
+    # operands at that index: a residual operand's buffer can take the output.
+    epilogue_inplace = True
 
     def canonicalize(self, node, graph, opset):
         x, w = (graph.tensors[n] for n in node.inputs[:2])

@@ -269,3 +269,30 @@ def test_mobilenet_block_runs_in_place():
     src = kernel_source(lib)
     assert "in place (out0 == in0)" in src.lower() or "In place (out0 == in0)" in src
     assert src.count("const float* in0,") == 2 and "const float* restrict in0," in src
+
+
+@pytest.mark.parametrize("kernel", [3, 1])
+def test_residual_add_writes_over_its_operand(kernel):
+    """A ResNet block: the second conv's fused residual Add reads the block input
+    for the last time, so the block output takes over its buffer (each element is
+    read by the tail just before it is stored)."""
+    x = randn(1, 8, 10, 10)
+    pads = [kernel // 2] * 4
+    m = graph_model([helper.make_node("Conv", ["x", "w0"], ["s0"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Relu", ["s0"], ["s"]),
+                     helper.make_node("Conv", ["s", "w1"], ["t0"], pads=pads),
+                     helper.make_node("Relu", ["t0"], ["t"]),
+                     helper.make_node("Conv", ["t", "w2", "b2"], ["u"], pads=pads),
+                     helper.make_node("Add", ["u", "s"], ["v"]),
+                     helper.make_node("Relu", ["v"], ["vr"]),
+                     helper.make_node("Conv", ["vr", "w3"], ["y"])],
+                    {"x": x}, {"w0": randn(8, 8, 3, 3), "w1": randn(8, 8, kernel, kernel),
+                               "w2": randn(8, 8, kernel, kernel), "b2": randn(8),
+                               "w3": randn(4, 8, 1, 1)})
+    lib = check_model(m, {"x": x}, sanitize=True)
+    last = lib.graph.nodes[-2]
+    assert [t.op for t in last.tail] == ["Add", "Relu"]
+    # (a pointwise conv may write over its own dying input instead)
+    expect = [lib.plan.root("s")] + ([lib.plan.root("t")] if kernel == 1 else [])
+    assert lib.plan.root(last.kernel_outputs[0]) in expect
+    assert lib.plan.arena_bytes == lib.plan.lower_bound
