@@ -213,6 +213,15 @@ class Gelu(_Elementwise):
 
 @register("PRelu")
 class PRelu(_Elementwise):
+    def canonicalize(self, node, graph, opset):
+        # Old exporters give a per-channel slope as [C] for an N-C-... input,
+        # which does not broadcast from the right: make it [C, 1, ...].
+        x, s = graph.tensors[node.inputs[0]], graph.tensors[node.inputs[1]]
+        if s.data is not None and len(s.shape) == 1 and len(x.shape) > 2 and \
+                s.shape[0] == x.shape[1] != x.shape[-1]:
+            node.inputs[1] = graph.add_const(node.inputs[1] + "_per_channel", s.data.reshape(
+                (s.shape[0],) + (1,) * (len(x.shape) - 2)))
+
     def reference(self, x, slope):
         return np.where(x < 0, x * slope, x).astype(x.dtype)
 
