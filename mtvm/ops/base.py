@@ -180,6 +180,7 @@ CTYPES = {
     "float16": "uint16_t", "bfloat16": "uint16_t",
     "float8_e4m3fn": "uint8_t", "float8_e4m3fnuz": "uint8_t",
     "float8_e5m2": "uint8_t", "float8_e5m2fnuz": "uint8_t", "float4_e2m1fn": "uint8_t",
+    "float8_e8m0fnu": "uint8_t",
     # Sub-byte integers: one element per byte, in its low bits (NumPy's layout).
     "int4": "int8_t", "uint4": "uint8_t", "int2": "int8_t", "uint2": "uint8_t",
 }

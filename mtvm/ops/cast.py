@@ -179,11 +179,52 @@ F8_HELPERS = {
 }""",
 }
 
+E8M0_HELPERS = {
+    "mtvm_e8m0_to_f32": r"""static inline float mtvm_e8m0_to_f32(uint8_t c)
+{
+    /* float8e8m0fnu: an unsigned power of two 2^(c - 127); 0xff is NaN. */
+    return c == 0xffu ? NAN : ldexpf(1.0f, (int)c - 127);
+}""",
+    "mtvm_f32_to_e8m0": r"""static inline uint8_t mtvm_f32_to_e8m0(float f, int round_mode, int saturate)
+{
+    /* round_mode: 0 up, 1 down, 2 nearest. */
+    int e;
+    float m;
+    if (isnan(f)) {
+        return 0xffu;
+    }
+    if (isinf(f)) {
+        return saturate ? 0xfeu : 0xffu;
+    }
+    f = fabsf(f);
+    if (f == 0.0f) {
+        return 0u;
+    }
+    m = frexpf(f, &e);                  /* f = m * 2^e, m in [0.5, 1) */
+    e -= 1;                             /* f = (2m) * 2^e, 2m in [1, 2) */
+    if (m != 0.5f) {
+        if (round_mode == 0 || (round_mode == 2 && 2.0f * m >= 1.5f)) {
+            e += 1;
+        }
+    }
+    e += 127;
+    if (e < 0) {
+        return 0u;
+    }
+    if (e > 254) {
+        return saturate ? 0xfeu : 0xffu;
+    }
+    return (uint8_t)e;
+}""",
+}
+
 _TO_F32 = {"float16": "mtvm_f16_to_f32", "bfloat16": "mtvm_bf16_to_f32"}
 _FROM_F32 = {"float16": "mtvm_f32_to_f16", "bfloat16": "mtvm_f32_to_bf16"}
 
 
 def _to_f32(k, x: str, name: str) -> str:
+    if name == "float8_e8m0fnu":
+        return f"{k.helper('mtvm_e8m0_to_f32', E8M0_HELPERS['mtvm_e8m0_to_f32'])}({x})"
     if name in FLOAT8:
         nb, eb, mb, bias, fnuz = FLOAT8[name][:5]
         k.helper("mtvm_f8_to_f32", F8_HELPERS["mtvm_f8_to_f32"])
@@ -192,7 +233,11 @@ def _to_f32(k, x: str, name: str) -> str:
     return f"{k.helper(fn, HALF_HELPERS[fn])}({x})"
 
 
-def _from_f32(k, x: str, name: str, saturate: int) -> str:
+def _from_f32(k, x: str, name: str, saturate: int, round_mode: str = "up") -> str:
+    if name == "float8_e8m0fnu":
+        fn = k.helper("mtvm_f32_to_e8m0", E8M0_HELPERS["mtvm_f32_to_e8m0"])
+        rm = {"up": 0, "down": 1, "nearest": 2}.get(round_mode or "up", 0)
+        return f"{fn}((float){x}, {rm}, {1 if saturate else 0})"
     if name in FLOAT8:
         nb, _, mb, bias, fnuz, has_inf, mx, max_code, nan_code = FLOAT8[name]
         if nb == 4:
@@ -204,7 +249,7 @@ def _from_f32(k, x: str, name: str, saturate: int) -> str:
     return f"{k.helper(fn, HALF_HELPERS[fn])}((float){x})"
 
 
-SMALL_FLOATS = set(_TO_F32) | set(FLOAT8)
+SMALL_FLOATS = set(_TO_F32) | set(FLOAT8) | {"float8_e8m0fnu"}
 
 
 def np_dtype(to) -> np.dtype:
@@ -215,7 +260,7 @@ def np_dtype(to) -> np.dtype:
 
 
 def convert_expr(k, x: str, src: np.dtype, dst: np.dtype, via: np.dtype | None = None,
-                 saturate: int = 1) -> str:
+                 saturate: int = 1, round_mode: str = "up") -> str:
     """C expression converting value `x` stored as `src` into `dst` (rounding
     through the small float type `via` on the way, when given)."""
     src, dst = np.dtype(src), np.dtype(dst)
@@ -231,10 +276,10 @@ def convert_expr(k, x: str, src: np.dtype, dst: np.dtype, via: np.dtype | None =
              f"((int32_t){x} & {mask})")
         src = np.dtype(np.int32)
     if via is not None and via.name in SMALL_FLOATS:
-        x = _to_f32(k, _from_f32(k, x, via.name, saturate), via.name)
+        x = _to_f32(k, _from_f32(k, x, via.name, saturate, round_mode), via.name)
         src = np.dtype(np.float32)
     if dst.name in SMALL_FLOATS:
-        return _from_f32(k, x, dst.name, saturate)
+        return _from_f32(k, x, dst.name, saturate, round_mode)
     if dst.name in SUBBYTE_INT:
         bits, _ = SUBBYTE_INT[dst.name]
         return f"({ctype(dst)})((int64_t)({x}) & {(1 << bits) - 1})"
@@ -283,6 +328,6 @@ class Cast(Op):
         src, dst = k.ins[0].dtype, k.out.dtype
         want = np_dtype(to)
         via = want if want.name in SMALL_FLOATS and dst != want else None
-        expr = convert_expr(k, "in0[i]", src, dst, via, saturate)
+        expr = convert_expr(k, "in0[i]", src, dst, via, saturate, round_mode)
         return (f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n"
                 f"    out0[i] = {expr};\n}}")

@@ -16,13 +16,14 @@ import onnx
 from ..ir import Graph, Node, Tensor
 
 HALF = ("float16", "bfloat16", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
-        "float8_e5m2fnuz", "float4_e2m1fn")
+        "float8_e5m2fnuz", "float4_e2m1fn", "float8_e8m0fnu")
 _TO = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16,
        "float8_e4m3fn": onnx.TensorProto.FLOAT8E4M3FN,
        "float8_e4m3fnuz": onnx.TensorProto.FLOAT8E4M3FNUZ,
        "float8_e5m2": onnx.TensorProto.FLOAT8E5M2,
        "float8_e5m2fnuz": onnx.TensorProto.FLOAT8E5M2FNUZ,
-       "float4_e2m1fn": onnx.TensorProto.FLOAT4E2M1}
+       "float4_e2m1fn": onnx.TensorProto.FLOAT4E2M1,
+       "float8_e8m0fnu": onnx.TensorProto.FLOAT8E8M0}
 
 
 def as_computed(t: Tensor) -> Tensor:
