@@ -411,3 +411,21 @@ class Det(Op):
             "}",
             f"out0[i0] = ({k.ctype})det;"])
         return body(lines)
+
+
+@register("MelWeightMatrix")
+class MelWeightMatrix(Op):
+    """All inputs are compile-time values: the matrix folds to a constant."""
+
+    def canonicalize(self, node, graph, opset):
+        names = ["num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
+                 "upper_edge_hertz"]
+        for i in reversed(range(len(names))):
+            move_input_to_attr(graph, node, i, "_" + names[i], lambda v: v)
+
+    def reference(self, **attrs):
+        from .recurrent import reference_via_onnx
+        vals = [attrs[f"_{n}"] for n in ("num_mel_bins", "dft_length", "sample_rate",
+                                          "lower_edge_hertz", "upper_edge_hertz")]
+        rest = {k: v for k, v in attrs.items() if not k.startswith("_")}
+        return reference_via_onnx("MelWeightMatrix", vals, rest, 1)[0]
