@@ -32,32 +32,38 @@ def materialize_outputs(g: Graph) -> Graph:
 
 def compile_graph(graph: Graph, module_name: str = "default", profile: bool = False,
                   external_workspace: bool = False, fuse: bool = True,
-                  source_graph: Graph | None = None) -> CompiledModel:
+                  source_graph: Graph | None = None,
+                  io_in_workspace: bool = False) -> CompiledModel:
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
     inplace = inplace_steps(g)
     kernels = lower_kernels(g, mod, inplace)
     scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
-    plan = plan_memory(g, scratch, inplace=inplace)
-    cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace)
+    plan = plan_memory(g, scratch, inplace=inplace, io_in_workspace=io_in_workspace)
+    cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace,
+                   io_in_workspace=io_in_workspace)
     return CompiledModel(mod, source_graph or graph, g, plan, kernels, cmod.sources(),
-                         profile=profile, external_workspace=external_workspace)
+                         profile=profile, external_workspace=external_workspace,
+                         io_in_workspace=io_in_workspace)
 
 
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,
             bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
-            fuse: bool = True) -> CompiledModel:
+            fuse: bool = True, io_in_workspace: bool = False) -> CompiledModel:
     """Compile an ONNX model (path or ModelProto) to a C module.
 
     input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns
-    graph inputs into compile-time constants ({"shape": np.array([...])}).
+    graph inputs into compile-time constants ({"shape": np.array([...])});
+    io_in_workspace places the model's inputs and outputs in the arena (see
+    docs/performance.md).
     """
     graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
     if isinstance(model, (str, os.PathLike)):
         graph.name = sanitize(os.path.splitext(os.path.basename(os.fspath(model)))[0])
     return compile_graph(graph, module_name, profile=profile,
-                         external_workspace=external_workspace, fuse=fuse)
+                         external_workspace=external_workspace, fuse=fuse,
+                         io_in_workspace=io_in_workspace)
 
 
 __all__ = ["compile", "compile_graph"]

@@ -38,7 +38,7 @@ def _io(g, names) -> list[dict]:
 
 class CompiledModel:
     def __init__(self, module_name, source_graph, graph, plan, kernels, sources,
-                 profile=False, external_workspace=False):
+                 profile=False, external_workspace=False, io_in_workspace=False):
         self.module_name = module_name
         self.source_graph = source_graph     # as imported
         self.graph = graph                   # after passes
@@ -47,7 +47,11 @@ class CompiledModel:
         self.sources = sources               # {MLF relative path: text}
         self.profile = profile
         self.external_workspace = external_workspace
+        self.io_in_workspace = io_in_workspace
         self.metadata = self._metadata()
+        if io_in_workspace:   # where the inputs and outputs live in the arena
+            for entry in self.metadata["inputs"] + self.metadata["outputs"]:
+                entry["workspace_offset"] = plan.offsets.get(plan.root(entry["name"]))
 
     @property
     def ir_text(self) -> str:
@@ -85,6 +89,7 @@ class CompiledModel:
             "total_macs": sum(o["macs"] for o in ops),
             "profiling": self.profile,
             "external_workspace": self.external_workspace,
+            "io_in_workspace": self.io_in_workspace,
             "operators": ops,
             **quantization_metadata(g),   # int8 kernels, float fallbacks (+ notes)
         }

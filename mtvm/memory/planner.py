@@ -220,11 +220,14 @@ def _tail_operand_to_overwrite(g, n, out, root, io, last, step):
 
 
 def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
-                planner_cls=GreedyPlanner, inplace: dict[int, int] | None = None) -> MemoryPlan:
+                planner_cls=GreedyPlanner, inplace: dict[int, int] | None = None,
+                io_in_workspace: bool = False) -> MemoryPlan:
     """Lifetimes in execution order -> arena offsets. `scratch_bytes` maps a
     node index to the scratch its kernel needs while it runs; `inplace` (from
     inplace_steps) the nodes whose output takes over an input's buffer: the
-    output becomes an alias of that input, the buffer sized for the larger."""
+    output becomes an alias of that input, the buffer sized for the larger.
+    io_in_workspace: the model's inputs (live from the start to their last use)
+    and outputs (from their producer to the end) get arena offsets too."""
     plan = MemoryPlan()
     scratch_bytes = scratch_bytes or {}
     for n in g.nodes:
@@ -250,6 +253,16 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
             for i in part.inputs:
                 if i:
                     last[plan.root(i)] = step
+    if io_in_workspace:
+        end = max(len(g.nodes) - 1, 0)
+        for name in g.inputs:
+            if name in g.tensors and not g.tensors[name].is_const:
+                first[name] = 0
+                last.setdefault(name, 0)
+        for name in g.outputs:
+            if name in first:
+                last[name] = end
+        io = set()
     planner = planner_cls()
     ids = {}
     for name, f in first.items():
