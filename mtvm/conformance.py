@@ -783,6 +783,8 @@ def report(results: list[Result], wall: float | None = None) -> str:
     if wall is not None:
         lines.append(f"- wall time of the run: {wall:.0f} s")
     lines += ["", DTYPE_NOTE, "", SCOPE_NOTE, "", "## Summary", "",
+              "Node cases grouped by the operator they test (an `_expanded` case counts "
+              "for the operator whose function it expands).", "",
               "| op | pass | fail | opsets (passing) | dtypes (passing) |",
               "|---|---|---|---|---|"]
     by_op: dict[str, list[Result]] = collections.OrderedDict()
@@ -828,16 +830,44 @@ def report(results: list[Result], wall: float | None = None) -> str:
 
 
 DTYPE_NOTE = """\
-Dtypes: float32, float64 (as `double`), int8/16/32/64, uint8/16/32/64 and bool
-(as `uint8_t`) map to C types directly. Data-dependent output shapes
-(NonZero, Unique, Compress with a run-time condition) are rejected with an
-UnsupportedError naming the op; a condition bound at compile time makes
-Compress static."""
+## Dtypes
+
+- float32, float64 (as `double`), int8/16/32/64, uint8/16/32/64 and bool (as
+  `uint8_t` holding 0 or 1) map to C types directly.
+- float16, bfloat16, float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz, e8m0fnu) and
+  float4e2m1 are stored as their bits (`uint16_t` / `uint8_t`) and *computed in
+  float32*: the `widen_half` pass (mtvm/passes/widen.py) turns every such tensor
+  inside the graph into float32 and puts a Cast at the graph's inputs and
+  outputs, so only Cast (mtvm/ops/cast.py, round-to-nearest-even conversions)
+  ever touches the narrow types. A model therefore runs at float32 precision;
+  where the reference computes in bfloat16 step by step, results can differ by
+  an ulp of bfloat16 (the bf16 Attention cases below).
+- int4/uint4/int2/uint2 are held one element per byte (the low bits, as
+  NumPy/ml_dtypes hold them), not packed; Cast converts them with wrap-around.
+- Strings: not supported (out of scope for an MCU)."""
 
 SCOPE_NOTE = """\
-Out of scope (a static, malloc-free MCU program cannot express them):
-sequences, optionals, maps and string tensors; control flow with subgraphs
-(If/Loop/Scan); training ops."""
+## Static shapes and what is out of scope
+
+- Shape-like operands (Reshape's shape, Slice's starts/ends, TopK's k, Resize's
+  scales/sizes, OneHot's depth, Range, ConstantOfShape, ...) must be known at
+  compile time: constants, values computed from static shapes (Shape, Size and
+  anything folded from them), or graph inputs bound with
+  `mtvm compile --bind name=value.npy`. The runner binds the graph inputs that
+  decide such operands (its SHAPE_INPUTS table) and marks those cases `[bound]`.
+- Data-dependent output shapes: NonZero and Unique are rejected with an
+  UnsupportedError ("the output shape depends on run-time values") unless their
+  input is a compile-time value, in which case they fold to constants; Compress
+  needs a compile-time condition (then it is a static gather).
+  NonMaxSuppression is not supported: its output has one row per selected box,
+  and a padded static-maximum variant would not match ONNX's output shape.
+- Control flow: an `If` whose condition is known at compile time is inlined;
+  `If` on a run-time condition, `Loop` and `Scan` (subgraph bodies) are not
+  supported.
+- Sequences, optionals, maps and string tensors: out of scope (a static,
+  malloc-free program has no dynamic containers). Random operators (Bernoulli,
+  RandomUniformLike, Dropout in training mode), training operators
+  (ai.onnx.preview.training) and ImageDecoder are out of scope too."""
 
 
 def write_expected(results: list[Result], path: str) -> None:
