@@ -197,6 +197,73 @@ static inline void {name4}(const {ta}* a, const {tb}* b, int32_t stride, int32_t
 }}""")
 
 
+def dot2x2_helper(k, a_dtype, b_dtype) -> str:
+    """The 2 pixels x 2 output channels dot product of QConv: int16 im2col columns
+    a0, a1 and weight rows b0, b1 stored pair-permuted (bytes 0 2 1 3 of every group
+    of four, see permute_pairs) so that SXTB16 and SXTB16 ROR #8 of one word give
+    the lanes (w0, w1) and (w2, w3) that meet the columns' natural int16 pairs."""
+    tb, nb, xb = _EXT[np.dtype(b_dtype).name]
+    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    k.helper("mtvm_ror8", ROR8_C)
+    name = f"mtvm_dot2x2_s16_{nb}"
+    return k.helper(name, f"""/* acc[0] += a0.b0, acc[1] += a0.b1, acc[2] += a1.b0, acc[3] += a1.b1 over n
+ * taps; a0, a1: int16 columns; b0, b1: {tb} weight rows stored pair-permuted
+ * (in each full group of four taps the bytes are w0 w2 w1 w3). Both paths compute
+ * the same exact integer sums. */
+static inline void {name}(const int16_t* a0, const int16_t* a1, const {tb}* b0,
+                                const {tb}* b1, int32_t n, int32_t acc[4])
+{{
+    int32_t s00 = acc[0], s01 = acc[1], s10 = acc[2], s11 = acc[3];
+#if defined(__ARM_FEATURE_DSP)
+    for (; n >= 4; n -= 4, a0 += 4, a1 += 4, b0 += 4, b1 += 4) {{
+        int32_t x0l, x0h, x1l, x1h, wl, wh;
+        uint32_t w;
+        memcpy(&x0l, a0, 4);          /* (a0[0], a0[1]) */
+        memcpy(&x0h, a0 + 2, 4);      /* (a0[2], a0[3]) */
+        memcpy(&x1l, a1, 4);
+        memcpy(&x1h, a1 + 2, 4);
+        memcpy(&w, b0, 4);
+        wl = {xb}((int32_t)w);            /* (w0, w1) */
+        wh = {_EXT_ROR8[xb]}((int32_t)w);  /* (w2, w3) */
+        s00 = __smlad(x0l, wl, __smlad(x0h, wh, s00));
+        s10 = __smlad(x1l, wl, __smlad(x1h, wh, s10));
+        memcpy(&w, b1, 4);
+        wl = {xb}((int32_t)w);
+        wh = {_EXT_ROR8[xb]}((int32_t)w);
+        s01 = __smlad(x0l, wl, __smlad(x0h, wh, s01));
+        s11 = __smlad(x1l, wl, __smlad(x1h, wh, s11));
+    }}
+#else
+    for (; n >= 4; n -= 4, a0 += 4, a1 += 4, b0 += 4, b1 += 4) {{
+        for (int32_t j = 0; j < 4; ++j) {{
+            int32_t p = j == 1 ? 2 : (j == 2 ? 1 : j);   /* where tap j's weight is */
+            s00 += (int32_t)a0[j] * (int32_t)b0[p];
+            s01 += (int32_t)a0[j] * (int32_t)b1[p];
+            s10 += (int32_t)a1[j] * (int32_t)b0[p];
+            s11 += (int32_t)a1[j] * (int32_t)b1[p];
+        }}
+    }}
+#endif
+    for (; n > 0; --n, ++a0, ++a1, ++b0, ++b1) {{   /* the last n % 4 taps: not permuted */
+        s00 += (int32_t)*a0 * (int32_t)*b0;
+        s01 += (int32_t)*a0 * (int32_t)*b1;
+        s10 += (int32_t)*a1 * (int32_t)*b0;
+        s11 += (int32_t)*a1 * (int32_t)*b1;
+    }}
+    acc[0] = s00; acc[1] = s01; acc[2] = s10; acc[3] = s11;
+}}""")
+
+
+def permute_pairs(w: np.ndarray) -> np.ndarray:
+    """Weights [OC, ...] -> rows whose full groups of four are stored w0 w2 w1 w3
+    (self-inverse), the layout mtvm_dot2x2 reads."""
+    rows = np.ascontiguousarray(w).reshape(w.shape[0], -1).copy()
+    full = rows.shape[1] // 4 * 4
+    g = rows[:, :full].reshape(rows.shape[0], -1, 4)
+    rows[:, :full] = g[:, :, [0, 2, 1, 3]].reshape(rows.shape[0], full)
+    return rows.reshape(w.shape)
+
+
 ROR8_C = r"""/* x rotated right by 8 bits. */
 static inline uint32_t mtvm_ror8(uint32_t x)
 {
@@ -422,8 +489,9 @@ class QConv(IntOp):
 
     def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, strides, pads,
                   dilations, group=1, x_zp=0, y_zp=0, act_min=-128, act_max=127, folded=1):
-        if folded:
-            acc, (oh, ow) = conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp)
+        if folded:   # the im2col kernel: weights stored pair-permuted (permute_pairs)
+            acc, (oh, ow) = conv_acc(x, permute_pairs(w), x_zp, strides, pads, dilations, group,
+                                     w_zp)
         else:
             wz = 0 if w_zp is None else np.asarray(w_zp, np.int64).reshape(
                 (-1,) + (1,) * (w.ndim - 1))
@@ -494,59 +562,79 @@ class QConv(IntOp):
                                      pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]])
             return "\n".join(lines)
 
-        # General: gather each receptive field (im2col, padding = zx) into scratch,
-        # then the dot products of the group's output channels, four at a time.
-        k.scratch_bytes = kk * x.dtype.itemsize
-        lines += [f"{x.ctype}* col = ({x.ctype}*)scratch;  /* {kk} = {cg} x {kh} x {kw} taps */",
+        # General: gather the receptive fields of two neighbouring output pixels
+        # (im2col, padding = zx, widened to int16) into scratch, then the dot products
+        # of two pixels x two output channels at a time (weights stored pair-permuted,
+        # see dot2x2_helper).
+        dot = dot2x2_helper(k, x.dtype, w.dtype)
+        k.scratch_bytes = 2 * kk * 2
+        oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
+        ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
+        padded = (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
+        lines += [f"int16_t* col = (int16_t*)scratch;  /* 2 pixels x {kk} = {cg} x {kh} x {kw} "
+                  "taps */",
                   f"for (size_t b = 0; b < {n}; ++b) {{",
                   f"    for (size_t g = 0; g < {group}; ++g) {{",
                   f"        const {x.ctype}* xg = {x.c} + (b * {c} + g * {cg}) * {h * wd};",
                   f"        for (int32_t oy = 0; oy < {oh}; ++oy) {{",
-                  f"            for (int32_t ox = 0; ox < {ow}; ++ox) {{",
-                  f"                {x.ctype}* t = col;"]
-        # Output positions whose window lies inside the input gather without tests.
-        oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
-        ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
-        padded = (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
+                  f"            for (int32_t ox = 0; ox < {ow}; ox += 2) {{",
+                  f"                const int32_t npx = ox + 1 < {ow} ? 2 : 1;",
+                  "                for (int32_t px = 0; px < npx; ++px) {",
+                  "                    const int32_t qx = ox + px;",
+                  f"                    int16_t* t = col + px * {kk};"]
+        body = []
         if padded:
-            lines += [f"                if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && "
-                      f"ox < {ox_hi}) {{"]
+            body += [f"if (oy >= {oy_lo} && oy < {oy_hi} && qx >= {ox_lo} && qx < {ox_hi}) {{"]
         ind = "    " if padded else ""
         taps = [f"p[{ky * dh * wd + kx * dw}]" for ky in range(kh) for kx in range(kw)]
-        lines += [f"{ind}                const {x.ctype}* p = xg + (size_t)"
-                  f"({coord('oy', sh, ph, '0', 1)[:-4]}) * {wd} + (size_t)"
-                  f"({coord('ox', sw, pw, '0', 1)[:-4]});",
-                  f"{ind}                for (size_t ci = 0; ci < {cg}; ++ci, p += {h * wd}) {{"]
+        body += [f"{ind}const {x.ctype}* p = xg + (size_t)({coord('oy', sh, ph, '0', 1)[:-4]})"
+                 f" * {wd} + (size_t)({coord('qx', sw, pw, '0', 1)[:-4]});",
+                 f"{ind}for (size_t ci = 0; ci < {cg}; ++ci, p += {h * wd}) {{"]
         for i in range(0, len(taps), 6):
-            lines.append(f"{ind}                    " +
-                         " ".join(f"*t++ = {tp};" for tp in taps[i:i + 6]))
-        lines.append(f"{ind}                }}")
+            body.append(f"{ind}    " + " ".join(f"*t++ = {tp};" for tp in taps[i:i + 6]))
+        body.append(f"{ind}}}")
         if padded:
-            lines += ["                } else {",
-                      f"                    for (size_t ci = 0; ci < {cg}; ++ci) {{",
-                      f"                        for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                      f"                            int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
-                      f"                            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                      f"                                int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
-                      f"                                *t++ = (ih >= 0 && ih < {h} && iw >= 0 && "
-                      f"iw < {wd}) ?",
-                      f"                                    xg[(ci * {h} + (size_t)ih) * {wd} + "
-                      f"(size_t)iw] : ({x.ctype}){zx};",
-                      "                            }", "                        }",
-                      "                    }", "                }"]
-        xsum = None
+            body += ["} else {",
+                     f"    for (size_t ci = 0; ci < {cg}; ++ci) {{",
+                     f"        for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                     f"            int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
+                     f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                     f"                int32_t iw = {coord('qx', sw, pw, 'kx', dw)};",
+                     f"                *t++ = (ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) ?",
+                     f"                    xg[(ci * {h} + (size_t)ih) * {wd} + (size_t)iw] : {zx};",
+                     "            }", "        }", "    }", "}"]
+        lines += _indent(body, 5)
+        lines.append("                }")
         if w_zp is not None:
-            xsum = "xsum"
-            lines += ["                int32_t xsum = 0;",
-                      f"                for (size_t i = 0; i < {kk}; ++i) xsum += col[i];"]
-        lines += _indent(dense_lines(
-            k, x, w, bias, mult, shift, w_zp, a="col", o_begin=f"g * {mg}",
-            o_end=f"(g + 1) * {mg}", kk=kk, count=mg, y_zp=y_zp, act_min=act_min, act_max=act_max,
-            dst=lambda ch: f"out0[(b * {oc} + {ch}) * {oh * ow} + (size_t)oy * {ow} + "
-                           "(size_t)ox]", xsum=xsum), 4)
-        lines += ["            }", "        }", "    }", "}"]
-        return "\n".join(lines)
+            lines += ["                int32_t xsum[2] = { 0, 0 };",
+                      "                for (int32_t px = 0; px < npx; ++px) {",
+                      f"                    for (size_t i = 0; i < {kk}; ++i) xsum[px] += "
+                      f"col[px * {kk} + i];",
+                      "                }"]
+        lines += [f"                const int16_t* col1 = col + (npx - 1) * {kk};  "
+                  "/* one pixel: computed twice */",
+                  f"                for (size_t o = g * {mg}; o < (g + 1) * {mg}; o += 2) {{",
+                  f"                    const size_t o1 = o + 1 < (g + 1) * {mg} ? o + 1 : o;",
+                  f"                    int32_t acc4[4] = {{ {bias.c}[o], {bias.c}[o1], "
+                  f"{bias.c}[o], {bias.c}[o1] }};",
+                  f"                    {dot}(col, col1, {w.c} + o * {kk}, {w.c} + o1 * {kk}, "
+                  f"{kk}, acc4);"]
 
+        def dst(ch, xcoord):
+            return f"out0[(b * {oc} + {ch}) * {oh * ow} + (size_t)oy * {ow} + (size_t)({xcoord})]"
+        cases = [("0", "o", "ox", None), ("1", "o1", "ox", "o1 != o"),
+                 ("2", "o", "ox + 1", "npx == 2"), ("3", "o1", "ox + 1", "o1 != o && npx == 2")]
+        for idx, ch, xc, cond in cases:
+            zwt = f" - {per_channel(w_zp, ch)} * xsum[{0 if idx in '01' else 1}]" \
+                if w_zp is not None else ""
+            st = [f"int32_t acc = acc4[{idx}]{zwt};"] + store(f"acc", ch, dst(ch, xc))
+            if cond:
+                lines += [f"                    if ({cond}) {{"] + _indent(st, 6) + \
+                    ["                    }"]
+            else:
+                lines += ["                    {"] + _indent(st, 6) + ["                    }"]
+        lines += ["                }", "            }", "        }", "    }", "}"]
+        return "\n".join(lines)
 
     @staticmethod
     def _depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, ow, sh, sw, ph,
