@@ -582,9 +582,9 @@ def _depthwise_flat(k, w, x, wt, bias, axes) -> int:
     planes = s * s * phase
     flat = (ah.out - 1) * wq + aw.out
     in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
-    split = f", split into {s}x{s} stride phases of {hq}x{wq}," if s > 1 else ""
+    split = f"\n * split into {s}x{s} stride phases of {hq}x{wq}," if s > 1 else ""
     w.line(f"/* Schedule (SIMD hosts): depthwise, flat. Per channel the plane is copied into\n"
-           f" * a zero-bordered {hp}x{wp} plane{split} then one loop over the {flat} flat\n"
+           f" * a zero-bordered {hp}x{wp} plane,{split} then one loop over the {flat} flat\n"
            f" * positions f = oh * {wq} + ow computes all {kh_n * kw_n} taps (columns ow >= "
            f"{aw.out} are\n * dropped); in place, a channel's output only overwrites channels "
            "up to it. */")
@@ -876,7 +876,7 @@ def _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane):
                 iw = lin(("iw0", 1), (kw, aw.dilation))
                 dst = f"col_c[{lin((kh, kw_n * nb), (kw, nb))}]"
                 if aw.clips_begin or aw.clips_end:
-                    w.line(f"{dst} = {_unsigned_lt(iw, aw.size)} ? x_row[{iw}] : 0.0f;")
+                    w.line(f"{dst} =\n    {_unsigned_lt(iw, aw.size)} ? x_row[{iw}] : 0.0f;")
                 else:
                     w.line(f"{dst} = x_row[{iw}];")
             if clip:
@@ -932,12 +932,12 @@ def emit_conv_window(k, x, wt, bias, axes, group) -> str:
                    np.int32)
     ob = kernel_const(k, f"{wt.name}_tap_offsets", off)
     w.line(conv_comment(x, wt, y, axes, group))
-    w.line(f"/* Schedule: window rows GEMM. Per output row, the {rows} input rows of its "
-           f"window\n * (c, kh) are copied to scratch zero-padded to {row_len} floats"
-           + (f" and split into\n * {aw.stride} stride phases" if aw.stride > 1 else "") +
-           f"; then register blocks of {mr} output channels\n * x MTVM_F32_NR columns run the "
-           f"micro-kernel over the {taps} taps, tap t reading\n * win + {ob.c}[t] (a table "
-           f"made at compile time); weights packed [channel block][t][{mr}]. */")
+    phases = f", split into {aw.stride} stride phases" if aw.stride > 1 else ""
+    w.line(f"/* Schedule: window rows GEMM. Per output row, the {rows} input rows of its\n"
+           f" * window (c, kh) are copied to scratch zero-padded to {row_len} floats{phases};\n"
+           f" * then register blocks of {mr} output channels x MTVM_F32_NR columns run the\n"
+           f" * micro-kernel over the {taps} taps, tap t reading win + {ob.c}[t] (a table made\n"
+           f" * at compile time); weights packed [channel block][t][{mr}]. */")
     w.line("float* win = (float*)scratch;")
     for n, g in _batch_group_loops(w, n_batch, group):
         w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
