@@ -4,7 +4,8 @@
 
 For each model of ../shared/models: mtvm's C built with cc -O3 -march=native
 and called in-process, onnxruntime with one thread; median of N runs each,
-and the ratio mtvm/onnxruntime (< 1 means mtvm is faster); the same for the
+timed in turns so both see the same load on a shared machine, and the ratio
+mtvm/onnxruntime (< 1 means mtvm is faster); the same for the
 peer emx-onnx-cgen when it is installed (bench/peer.py). Also the arena,
 its lower bound and the constant bytes. Figures, not pass/fail.
 """
@@ -21,6 +22,23 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 DEFAULT_MODELS = os.path.join(HERE, "..", "..", "shared", "models")
+
+
+def interleaved_medians(fns: dict, repeat: int, budget_s: float = 20.0) -> dict:
+    """Median seconds of each function, timed in turns (a, b, a, b, ...) so that
+    all see the same load on a shared machine."""
+    for fn in fns.values():
+        fn()  # warm up
+    times = {k: [] for k in fns}
+    budget = time.perf_counter() + budget_s
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t)
+        if time.perf_counter() > budget and len(times[k]) >= 5:
+            break
+    return {k: float(np.median(v)) for k, v in times.items()}
 
 
 def median_time(fn, repeat: int) -> float:
@@ -40,6 +58,7 @@ def bench_peer(path: str, x: np.ndarray, y_like: np.ndarray, repeat: int, row: d
     """emx-onnx-cgen's C beside mtvm's (bench/peer.py), when it is installed."""
     import peer
     if not peer.available():
+        row["peer_error"] = "not installed"
         return
     try:
         built = peer.build(path)
@@ -53,7 +72,7 @@ def bench_peer(path: str, x: np.ndarray, y_like: np.ndarray, repeat: int, row: d
     y = np.zeros(y_like.shape, np.float32)
     run(xc, y)
     row["peer_max_err"] = float(np.abs(y - y_like).max())
-    row["peer_ms"] = median_time(lambda: run(xc, y), repeat) * 1e3
+    row["peer_ms"] = median_time(lambda: run(xc, y), max(5, repeat // 5)) * 1e3
 
 
 def bench_model(path: str, repeat: int, peer: bool = True) -> dict:
@@ -76,12 +95,13 @@ def bench_model(path: str, repeat: int, peer: bool = True) -> dict:
         row["error"] = str(e).splitlines()[0][:100]
         return row
     feeds = {lib.metadata["inputs"][0]["name"]: x}
-    row["mtvm_ms"] = median_time(lambda: mod.run(feeds), repeat) * 1e3
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     ort_feeds = {sess.get_inputs()[0].name: x}
-    row["ort_ms"] = median_time(lambda: sess.run(None, ort_feeds), repeat) * 1e3
+    med = interleaved_medians({"mtvm": lambda: mod.run(feeds),
+                               "ort": lambda: sess.run(None, ort_feeds)}, repeat)
+    row["mtvm_ms"], row["ort_ms"] = med["mtvm"] * 1e3, med["ort"] * 1e3
     row["ratio"] = row["mtvm_ms"] / row["ort_ms"]
     if peer:
         bench_peer(path, x, np.load(npz)["out_0"], repeat, row)
@@ -102,7 +122,7 @@ def table(rows: list[dict]) -> str:
         if "peer_ms" in r:
             peer = f"{r['peer_ms']:.3f} | {r['peer_ms'] / r['ort_ms']:.1f}"
         else:
-            peer = f"{r.get('peer_error', 'not installed')} | -"
+            peer = f"{r.get('peer_error', 'skipped')} | -"
         lines.append(f"| {r['model']} | {r['mtvm_ms']:.3f} | {r['ort_ms']:.3f} | "
                      f"{r['ratio']:.2f} | {peer} | {r['arena']:,} | {r['lower_bound']:,} | "
                      f"{r['consts']:,} | {r['macs'] / 1e6:.2f} M | "
