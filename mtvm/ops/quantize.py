@@ -128,9 +128,15 @@ class QuantizeLinear(Op):
         body = []
         if ax is not None:
             body.append(f"size_t c = {_channel_index(x.shape, ax)};")
-        # rintf rounds half to even (the default rounding mode), as ONNX specifies.
-        body += [f"float v = rintf((float){x.c}[i] / {scale}) + (float)({zp});",
-                 f"v = !(v >= {lo}.0f) ? {lo}.0f : (v > {hi}.0f ? {hi}.0f : v);",
+        # Round half to even (as ONNX specifies) by adding and subtracting 1.5 * 2^23,
+        # which leaves no fraction bits: what rintf does in the default rounding mode,
+        # without a libm call (|v| is first limited to 2^22, beyond any 8/16-bit range).
+        if out.ctype == "float":
+            raise UnsupportedError("QuantizeLinear to a float type is not supported")
+        body += [f"float v = (float){x.c}[i] / {scale};",
+                 "v = !(v >= -4194304.0f) ? -4194304.0f : (v > 4194304.0f ? 4194304.0f : v);",
+                 f"v = (v + 12582912.0f) - 12582912.0f + (float)({zp});",
+                 f"v = v < {lo}.0f ? {lo}.0f : (v > {hi}.0f ? {hi}.0f : v);",
                  f"out0[i] = ({out.ctype})v;"]
         inner = "\n    ".join(body)
         return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
