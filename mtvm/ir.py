@@ -97,7 +97,8 @@ class Graph:
         while name in self.tensors:
             k += 1
             name = f"{base}_{k}"
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value)
+        value = np.ascontiguousarray(value) if value.ndim else value.copy()  # keep 0-d
         self.tensors[name] = Tensor(name, tuple(value.shape), value.dtype, value)
         return name
 

@@ -151,6 +151,9 @@ def _add_nodes(g: Graph, nodes, opsets: dict, opset: int, source: str, prefix: s
             if pn.op_type == "If" and node.domain == "" and _inline_if(g, pn, opsets, opset,
                                                                         source):
                 continue
+            if pn.op_type == "Scan" and node.domain == "":
+                _unroll_scan(g, pn, opsets, opset, source, f"{prefix}{node.name}")
+                continue
             node.attrs = {a.name: _attr_value(a) for a in pn.attribute}
             if pn.op_type == "Constant" and node.domain == "":
                 arr = np.asarray(_const_node_value(pn))
@@ -183,6 +186,92 @@ def _inline_if(g: Graph, pn, opsets: dict, opset: int, source: str) -> bool:
             _add_node(g, Node("Identity", f"{pn.name or 'If'}/{dst}", [src.name], [dst]),
                       opset)
     return True
+
+
+def _renamed_body(body, mapping: dict, tag: str) -> list:
+    """Copies of a subgraph's nodes with its own names suffixed by `tag` (and
+    its inputs renamed per `mapping`); names from the outer scope are kept."""
+    names = dict(mapping)
+    for n in body.node:
+        for o in n.output:
+            if o:
+                names[o] = f"{o}{tag}"
+    out = []
+    for n in body.node:
+        c = onnx.NodeProto()
+        c.CopyFrom(n)
+        del c.input[:]
+        c.input.extend(names.get(i, i) for i in n.input)
+        del c.output[:]
+        c.output.extend(names.get(o, o) for o in n.output)
+        c.name = f"{n.name or n.op_type}{tag}"
+        out.append(c)
+    return out, names
+
+
+def _unroll_scan(g: Graph, pn, opsets: dict, opset: int, source: str, name: str) -> None:
+    """Scan over a static sequence length: unrolled at compile time. Iteration
+    t reads element t of each scan input (a Gather), runs a renamed copy of the
+    body, and the scan outputs are stacked with Unsqueeze + Concat."""
+    from onnx import helper as h
+    a = {x.name: x for x in pn.attribute}
+    body = a["body"].g
+    M = a["num_scan_inputs"].i
+    ins = list(pn.input)
+    if opset < 9:
+        raise UnsupportedError("Scan before opset 9 (with sequence_lens) is not supported")
+    N = len(ins) - M
+    in_axes = list(a["scan_input_axes"].ints) if "scan_input_axes" in a else [0] * M
+    in_dirs = list(a["scan_input_directions"].ints) if "scan_input_directions" in a else [0] * M
+    K = len(body.output) - N
+    out_axes = list(a["scan_output_axes"].ints) if "scan_output_axes" in a else [0] * K
+    out_dirs = (list(a["scan_output_directions"].ints) if "scan_output_directions" in a
+                else [0] * K)
+    first = g.tensors[ins[N]]
+    ax0 = in_axes[0] + len(first.shape) if in_axes[0] < 0 else in_axes[0]
+    T = first.shape[ax0]
+    state = ins[:N]
+    collected: list[list[str]] = [[] for _ in range(K)]
+    for t in range(T):
+        tag = f"@{name}#{t}"
+        mapping = {body.input[i].name: state[i] for i in range(N)}
+        pre = []
+        for j in range(M):
+            src = ins[N + j]
+            rank = len(g.tensors[src].shape)
+            ax = in_axes[j] + rank if in_axes[j] < 0 else in_axes[j]
+            idx = g.add_const(f"{src}{tag}_index", np.array(t if not in_dirs[j] else T - 1 - t,
+                                                            np.int64))
+            sl = f"{src}{tag}_slice"
+            pre.append(h.make_node("Gather", [src, idx], [sl], axis=ax, name=f"{sl}_gather"))
+            mapping[body.input[N + j].name] = sl
+        nodes, names = _renamed_body(body, mapping, tag)
+        _add_nodes(g, pre + nodes, opsets, opset, source)
+        outs = [names.get(o.name, o.name) for o in body.output]
+        state = outs[:N]
+        for k in range(K):
+            collected[k].append(outs[N + k])
+    post = []
+    for i in range(N):
+        if pn.output[i]:
+            post.append(h.make_node("Identity", [state[i]], [pn.output[i]],
+                                    name=f"{name}/final{i}"))
+    for k in range(K):
+        dst = pn.output[N + k] if N + k < len(pn.output) else ""
+        if not dst:
+            continue
+        parts = collected[k][::-1] if out_dirs[k] else collected[k]
+        rank = len(g.tensors[parts[0]].shape) + 1
+        ax = out_axes[k] + rank if out_axes[k] < 0 else out_axes[k]
+        axes = g.add_const(f"{dst}_axes", np.array([ax], np.int64))
+        ups = []
+        for t, p in enumerate(parts):
+            u = f"{p}_stacked"
+            post.append(h.make_node("Unsqueeze", [p, axes], [u], name=f"{u}_unsqueeze"))
+            ups.append(u)
+        post.append(h.make_node("Concat", ups, [dst], axis=ax, name=f"{dst}_concat"))
+    # Built in the opset-13 form (Unsqueeze axes as an input).
+    _add_nodes(g, post, {**opsets, "": max(opset, 13)}, max(opset, 13), source)
 
 
 def _add_node(g: Graph, node: Node, opset: int) -> None:
