@@ -60,7 +60,7 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
     "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,),
     "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "Compress": (1,),
-    "RandomNormalLike": (), "Bernoulli": (),
+    "RandomNormalLike": (), "Bernoulli": (), "Loop": (0, 1),
 }
 
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")

@@ -151,6 +151,9 @@ def _add_nodes(g: Graph, nodes, opsets: dict, opset: int, source: str, prefix: s
             if pn.op_type == "If" and node.domain == "" and _inline_if(g, pn, opsets, opset,
                                                                         source):
                 continue
+            if pn.op_type == "Loop" and node.domain == "":
+                _unroll_loop(g, pn, opsets, opset, source, f"{prefix}{node.name}")
+                continue
             if pn.op_type == "Scan" and node.domain == "":
                 _unroll_scan(g, pn, opsets, opset, source, f"{prefix}{node.name}")
                 continue
@@ -271,6 +274,64 @@ def _unroll_scan(g: Graph, pn, opsets: dict, opset: int, source: str, name: str)
             ups.append(u)
         post.append(h.make_node("Concat", ups, [dst], axis=ax, name=f"{dst}_concat"))
     # Built in the opset-13 form (Unsqueeze axes as an input).
+    _add_nodes(g, post, {**opsets, "": max(opset, 13)}, max(opset, 13), source)
+
+
+def _unroll_loop(g: Graph, pn, opsets: dict, opset: int, source: str, name: str) -> None:
+    """Loop with a trip count and condition known at compile time: unrolled
+    (each iteration a renamed copy of the body); scan outputs are stacked."""
+    from onnx import helper as h
+
+    from ..ops.base import static_value
+    body = next(a.g for a in pn.attribute if a.name == "body")
+    ins = list(pn.input) + [""] * 2
+    trip = static_value(g, ins[0]) if ins[0] else None
+    cond = static_value(g, ins[1]) if ins[1] else np.array(True)
+    if (ins[0] and trip is None) or cond is None or (trip is None and not ins[1]):
+        raise UnsupportedError("Loop: the trip count and condition must be known at compile "
+                               "time (bind the inputs that decide them)")
+    trip = int(np.asarray(trip).ravel()[0]) if trip is not None else 1 << 20
+    N = len(pn.input) - 2
+    state = list(pn.input[2:])
+    K = len(body.output) - 1 - N
+    collected: list[list[str]] = [[] for _ in range(K)]
+    t = 0
+    while t < trip and bool(np.asarray(cond).ravel()[0]):
+        tag = f"@{name}#{t}"
+        it = g.add_const(f"{name}{tag}_iter", np.array(t, np.int64))
+        cin = g.add_const(f"{name}{tag}_cond", np.array(True))
+        mapping = {body.input[0].name: it, body.input[1].name: cin}
+        mapping.update({body.input[2 + i].name: state[i] for i in range(N)})
+        nodes, names = _renamed_body(body, mapping, tag)
+        _add_nodes(g, nodes, opsets, opset, source)
+        outs = [names.get(o.name, o.name) for o in body.output]
+        cond = static_value(g, outs[0])
+        if cond is None:
+            raise UnsupportedError("Loop: its condition is computed at run time")
+        state = outs[1:1 + N]
+        for k in range(K):
+            collected[k].append(outs[1 + N + k])
+        t += 1
+        if t > 4096:
+            raise UnsupportedError("Loop: more than 4096 iterations are not unrolled")
+    post = []
+    for i in range(N):
+        if pn.output[i]:
+            post.append(h.make_node("Identity", [state[i]], [pn.output[i]],
+                                    name=f"{name}/final{i}"))
+    axes = g.add_const(f"{name}_axes0", np.array([0], np.int64))
+    for k in range(K):
+        dst = pn.output[N + k] if N + k < len(pn.output) else ""
+        if not dst:
+            continue
+        if not collected[k]:
+            raise UnsupportedError("Loop: zero iterations give an empty scan output")
+        ups = []
+        for p in collected[k]:
+            post.append(h.make_node("Unsqueeze", [p, axes], [f"{p}_stacked"],
+                                    name=f"{p}_stacked_unsqueeze"))
+            ups.append(f"{p}_stacked")
+        post.append(h.make_node("Concat", ups, [dst], axis=0, name=f"{dst}_concat"))
     _add_nodes(g, post, {**opsets, "": max(opset, 13)}, max(opset, 13), source)
 
 

@@ -1,7 +1,8 @@
 """The ONNX backend conformance suite, compiled and run on the host.
 
 Runs every node case (and the pytorch-converted, pytorch-operator, simple and
-light model directories) through mtvm.conformance, in batches on all cores:
+light model directories; the three largest light models only with
+MTVM_CONFORMANCE_FULL=1) through mtvm.conformance, in batches on all cores:
 the pass count must reach THRESHOLD and no case listed in expected_pass.txt
 (written by `python -m mtvm.conformance --update`) may regress. A sample of
 passing cases per operator is also built with -fsanitize=address,undefined.
@@ -18,9 +19,15 @@ NODE_THRESHOLD = 1300
 JOBS = int(os.environ.get("MTVM_CONFORMANCE_JOBS", os.cpu_count() or 2))
 
 
+# The three largest light_* models (60-140 M parameters, minutes each on a
+# loaded CI machine) run with MTVM_CONFORMANCE_FULL=1 and in the runner's report.
+BIG_MODELS = {"test_light_vgg19", "test_light_bvlc_alexnet", "test_light_zfnet512"}
+FULL = bool(os.environ.get("MTVM_CONFORMANCE_FULL"))
+
+
 @pytest.fixture(scope="module")
 def results():
-    cases = conformance.collect()
+    cases = [c for c in conformance.collect() if FULL or c.name not in BIG_MODELS]
     return cases, conformance.run_all(cases, jobs=JOBS)
 
 
@@ -36,8 +43,10 @@ def test_no_regressions(results):
     _, rs = results
     expected = set(conformance.read_expected(conformance.EXPECTED_PASS))
     status = {r.name: r for r in rs}
+    skipped = set() if FULL else BIG_MODELS
     regressed = [f"{n}: {status[n].status}: {status[n].reason}" if n in status else f"{n}: missing"
-                 for n in sorted(expected) if n not in status or status[n].status != "pass"]
+                 for n in sorted(expected - skipped)
+                 if n not in status or status[n].status != "pass"]
     assert not regressed, "cases that passed before:\n" + "\n".join(regressed)
 
 
