@@ -784,3 +784,21 @@ class TensorScatter(Op):
             f"memcpy(&out0[((i0 * {mid} + i1) * {S} + p) * {inner}], "
             f"&in1[((i0 * {mid} + i1) * {s} + i2) * {inner}], {inner} * sizeof out0[0]);"])
         return body(lines)
+
+
+@register("ArrayFeatureExtractor", domain="ai.onnx.ml")
+class ArrayFeatureExtractor(Op):
+    """Selects elements of the last axis by index."""
+
+    def reference(self, x, indices):
+        idx = np.asarray(indices).ravel().astype(np.int64)
+        out = np.take(x, idx, axis=-1)
+        return out if x.ndim > 1 else out.reshape(1, -1)
+
+    def emit(self, k):
+        x, ind = k.ins
+        n = ind.size
+        last = x.shape[-1]
+        outer = prod(x.shape[:-1])
+        return body(nest([outer, n], [f"out0[i0 * {n} + i1] = in0[i0 * {last} + "
+                                      "(size_t)in1[i1]];"]))

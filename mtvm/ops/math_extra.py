@@ -256,3 +256,12 @@ class SwiGLU(_Elementwise):
     def scalar(self, k, args, *, alpha=1.0):
         a, b = args
         return f"({a} / ({k.lit(1)} + {_fn(k, 'exp')}(-{k.lit(alpha)} * {a})) * {b})"
+
+
+@register("Binarizer", domain="ai.onnx.ml")
+class Binarizer(_Elementwise):
+    def reference(self, x, *, threshold=0.0):
+        return (x > threshold).astype(x.dtype)
+
+    def scalar(self, k, args, *, threshold=0.0):
+        return f"({args[0]} > {k.lit(threshold)} ? {k.lit(1)} : {k.lit(0)})"
