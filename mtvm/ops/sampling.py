@@ -174,3 +174,86 @@ class AffineGrid(Op):
             inner.append(f"out0[(i0 * {prod(sp)} + p) * {D} + {r}] = {' + '.join(terms)};")
         lines += nest([N] + sp, inner)
         return body(lines)
+
+
+@register("RoiAlign")
+class RoiAlign(Op):
+    """Average or max of bilinear samples on a per-ROI grid (the grid size may
+    depend on the run-time ROI size when sampling_ratio is 0)."""
+
+    def reference(self, x, rois, batch_indices, **attrs):
+        from .recurrent import reference_via_onnx
+        return reference_via_onnx("RoiAlign", [x, rois, batch_indices], attrs, 1)[0]
+
+    def infer(self, node, inputs, consts):
+        x, rois = inputs[0], inputs[1]
+        a = node.attrs
+        return [((rois.shape[0], x.shape[1], a.get("output_height", 1),
+                  a.get("output_width", 1)), np.dtype(x.dtype))]
+
+    def emit(self, k, *, coordinate_transformation_mode="half_pixel", mode="avg",
+             output_height=1, output_width=1, sampling_ratio=0, spatial_scale=1.0):
+        x = k.ins[0]
+        R = k.ins[1].shape[0]
+        C, H, W = x.shape[1:]
+        PH, PW = output_height, output_width
+        off = 0.5 if coordinate_transformation_mode == "half_pixel" else 0.0
+        t = k.ctype
+        sr = int(sampling_ratio)
+        lines = nest([R], [
+            "const size_t n = i0;",
+            "const size_t bi = (size_t)in2[n];",
+            f"const float sw = (float)in1[n * 4 + 0] * {float(spatial_scale)!r}f - {off!r}f;",
+            f"const float sh = (float)in1[n * 4 + 1] * {float(spatial_scale)!r}f - {off!r}f;",
+            f"float rw = (float)in1[n * 4 + 2] * {float(spatial_scale)!r}f - {off!r}f - sw;",
+            f"float rh = (float)in1[n * 4 + 3] * {float(spatial_scale)!r}f - {off!r}f - sh;",
+        ] + ([] if off else ["if (rw < 1.0f) rw = 1.0f;", "if (rh < 1.0f) rh = 1.0f;"]) + [
+            f"const float bh = rh / {PH}.0f, bw = rw / {PW}.0f;",
+            f"const int gh = {sr if sr > 0 else f'(int)ceilf(rh / {PH}.0f)'};",
+            f"const int gw = {sr if sr > 0 else f'(int)ceilf(rw / {PW}.0f)'};",
+            "const float count = (float)(gh * gw > 1 ? gh * gw : 1);",
+            "(void)count;",
+            f"for (size_t c = 0; c < {C}; ++c) {{",
+            f"    const {t}* img = &in0[(bi * {C} + c) * {H * W}];",
+            f"    for (size_t ph = 0; ph < {PH}; ++ph) {{",
+            f"        for (size_t pw = 0; pw < {PW}; ++pw) {{",
+            "            float acc = 0.0f;",
+            "            int first = 1;",
+            "            for (int iy = 0; iy < gh; ++iy) {",
+            "                for (int ix = 0; ix < gw; ++ix) {",
+            "                    float y = sh + (float)ph * bh + ((float)iy + 0.5f) * bh / (float)gh;",
+            "                    float xx = sw + (float)pw * bw + ((float)ix + 0.5f) * bw / (float)gw;",
+            "                    float v = 0.0f;",
+            f"                    if (!(y < -1.0f || y > {H}.0f || xx < -1.0f || xx > {W}.0f)) {{",
+            "                        size_t yl, xl, yh, xh;",
+            "                        if (y < 0.0f) y = 0.0f;",
+            "                        if (xx < 0.0f) xx = 0.0f;",
+            "                        yl = (size_t)y; xl = (size_t)xx;",
+            f"                        if (yl >= {H - 1}) {{ yh = yl = {H - 1}; y = (float)yl; }} "
+            "else yh = yl + 1;",
+            f"                        if (xl >= {W - 1}) {{ xh = xl = {W - 1}; xx = (float)xl; }} "
+            "else xh = xl + 1;",
+            "                        {",
+            "                            const float ly = y - (float)yl, lx = xx - (float)xl;",
+            "                            const float hy = 1.0f - ly, hx = 1.0f - lx;",
+            f"                            const float v1 = hy * hx * (float)img[yl * {W} + xl];",
+            f"                            const float v2 = hy * lx * (float)img[yl * {W} + xh];",
+            f"                            const float v3 = ly * hx * (float)img[yh * {W} + xl];",
+            f"                            const float v4 = ly * lx * (float)img[yh * {W} + xh];",
+            ("                            v = v1 + v2 + v3 + v4;" if mode == "avg" else
+             "                            v = v1 > v2 ? v1 : v2; v = v > v3 ? v : v3; "
+             "v = v > v4 ? v : v4;"),
+            "                        }",
+            "                    }",
+            ("                    acc += v;" if mode == "avg" else
+             "                    if (first || v > acc) acc = v;"),
+            "                    first = 0;",
+            "                }",
+            "            }",
+            "            (void)first;",
+            f"            out0[((n * {C} + c) * {PH} + ph) * {PW} + pw] = ({t})"
+            + ("(acc / count);" if mode == "avg" else "acc;"),
+            "        }",
+            "    }",
+            "}"])
+        return body(lines)
