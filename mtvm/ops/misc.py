@@ -486,3 +486,59 @@ class TfIdfVectorizer(Op):
             lines.append(f"for (size_t i = 0; i < {k.out.size}; ++i) out0[i] = "
                          + op.format(O=O, z=k.lit(0)) + ";")
         return body(lines)
+
+
+@register("STFT")
+class STFT(Op):
+    """Short-time Fourier transform: a direct DFT of each (windowed) frame."""
+
+    def canonicalize(self, node, graph, opset):
+        for i, name in ((3, "frame_length"), (1, "frame_step")):
+            v = need_const(graph, node, i, name)
+            if v is not None:
+                node.attrs[name] = int(np.asarray(v).ravel()[0])
+            if i < len(node.inputs):
+                node.inputs[i] = ""
+        while node.inputs and not node.inputs[-1]:
+            node.inputs.pop()
+
+    def _geom(self, x_shape, window_shape, frame_step, frame_length, onesided):
+        n = frame_length if frame_length is not None else window_shape[0]
+        frames = (x_shape[1] - n) // frame_step + 1
+        bins = n // 2 + 1 if onesided else n
+        return n, frames, bins
+
+    def reference(self, x, _unused=None, window=None, *, frame_step, frame_length=None,
+                  onesided=1):
+        n, frames, bins = self._geom(x.shape, None if window is None else window.shape,
+                                     frame_step, frame_length, onesided)
+        c = x[..., 0] + (1j * x[..., 1] if x.shape[-1] == 2 else 0)
+        w = np.ones(n) if window is None else window.astype(np.float64)
+        out = np.empty((x.shape[0], frames, bins), np.complex128)
+        for f in range(frames):
+            out[:, f] = np.fft.fft(c[:, f * frame_step:f * frame_step + n] * w, axis=1)[:, :bins]
+        return np.stack([out.real, out.imag], axis=-1).astype(x.dtype)
+
+    def emit(self, k, *, frame_step, frame_length=None, onesided=1):
+        x = k.ins[0]
+        win = k.ins[2] if len(k.ins) > 2 else None
+        n, frames, bins = self._geom(x.shape, None if win is None else win.shape, frame_step,
+                                     frame_length, onesided)
+        B, L, xin = x.shape
+        t = k.ctype
+        w = "(double)in2[j]" if win is not None else "1.0"
+        im = f"(double)in0[(b * {L} + p) * 2 + 1]" if xin == 2 else "0.0"
+        lines = nest([B, frames, bins], [
+            "const size_t b = i0, f = i1, q = i2;",
+            "double re = 0.0, imag = 0.0;",
+            f"for (size_t j = 0; j < {n}; ++j) {{",
+            f"    const size_t p = f * {frame_step} + j;",
+            f"    const double ang = {-2 * math.pi / n!r} * (double)((q * j) % {n});",
+            f"    const double xr = (double)in0[(b * {L} + p) * {xin}] * {w};",
+            f"    const double xi = {im} * {w};",
+            "    re += xr * cos(ang) - xi * sin(ang);",
+            "    imag += xr * sin(ang) + xi * cos(ang);",
+            "}",
+            f"out0[((b * {frames} + f) * {bins} + q) * 2] = ({t})re;",
+            f"out0[((b * {frames} + f) * {bins} + q) * 2 + 1] = ({t})imag;"])
+        return body(lines)
