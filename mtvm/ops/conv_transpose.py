@@ -169,3 +169,72 @@ class LpPool(Op):
                      [f"{t} acc = {k.lit(0)};"] + inner_k +
                      [f"out0[(i0 * {x.shape[1]} + i1) * {prod(out)} + {o_flat}] = {res};"])
         return body(lines)
+
+
+@register("DeformConv")
+class DeformConv(Op):
+    """2-D deformable convolution: each kernel tap samples the input bilinearly
+    (zeros outside) at its offset position, scaled by the optional mask."""
+
+    def reference(self, x, w, offset, b=None, mask=None, **attrs):
+        return reference_via_onnx("DeformConv", [x, w, offset, b, mask], attrs, 1)[0]
+
+    def check(self, node, inputs):
+        from ..errors import UnsupportedError
+        if len(inputs[0].shape) != 4:
+            raise UnsupportedError("DeformConv: only 2-D is supported")
+
+    def infer(self, node, inputs, consts):
+        x, w, off = inputs[:3]
+        return [((x.shape[0], w.shape[0], *off.shape[2:]), np.dtype(x.dtype))]
+
+    def emit(self, k, *, dilations=None, group=1, kernel_shape=None, offset_group=1,
+             pads=None, strides=None):
+        x, w, off = k.ins[:3]
+        b = k.ins[3] if len(k.ins) > 3 else None
+        m = k.ins[4] if len(k.ins) > 4 else None
+        N, Ci, IH, IW = x.shape
+        Co, Cig, KH, KW = w.shape
+        OH, OW = off.shape[2:]
+        dh, dw = dilations or [1, 1]
+        sh, sw = strides or [1, 1]
+        ph, pw = (pads or [0, 0, 0, 0])[:2]
+        Cog = Co // group
+        cpo = Ci // offset_group
+        t = k.ctype
+        plane = OH * OW
+        lines = nest([N, Co, OH, OW], [
+            "const size_t n = i0, oc = i1, i = i2, j = i3;",
+            f"const size_t g = oc / {Cog};",
+            f"{t} acc = {'in3[oc]' if b is not None else k.lit(0)};",
+            f"for (size_t c = 0; c < {Cig}; ++c) {{",
+            f"    const size_t ic = g * {Cig} + c, og = ic / {cpo};",
+            f"    for (size_t a = 0; a < {KH}; ++a) {{",
+            f"        for (size_t e = 0; e < {KW}; ++e) {{",
+            f"            const size_t oci = ((og * {KH} + a) * {KW} + e) * 2;",
+            f"            const float y = (float)((int64_t)(i * {sh} + a * {dh}) - {ph}) + "
+            f"(float)in2[((n * {off.shape[1]} + oci) * {plane}) + i * {OW} + j];",
+            f"            const float xx = (float)((int64_t)(j * {sw} + e * {dw}) - {pw}) + "
+            f"(float)in2[((n * {off.shape[1]} + oci + 1) * {plane}) + i * {OW} + j];",
+            "            const float y0 = floorf(y), x0 = floorf(xx);",
+            "            const float fy = y - y0, fx = xx - x0;",
+            "            float v = 0.0f;",
+            "            for (int dy = 0; dy < 2; ++dy) {",
+            "                for (int dx = 0; dx < 2; ++dx) {",
+            "                    const int64_t yy = (int64_t)y0 + dy, xc = (int64_t)x0 + dx;",
+            f"                    if (yy >= 0 && yy < {IH} && xc >= 0 && xc < {IW}) {{",
+            "                        const float wy = dy ? fy : 1.0f - fy;",
+            "                        const float wx = dx ? fx : 1.0f - fx;",
+            f"                        v += wy * wx * (float)in0[((n * {Ci} + ic) * {IH} + "
+            f"(size_t)yy) * {IW} + (size_t)xc];",
+            "                    }",
+            "                }",
+            "            }",
+            (f"            v *= (float)in4[((n * {m.shape[1]} + (og * {KH} + a) * {KW} + e) * "
+             f"{plane}) + i * {OW} + j];" if m is not None else ""),
+            f"            acc += ({t})v * in1[((oc * {Cig} + c) * {KH} + a) * {KW} + e];",
+            "        }",
+            "    }",
+            "}",
+            f"out0[((n * {Co} + oc) * {OH} + i) * {OW} + j] = acc;"])
+        return body([s for s in lines if s.strip()])
