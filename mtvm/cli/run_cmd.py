@@ -29,6 +29,9 @@ def add_parser(sub) -> None:
                    "(the project must be generated with --profile)")
     p.add_argument("--validate", action="store_true", help="compare the device's outputs with "
                    "onnxruntime: max abs error, RMSE, cosine similarity")
+    p.add_argument("--float-io", action="store_true", help="a quantized model's inputs are "
+                   "given as float and quantized here, its outputs dequantized to float "
+                   "(scale and zero point from metadata.json)")
     p.add_argument("--port", help="talk to the device over this port instead (serial device, "
                    "pty, socket://host:port, tcp://host:port)")
     p.add_argument("--timeout", type=float, help="seconds to wait for each reply before "
@@ -87,6 +90,14 @@ def load_inputs(specs, args_inputs: list[str]) -> dict:
         spec = by_name[name]
         out[name] = _from_raw(spec, data, path) if isinstance(data, bytes) else data
     return out
+
+
+def float_specs(specs) -> list:
+    """With --float-io the quantized inputs are read (and made up) as float32."""
+    import dataclasses
+    from ..session.quant_io import is_quantized
+    return [dataclasses.replace(s, dtype="float32", size_bytes=4 * int(np.prod(s.shape)))
+            if is_quantized(s) else s for s in specs]
 
 
 def random_inputs(specs, seed: int) -> dict:
@@ -207,15 +218,16 @@ def run(args) -> int:
         want_run = bool(args.input or args.output or args.validate
                         or not (args.benchmark or args.profile))
         if want_run:
+            specs = float_specs(info.inputs) if args.float_io else info.inputs
             if args.input:
-                inputs = load_inputs(info.inputs, args.input)
+                inputs = load_inputs(specs, args.input)
                 missing = [s.name for s in info.inputs if s.name not in inputs]
                 if missing:
                     raise MtvmError(f"no data for input(s) {', '.join(missing)}")
             else:
-                inputs = random_inputs(info.inputs, args.seed)
+                inputs = random_inputs(specs, args.seed)
                 print(f"(no --input: random inputs, seed {args.seed})")
-            outputs = ex.run(inputs)
+            outputs = ex.run(inputs, float_io=args.float_io)
             tps = info.ticks_per_second
             print(f"ran on {info.board} in {fmt_seconds(ex.last_run_ticks / tps)} "
                   f"({ex.last_run_ticks} ticks at {tps} Hz, device timer)")
@@ -224,7 +236,8 @@ def run(args) -> int:
                 np.savez(args.output, **outputs)
                 print(f"wrote {args.output}")
             if args.validate:
-                status |= validate(proj, inputs, outputs)
+                status |= validate(proj, inputs, outputs,
+                                   info.inputs + info.outputs if args.float_io else None)
         if args.benchmark:
             res = ex.benchmark(number=args.benchmark, repeat=args.repeat)
             print(f"benchmark: {res}")
@@ -241,13 +254,25 @@ def run(args) -> int:
         return status
 
 
-def validate(proj, inputs: dict, outputs: dict) -> int:
+def validate(proj, inputs: dict, outputs: dict, float_io_specs=None) -> int:
+    """Device outputs vs onnxruntime on the same inputs. With --float-io
+    (float_io_specs: the tensors), onnxruntime gets the quantized inputs and its
+    outputs are dequantized like the device's; the tolerance is one step."""
+    from ..session import quant_io
+    quantized = {s.name: s for s in float_io_specs or [] if quant_io.is_quantized(s)}
+    inputs = {k: quant_io.quantize(v, quantized[k].quantization, quantized[k].dtype, k)
+              if k in quantized else v for k, v in inputs.items()}
     model_path = proj.info.get("model_path")
     if not model_path or not os.path.exists(model_path):
         raise MtvmError(f"--validate needs the ONNX model; {model_path or 'no path'} recorded in "
                         f"{proj.dir}/mtvm_project.json is not there")
     refs = onnxruntime_outputs(model_path, inputs)
     steps = dequantize_steps(model_path)
+    for i, name in enumerate(outputs):
+        if name in quantized:
+            q = quantized[name].quantization
+            refs[i] = quant_io.dequantize(refs[i], q)
+            steps[name] = float(np.max(q["scale"]))
     bad = 0
     print("validation against onnxruntime:")
     for (name, a), r in zip(outputs.items(), refs):

@@ -25,9 +25,14 @@ class TensorInfo:
     shape: tuple
     size_bytes: int
     is_output: bool
+    quantization: dict | None = None   # scale/zero_point/axis, from metadata.json when known
 
     def __str__(self):
-        return f"{self.name}: {self.dtype}{list(self.shape)} ({self.size_bytes} bytes)"
+        q = ""
+        if self.quantization:
+            q = (f", scale {self.quantization['scale'][0]:.6g} zero point "
+                 f"{self.quantization['zero_point'][0]}")
+        return f"{self.name}: {self.dtype}{list(self.shape)} ({self.size_bytes} bytes{q})"
 
 
 @dataclass
@@ -121,9 +126,11 @@ class Session:
         for i in range(sum(info._counts)):
             t = self._parse_tensor(self.request(P.MsgType.INFO, struct.pack("<H", 1 + i)))
             (info.outputs if t.is_output else info.inputs).append(t)
-        for lst in (info.inputs, info.outputs):
+        for kind, lst in (("inputs", info.inputs), ("outputs", info.outputs)):
+            known = {m["name"]: m for m in (self.metadata or {}).get(kind, [])}
             for k, t in enumerate(lst):
                 t.index = k
+                t.quantization = known.get(t.name, {}).get("quantization")
         self._kernels = None
         return info
 

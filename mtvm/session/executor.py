@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import quant_io
+
 from ..errors import MtvmError
 from . import protocol as P
 
@@ -172,9 +174,11 @@ class Executor:
             self.sess.progress(done, total, what)
 
     # -- runs ---------------------------------------------------------------------------
-    def run(self, inputs=None) -> dict:
+    def run(self, inputs=None, float_io: bool = False) -> dict:
         """inputs: {name: array} or [arrays] in input order (or None: use what is
-        on the device). Returns {output name: array}."""
+        on the device). Returns {output name: array}. With float_io, float inputs
+        of a quantized model are quantized and its integer outputs dequantized
+        with each tensor's scale and zero point (tensors without them pass as is)."""
         info = self.sess.info()
         if inputs is not None:
             if isinstance(inputs, dict):
@@ -194,11 +198,22 @@ class Executor:
                     raise MtvmError(f"the model takes {len(info.inputs)} input(s), "
                                     f"got {len(arrays)}")
                 items = list(enumerate(arrays))
+            if float_io:
+                items = [(k, self._quantize(self._input(k), a)) for k, a in items]
             checked = [(k, self.check_input(self._input(k), a)) for k, a in items]
             for k, a in checked:
                 self.set_input(k, a)
         self.run_only()
-        return {t.name: self.get_output(t.index) for t in info.outputs}
+        outs = {t.name: self.get_output(t.index) for t in info.outputs}
+        if float_io:
+            outs = {t.name: quant_io.dequantize(outs[t.name], t.quantization)
+                    if quant_io.is_quantized(t) else outs[t.name] for t in info.outputs}
+        return outs
+
+    def _quantize(self, t, array):
+        if not quant_io.is_quantized(t):
+            return array
+        return quant_io.quantize(array, t.quantization, t.dtype, t.name)
 
     def run_only(self) -> int:
         """RUN on the device's current inputs; returns the run's ticks."""
