@@ -349,8 +349,8 @@ def _add_node(g: Graph, node: Node, opset: int) -> None:
     op.canonicalize(node, g, opset)
     bind_attrs(op.reference, node.attrs, "reference")
     ins = [g.tensors[n] if n else None for n in node.inputs]
-    # Half/float8 tensors are computed in float32 (passes/widen.py): only ops
-    # that handle those types themselves (Cast) see them.
+    # float16/bfloat16 tensors are computed in float32 (passes/widen.py): only
+    # ops that handle those types themselves (Cast) see them.
     op.check(node, ins if getattr(op, "sees_small_floats", False) else
              [None if t is None else as_computed(t) for t in ins])
     consts = [t.data if t is not None else None for t in ins]

@@ -27,8 +27,10 @@ _TO = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT1
 
 
 def as_computed(t: Tensor) -> Tensor:
-    """`t` as the kernels will see it: float32 in place of a small float type."""
-    if not _is_half(t):
+    """`t` as an arithmetic op's kernel will see it: float32 in place of float16
+    or bfloat16. (float8/float4 stay as they are: they are storage types that
+    Cast and the quantization operators handle, and say so in their errors.)"""
+    if np.dtype(t.dtype).name not in ("float16", "bfloat16"):
         return t
     return Tensor(t.name, t.shape, np.dtype(np.float32),
                   None if t.data is None else t.data.astype(np.float32))
