@@ -172,12 +172,27 @@ def _add_nodes(g: Graph, nodes, opsets: dict, opset: int, source: str, prefix: s
 
 def _inline_if(g: Graph, pn, opsets: dict, opset: int, source: str) -> bool:
     """An If whose condition is known at compile time becomes its taken branch
-    (its nodes added in place, its outputs copied to the If's). False when the
-    condition is a run-time value."""
+    (its nodes added in place, its outputs copied to the If's); on a run-time
+    condition both branches run and Where selects."""
     from ..ops.base import static_value
     cond = static_value(g, pn.input[0]) if pn.input and pn.input[0] else None
     if cond is None:
-        return False
+        # A run-time condition: both branches are computed (ONNX subgraphs have
+        # no side effects) and each output selected with Where.
+        branches = {a.name: a.g for a in pn.attribute}
+        outs = []
+        for key in ("then_branch", "else_branch"):
+            br = branches[key]
+            for init in br.initializer:
+                arr = numpy_helper.to_array(init)
+                g.tensors[init.name] = Tensor(init.name, tuple(arr.shape), arr.dtype, arr)
+            _add_nodes(g, br.node, opsets, opset, source, prefix=f"{pn.name or 'If'}/{key}/")
+            outs.append([o.name for o in br.output])
+        for t_out, e_out, dst in zip(outs[0], outs[1], pn.output):
+            if dst:
+                _add_node(g, Node("Where", f"{pn.name or 'If'}/{dst}",
+                                  [pn.input[0], t_out, e_out], [dst]), opset)
+        return True
     want = "then_branch" if bool(np.asarray(cond).ravel()[0]) else "else_branch"
     branch = next(a.g for a in pn.attribute if a.name == want)
     for init in branch.initializer:

@@ -115,19 +115,37 @@ class CenterCropPad(Op):
 
 @register("Einsum")
 class Einsum(Op):
-    """Any equation without ellipsis: loops over the output letters, an inner
-    loop nest over the summed letters."""
+    """Any equation (an ellipsis becomes letters): loops over the output
+    letters, an inner loop nest over the summed letters."""
 
     def reference(self, *xs, equation):
         wide = [x.astype(np.float32) if x.dtype.kind not in "fiub" else x for x in xs]
         return np.einsum(equation, *wide).astype(xs[0].dtype)
 
-    def check(self, node, inputs):
-        if "..." in node.attrs.get("equation", ""):
-            raise UnsupportedError("Einsum with an ellipsis is not supported")
+    @staticmethod
+    def _expand(equation: str, ranks) -> str:
+        """Equation with each "..." spelled out as upper-case letters."""
+        eq = equation.replace(" ", "")
+        if "..." not in eq:
+            return eq
+        lhs, arrow, rhs = eq.partition("->")
+        terms = lhs.split(",")
+        nell = max(r - len(t.replace("...", "")) for t, r in zip(terms, ranks) if "..." in t)
+        letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:nell]
+        out_terms = []
+        for t, r in zip(terms, ranks):
+            n = r - len(t.replace("...", ""))
+            out_terms.append(t.replace("...", letters[nell - n:]))
+        if arrow:
+            rhs = rhs.replace("...", letters)
+        else:
+            rest = "".join(sorted(c for c in set("".join(out_terms)) if c.islower()
+                                  and "".join(out_terms).count(c) == 1))
+            rhs = letters + rest
+        return ",".join(out_terms) + "->" + rhs
 
     def emit(self, k, *, equation):
-        eq = equation.replace(" ", "")
+        eq = self._expand(equation, [len(b.shape) for b in k.ins])
         lhs, _, rhs = eq.partition("->")
         terms = lhs.split(",")
         if not _:
