@@ -862,8 +862,9 @@ SCOPE_NOTE = """\
   NonMaxSuppression is not supported: its output has one row per selected box,
   and a padded static-maximum variant would not match ONNX's output shape.
 - Control flow: an `If` whose condition is known at compile time is inlined;
-  `If` on a run-time condition, `Loop` and `Scan` (subgraph bodies) are not
-  supported.
+  on a run-time condition both branches are computed and `Where` selects.
+  `Scan` over a static sequence length and `Loop` with a compile-time trip
+  count and condition are unrolled; other loops are not supported.
 - Sequences, optionals, maps and string tensors: out of scope (a static,
   malloc-free program has no dynamic containers). Random operators (Bernoulli,
   RandomUniformLike, Dropout in training mode), training operators

@@ -1,5 +1,5 @@
 """ConvTranspose (1-D..3-D, groups, dilations, output_padding, output_shape,
-auto_pad) and LpPool / GlobalLpPool.
+auto_pad), LpPool / GlobalLpPool and DeformConv (2-D).
 
 ConvTranspose is computed in gather form: each output element sums the input
 elements whose strided, dilated footprint covers it, so the fused

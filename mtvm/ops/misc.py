@@ -1,6 +1,8 @@
 """Assorted operators: RotaryEmbedding, BitCast, CenterCropPad, Einsum, the
 window functions (Hann, Hamming, Blackman: their size is a compile-time
-value, so they fold to constants) and DFT (direct O(n^2) transform).
+value, so they fold to constants), DFT and STFT (direct O(n^2) transforms,
+accumulated in double), Col2Im, MaxUnpool, Det, MelWeightMatrix (folded) and
+TfIdfVectorizer (integer pools).
 """
 from __future__ import annotations
 
