@@ -251,6 +251,9 @@ class DFT(Op):
     def reference(self, x, *, axis=1, dft_length=None, inverse=0, onesided=0):
         a, n_in, n, n_out = self._geom(x.shape, axis, dft_length, onesided)
         c = x[..., 0] + (1j * x[..., 1] if x.shape[-1] == 2 else 0)
+        if inverse and onesided:      # irfft: Hermitian half spectrum -> real signal
+            n = dft_length or 2 * (n_in - 1)
+            return np.fft.irfft(c, n=n, axis=a)[..., None].astype(x.dtype)
         if n_in < n:
             pad = [(0, 0)] * c.ndim
             pad[a] = (0, n - n_in)
@@ -264,6 +267,8 @@ class DFT(Op):
     def emit(self, k, *, axis=1, dft_length=None, inverse=0, onesided=0):
         x = k.ins[0]
         a, n_in, n, n_out = self._geom(x.shape, axis, dft_length, onesided)
+        if inverse and onesided:
+            return self._emit_irfft(k, a, n_in, dft_length or 2 * (n_in - 1))
         cplx = x.shape[-1] == 2
         outer = prod(x.shape[:a])
         inner = prod(x.shape[a + 1:-1])
@@ -289,9 +294,27 @@ class DFT(Op):
             f"out0[((o * {n_out} + f) * {inner} + s) * 2 + 1] = ({t})(imag{scale});"])
         return body(lines)
 
-    def check(self, node, inputs):
-        if node.attrs.get("inverse") and node.attrs.get("onesided"):
-            raise UnsupportedError("DFT: inverse with onesided (irfft) is not supported")
+    def _emit_irfft(self, k, a, n_in, n):
+        """Real output of length n from n_in Hermitian bins (the rest conjugate)."""
+        x = k.ins[0]
+        outer = prod(x.shape[:a])
+        inner = prod(x.shape[a + 1:-1])
+        cplx = x.shape[-1] == 2
+        at = f"((o * {n_in} + kk) * {inner} + s) * {x.shape[-1]}"
+        im = f"(conj ? -1.0 : 1.0) * (double)in0[{at} + 1]" if cplx else "0.0"
+        lines = nest([outer, n, inner], [
+            "const size_t o = i0, tt = i1, s = i2;",
+            "double acc = 0.0;",
+            f"for (size_t q = 0; q < {n}; ++q) {{",
+            f"    const int conj = q >= {n_in};",
+            f"    const size_t kk = conj ? {n} - q : q;",
+            f"    const double re = (double)in0[{at}];",
+            f"    const double im = {im};",
+            f"    const double ang = {2 * math.pi / n!r} * (double)((q * tt) % {n});",
+            "    acc += re * cos(ang) - im * sin(ang);",
+            "}",
+            f"out0[(o * {n} + tt) * {inner} + s] = ({k.ctype})(acc / {n}.0);"])
+        return body(lines)
 
 
 del strided_copy, re
