@@ -690,6 +690,14 @@ class NonZero(_DataDependent):
         return np.array(np.nonzero(x), np.int64)
 
 
+@register("NonMaxSuppression")
+class NonMaxSuppression(_DataDependent):
+    """One output row per selected box: a count only known at run time."""
+
+    def reference(self, *inputs, **attrs):
+        raise UnsupportedError("NonMaxSuppression is not supported")
+
+
 @register("Unique")
 class Unique(_DataDependent):
     def reference(self, x, *, axis=None, sorted=1):
