@@ -63,6 +63,14 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "RandomNormalLike": (), "Bernoulli": (), "Loop": (0, 1),
 }
 
+# Quantized operators: scales, zero points and weights are initializers in a
+# deployed model (mtvm compiles them into integer kernels); the node tests pass
+# them as graph inputs, so they are bound too.
+SHAPE_INPUTS.update({
+    "QLinearMatMul": (1, 2, 3, 4, 5, 6, 7), "QLinearConv": (1, 2, 3, 4, 5, 6, 7, 8),
+    "ConvInteger": (1, 2, 3), "MatMulInteger": (1, 2, 3),
+})
+
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 
 
