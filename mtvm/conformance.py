@@ -53,14 +53,14 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4),
     "ConstantOfShape": (0,), "Range": (0, 1, 2), "TopK": (1,), "Resize": (1, 2, 3),
     "Upsample": (1,), "OneHot": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,),
-    "Pad": (1, 2, 3), "CumSum": (1,), "CumProd": (1,), "Dropout": (1, 2), "Trilu": (1,), "Clip": (1, 2),
-    "NonMaxSuppression": (2, 3, 4), "DFT": (1, 2), "STFT": (1, 3), "HannWindow": (0,),
-    "HammingWindow": (0,), "BlackmanWindow": (0,), "MelWeightMatrix": (0, 1, 2, 3, 4),
-    "CenterCropPad": (1,), "RotaryEmbedding": (),  "Col2Im": (1, 2), "MaxUnpool": (2,), "AffineGrid": (1,),
+    "Pad": (1, 2, 3), "CumSum": (1,), "CumProd": (1,), "Dropout": (1, 2), "Trilu": (1,),
+    "Clip": (1, 2), "NonMaxSuppression": (2, 3, 4), "DFT": (1, 2), "STFT": (1, 3),
+    "HannWindow": (0,), "HammingWindow": (0,), "BlackmanWindow": (0,),
+    "MelWeightMatrix": (0, 1, 2, 3, 4), "CenterCropPad": (1,), "Col2Im": (1, 2),
+    "MaxUnpool": (2,), "AffineGrid": (1,), "Compress": (1,), "Loop": (0, 1),
     "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
     "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,),
-    "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,), "Compress": (1,),
-    "RandomNormalLike": (), "Bernoulli": (), "Loop": (0, 1),
+    "ReduceLogSumExp": (1,), "ReduceSumSquare": (1,),
 }
 
 # Quantized operators: scales, zero points and weights are initializers in a

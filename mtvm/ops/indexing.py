@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
-from .base import Op, c_literal, ctype, move_input_to_attr, need_const, register
+from .base import Op, move_input_to_attr, need_const, register
 
 
 # -- loop helpers -----------------------------------------------------------------------
@@ -93,14 +93,10 @@ def strided_copy(out_shape, src: str, base: int, strides, dst: str = "out0",
                         f"{src}[{index_expr(base, zip(vs, ss))}];"])
 
 
-def body(lines: list[str], k=None) -> str:
+def body(lines: list[str]) -> str:
     if not lines:
         return "/* empty output: nothing to compute */"
     return "\n".join(lines)
-
-
-def c_index_type(dt) -> str:
-    return ctype(dt)
 
 
 # -- values known from static shapes ---------------------------------------------------------

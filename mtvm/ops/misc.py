@@ -7,13 +7,12 @@ TfIdfVectorizer (integer pools).
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
 from ..errors import UnsupportedError
 from .base import Op, move_input_to_attr, need_const, register
-from .indexing import body, nest, prod, strided_copy, strides_of
+from .indexing import body, nest, prod, strides_of
 
 
 def _libm(k, name: str) -> str:
@@ -316,8 +315,6 @@ class DFT(Op):
             f"out0[(o * {n} + tt) * {inner} + s] = ({k.ctype})(acc / {n}.0);"])
         return body(lines)
 
-
-del strided_copy, re
 
 
 @register("Col2Im")
