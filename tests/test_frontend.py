@@ -64,12 +64,14 @@ def test_pinning_an_unknown_input_is_an_error():
 
 def test_unsupported_op_names_model_node_op_opset_and_supported_list():
     m = model([helper.make_node("Relu", ["x"], ["r"]),
-               helper.make_node("Bernoulli", ["r"], ["y"], name="the_det")],
+               helper.make_node("Frobnicate", ["r"], ["y"], name="the_frob", domain="com.example")],
               [vi("x", [3, 3])], [vi("y", [3, 3])])
+    m.opset_import.append(helper.make_opsetid("com.example", 3))
     with pytest.raises(UnsupportedError) as e:
         mtvm.compile(m)
     msg = str(e.value)
-    assert 'node "the_det" (Bernoulli, opset 17)' in msg and "Supported:" in msg and "Relu" in msg
+    assert 'node "the_frob" (com.example.Frobnicate, opset 3)' in msg
+    assert "Supported:" in msg and "Relu" in msg
 
 
 def test_runtime_shape_input_needs_bind():
