@@ -9,6 +9,7 @@ Files (under codegen/host/):
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +56,8 @@ def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None
         else:
             body = op.emit(k, **n.attrs)
             # An output the body never writes (e.g. an empty split piece).
-            unused = [b.c for b in k.outs if b is not None and b.c not in body]
+            unused = [b.c for b in k.outs
+                      if b is not None and not re.search(rf"\b{b.c}\b", body)]
             if unused:
                 body = "".join(f"(void){c};\n" for c in unused) + body
         out.append(LoweredKernel(k, body, step, k.params(body)))
