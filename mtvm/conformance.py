@@ -793,17 +793,18 @@ def report(results: list[Result], wall: float | None = None) -> str:
     lines += ["", DTYPE_NOTE, "", SCOPE_NOTE, "", "## Summary", "",
               "Node cases grouped by the operator they test (an `_expanded` case counts "
               "for the operator whose function it expands).", "",
-              "| op | pass | fail | opsets (passing) | dtypes (passing) |",
-              "|---|---|---|---|---|"]
+              "| op | pass | fail | out of scope | opsets (passing) | dtypes (passing) |",
+              "|---|---|---|---|---|---|"]
     by_op: dict[str, list[Result]] = collections.OrderedDict()
     for r in sorted(node, key=lambda r: r.op):
         by_op.setdefault(r.op, []).append(r)
     for op, rs in by_op.items():
         ok = [r for r in rs if r.status == "pass"]
+        out = [r for r in rs if r.status == "skip"]
         opsets = sorted({r.opset for r in ok})
         dts = sorted({d for r in ok for d in r.dtypes})
-        lines.append(f"| {op} | {len(ok)} | {len(rs) - len(ok)} | {_fmt_list(opsets)} | "
-                     f"{_fmt_list(dts)} |")
+        lines.append(f"| {op} | {len(ok)} | {len(rs) - len(ok) - len(out)} | {len(out)} | "
+                     f"{_fmt_list(opsets)} | {_fmt_list(dts)} |")
     lines += ["", "## Cases that do not pass", "",
               "One line per case: the reason (compile error, mismatch, or why it is out of "
               "scope). `[bound]` marks cases compiled with shape inputs bound as constants.", ""]
