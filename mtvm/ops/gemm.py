@@ -162,9 +162,34 @@ class Gemm(Op):
             cv = f"{c.c}[{_offset(_term(i, c_strides[0]), _term(j, c_strides[1]))}]"
             return f"{v} + {cv}" if beta == 1.0 else f"{v} + {k.lit(beta)} * {cv}"
 
+        if m == 1 and b_strides == (n, 1) and k.ctype == "float":
+            return emit_gemv(k, kk=kk, n=n, value=value)
         return emit_matmul_core(k, m=m, kk=kk, n=n, a_base="", b_base="", o_base="",
                                 a_strides=a_strides, b_strides=b_strides, value=value,
                                 ch=lambda i, j: j)
+
+
+def emit_gemv(k, *, kk: int, n: int, value) -> str:
+    """One row of A (a batch-1 fully connected layer) times row-major B: the GEMV
+    micro-kernel (mtvm/ops/microkernels.py) over blocks of output columns, each
+    weight read once and in order, then alpha/C, the fused epilogue and the store."""
+    from .microkernels import gemv_ukernel
+    fn = gemv_ukernel(k)
+    lines = [f"/* Schedule: GEMV, y[j] = sum_k a[k] * B[k][j] over {kk} k, {n} columns in",
+             " * blocks of MTVM_F32_GEMV_COLS (the B rows read in order, each weight once). */",
+             f"for (int j0 = 0; j0 < {n}; j0 += MTVM_F32_GEMV_COLS) {{",
+             f"    const int nj = {n} - j0 < MTVM_F32_GEMV_COLS ? {n} - j0 : "
+             "MTVM_F32_GEMV_COLS;",
+             "    float tile[MTVM_F32_GEMV_COLS];",
+             f"    {fn}({kk}, in0, in1 + j0, {n}, nj, tile);",
+             "    for (int q = 0; q < nj; ++q) {",
+             "        const int j = j0 + q;",
+             f"        {k.ctype} v = {value('tile[q]', '0', 'j')};"]
+    ep = k.epilogue("v", "j", "j")
+    if ep:
+        lines.append("        " + ep)
+    lines += ["        out0[j] = v;", "    }", "}"]
+    return "\n".join(lines)
 
 
 # -- MatMul --------------------------------------------------------------------

@@ -138,3 +138,26 @@ def test_matmul_macs():
     a, b = randn(2, 3, 4), randn(2, 4, 5)
     lib = check_model(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
     assert lib.metadata["total_macs"] == 2 * 3 * 4 * 5
+
+
+@pytest.mark.parametrize("kk,n", [(33, 70), (640, 128), (7, 5), (1, 1)])
+def test_gemv_schedule_batch_one(kk, n):
+    """A batch-1 Gemm with row-major B runs the GEMV micro-kernel: right with the
+    portable build (and ASan/UBSan) and with the host's SIMD (AVX-512 or AVX2)."""
+    import platform
+    import mtvm
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
+    a = randn(1, kk)
+    model = make_model("Gemm", {"a": a}, {"transB": 1, "alpha": 0.5},
+                       consts={"b": randn(n, kk), "c": randn(n)})
+    lib = check_model(model, {"a": a}, sanitize=True)
+    assert "Schedule: GEMV" in "".join(v for k, v in lib.sources.items()
+                                      if k.endswith("_kernels.c"))
+    builds = [["-march=native"]]
+    if platform.machine() in ("x86_64", "AMD64"):
+        builds.append(["-mavx2", "-mfma"])
+    expected = reference_outputs(model, {"a": a})[0]
+    for extra in builds:
+        got = HostModule(lib, opt="-O3", extra=extra).run({"a": a})
+        assert_close(list(got.values())[0], expected, what=str(extra))
