@@ -47,3 +47,12 @@ def test_analyze(tmp_path):
     onnx.save(make_model("Sigmoid", {"x": np.zeros((2, 3), np.float32)}), path)
     p = mtvm("analyze", str(path))
     assert p.returncode == 0 and "Sigmoid" in p.stdout and "MACs" in p.stdout
+
+
+def test_compile_memory_table_and_io_in_workspace(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save(make_model("Relu", {"x": np.zeros((2, 3), np.float32)}), path)
+    p = mtvm("compile", str(path), "--memory", "--io-in-workspace")
+    assert p.returncode == 0, p.stderr
+    assert "live bytes" in p.stdout and "lower bound" in p.stdout
+    assert "inputs/outputs in the arena" in p.stdout

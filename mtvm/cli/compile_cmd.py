@@ -14,6 +14,8 @@ def add_parser(sub) -> None:
     p.add_argument("-o", "--output", help="output directory, or a path ending in .tar")
     p.add_argument("--dump-ir", action="store_true", help="print the optimized IR")
     p.add_argument("--force", action="store_true", help="overwrite a non-empty output")
+    p.add_argument("--memory", action="store_true",
+                   help="print each kernel's MACs, output and live bytes (as mtvm analyze)")
     add_compile_options(p)
     p.set_defaults(func=run)
 
@@ -24,7 +26,8 @@ def summary(lib) -> str:
     lines = [f"model {md['model_name']}: {len(md['operators'])} kernels, "
              f"{md['total_macs'] / 1e6:.2f} M MACs",
              f"  arena {kib(md['workspace_bytes'])} (lower bound "
-             f"{kib(md['workspace_lower_bound'])}), constants {kib(md['constant_bytes'])}"]
+             f"{kib(md['workspace_lower_bound'])}), constants {kib(md['constant_bytes'])}"
+             + (", inputs/outputs in the arena" if md.get("io_in_workspace") else "")]
     for kind in ("inputs", "outputs"):
         for t in md[kind]:
             lines.append(f"  {kind[:-1]:6} {t['name']}: {t['dtype']}{t['shape']}")
@@ -40,6 +43,9 @@ def run(args) -> int:
         sys.stdout.write(lib.ir_text)
     if args.output:
         lib.export(args.output, force=args.force)
+    if getattr(args, "memory", False):
+        from .analyze_cmd import table
+        print(table(lib.metadata))
     print(summary(lib))
     if args.output:
         print(f"wrote {os.path.abspath(args.output)}")
