@@ -24,7 +24,22 @@ from ..errors import UnsupportedError
 from .base import Op, c_literal, register
 
 QTYPES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
-          "uint16": (0, 65535), "int32": (-(1 << 31), (1 << 31) - 1)}
+          "uint16": (0, 65535), "int32": (-(1 << 31), (1 << 31) - 1),
+          # Sub-byte types, one element per byte in its low bits (ml_dtypes'
+          # layout; see mtvm/ops/cast.py): stored masked, read sign-extended.
+          "int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
+SUBBYTE_BITS = {"int4": 4, "uint4": 4, "int2": 2, "uint2": 2}
+
+
+def _load(x: str, dtype) -> str:
+    """C expression of a quantized element as int32 (sub-byte types sign-extended)."""
+    name = np.dtype(dtype).name
+    if name not in SUBBYTE_BITS:
+        return f"(int32_t){x}"
+    bits = SUBBYTE_BITS[name]
+    if name.startswith("u"):
+        return f"((int32_t){x} & {(1 << bits) - 1})"
+    return f"((((int32_t){x} & {(1 << bits) - 1}) ^ {1 << (bits - 1)}) - {1 << (bits - 1)})"
 
 # TensorProto element types accepted as QuantizeLinear's output_dtype (opset 21)
 _OUTPUT_DTYPES = {2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16}
@@ -137,7 +152,9 @@ class QuantizeLinear(Op):
                  "v = !(v >= -4194304.0f) ? -4194304.0f : (v > 4194304.0f ? 4194304.0f : v);",
                  f"v = (v + 12582912.0f) - 12582912.0f + (float)({zp});",
                  f"v = v < {lo}.0f ? {lo}.0f : (v > {hi}.0f ? {hi}.0f : v);",
-                 f"out0[i] = ({out.ctype})v;"]
+                 f"out0[i] = ({out.ctype})v;" if out.dtype.name not in SUBBYTE_BITS else
+                 f"out0[i] = ({out.ctype})((int32_t)v & "
+                 f"{(1 << SUBBYTE_BITS[out.dtype.name]) - 1});"]
         inner = "\n    ".join(body)
         return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
 
@@ -170,7 +187,10 @@ class DequantizeLinear(Op):
         if x.dtype == np.int32:
             body.append(f"out0[i] = ((float){x.c}[i] - (float)({zp})) * {scale};")
         else:
-            body.append(f"out0[i] = (float)((int32_t){x.c}[i] - (int32_t)({zp})) * {scale};")
+            zp_c = zp if zp == "0" or k.ins[2].const is not None and k.ins[2].size == 1 \
+                else _load(zp, x.dtype)
+            body.append(f"out0[i] = (float)({_load(f'{x.c}[i]', x.dtype)} - "
+                        f"(int32_t)({zp_c})) * {scale};")
         inner = "\n    ".join(body)
         return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
 
