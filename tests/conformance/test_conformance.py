@@ -13,7 +13,7 @@ import os
 from mtvm import conformance
 
 # Raised as coverage grows; the count comes from the run, never by hand.
-NODE_THRESHOLD = 1730
+NODE_THRESHOLD = 1740
 JOBS = int(os.environ.get("MTVM_CONFORMANCE_JOBS", os.cpu_count() or 2))
 
 
