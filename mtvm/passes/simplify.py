@@ -1,6 +1,8 @@
 """Simplifications: Identity removal, constant folding, dead code, aliases."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..interp import run_node
@@ -67,7 +69,8 @@ def fold_constants(graph: Graph) -> Graph:
         with np.errstate(all="ignore"):
             run_node(g, n, values)
         for name, value in values.items():
-            g.tensors[name].data = value
+            # A new Tensor: the copied graph shares Tensor objects with its source.
+            g.tensors[name] = dataclasses.replace(g.tensors[name], data=value)
     g.nodes = kept
     return g
 
