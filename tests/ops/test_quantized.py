@@ -9,6 +9,8 @@ in float32 (docs/quantization.md); the tests allow that on a few elements.
 """
 import re
 
+import zlib
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -255,7 +257,12 @@ POOL_CASES = [("QLinearGlobalAveragePool", (1, 4, 5, 6), {}),
 @pytest.mark.parametrize("op,shape,attrs", POOL_CASES, ids=range(len(POOL_CASES)))
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_qlinear_pool(op, shape, attrs, dtype):
-    x = qrand(dtype, shape)
+    # Data seeded per case, not from the shared generator: the outcome must not depend on
+    # the order xdist runs tests in. (Averages of few taps can land within 1e-7 of a .5
+    # tie; mtvm rounds the exact value, onnxruntime its float32 estimate: one step apart.)
+    info = np.iinfo(dtype)
+    seed = zlib.crc32(repr((op, shape, sorted(attrs.items()), np.dtype(dtype).name)).encode())
+    x = np.random.default_rng(seed).integers(info.min, info.max + 1, shape).astype(dtype)
     ref_attrs = {k: v for k, v in attrs.items()}
     out = mtvm.ops.get_op(op, MS).reference(x, np.float32(0.05), zp(dtype), np.float32(0.037),
                                             zp(dtype), **ref_attrs)
