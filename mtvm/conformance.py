@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .host_runner import HARNESS_PRELUDE
+
 DATA_SUITES = ("pytorch-converted", "pytorch-operator", "simple", "light")
 ALL_SUITES = ("node",) + DATA_SUITES
 NODE_TOTAL = 1884
@@ -459,25 +461,8 @@ def _cdef(cm) -> str:
     return host_cdef(cm)
 
 
-HARNESS_HEAD = r"""
-/* Conformance harness: argv[1] selects the case; then input files, output files. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-static void* load(const char* path, size_t n) {
-    void* p = malloc(n ? n : 1);
-    FILE* f = fopen(path, "rb");
-    if (!p || !f || fread(p, 1, n, f) != n) { fprintf(stderr, "cannot read %s\n", path); exit(2); }
-    fclose(f);
-    return p;
-}
-static void save(const char* path, const void* p, size_t n) {
-    FILE* f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n) { fprintf(stderr, "cannot write %s\n", path); exit(2); }
-    fclose(f);
-}
-"""
+HARNESS_HEAD = "/* Conformance harness: argv[1] selects the case; then input files, " \
+    "output files. */" + HARNESS_PRELUDE
 
 
 def _harness(entries: dict) -> str:

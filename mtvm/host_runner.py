@@ -192,13 +192,12 @@ def run_host(model, inputs, sanitize: bool = False, **build_opts) -> dict:
     return _loaded[key].run(inputs)
 
 
-HARNESS_C = r"""
-/* Test harness: read each input from a file, run once, write each output. */
+# What the test harnesses (here and in mtvm.conformance) share: file I/O.
+HARNESS_PRELUDE = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
-#include "tvmgen_@MOD@.h"
-
+#include <string.h>
 static void* load(const char* path, size_t n) {
     void* p = malloc(n ? n : 1);
     FILE* f = fopen(path, "rb");
@@ -206,6 +205,16 @@ static void* load(const char* path, size_t n) {
     fclose(f);
     return p;
 }
+static void save(const char* path, const void* p, size_t n) {
+    FILE* f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n) { fprintf(stderr, "cannot write %s\n", path); exit(2); }
+    fclose(f);
+}
+"""
+
+HARNESS_C = "/* Test harness: read each input from a file, run once, write each output. */" \
+    + HARNESS_PRELUDE + r"""
+#include "tvmgen_@MOD@.h"
 
 int main(int argc, char** argv) {
     struct tvmgen_@MOD@_inputs in;
@@ -231,9 +240,8 @@ def run_sanitized(model, inputs) -> dict:
                      for s in md["inputs"])
     alloc = "\n".join(f"    out.{s['c_name']} = calloc({max(s['size_bytes'], 1)}, 1);"
                       for s in md["outputs"])
-    save = "\n".join(
-        f"    {{ FILE* f = fopen(argv[a++], \"wb\"); fwrite(out.{s['c_name']}, 1, "
-        f"{s['size_bytes']}, f); fclose(f); }}" for s in md["outputs"])
+    save = "\n".join(f"    save(argv[a++], out.{s['c_name']}, {s['size_bytes']});"
+                     for s in md["outputs"])
     ws, wsarg = "", ""
     if model.external_workspace:
         ws = (f"    struct tvmgen_{m}_workspace_pools pools;\n"
