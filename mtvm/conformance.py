@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .host_runner import HARNESS_PRELUDE
+from .host_runner import HARNESS_PRELUDE, call_run
 
 DATA_SUITES = ("pytorch-converted", "pytorch-operator", "simple", "light")
 ALL_SUITES = ("node",) + DATA_SUITES
@@ -588,23 +588,7 @@ def run_batch(cases: list[Case], tmp: str, log, sanitize: bool = False) -> None:
 
 
 def _run_lib(ffi, lib, cm, arrays) -> list:
-    md, m = cm.metadata, cm.module_name
-    outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
-    ins_s = ffi.new(f"struct tvmgen_{m}_inputs*")
-    outs_s = ffi.new(f"struct tvmgen_{m}_outputs*")
-    keep = []
-    for s, a in zip(md["inputs"], arrays):
-        p = ffi.from_buffer(a)
-        keep.append(p)
-        setattr(ins_s, s["c_name"], ffi.cast("void*", p))
-    for s, a in zip(md["outputs"], outs):
-        p = ffi.from_buffer(a)
-        keep.append(p)
-        setattr(outs_s, s["c_name"], ffi.cast("void*", p))
-    status = getattr(lib, f"tvmgen_{m}_run")(ins_s, outs_s)
-    if status != 0:
-        raise RuntimeError(f"the model returned status {status}")
-    return _as_onnx_dtypes(cm, outs)
+    return _as_onnx_dtypes(cm, call_run(ffi, lib, cm, arrays))
 
 
 def _as_onnx_dtypes(cm, outs) -> list:

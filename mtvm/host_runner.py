@@ -143,41 +143,44 @@ class HostModule:
         self.ffi = cffi.FFI()
         self.ffi.cdef(_cdef(model))
         self.lib = self.ffi.dlopen(build_shared(model, **build_opts))
-        m = model.module_name
-        self._run = getattr(self.lib, f"tvmgen_{m}_run")
         ws = model.metadata["workspace_bytes"]
         self._ws = np.zeros(ws + 16, np.uint8) if model.external_workspace else None
 
     def run(self, inputs) -> dict:
-        ffi, md, m = self.ffi, self.model.metadata, self.model.module_name
-        arrays = normalize_inputs(self.model, inputs)
-        outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
-        ins_s = ffi.new(f"struct tvmgen_{m}_inputs*")
-        outs_s = ffi.new(f"struct tvmgen_{m}_outputs*")
-        keep = []
-        for s, a in zip(md["inputs"], arrays):
-            p = ffi.from_buffer(a)
-            keep.append(p)
-            setattr(ins_s, s["c_name"], ffi.cast("void*", p))
-        for s, a in zip(md["outputs"], outs):
-            p = ffi.from_buffer(a)
-            keep.append(p)
-            setattr(outs_s, s["c_name"], ffi.cast("void*", p))
-        args = [ins_s, outs_s]
-        if self._ws is not None:
-            pools = ffi.new(f"struct tvmgen_{m}_workspace_pools*")
-            base = ffi.from_buffer(self._ws)
-            offset = (-int(ffi.cast("uintptr_t", base))) % 16
-            pools.global_workspace = ffi.cast("void*", base + offset)
-            keep.append(base)
-            args.append(pools)
-        status = self._run(*args)
-        if status != 0:
-            raise MtvmError(f"model {m} returned status {status}")
-        return {o["name"]: a for o, a in zip(md["outputs"], outs)}
+        outs = call_run(self.ffi, self.lib, self.model, normalize_inputs(self.model, inputs),
+                        self._ws)
+        return {o["name"]: a for o, a in zip(self.model.metadata["outputs"], outs)}
 
     def profile_ticks(self) -> list[int]:
         return list(getattr(self.lib, f"tvmgen_{self.model.module_name}_profile_ticks"))
+
+
+def call_run(ffi, lib, model, arrays, workspace=None) -> list[np.ndarray]:
+    """Call tvmgen_<mod>_run of a loaded library on contiguous input arrays (in
+    input order); returns new output arrays. `workspace` (a uint8 array with 16
+    spare bytes) is passed as the arena of an external-workspace build."""
+    md, m = model.metadata, model.module_name
+    outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
+    ins_s = ffi.new(f"struct tvmgen_{m}_inputs*")
+    outs_s = ffi.new(f"struct tvmgen_{m}_outputs*")
+    keep = []   # cffi buffers must outlive the call
+    for struct, specs, arrays_ in ((ins_s, md["inputs"], arrays), (outs_s, md["outputs"], outs)):
+        for s, a in zip(specs, arrays_):
+            p = ffi.from_buffer(a)
+            keep.append(p)
+            setattr(struct, s["c_name"], ffi.cast("void*", p))
+    args = [ins_s, outs_s]
+    if workspace is not None:
+        pools = ffi.new(f"struct tvmgen_{m}_workspace_pools*")
+        base = ffi.from_buffer(workspace)
+        offset = (-int(ffi.cast("uintptr_t", base))) % 16
+        pools.global_workspace = ffi.cast("void*", base + offset)
+        keep.append(base)
+        args.append(pools)
+    status = getattr(lib, f"tvmgen_{m}_run")(*args)
+    if status != 0:
+        raise MtvmError(f"model {m} returned status {status}")
+    return outs
 
 
 _loaded: dict[int, HostModule] = {}
