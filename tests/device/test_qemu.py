@@ -166,3 +166,23 @@ def test_standalone_project_runs_through_the_cli(models, projects_dir):
     assert cli.returncode == 0, cli.stderr
     y = parse_standalone(cli.stdout)["output"]
     assert np.abs(y - ref.ravel()).max() <= tolerance(ref)
+
+
+@pytest.mark.parametrize("model", ["kws_dscnn_int8", "ad_autoencoder_int8", "ic_resnet8_int8",
+                                   "vww_mobilenetv1_int8"])
+def test_int8_models_on_an386(model, models, projects_dir):
+    """The integer kernels' DSP path on the M4: the same bytes as the host build's portable
+    path, and within one output quantization step of onnxruntime."""
+    from mtvm.cli.run_cmd import dequantize_steps
+    proj = build_project(models, projects_dir, model, "mps2-an386")
+    x, ref = models.reference(model)
+    host = list(models.get(model).run_host([x]).values())[0]
+    proj.flash(progress=quiet)
+    try:
+        with proj.session() as s:
+            y = list(s.executor.run([x]).values())[0]
+    finally:
+        proj.stop()
+    np.testing.assert_array_equal(y, host)
+    step = max(dequantize_steps(models.path(model)).values())
+    assert np.abs(y - ref).max() <= step * 1.001, f"{model}: more than one step ({step}) off"
