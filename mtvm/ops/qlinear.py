@@ -166,6 +166,19 @@ class QLinearConv(QOp):
         return new
 
 
+def _zero_point_qp(ctx, node, i: int, data: str):
+    """ConvInteger/MatMulInteger: input i (a zero point, default 0) of integer tensor
+    `data` as unit-scale quantization parameters; None when it is not constant."""
+    from ..passes.quantize import QP
+    name = node.inputs[i] if i < len(node.inputs) else ""
+    v = ctx.const(name) if name else np.zeros((), np.int64)
+    if v is None:
+        return None
+    v = np.asarray(v, np.int64)
+    return QP(np.ones(v.shape), v, np.dtype(ctx.g.tensors[data].dtype),
+              None if v.size == 1 else 0)
+
+
 @register("ConvInteger")
 class ConvInteger(QOp):
     def reference(self, x, w, x_zero_point=None, w_zero_point=None, *, auto_pad="NOTSET",
@@ -175,18 +188,8 @@ class ConvInteger(QOp):
         return _conv_int(x, x_zero_point, w, w_zero_point, attrs).astype(np.int32)
 
     def lower(self, ctx, node):
-        from ..passes.quantize import QP
         x, w = node.inputs[0], node.inputs[1]
-
-        def zp(i, data):
-            name = node.inputs[i] if i < len(node.inputs) else ""
-            v = ctx.const(name) if name else np.zeros((), np.int64)
-            if v is None:
-                return None
-            v = np.asarray(v, np.int64)
-            return QP(np.ones(v.shape), v, np.dtype(ctx.g.tensors[data].dtype),
-                      None if v.size == 1 else 0)
-        qx, qw = zp(2, x), zp(3, w)
+        qx, qw = _zero_point_qp(ctx, node, 2, x), _zero_point_qp(ctx, node, 3, w)
         if qx is not None and qx.axis is not None:
             return None
         return _lower_conv(ctx, node, x, qx, w, qw, None, None, node.outputs[0], requant=False)
@@ -275,18 +278,9 @@ class MatMulInteger(QOp):
         return _matmul_int(a, a_zero_point, b, b_zero_point).astype(np.int32)
 
     def lower(self, ctx, node):
-        from ..passes.quantize import QP
         a, b = node.inputs[0], node.inputs[1]
-
-        def zp(i, data):
-            name = node.inputs[i] if i < len(node.inputs) else ""
-            v = ctx.const(name) if name else np.zeros((), np.int64)
-            if v is None:
-                return None
-            v = np.asarray(v, np.int64)
-            return QP(np.ones(v.shape), v, np.dtype(ctx.g.tensors[data].dtype),
-                      None if v.size == 1 else 0)
-        return _lower_matmul(ctx, node, a, zp(2, a), b, zp(3, b), None, node.outputs[0],
+        return _lower_matmul(ctx, node, a, _zero_point_qp(ctx, node, 2, a), b,
+                             _zero_point_qp(ctx, node, 3, b), None, node.outputs[0],
                              requant=False)
 
 
