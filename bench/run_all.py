@@ -1,11 +1,12 @@
 """Everything bench/ measures, in one run, into one markdown file.
 
-    python bench/run_all.py [--repeat N] [--no-device] [--no-peer] [MODEL ...]
+    python bench/run_all.py [--repeat N] [--no-device] [--no-peer] [--no-compile-time] [MODEL ...]
 
 Host latency (mtvm vs onnxruntime vs emx-onnx-cgen, bench/host.py) and the
 Cortex-M4 figures under QEMU icount (bench/device.py) for every model of
-../shared/models; prints the tables and writes them, with the date, the
-machine and the compilers, to bench/results/<date>.md.
+../shared/models, and the compile time of light_resnet50 (bench/compile_time.py);
+prints the tables and writes them, with the date, the machine and the
+compilers, to bench/results/<date>.md.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import compile_time  # noqa: E402
 import device  # noqa: E402
 import host  # noqa: E402
 
@@ -66,6 +68,7 @@ def main(argv=None) -> int:
     p.add_argument("--board", default="mps2-an386")
     p.add_argument("--no-device", action="store_true")
     p.add_argument("--no-peer", action="store_true")
+    p.add_argument("--no-compile-time", action="store_true")
     p.add_argument("--out", default=None, help="markdown file (default bench/results/<date>.md)")
     args = p.parse_args(argv)
     import glob
@@ -85,6 +88,10 @@ def main(argv=None) -> int:
             print(f"  {args.board}: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
             dev_rows.append(device.bench_model(path, args.board, device.DEFAULT_WORK))
         parts += ["", f"## Cortex-M ({args.board})", "", device.table(dev_rows, args.board)]
+    big = compile_time.default_model()
+    if big and not args.no_compile_time:
+        print("  compile time: light_resnet50 ...", file=sys.stderr, flush=True)
+        parts += ["", "## Compile time", "", compile_time.markdown(compile_time.measure(big))]
     text = "\n".join(parts) + "\n"
     print(text)
     out = args.out or os.path.join(HERE, "results", f"{now:%Y-%m-%d}.md")

@@ -72,10 +72,12 @@ class Graph:
     outputs: list[str]
     opset: int = 17
     source: str = "<model>"                  # file name, for error messages
+    notes: list[str] = field(default_factory=list)   # for the user: metadata "notes"
 
     def copy(self) -> Graph:
         return Graph(self.name, dict(self.tensors), [n.copy() for n in self.nodes],
-                     list(self.inputs), list(self.outputs), self.opset, self.source)
+                     list(self.inputs), list(self.outputs), self.opset, self.source,
+                     list(self.notes))
 
     def producers(self) -> dict[str, Node]:
         return {o: n for n in self.nodes for o in n.kernel_outputs}

@@ -76,7 +76,7 @@ class CompiledModel:
         const_names = {b.name for lk in self.kernels for _, b in lk.params
                        if b is not None and b.const is not None}
         const_bytes = sum(g.tensors[name].nbytes for name in const_names)
-        return {
+        md = {
             "format_version": FORMAT_VERSION,
             "generator": f"mtvm {__version__}",
             "model_name": self.source_graph.name,
@@ -93,6 +93,10 @@ class CompiledModel:
             "operators": ops,
             **quantization_metadata(g),   # int8 kernels, float fallbacks (+ notes)
         }
+        notes = self.source_graph.notes + md.get("notes", [])
+        if notes:
+            md["notes"] = notes
+        return md
 
     def files(self) -> dict[str, str]:
         files = dict(self.sources)

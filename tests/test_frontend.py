@@ -96,10 +96,27 @@ def test_missing_file(tmp_path):
         mtvm.compile(tmp_path / "absent.onnx")
 
 
-def test_old_opset_is_rejected_with_advice():
-    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])], opset=9)
-    with pytest.raises(UnsupportedError, match="version_converter"):
-        mtvm.compile(m)
+def test_old_opset_is_converted_and_noted():
+    """Opset 9 Upsample (gone since opset 10) and BatchNormalization with the opset-9
+    semantics: onnx.version_converter brings them to opset 13 (Resize), same outputs."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")] + [
+        numpy_helper.from_array(rng.random(3).astype(np.float32) + 0.5, n)
+        for n in ("s", "b", "m", "v")]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["t"]),
+             helper.make_node("Upsample", ["t", "scales"], ["y"], mode="nearest")]
+    m = helper.make_model(
+        helper.make_graph(nodes, "old", [vi("x", [1, 3, 2, 2])], [vi("y", [1, 3, 4, 4])], inits),
+        opset_imports=[helper.make_opsetid("", 9)])
+    m.ir_version = 4
+    lib = mtvm.compile(m)
+    assert any("opset 9 was converted to opset 13" in n for n in lib.metadata["notes"])
+    x = rng.random((1, 3, 2, 2)).astype(np.float32)
+    y = list(lib.run_host({"x": x}).values())[0]
+    s, b, mu, v = (numpy_helper.to_array(i) for i in inits[1:])
+    t = (x - mu.reshape(1, 3, 1, 1)) / np.sqrt(v.reshape(1, 3, 1, 1) + 1e-5) \
+        * s.reshape(1, 3, 1, 1) + b.reshape(1, 3, 1, 1)
+    np.testing.assert_allclose(y, t.repeat(2, axis=2).repeat(2, axis=3), rtol=1e-5, atol=1e-6)
 
 
 def test_initializer_listed_as_input_is_a_constant():

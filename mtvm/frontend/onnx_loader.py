@@ -15,6 +15,7 @@ from ..ops.base import bind_attrs, get_op, supported_ops
 from ..passes.widen import as_computed
 
 MIN_OPSET = 11
+CONVERT_TO_OPSET = 13       # older models are converted to this opset first
 
 
 def _read(path_or_model, source: str) -> onnx.ModelProto:
@@ -84,6 +85,20 @@ def _pin_shapes(model: onnx.ModelProto, input_shapes: dict, source: str) -> None
                              f"pin it with --input-shape {vi.name}:{example}")
 
 
+def _upgrade_opset(model: onnx.ModelProto, opset: int, source: str) -> onnx.ModelProto:
+    """Older opsets (many model-zoo files are opset 7-10) go through onnx's own
+    version converter, so the rest of mtvm sees one operator semantics per op."""
+    from onnx import version_converter
+    try:
+        return version_converter.convert_version(model, CONVERT_TO_OPSET)
+    except Exception as e:  # the converter raises bare RuntimeErrors with C++ text
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UnsupportedError(
+            f"{source}: opset {opset} is older than {MIN_OPSET}, the oldest mtvm reads, and "
+            f"onnx.version_converter could not convert it to opset {CONVERT_TO_OPSET}: {reason}; "
+            "re-export the model with a newer opset") from None
+
+
 def load_onnx(path_or_model, input_shapes: dict | None = None,
               bind: dict | None = None) -> Graph:
     """Read an ONNX model into the IR.
@@ -110,10 +125,15 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
 
     opsets = {(o.domain or ""): o.version for o in model.opset_import}
     opset = opsets.get("", opsets.get("ai.onnx", 0))
+    notes = []
     if opset and opset < MIN_OPSET:
-        raise UnsupportedError(f"{source}: opset {opset} is older than {MIN_OPSET}, the oldest "
-                               "mtvm supports; convert it with onnx.version_converter")
-    g = Graph(model.graph.name or "model", {}, [], [], [], opset, source)
+        model = _upgrade_opset(model, opset, source)
+        notes.append(f"the model's opset {opset} was converted to opset {CONVERT_TO_OPSET} "
+                     "with onnx.version_converter (mtvm reads opset >= "
+                     f"{MIN_OPSET})")
+        opsets = {(o.domain or ""): o.version for o in model.opset_import}
+        opset = CONVERT_TO_OPSET
+    g = Graph(model.graph.name or "model", {}, [], [], [], opset, source, notes)
 
     for init in model.graph.initializer:
         arr = numpy_helper.to_array(init)
