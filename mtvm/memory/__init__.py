@@ -1,1 +1,2 @@
-from .planner import GreedyPlanner, LinearPlanner, MemoryPlan, inplace_steps, plan_memory  # noqa: F401
+from .planner import (GreedyPlanner, LinearPlanner, MemoryPlan, inplace_steps, order_peak,  # noqa: F401
+                      plan_memory)

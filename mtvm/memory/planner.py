@@ -143,6 +143,9 @@ class MemoryPlan:
     arena_bytes: int = 0
     lower_bound: int = 0
     live_bytes: list[int] = field(default_factory=list)     # per node, while it runs
+    # The lower bound of the graph's node order before memory.schedule chose
+    # this one (== lower_bound when the order was kept).
+    original_lower_bound: int = 0
 
     def root(self, name: str) -> str:
         while name in self.alias_of:
@@ -157,14 +160,9 @@ def inplace_steps(g: Graph) -> dict[int, int | str]:
     this node and by nothing else in it (its fused tail included), and the
     output is not a model output. Or {node index: tensor name}: the output takes
     over the buffer of a fused tail's operand (a residual add), see
-    _tail_operand_to_overwrite."""
-    from ..ops.base import get_op
-    alias_of = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.alias}
-
-    def root(x):
-        while x in alias_of:
-            x = alias_of[x]
-        return x
+    _tail_operands_to_overwrite. Only "read for the last time here" depends on
+    the execution order (memory.schedule relies on that split)."""
+    root = view_root(g)
     io = set(g.inputs) | set(g.outputs)
     last: dict[str, int] = {}
     for step, n in enumerate(g.nodes):
@@ -174,49 +172,142 @@ def inplace_steps(g: Graph) -> dict[int, int | str]:
                     last[root(i)] = step
     out = {}
     for step, n in enumerate(g.nodes):
-        if n.alias:
-            continue
-        op = get_op(n.op, n.domain)
-        idx = op.inplace_input(n, g)
-        outs = [o for o in n.kernel_outputs if o]
-        if len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1:
-            continue
-        if idx is None and getattr(op, "epilogue_inplace", False):
-            name = _tail_operand_to_overwrite(g, n, outs[0], root, io, last, step)
-            if name is not None:
-                out[step] = name
-            continue
-        if idx is None:
-            continue
-        r = root(n.inputs[idx])
-        if r in io or g.tensors[r].is_const or last.get(r) != step:
-            continue
-        others = [i for j, i in enumerate(n.inputs) if j != idx and i]
-        others += [i for t in n.tail for i in t.inputs[1:] if i]
-        if any(root(i) == r for i in others):
-            continue
-        out[step] = idx
+        for value, r in inplace_candidates(g, n, root, io):
+            if last.get(r) == step:
+                out[step] = value
+                break
     return out
 
 
-def _tail_operand_to_overwrite(g, n, out, root, io, last, step):
+def view_root(g: Graph):
+    """name -> the tensor whose bytes it views (through alias nodes only)."""
+    alias_of = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.alias}
+
+    def root(x):
+        while x in alias_of:
+            x = alias_of[x]
+        return x
+    return root
+
+
+def inplace_candidates(g: Graph, n, root, io) -> list[tuple[int | str, str]]:
+    """What node n could write its output over, in order of preference, as
+    (inplace_steps value, root of the buffer taken over): every condition of
+    inplace_steps but the order-dependent one (that buffer is read for the last
+    time at n)."""
+    from ..ops.base import get_op
+    if n.alias:
+        return []
+    op = get_op(n.op, n.domain)
+    idx = op.inplace_input(n, g)
+    outs = [o for o in n.kernel_outputs if o]
+    if len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1:
+        return []
+    if idx is None and getattr(op, "epilogue_inplace", False):
+        return [(name, root(name)) for name in _tail_operands_to_overwrite(g, n, outs[0], root, io)]
+    if idx is None:
+        return []
+    r = root(n.inputs[idx])
+    if r in io or g.tensors[r].is_const:
+        return []
+    others = [i for j, i in enumerate(n.inputs) if j != idx and i]
+    others += [i for t in n.tail for i in t.inputs[1:] if i]
+    if any(root(i) == r for i in others):
+        return []
+    return [(idx, r)]
+
+
+def _tail_operands_to_overwrite(g, n, out, root, io) -> list[str]:
     """A residual add fused into an anchor that supports it (Op.epilogue_inplace:
     each output element is stored right after its tail read the operand at the
     same index): the output may take over that operand's buffer when the operand
     is read there for the last time, only once, and has the output's layout."""
     y = g.tensors[out]
     reads = [i for part in [n] + n.tail for i in part.inputs if i]
+    names = []
     for t in n.tail:
         for name in t.inputs[1:]:
             if not name:
                 continue
             r, v = root(name), g.tensors[name]
             if tuple(v.shape) != tuple(y.shape) or v.dtype != y.dtype or r in io or \
-                    g.tensors[r].is_const or last.get(r) != step or \
-                    sum(root(i) == r for i in reads) != 1:
+                    g.tensors[r].is_const or sum(root(i) == r for i in reads) != 1:
                 continue
-            return name
-    return None
+            names.append(name)
+    return names
+
+
+@dataclass
+class Lifetimes:
+    """The buffers of one execution order: the tensors that own arena bytes
+    (name -> (bytes, first step, last step)) and the kernels' scratch
+    (step -> bytes, live at that step only); alias_of maps views and in-place
+    outputs to the tensor whose bytes they use."""
+    alias_of: dict[str, str]
+    tensors: dict[str, tuple[int, int, int]]
+    scratch: dict[int, int]
+
+    def buffers(self) -> list[tuple[int, int, int]]:
+        return list(self.tensors.values()) + [(b, i, i) for i, b in self.scratch.items()]
+
+
+def lifetimes(g: Graph, scratch_bytes: dict[int, int] | None = None,
+              inplace: dict[int, int] | None = None, io_in_workspace: bool = False) -> Lifetimes:
+    """Lifetimes in execution order (see plan_memory)."""
+    alias_of: dict[str, str] = {}
+    for n in g.nodes:
+        if n.alias:
+            alias_of[n.outputs[0]] = n.inputs[0]
+    for step, idx in (inplace or {}).items():
+        n = g.nodes[step]
+        alias_of[n.kernel_outputs[0]] = idx if isinstance(idx, str) else n.inputs[idx]
+
+    def root(name):
+        while name in alias_of:
+            name = alias_of[name]
+        return name
+    nbytes: dict[str, int] = {}
+    for name, t in g.tensors.items():
+        r = root(name)
+        nbytes[r] = max(nbytes.get(r, 0), t.nbytes)
+    io = set(g.inputs) | set(g.outputs)
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for step, n in enumerate(g.nodes):
+        for o in n.kernel_outputs:
+            if o:
+                r = root(o)
+                first.setdefault(r, step)
+                last[r] = max(last.get(r, step), step)
+        for part in [n] + n.tail:
+            for i in part.inputs:
+                if i:
+                    last[root(i)] = step
+    if io_in_workspace:
+        end = max(len(g.nodes) - 1, 0)
+        for name in g.inputs:
+            if name in g.tensors and not g.tensors[name].is_const:
+                first[name] = 0
+                last.setdefault(name, 0)
+        for name in g.outputs:
+            if name in first:
+                last[name] = end
+        io = set()
+    # A zero-size tensor still gets a (minimal) slot: its kernel gets a valid pointer.
+    tensors = {name: (max(nbytes[name], 1), f, last[name]) for name, f in first.items()
+               if name not in io and not g.tensors[name].is_const}
+    scratch = {i: b for i, b in (scratch_bytes or {}).items() if b}
+    return Lifetimes(alias_of, tensors, scratch)
+
+
+def order_peak(g: Graph, scratch_bytes: dict[int, int] | None = None,
+               inplace: dict[int, int] | None = None, io_in_workspace: bool = False) -> int:
+    """The lower bound of the arena for the graph's node order (what plan_memory
+    reports as lower_bound), without placing anything."""
+    p = LinearPlanner()
+    for b in lifetimes(g, scratch_bytes, inplace, io_in_workspace).buffers():
+        p.add_buffer(*b)
+    return p.lower_bound()
 
 
 def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
@@ -228,58 +319,17 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
     output becomes an alias of that input, the buffer sized for the larger.
     io_in_workspace: the model's inputs (live from the start to their last use)
     and outputs (from their producer to the end) get arena offsets too."""
-    plan = MemoryPlan()
-    scratch_bytes = scratch_bytes or {}
-    for n in g.nodes:
-        if n.alias:
-            plan.alias_of[n.outputs[0]] = n.inputs[0]
-    for step, idx in (inplace or {}).items():
-        n = g.nodes[step]
-        plan.alias_of[n.kernel_outputs[0]] = idx if isinstance(idx, str) else n.inputs[idx]
-    nbytes: dict[str, int] = {}
-    for name, t in g.tensors.items():
-        r = plan.root(name)
-        nbytes[r] = max(nbytes.get(r, 0), t.nbytes)
-    io = set(g.inputs) | set(g.outputs)
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for step, n in enumerate(g.nodes):
-        for o in n.kernel_outputs:
-            if o:
-                r = plan.root(o)
-                first.setdefault(r, step)
-                last[r] = max(last.get(r, step), step)
-        for part in [n] + n.tail:
-            for i in part.inputs:
-                if i:
-                    last[plan.root(i)] = step
-    if io_in_workspace:
-        end = max(len(g.nodes) - 1, 0)
-        for name in g.inputs:
-            if name in g.tensors and not g.tensors[name].is_const:
-                first[name] = 0
-                last.setdefault(name, 0)
-        for name in g.outputs:
-            if name in first:
-                last[name] = end
-        io = set()
+    life = lifetimes(g, scratch_bytes, inplace, io_in_workspace)
+    plan = MemoryPlan(alias_of=life.alias_of)
     planner = planner_cls()
-    ids = {}
-    for name, f in first.items():
-        t = g.tensors[name]
-        if name in io or t.is_const:
-            continue
-        # A zero-size tensor still gets a (minimal) slot: its kernel gets a valid pointer.
-        ids[name] = planner.add_buffer(max(nbytes[name], 1), f, last[name])
-    scratch_ids = {i: planner.add_buffer(b, i, i) for i, b in scratch_bytes.items() if b}
+    ids = {name: planner.add_buffer(*b) for name, b in life.tensors.items()}
+    scratch_ids = {i: planner.add_buffer(b, i, i) for i, b in life.scratch.items()}
     offs = planner.offsets()
     plan.offsets = {name: offs[i] for name, i in ids.items()}
     plan.scratch = {step: offs[i] for step, i in scratch_ids.items()}
     plan.arena_bytes = planner.arena_size()
     plan.lower_bound = planner.lower_bound()
+    plan.original_lower_bound = plan.lower_bound
     plan.live_bytes = [sum(_align(s) for s, f, l in planner.buffers if f <= t <= l)
                        for t in range(len(g.nodes))]
     return plan
-
-
-
