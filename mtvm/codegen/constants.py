@@ -21,18 +21,18 @@ def union_type(sym: str, arr: np.ndarray) -> str:
             f"{ctype(arr.dtype)} data[{n}]; }}")
 
 
-ZERO_BSS_MIN = 1 << 16     # bytes; an all-zero constant this large is not stored
+ZERO_MIN = 1 << 16         # bytes; an all-zero constant this large is not spelled out
 
 
-def _zero_bss(arr: np.ndarray) -> bool:
+def _all_zero(arr: np.ndarray) -> bool:
     """Large all-zero constants (synthetic models, e.g. ConstantOfShape weights)
-    become zero-initialized storage: nothing to write, compile or flash."""
-    return arr.nbytes >= ZERO_BSS_MIN and not np.any(arr.view(np.uint8))
+    are written `= { { 0 } }`: still const data in flash (.rodata), but no text
+    for the C compiler to read."""
+    return arr.nbytes >= ZERO_MIN and not np.any(arr.view(np.uint8))
 
 
 def declaration(sym: str, arr: np.ndarray) -> str:
-    const = "" if _zero_bss(np.ascontiguousarray(arr)) else "const "
-    return f"{union_type(sym, arr)};\nextern {const}union {sym}_u {sym};"
+    return f"{union_type(sym, arr)};\nextern const union {sym}_u {sym};"
 
 
 def _byte_string(raw: bytes) -> str:
@@ -47,10 +47,9 @@ def definition(sym: str, arr: np.ndarray, origin: str) -> str:
     if arr.dtype.name in ("float16", "bfloat16") or arr.dtype.name.startswith("float8") \
             or arr.dtype.name in ("float4_e2m1fn", "int4", "uint4", "int2", "uint2"):
         arr = arr.view(np.uint16 if arr.dtype.itemsize == 2 else np.uint8)  # stored as bits
-    if _zero_bss(arr):
-        return (f"/* {origin}: {arr.dtype.name}{list(arr.shape)}, all zeros: zero-initialized "
-                f"storage (.bss), not stored */\nunion {sym}_u {sym};\n")
     head = f"/* {origin}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
+    if _all_zero(arr):
+        return head + "{ { 0 } };  /* all zeros */\n"
     finite = arr.dtype.kind != "f" or bool(np.isfinite(arr).all())
     if arr.size <= READABLE_MAX and finite:   # inf/nan literals would need math.h
         vals = ", ".join(c_literal(v, arr.dtype) for v in arr.ravel().tolist()) or "0"
