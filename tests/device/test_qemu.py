@@ -118,6 +118,20 @@ def test_icount_benchmark_counts_instructions(models, projects_dir):
     assert "icount" in cli.stdout and "instructions per inference" in cli.stdout
 
 
+def test_standalone_timer_calibration_under_icount(models, projects_dir):
+    """The standalone app times a loop of a known instruction count after the model;
+    under -icount shift=0 with the 25 MHz SysTick that is 40 instructions per tick."""
+    x, _ = models.reference("kws_dscnn")
+    proj = build_project(models, projects_dir, "kws_dscnn", "mps2-an386", "standalone",
+                         sample=[x])
+    r = proj.template.run_standalone(proj, icount=True)
+    m = re.search(r"timer calibration: (\d+) instructions in (\d+) ticks at (\d+) Hz", r.stdout)
+    assert m, r.stdout[-500:]
+    n, ticks, hz = map(int, m.groups())
+    assert (n, hz) == (2_000_000, 25_000_000)
+    assert n / ticks == pytest.approx(1e9 / hz, rel=1e-3)
+
+
 def test_device_reset_is_detected_over_the_serial_link(models, projects_dir):
     from mtvm.session.errors import DeviceReset
     proj = build_project(models, projects_dir, "kws_dscnn", "mps2-an386")
