@@ -10,7 +10,7 @@ from .codegen.c_codegen import CModule, lower_kernels
 from .codegen.names import sanitize
 from .frontend import load_onnx
 from .ir import Graph, Node
-from .memory import inplace_steps, plan_memory
+from .memory.schedule import choose_order
 from .model_library import CompiledModel
 
 
@@ -33,14 +33,15 @@ def materialize_outputs(g: Graph) -> Graph:
 def compile_graph(graph: Graph, module_name: str = "default", profile: bool = False,
                   external_workspace: bool = False, fuse: bool = True,
                   source_graph: Graph | None = None,
-                  io_in_workspace: bool = False) -> CompiledModel:
+                  io_in_workspace: bool = False, reorder: bool = True) -> CompiledModel:
+    """reorder: run independent branches in the order of lowest peak memory
+    (memory.schedule); False keeps the graph's node order."""
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
-    inplace = inplace_steps(g)
-    kernels = lower_kernels(g, mod, inplace)
-    scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
-    plan = plan_memory(g, scratch, inplace=inplace, io_in_workspace=io_in_workspace)
+    s = choose_order(g, lambda h, inplace: lower_kernels(h, mod, inplace),
+                     io_in_workspace=io_in_workspace, reorder=reorder)
+    g, plan, kernels = s.graph, s.plan, s.kernels
     cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace,
                    io_in_workspace=io_in_workspace)
     return CompiledModel(mod, source_graph or graph, g, plan, kernels, cmod.sources(),
@@ -50,20 +51,21 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
 
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,
             bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
-            fuse: bool = True, io_in_workspace: bool = False) -> CompiledModel:
+            fuse: bool = True, io_in_workspace: bool = False, reorder: bool = True) -> CompiledModel:
     """Compile an ONNX model (path or ModelProto) to a C module.
 
     input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns
     graph inputs into compile-time constants ({"shape": np.array([...])});
     io_in_workspace places the model's inputs and outputs in the arena (see
-    docs/performance.md).
+    docs/performance.md); reorder=False keeps the graph's node order instead
+    of the order of lowest peak memory.
     """
     graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
     if isinstance(model, (str, os.PathLike)):
         graph.name = sanitize(os.path.splitext(os.path.basename(os.fspath(model)))[0])
     return compile_graph(graph, module_name, profile=profile,
                          external_workspace=external_workspace, fuse=fuse,
-                         io_in_workspace=io_in_workspace)
+                         io_in_workspace=io_in_workspace, reorder=reorder)
 
 
 __all__ = ["compile", "compile_graph"]

@@ -1,0 +1,313 @@
+"""Execution order: the topological order of the graph's nodes with the lowest
+peak of live memory.
+
+What is minimized: the planner's lower bound of an order (planner.order_peak):
+the largest sum, over the steps, of the bytes live while a node runs -- every
+buffer written earlier and read at or after it, its outputs, its kernel
+scratch. Buffers are the planner's: a view (alias node) uses its source's
+bytes; an in-place write (inplace_steps) makes output and input one buffer
+of the larger size. In-place that no order can change (the input's other
+readers are all ancestors of the node) is modelled exactly; in-place that the
+order decides (the node must be the input's last reader) is counted as a
+saving at that node's step only -- an estimate, checked by choose_order.
+
+How: dynamic programming over the sets of scheduled nodes that are closed
+under predecessors. The live bytes after such a set S do not depend on the
+order inside it, so the lowest peak from S to the end is
+    rest(S) = min over ready v of max(step(S, v), rest(S + v)).
+A chain of blocks keeps the number of such sets small (their sum over the
+blocks, not their product). When a layer of sets (same size) exceeds BEAM, or
+the time budget is spent, only the best (peak so far, live bytes) are kept,
+plus the original order's prefix: a bounded search, no longer exact, never
+worse than the original. Among orders of equal peak the one taking the
+earliest original node first wins, so an order nothing beats comes back as is.
+
+choose_order() runs this on the lowered graph, re-lowers the best order
+(in-place decisions and scratch recomputed for it) and keeps it only if its
+planned arena is strictly smaller than the original order's.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..ir import Graph, all_inputs
+from .planner import (ALIGN, MemoryPlan, inplace_candidates, inplace_steps, order_peak,
+                      plan_memory, view_root)
+
+BEAM = 512              # sets of scheduled nodes kept per layer beyond which the search is pruned
+TIME_BUDGET_S = 0.5     # after this, layers are pruned to the single best set (greedy)
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+@dataclass
+class Problem:
+    """Nodes 0..n-1 (original order, topological) and the buffers they use."""
+    preds: list[int]                       # per node: bitmask of the nodes it reads from
+    size: list[int]                        # per buffer: aligned bytes
+    writes: list[list[int]]                # per node: buffers whose life it starts
+    reads: list[list[int]]                 # per node: buffers it reads
+    readers: list[int]                     # per buffer: bitmask of the nodes reading it
+    scratch: list[int]                     # per node: aligned scratch bytes
+    inplace: list[list[tuple[int, int]]]   # per node: (buffer, bytes saved if read last here)
+    start: list[int]                       # live before the first node (inputs in the arena)
+    pinned: set[int]                       # live to the end (outputs in the arena)
+
+    @property
+    def n(self) -> int:
+        return len(self.preds)
+
+    def ready(self, done: int):
+        """Nodes not in `done` whose predecessors all are, in original order."""
+        lo = (~done & (done + 1)).bit_length() - 1    # lowest node not done
+        for v in range(lo, self.n):
+            if not done >> v & 1 and not self.preds[v] & ~done:
+                yield v
+
+    def step(self, done: int, live: int, v: int) -> int:
+        """Bytes live while v runs after the set `done` (live bytes before it)."""
+        total = live + sum(self.size[b] for b in self.writes[v]) + self.scratch[v]
+        after = done | 1 << v
+        for b, saved in self.inplace[v]:
+            if not self.readers[b] & ~after:      # v is its last reader: written over
+                return total - saved
+        return total
+
+    def live_after(self, done: int, live: int, v: int) -> int:
+        after = done | 1 << v
+        ending = set(self.reads[v]) | set(self.writes[v]) | (set(self.start) if not done else set())
+        freed = sum(self.size[b] for b in ending
+                    if b not in self.pinned and not self.readers[b] & ~after)
+        return live + sum(self.size[b] for b in self.writes[v]) - freed
+
+    def initial_live(self) -> int:
+        return sum(self.size[b] for b in self.start)
+
+
+def problem(g: Graph, scratch_bytes: dict[int, int] | None = None, io_in_workspace: bool = False,
+            dynamic_inplace: bool = True) -> Problem:
+    """The scheduling problem of g's nodes, buffers as plan_memory sees them.
+    dynamic_inplace=False leaves out the order-dependent in-place savings."""
+    nodes, root = g.nodes, view_root(g)
+    io = set(g.inputs) | set(g.outputs)
+    producer = {o: v for v, n in enumerate(nodes) for part in [n] + n.tail for o in part.outputs if o}
+    preds = [0] * len(nodes)
+    ancestors = [0] * len(nodes)
+    readers: dict[str, int] = {}             # alias root -> readers
+    for v, n in enumerate(nodes):
+        for i in all_inputs(n):
+            if i:
+                readers[root(i)] = readers.get(root(i), 0) | 1 << v
+                if i in producer:
+                    u = producer[i]
+                    preds[v] |= 1 << u
+                    ancestors[v] |= ancestors[u] | 1 << u
+
+    # In-place writes fixed by the graph merge two buffers; the others are candidates.
+    merged: dict[str, str] = {}
+
+    def cls(r):
+        while r in merged:
+            r = merged[r]
+        return r
+    dynamic: list[list[str]] = [[] for _ in nodes]
+    for v, n in enumerate(nodes):
+        for _, r in inplace_candidates(g, n, root, io):
+            others = readers.get(r, 0) & ~(1 << v)
+            if any(ancestors[u] >> v & 1 for u in _bits(others)):
+                continue                       # read after v in every order: never in place
+            if others & ~ancestors[v]:
+                dynamic[v].append(r)           # in place only if v runs after those readers
+                continue
+            if dynamic[v]:
+                dynamic[v].append(r)           # always possible, unless an earlier one applies
+            else:
+                merged[root(n.kernel_outputs[0])] = r
+            break
+
+    nbytes: dict[str, int] = {}
+    for name, t in g.tensors.items():
+        c = cls(root(name))
+        nbytes[c] = max(nbytes.get(c, 0), t.nbytes)
+    in_arena = io_in_workspace
+
+    def is_buffer(c):
+        return not g.tensors[c].is_const and (in_arena or c not in io)
+    index: dict[str, int] = {}
+    size: list[int] = []
+    bufreaders: list[int] = []
+
+    def buf(name) -> int | None:
+        c = cls(root(name))
+        if not is_buffer(c):
+            return None
+        if c not in index:
+            index[c] = len(size)
+            size.append(_align(max(nbytes[c], 1)))
+            bufreaders.append(0)
+        return index[c]
+
+    start = []
+    if io_in_workspace:
+        start = [b for name in g.inputs if name in g.tensors and not g.tensors[name].is_const
+                 for b in [buf(name)] if b is not None]
+    writes: list[list[int]] = [[] for _ in nodes]
+    reads: list[list[int]] = [[] for _ in nodes]
+    born = set(start)
+    for v, n in enumerate(nodes):
+        for i in all_inputs(n):
+            b = buf(i) if i else None
+            if b is not None and b not in reads[v]:
+                reads[v].append(b)
+                bufreaders[b] |= 1 << v
+        for o in n.kernel_outputs:
+            b = buf(o) if o else None
+            if b is not None and b not in born:
+                born.add(b)
+                writes[v].append(b)
+    pinned = {index[c] for name in g.outputs if io_in_workspace
+              for c in [cls(root(name))] if c in index}
+    scratch = [_align((scratch_bytes or {}).get(v, 0)) for v in range(len(nodes))]
+    inplace = [[] for _ in nodes]
+    if dynamic_inplace:
+        for v, n in enumerate(nodes):
+            out = buf(n.kernel_outputs[0]) if dynamic[v] else None
+            for r in dynamic[v]:
+                b = index.get(cls(r))
+                if b is not None and out is not None:
+                    inplace[v].append((b, min(size[b], size[out])))
+    return Problem(preds, size, writes, reads, bufreaders, scratch, inplace, start, pinned)
+
+
+def _bits(mask: int):
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def peak(p: Problem, order: list[int]) -> int:
+    """The model's peak of an order."""
+    done, live, top = 0, p.initial_live(), 0
+    for v in order:
+        top = max(top, p.step(done, live, v))
+        live = p.live_after(done, live, v)
+        done |= 1 << v
+    return top
+
+
+def best_order(p: Problem, beam: int = BEAM, time_budget: float = TIME_BUDGET_S
+               ) -> tuple[list[int], int, bool]:
+    """(order, its peak, whether the search was exhaustive)."""
+    layers, exact = _explore(p, beam, time_budget)
+    rest = _rest(p, layers)
+    order, done, target = [], 0, rest[0]
+    for _ in range(p.n):
+        live = layers[len(order)][done][1]
+        for v in p.ready(done):                       # earliest original node first
+            after = done | 1 << v
+            if after in rest and max(p.step(done, live, v), rest[after]) <= target:
+                order.append(v)
+                done = after
+                break
+    return order, target, exact
+
+
+def _explore(p: Problem, beam: int, time_budget: float):
+    """Layer k: {set of k scheduled nodes: (lowest peak to reach it, live bytes)};
+    and whether no layer was pruned."""
+    deadline = time.perf_counter() + time_budget
+    layers = [{0: (0, p.initial_live())}]
+    exact = True
+    for k in range(p.n):
+        nxt: dict[int, tuple[int, int]] = {}
+        for done, (top, live) in layers[-1].items():
+            for v in p.ready(done):
+                after = done | 1 << v
+                t = max(top, p.step(done, live, v))
+                if after not in nxt:
+                    nxt[after] = (t, p.live_after(done, live, v))
+                elif t < nxt[after][0]:
+                    nxt[after] = (t, nxt[after][1])
+        width = beam if time.perf_counter() < deadline else 1
+        if len(nxt) > width:
+            exact = False
+            prefix = (1 << (k + 1)) - 1                # the original order's: always kept
+            keep = sorted(nxt, key=lambda s: nxt[s])[:width]
+            nxt = {s: nxt[s] for s in set(keep) | {prefix}}
+        layers.append(nxt)
+    return layers, exact
+
+
+def _rest(p: Problem, layers) -> dict[int, int]:
+    """{explored set: lowest peak of the remaining steps through explored sets}."""
+    full = (1 << p.n) - 1
+    rest = {full: 0}
+    for layer in reversed(layers[:-1]):
+        for done, (_, live) in layer.items():
+            best = None
+            for v in p.ready(done):
+                after = done | 1 << v
+                if after in rest:
+                    t = max(p.step(done, live, v), rest[after])
+                    best = t if best is None else min(best, t)
+            if best is not None:
+                rest[done] = best
+    return rest
+
+
+def reordered(g: Graph, order: list[int]) -> Graph:
+    h = g.copy()
+    h.nodes = [h.nodes[v] for v in order]
+    return h
+
+
+@dataclass
+class Scheduled:
+    graph: Graph
+    inplace: dict
+    kernels: list
+    plan: MemoryPlan
+
+
+def choose_order(g: Graph, lower, io_in_workspace: bool = False, reorder: bool = True) -> Scheduled:
+    """Lower and plan g, in the order of lowest peak when reorder is set.
+    lower(graph, inplace) -> kernels (with .step and .kernel.scratch_bytes)."""
+    def lowered(h):
+        inplace = inplace_steps(h)
+        kernels = lower(h, inplace)
+        scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
+        return h, inplace, kernels, scratch
+
+    def planned(c):
+        return plan_memory(c[0], c[3], inplace=c[1], io_in_workspace=io_in_workspace)
+    original = lowered(g)
+    base = order_peak(g, original[3], original[1], io_in_workspace)
+    best, best_peak = original, base
+    if reorder:
+        for order in candidate_orders(g, original[3], io_in_workspace):
+            cand = lowered(reordered(g, order))
+            pk = order_peak(cand[0], cand[3], cand[1], io_in_workspace)
+            if pk < best_peak:
+                best, best_peak = cand, pk
+    plan = planned(best)
+    if best is not original and plan.arena_bytes >= base:
+        # The placement missed the bound: compare with the original's arena (ties keep it).
+        plan0 = planned(original)
+        if plan0.arena_bytes <= plan.arena_bytes:
+            best, plan = original, plan0
+    plan.original_lower_bound = base
+    return Scheduled(best[0], best[1], best[2], plan)
+
+
+def candidate_orders(g: Graph, scratch: dict[int, int], io_in_workspace: bool) -> list[list[int]]:
+    """The best orders of the two in-place models that differ from the original."""
+    out = []
+    for dyn in (True, False):
+        order, _, _ = best_order(problem(g, scratch, io_in_workspace, dynamic_inplace=dyn))
+        if order != list(range(len(g.nodes))) and order not in out:
+            out.append(order)
+    return out
