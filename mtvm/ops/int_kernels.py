@@ -197,71 +197,236 @@ static inline void {name4}(const {ta}* a, const {tb}* b, int32_t stride, int32_t
 }}""")
 
 
-def dot2x2_helper(k, a_dtype, b_dtype) -> str:
-    """The 2 pixels x 2 output channels dot product of QConv: int16 im2col columns
-    a0, a1 and weight rows b0, b1 stored pair-permuted (bytes 0 2 1 3 of every group
-    of four, see permute_pairs) so that SXTB16 and SXTB16 ROR #8 of one word give
-    the lanes (w0, w1) and (w2, w3) that meet the columns' natural int16 pairs."""
-    tb, nb, xb = _EXT[np.dtype(b_dtype).name]
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-    k.helper("mtvm_ror8", ROR8_C)
-    name = f"mtvm_dot2x2_s16_{nb}"
-    return k.helper(name, f"""/* acc[0] += a0.b0, acc[1] += a0.b1, acc[2] += a1.b0, acc[3] += a1.b1 over n
- * taps; a0, a1: int16 columns; b0, b1: {tb} weight rows stored pair-permuted
- * (in each full group of four taps the bytes are w0 w2 w1 w3). Both paths compute
- * the same exact integer sums. */
-static inline void {name}(const int16_t* a0, const int16_t* a1, const {tb}* b0,
-                                const {tb}* b1, int32_t n, int32_t acc[4])
-{{
-    int32_t s00 = acc[0], s01 = acc[1], s10 = acc[2], s11 = acc[3];
-#if defined(__ARM_FEATURE_DSP)
-    for (; n >= 4; n -= 4, a0 += 4, a1 += 4, b0 += 4, b1 += 4) {{
-        int32_t x0l, x0h, x1l, x1h, wl, wh;
-        uint32_t w;
-        memcpy(&x0l, a0, 4);          /* (a0[0], a0[1]) */
-        memcpy(&x0h, a0 + 2, 4);      /* (a0[2], a0[3]) */
-        memcpy(&x1l, a1, 4);
-        memcpy(&x1h, a1 + 2, 4);
-        memcpy(&w, b0, 4);
-        wl = {xb}((int32_t)w);            /* (w0, w1) */
-        wh = {_EXT_ROR8[xb]}((int32_t)w);  /* (w2, w3) */
-        s00 = __smlad(x0l, wl, __smlad(x0h, wh, s00));
-        s10 = __smlad(x1l, wl, __smlad(x1h, wh, s10));
-        memcpy(&w, b1, 4);
-        wl = {xb}((int32_t)w);
-        wh = {_EXT_ROR8[xb]}((int32_t)w);
-        s01 = __smlad(x0l, wl, __smlad(x0h, wh, s01));
-        s11 = __smlad(x1l, wl, __smlad(x1h, wh, s11));
-    }}
-#else
-    for (; n >= 4; n -= 4, a0 += 4, a1 += 4, b0 += 4, b1 += 4) {{
-        for (int32_t j = 0; j < 4; ++j) {{
-            int32_t p = j == 1 ? 2 : (j == 2 ? 1 : j);   /* where tap j's weight is */
-            s00 += (int32_t)a0[j] * (int32_t)b0[p];
-            s01 += (int32_t)a0[j] * (int32_t)b1[p];
-            s10 += (int32_t)a1[j] * (int32_t)b0[p];
-            s11 += (int32_t)a1[j] * (int32_t)b1[p];
-        }}
-    }}
-#endif
-    for (; n > 0; --n, ++a0, ++a1, ++b0, ++b1) {{   /* the last n % 4 taps: not permuted */
-        s00 += (int32_t)*a0 * (int32_t)*b0;
-        s01 += (int32_t)*a0 * (int32_t)*b1;
-        s10 += (int32_t)*a1 * (int32_t)*b0;
-        s11 += (int32_t)*a1 * (int32_t)*b1;
-    }}
-    acc[0] = s00; acc[1] = s01; acc[2] = s10; acc[3] = s11;
-}}""")
+def conv_pack_index(oc: int, kk: int, group: int = 1) -> np.ndarray:
+    """Flat indices into the [OC][kk] weight rows, in the order the im2col kernel
+    reads them (packed = rows.ravel()[index]; a permutation, so the packed tensor
+    keeps the model's shape and size). Per group, per pair of output channels
+    (o, o + 1) at offset o * kk: for each full block of four taps, channel o's four
+    bytes then channel o + 1's, each block pair-permuted (w0 w2 w1 w3, see
+    permute_pairs); then the kk % 4 tail taps of o, then those of o + 1, in order.
+    The last channel of a group with an odd count keeps its own row (blocks
+    pair-permuted, tail in order)."""
+    nb, tl = kk // 4, kk % 4
+    mg = oc // group
+    perm = np.array([0, 2, 1, 3])
+    idx = np.empty(oc * kk, np.int64)
+    for g in range(group):
+        for j in range(0, mg, 2):
+            o = g * mg + j
+            base = o * kk
+            if j + 1 < mg:
+                blk = (np.arange(nb)[:, None, None] * 4 + perm[None, None, :]
+                       + np.array([0, kk])[None, :, None] + base)   # (block, channel, tap)
+                idx[base:base + 8 * nb] = blk.ravel()
+                tail = base + 4 * nb + np.arange(tl)
+                idx[base + 8 * nb:base + 8 * nb + 2 * tl] = np.concatenate([tail, tail + kk])
+            else:
+                row = (np.arange(nb)[:, None] * 4 + perm[None, :]).ravel()
+                idx[base:base + kk] = base + np.concatenate([row, np.arange(4 * nb, kk)])
+    return idx
+
+
+def pack_conv_weights(w: np.ndarray, group: int = 1) -> np.ndarray:
+    """Weights [OC, C/group, (KH,) KW] -> the same shape, stored in the order the
+    int8 im2col kernel (QConv, folded=1) reads them (conv_pack_index)."""
+    w = np.ascontiguousarray(w)
+    oc = w.shape[0]
+    kk = w.size // max(oc, 1)
+    return w.ravel()[conv_pack_index(oc, kk, group)].reshape(w.shape)
+
+
+def unpack_conv_weights(w: np.ndarray, group: int = 1) -> np.ndarray:
+    """The inverse of pack_conv_weights."""
+    w = np.ascontiguousarray(w)
+    oc = w.shape[0]
+    kk = w.size // max(oc, 1)
+    out = np.empty(w.size, w.dtype)
+    out[conv_pack_index(oc, kk, group)] = w.ravel()
+    return out.reshape(w.shape)
 
 
 def permute_pairs(w: np.ndarray) -> np.ndarray:
     """Weights [OC, ...] -> rows whose full groups of four are stored w0 w2 w1 w3
-    (self-inverse), the layout mtvm_dot2x2 reads."""
+    (self-inverse): SXTB16 and SXTB16 ROR #8 of such a word give the int16 lanes
+    (w0, w1) and (w2, w3) that meet two words of int16 column taps."""
     rows = np.ascontiguousarray(w).reshape(w.shape[0], -1).copy()
     full = rows.shape[1] // 4 * 4
     g = rows[:, :full].reshape(rows.shape[0], -1, 4)
     rows[:, :full] = g[:, :, [0, 2, 1, 3]].reshape(rows.shape[0], full)
     return rows.reshape(w.shape)
+
+
+def _asm_block(chans: int, pixels: int) -> str:
+    """GNU asm text (Thumb-2) for one block of four taps: load the columns (post-
+    increment), then per channel one weight word, its two SXTB16 and the SMLADs."""
+    lines = []
+    if pixels == 2:
+        lines += ["ldrd   %[x0], %[x1], [%[c]], #8", "ldrd   %[x2], %[x3], [%[c]], #8"]
+    else:                                   # skip the unused pixel-1 slots
+        lines.append("ldrd   %[x0], %[x1], [%[c]], #16")
+    for ch in range(chans):
+        lines += ["ldr    %[wa], [%[w]], #4",
+                  "sxtb16 %[wb], %[wa], ror #8",              # (w2, w3)
+                  "sxtb16 %[wa], %[wa]"]                      # (w0, w1)
+        for p in range(pixels):
+            s = f"%[s{p}{ch}]"
+            lines += [f"smlad  {s}, %[x{2 * p}], %[wa], {s}",
+                      f"smlad  {s}, %[x{2 * p + 1}], %[wb], {s}"]
+    return "".join(f'"{ln}\\n\\t"\n' for ln in lines)
+
+
+def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
+    """The micro-kernel of QConv's im2col path: `pixels` (2 or 1) output pixels x two
+    output channels over an int16 column block (see QConv.emit for the layouts)."""
+    tb, nb_, xb = _EXT[np.dtype(w_dtype).name]
+    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    k.helper("mtvm_ror8", ROR8_C)
+    name = f"mtvm_mm{pixels}x2_s16_{nb_}"
+    ext = "sxtb16" if xb == "__sxtb16" else "uxtb16"
+    s_names = [f"s{p}{c}" for p in range(pixels) for c in range(2)]
+    xs = [f"x{i}" for i in range(2 * pixels)]
+    block = _asm_block(2, pixels).replace("sxtb16", ext)
+    ops = ", ".join([f'[{s}] "+r"({s})' for s in s_names] + ['[c] "+r"(c)', '[w] "+r"(w)']
+                    + [f'[{x}] "=&r"({x})' for x in xs] + ['[wa] "=&r"(wa)', '[wb] "=&r"(wb)'])
+    decl_s = ", ".join(f"{s} = acc[{i}]" for i, s in enumerate(s_names))
+    store_s = " ".join(f"acc[{i}] = {s};" for i, s in enumerate(s_names))
+    if pixels == 2:
+        doc = (f"/* acc[0] += p0.w_o, acc[1] += p0.w_o1, acc[2] += p1.w_o, acc[3] += p1.w_o1 over\n"
+               f" * the taps of two pixels p0, p1. col: per block of four taps, p0's four int16\n"
+               f" * then p1's; then the tl tail taps of p0, then those of p1. w ({tb}): per\n"
+               f" * block, channel o's four bytes (w0 w2 w1 w3: SXTB16 and SXTB16 ROR #8 give\n"
+               f" * the int16 lanes (w0, w1), (w2, w3) that meet the column's words) then\n"
+               f" * channel o + 1's; then o's tail, then o + 1's (conv_pack_index). */")
+        port_blk = ["            s00 += (int32_t)c[j] * (int32_t)w[q];",
+                    "            s01 += (int32_t)c[j] * (int32_t)w[4 + q];",
+                    "            s10 += (int32_t)c[4 + j] * (int32_t)w[q];",
+                    "            s11 += (int32_t)c[4 + j] * (int32_t)w[4 + q];"]
+        port_tail = ["        s00 += (int32_t)c[j] * (int32_t)w[j];",
+                     "        s01 += (int32_t)c[j] * (int32_t)w[tl + j];",
+                     "        s10 += (int32_t)c[tl + j] * (int32_t)w[j];",
+                     "        s11 += (int32_t)c[tl + j] * (int32_t)w[tl + j];"]
+        dsp_blk = ["        memcpy(&x0, c, 4);          /* p0: taps (0, 1) */",
+                   "        memcpy(&x1, c + 2, 4);      /* p0: taps (2, 3) */",
+                   "        memcpy(&x2, c + 4, 4);      /* p1 */",
+                   "        memcpy(&x3, c + 6, 4);",
+                   "        memcpy(&wa, w, 4);",
+                   f"        s00 = __smlad((int32_t)x0, {xb}((int32_t)wa), s00);",
+                   f"        s00 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wa), s00);",
+                   f"        s10 = __smlad((int32_t)x2, {xb}((int32_t)wa), s10);",
+                   f"        s10 = __smlad((int32_t)x3, {_EXT_ROR8[xb]}((int32_t)wa), s10);",
+                   "        memcpy(&wb, w + 4, 4);",
+                   f"        s01 = __smlad((int32_t)x0, {xb}((int32_t)wb), s01);",
+                   f"        s01 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wb), s01);",
+                   f"        s11 = __smlad((int32_t)x2, {xb}((int32_t)wb), s11);",
+                   f"        s11 = __smlad((int32_t)x3, {_EXT_ROR8[xb]}((int32_t)wb), s11);"]
+    else:
+        doc = (f"/* acc[0] += p0.w_o, acc[1] += p0.w_o1: mtvm_mm2x2_s16_{nb_} for one pixel (the\n"
+               f" * pixel-1 slots of the column blocks are not read; the tail holds p0's taps). */")
+        port_blk = ["            s00 += (int32_t)c[j] * (int32_t)w[q];",
+                    "            s01 += (int32_t)c[j] * (int32_t)w[4 + q];"]
+        port_tail = ["        s00 += (int32_t)c[j] * (int32_t)w[j];",
+                     "        s01 += (int32_t)c[j] * (int32_t)w[tl + j];"]
+        dsp_blk = ["        memcpy(&x0, c, 4);",
+                   "        memcpy(&x1, c + 2, 4);",
+                   "        memcpy(&wa, w, 4);",
+                   f"        s00 = __smlad((int32_t)x0, {xb}((int32_t)wa), s00);",
+                   f"        s00 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wa), s00);",
+                   "        memcpy(&wb, w + 4, 4);",
+                   f"        s01 = __smlad((int32_t)x0, {xb}((int32_t)wb), s01);",
+                   f"        s01 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wb), s01);"]
+    xdecl = ", ".join(xs)
+    code = [doc,
+            f"static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t tl,",
+            f"{' ' * (len(name) + 20)}int32_t acc[{2 * pixels}])",
+            "{",
+            f"    int32_t {decl_s};",
+            "#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)",
+            "    /* Thumb-2 assembly: gcc 12 spills and does not use LDRD with post-increment here.",
+            f"     * c is 8-byte aligned (the arena's scratch); {13 if pixels == 2 else 9} registers, "
+            "no spill. */",
+            f"    uint32_t {xdecl}, wa, wb;",
+            "    if (nb & 1) {",
+            "        __asm__(",
+            *["            " + ln for ln in block.splitlines()],
+            f"            : {ops}",
+            "            :",
+            '            : "memory");',
+            "    }",
+            "    if (nb > 1) {",
+            f"        const int16_t* end = c + 8 * (nb - (nb & 1));",
+            "        __asm__(",
+            '            "1:\\n\\t"',
+            *["            " + ln for ln in (block + block).splitlines()],
+            '            "cmp    %[c], %[end]\\n\\t"',
+            '            "bne    1b\\n\\t"',
+            f"            : {ops}",
+            '            : [end] "r"(end)',
+            '            : "cc", "memory");',
+            "    }",
+            "#elif defined(__ARM_FEATURE_DSP)",
+            f"    for (; nb > 0; --nb, c += 8, w += 8) {{",
+            f"        uint32_t {xdecl}, wa, wb;",
+            *dsp_blk,
+            "    }",
+            "#else",
+            "    for (; nb > 0; --nb, c += 8, w += 8) {",
+            "        for (int32_t j = 0; j < 4; ++j) {",
+            "            const int32_t q = j == 1 ? 2 : (j == 2 ? 1 : j);   /* tap j's weight */",
+            *port_blk,
+            "        }",
+            "    }",
+            "#endif",
+            "    for (int32_t j = 0; j < tl; ++j) {",
+            *port_tail,
+            "    }",
+            f"    {store_s}",
+            "}"]
+    return k.helper(name, "\n".join(code))
+
+
+def mm1_helper(k, w_dtype) -> str:
+    """The last output channel of a group with an odd channel count (1 or 2 pixels)."""
+    tb, nb_, xb = _EXT[np.dtype(w_dtype).name]
+    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    k.helper("mtvm_ror8", ROR8_C)
+    name = f"mtvm_mmx1_s16_{nb_}"
+    return k.helper(name, f"""/* acc[p] += p-th pixel's column . w for npx (1 or 2) pixels; w: one channel's
+ * row, blocks of four taps pair-permuted, then the tl tail taps (the column
+ * layout of mtvm_mm2x2_s16_{nb_}). */
+static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t tl,
+                                 int32_t npx, int32_t acc[2])
+{{
+    int32_t s0 = acc[0], s1 = acc[1];
+    const int16_t* t = c + 8 * nb;
+    for (; nb > 0; --nb, c += 8, w += 4) {{
+#if defined(__ARM_FEATURE_DSP)
+        uint32_t x0, x1, x2, x3, wa;
+        memcpy(&x0, c, 4);
+        memcpy(&x1, c + 2, 4);
+        memcpy(&x2, c + 4, 4);   /* (not set for one pixel: not used) */
+        memcpy(&x3, c + 6, 4);
+        memcpy(&wa, w, 4);
+        s0 = __smlad((int32_t)x0, {xb}((int32_t)wa), s0);
+        s0 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wa), s0);
+        if (npx == 2) {{
+            s1 = __smlad((int32_t)x2, {xb}((int32_t)wa), s1);
+            s1 = __smlad((int32_t)x3, {_EXT_ROR8[xb]}((int32_t)wa), s1);
+        }}
+#else
+        for (int32_t j = 0; j < 4; ++j) {{
+            const int32_t q = j == 1 ? 2 : (j == 2 ? 1 : j);
+            s0 += (int32_t)c[j] * (int32_t)w[q];
+            if (npx == 2) s1 += (int32_t)c[4 + j] * (int32_t)w[q];
+        }}
+#endif
+    }}
+    for (int32_t j = 0; j < tl; ++j) {{
+        s0 += (int32_t)t[j] * (int32_t)w[j];
+        if (npx == 2) s1 += (int32_t)t[tl + j] * (int32_t)w[j];
+    }}
+    acc[0] = s0;
+    acc[1] = s1;
+}}""")
 
 
 ROR8_C = r"""/* x rotated right by 8 bits. */
@@ -478,6 +643,243 @@ def _inside(out: int, stride: int, pad: int, k: int, dil: int, size: int) -> tup
     return lo, hi
 
 
+def fast_requant(mult, shift, y_zp: int):
+    """For constant multipliers whose products are never exact ties (then rounding
+    half up is exact, see mtvm_requantize_nt): the per-channel right shifts
+    m = -1 - shift, or None when not applicable. With hi = (acc * mult) >> 32,
+    requantize(acc) + y_zp == (hi + 2^(m-1) + y_zp * 2^m) >> m
+                            == ((hi >> (m - 1)) + 2 * y_zp + 1) >> 1
+    (the shifts are floors; adding an integer commutes with the outer one)."""
+    if mult is None or shift is None or mult.const is None or shift.const is None or \
+            not ties_impossible(mult.const, shift.const):
+        return None
+    m = -1 - np.asarray(shift.const, np.int64).ravel()
+    if np.any(m < 1) or np.any(m > 30) or (1 << 30) + (abs(int(y_zp)) + 1) * (1 << int(m.max())) \
+            >= 1 << 31:
+        return None
+    return m
+
+
+class _Store:
+    """C lines requantizing an accumulator of channel `ch` and storing it."""
+
+    def __init__(self, k, mult, shift, y_zp, act_min, act_max):
+        self.k, self.mult, self.shift = k, mult, shift
+        self.y_zp, self.lo, self.hi = y_zp, act_min, act_max
+        self.m = fast_requant(mult, shift, y_zp) if mult is not None else None
+        self.decls = []
+        if self.m is not None and np.all(self.m == self.m[0]) and shift.size > 1:
+            self.decls.append(f"(void){shift.c};   /* one shift for all channels */")
+
+    def __call__(self, acc: str, ch: str, dst: str) -> list[str]:
+        k = self.k
+        if self.mult is None:
+            return [f"{dst} = {acc};"]
+        if self.m is None:
+            return store_lines(k, acc, self.y_zp, self.lo, self.hi, self.mult, self.shift, ch,
+                               dst)
+        lines = [f"{acc} = (int32_t)(((int64_t){acc} * {per_channel(self.mult, ch)}) >> 32);"]
+        m = self.m
+        if np.all(m == m[0]):     # one shift: gcc folds the add and the shift into SSAT
+            add = (1 << int(m[0] - 1)) + int(self.y_zp) * (1 << int(m[0]))
+            lines.append(f"{acc} = ({acc}{plus(add)}) >> {int(m[0])};")
+        else:
+            lines.append(f"{acc} = (({acc} >> (-2 - {per_channel(self.shift, ch)}))"
+                         f"{plus(2 * int(self.y_zp) + 1)}) >> 1;")
+        clamp = f"{acc} = {acc} < {self.lo} ? {self.lo} : ({acc} > {self.hi} ? {self.hi} : {acc});"
+        sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(self.lo), int(self.hi)))
+        if sat:
+            k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+            lines += ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else",
+                      clamp, "#endif"]
+        else:
+            lines.append(clamp)
+        return lines + [f"{dst} = ({k.out.ctype}){acc};"]
+
+
+def _col_pos(i: int, px, nb: int, tl: int) -> tuple[str, int]:
+    """(base, offset) of tap i of pixel px in the column: 't' (blocks, pixel
+    offset included) or 'tt' (the tail of pixel px)."""
+    if i < 4 * nb:
+        return "t", 2 * (i & ~3) + (i & 3)
+    return "tt", i - 4 * nb
+
+
+def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh,
+                sw, ph, pw, dh, dw, x_zp) -> list[str]:
+    """QConv (folded=1): pairs of output pixels (in flat order, so a row's last pixel
+    pairs with the next row's first) gathered into an int16 column in scratch, then
+    two pixels x two output channels at a time (mtvm_mm2x2). Column layout, per
+    block of four taps: pixel 0's four taps, then pixel 1's; then the kk % 4 tail
+    taps of pixel 0, then those of pixel 1 (2 * kk int16 in all). The weights are
+    packed to match (conv_pack_index). An odd last pixel: one pixel x two channels."""
+    cg, mg = c // group, oc // group
+    khw = kh * kw
+    kk = cg * khw
+    hw, ohw = h * wd, oh * ow
+    nb, tl = kk // 4, kk % 4
+    xt = x.ctype
+    ext = _EXT[np.dtype(x.dtype).name][2]
+    mm2 = mm_helper(k, x.dtype, w.dtype, 2)
+    mm1 = mm_helper(k, x.dtype, w.dtype, 1) if ohw % 2 else None
+    mmx1 = mm1_helper(k, w.dtype) if mg % 2 else None
+    k.scratch_bytes = 2 * kk * 2
+    zx = c_literal(x_zp, np.int32)
+    pointwise = khw == 1 and sh == sw == 1 and (oh, ow) == (h, wd) and ph == pw == 0
+    oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
+    ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
+    padded = (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
+    lines = [f"/* im2col: int16 columns of two output pixels in scratch, interleaved per block "
+             f"of four of the {kk} = {cg} x {kh} x {kw} taps */",
+             "int16_t* col = (int16_t*)scratch;"] + store.decls
+    body = []
+
+    def tail_ptr(px: str) -> list[str]:
+        return [f"int16_t* tt = col + {8 * nb}{f' + {tl} * {px}' if px != '0' else ''};"] \
+            if tl else []
+
+    def slow(px: str) -> list[str]:
+        """Any pixel, padding included: one tap at a time."""
+        pos = "((i >> 2) << 3) + (i & 3) + 4 * (size_t)" + px
+        if tl:
+            pos = f"i < {4 * nb} ? {pos} : {8 * nb} + {tl} * (size_t){px} + (i - {4 * nb})"
+        return [f"size_t i = 0;",
+                f"for (size_t ci = 0; ci < {cg}; ++ci) {{",
+                f"    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                f"        const int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
+                f"        for (int32_t kx = 0; kx < {kw}; ++kx, ++i) {{",
+                f"            const int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
+                f"            col[{pos}] = (ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) ?",
+                f"                xg[(ci * {h} + (size_t)ih) * {wd} + (size_t)iw] : {zx};",
+                "        }", "    }", "}"]
+
+    per = 4 // math.gcd(khw, 4)            # channels per whole number of blocks
+    unroll = per * khw <= 64
+
+    def fast(px: str) -> list[str]:
+        """An interior pixel: the taps at constant offsets, `per` channels per step."""
+        offs = [ky * dh * wd + kx * dw for ky in range(kh) for kx in range(kw)]
+        out = [f"const {xt}* p = xg + (size_t)({coord('oy', sh, ph, '0', 1)[:-4]}) * {wd}"
+               f" + (size_t)({coord('ox', sw, pw, '0', 1)[:-4]});",
+               f"int16_t* t = col + 4 * {px};"] + tail_ptr(px)
+        full = cg // per
+        if full:
+            stmts = [f"t[{2 * (i & ~3) + (i & 3)}] = p[{u * hw + offs[j]}];"
+                     for u in range(per) for j in range(khw) for i in [u * khw + j]]
+            loop = f"for (size_t ci = 0; ci < {full * per}; ci += {per}, p += {per * hw}, " \
+                   f"t += {2 * per * khw}) {{"
+            if full == 1:
+                loop = "{"
+            out += [loop] + ["    " + " ".join(stmts[i:i + 4]) for i in range(0, len(stmts), 4)]
+            out += ["}"]
+            if full == 1 and cg % per:
+                out += [f"p += {per * hw};", f"t += {2 * per * khw};"]
+        i0 = full * per * khw
+        stmts = []
+        for u in range(cg % per):
+            for j in range(khw):
+                i = i0 + u * khw + j
+                base, off = _col_pos(i, px, nb, tl)
+                if base == "t":
+                    off -= 2 * i0
+                stmts.append(f"{base}[{off}] = p[{u * hw + offs[j]}];")
+        out += [" ".join(stmts[i:i + 4]) for i in range(0, len(stmts), 4)]
+        if not full and not any(s.startswith("t[") for s in stmts):
+            out += ["(void)t;"]
+        if tl and not any(s.startswith("tt[") for s in stmts):
+            out += ["(void)tt;"]
+        return out
+
+    if pointwise:
+        # the two pixels of a pair are neighbours in every channel plane
+        full = cg // 4
+        dsp = [f"uint16_t h0, h1, h2, h3;",
+               "memcpy(&h0, p, 2);", f"memcpy(&h1, p + {hw}, 2);",
+               f"memcpy(&h2, p + {2 * hw}, 2);", f"memcpy(&h3, p + {3 * hw}, 2);",
+               "{",
+               "    const int32_t v01 = (int32_t)((uint32_t)h0 | ((uint32_t)h1 << 16));",
+               "    const int32_t v23 = (int32_t)((uint32_t)h2 | ((uint32_t)h3 << 16));",
+               f"    const int32_t a01 = {ext}(v01), a23 = {ext}(v23);   /* pixel 0 */",
+               f"    const int32_t b01 = {_EXT_ROR8[ext]}(v01), b23 = {_EXT_ROR8[ext]}(v23);",
+               "    memcpy(t, &a01, 4);", "    memcpy(t + 2, &a23, 4);",
+               "    memcpy(t + 4, &b01, 4);", "    memcpy(t + 6, &b23, 4);",
+               "}"]
+        pair = ["const " + xt + "* p = xg + q;"] + (["int16_t* t = col;"] if full else [])
+        one = list(pair)
+        if full:
+            loop = f"for (size_t ci = 0; ci < {4 * full}; ci += 4, p += {4 * hw}, t += 8) {{"
+            pair += [loop, "#if defined(__ARM_FEATURE_DSP)"] + _indent(dsp) + ["#else"] + \
+                _indent([f"t[{r}] = p[{r * hw}]; t[{4 + r}] = p[{r * hw + 1}];"
+                         for r in range(4)]) + ["#endif", "}"]
+            one += [loop] + _indent([" ".join(f"t[{r}] = p[{r * hw}];" for r in range(4))]) + ["}"]
+        for r in range(cg % 4):
+            pair.append(f"col[{8 * nb + r}] = p[{r * hw}]; col[{8 * nb + tl + r}] = "
+                        f"p[{r * hw + 1}];")
+            one.append(f"col[{8 * nb + r}] = p[{r * hw}];")
+        if ohw % 2:
+            body += ["if (npx == 2) {"] + _indent(pair) + ["} else {"] + _indent(one) + ["}"]
+        else:
+            body += ["{"] + _indent(pair) + ["}"]
+    else:
+        gather = fast("px") if unroll else slow("px")
+        if padded and unroll:
+            gather = [f"if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && ox < {ox_hi}) {{"] \
+                + _indent(gather) + ["} else {"] + _indent(slow("px")) + ["}"]
+        body += ["for (int32_t px = 0; px < npx; ++px) {"] + _indent(gather) + \
+            [f"    if (++ox == {ow}) {{", "        ox = 0;", "        ++oy;", "    }", "}"]
+    if w_zp is not None:
+        body += ["int32_t xsum[2] = { 0, 0 };",
+                 "for (int32_t px = 0; px < npx; ++px) {",
+                 f"    for (size_t i = 0; i < {nb}; ++i) {{",
+                 "        for (size_t j = 0; j < 4; ++j) xsum[px] += col[8 * i + 4 * (size_t)px + j];",
+                 "    }"]
+        if tl:
+            body += [f"    for (size_t j = 0; j < {tl}; ++j) xsum[px] += col[{8 * nb} + "
+                     f"{tl} * (size_t)px + j];"]
+        body += ["}"]
+
+    def zw(ch, px):
+        return f" - {per_channel(w_zp, ch)} * xsum[{px}]" if w_zp is not None else ""
+
+    def st(idx, ch, dst, px):
+        return ["{", f"    int32_t acc = a[{idx}]{zw(ch, px)};"] + \
+            _indent(store("acc", ch, dst)) + ["}"]
+    two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
+           f"{mm2}(col, wp, {nb}, {tl}, a);"] + st(0, "o", "yp[0]", 0) + \
+        st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
+    chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, " \
+                f"yp += {2 * ohw}) {{"
+    if ohw % 2:
+        one = [f"int32_t a[2] = {{ {bias.c}[o], {bias.c}[o + 1] }};",
+               f"{mm1}(col, wp, {nb}, {tl}, a);"] + st(0, "o", "yp[0]", 0) + \
+            st(1, "o + 1", f"yp[{ohw}]", 0)
+        body += ["if (npx == 2) {", "    " + chan_loop] + _indent(two, 2) + ["    }", "} else {",
+                                                                           "    " + chan_loop] \
+            + _indent(one, 2) + ["    }", "}"]
+    else:
+        body += [chan_loop] + _indent(two) + ["}"]
+    if mg % 2:
+        o = f"(g + 1) * {mg} - 1"
+        body += ["{", f"    const size_t o = {o};",
+                 f"    int32_t a[2] = {{ {bias.c}[o], {bias.c}[o] }};",
+                 f"    {mmx1}(col, wp, {nb}, {tl}, npx, a);"] + _indent(st(0, "o", "yp[0]", 0))
+        body += ["    if (npx == 2) {"] + _indent(st(1, "o", "yp[1]", 1), 2) + ["    }", "}"]
+    lines += [f"for (size_t b = 0; b < {n}; ++b) {{",
+              f"    for (size_t g = 0; g < {group}; ++g) {{",
+              f"        const {xt}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};"]
+    if not pointwise:
+        lines += ["        int32_t oy = 0, ox = 0;"]
+    lines += [f"        for (int32_t q = 0; q < {ohw}; q += 2) {{",
+              f"            const {w.ctype}* wp = {w.c} + g * {mg * kk};",
+              f"            {k.out.ctype}* yp = out0 + (b * {oc} + g * {mg}) * {ohw} + (size_t)q;"]
+    if ohw % 2:
+        lines += [f"            const int32_t npx = q + 1 < {ohw} ? 2 : 1;"]
+    elif not pointwise or mg % 2 or w_zp is not None:
+        lines += ["            const int32_t npx = 2;"]
+    lines += _indent(body, 3) + ["        }", "    }", "}"]
+    return lines
+
+
 @register("QConv", domain=DOMAIN)
 class QConv(IntOp):
     """inputs: x, w [OC, C/group, (KH,) KW], bias int32 [OC], mult [OC|1], shift [OC|1],
@@ -489,9 +891,9 @@ class QConv(IntOp):
 
     def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, strides, pads,
                   dilations, group=1, x_zp=0, y_zp=0, act_min=-128, act_max=127, folded=1):
-        if folded:   # the im2col kernel: weights stored pair-permuted (permute_pairs)
-            acc, (oh, ow) = conv_acc(x, permute_pairs(w), x_zp, strides, pads, dilations, group,
-                                     w_zp)
+        if folded:   # the im2col kernel: weights stored packed (pack_conv_weights)
+            acc, (oh, ow) = conv_acc(x, unpack_conv_weights(w, group), x_zp, strides, pads,
+                                     dilations, group, w_zp)
         else:
             wz = 0 if w_zp is None else np.asarray(w_zp, np.int64).reshape(
                 (-1,) + (1,) * (w.ndim - 1))
@@ -563,78 +965,10 @@ class QConv(IntOp):
                                      pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]])
             return "\n".join(lines)
 
-        # General: gather the receptive fields of two neighbouring output pixels
-        # (im2col, padding = zx, widened to int16) into scratch, then the dot products
-        # of two pixels x two output channels at a time (weights stored pair-permuted,
-        # see dot2x2_helper).
-        dot = dot2x2_helper(k, x.dtype, w.dtype)
-        k.scratch_bytes = 2 * kk * 2
-        oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
-        ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
-        padded = (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
-        lines += [f"int16_t* col = (int16_t*)scratch;  /* 2 pixels x {kk} = {cg} x {kh} x {kw} "
-                  "taps */",
-                  f"for (size_t b = 0; b < {n}; ++b) {{",
-                  f"    for (size_t g = 0; g < {group}; ++g) {{",
-                  f"        const {x.ctype}* xg = {x.c} + (b * {c} + g * {cg}) * {h * wd};",
-                  f"        for (int32_t oy = 0; oy < {oh}; ++oy) {{",
-                  f"            for (int32_t ox = 0; ox < {ow}; ox += 2) {{",
-                  f"                const int32_t npx = ox + 1 < {ow} ? 2 : 1;",
-                  "                for (int32_t px = 0; px < npx; ++px) {",
-                  "                    const int32_t qx = ox + px;",
-                  f"                    int16_t* t = col + px * {kk};"]
-        body = []
-        if padded:
-            body += [f"if (oy >= {oy_lo} && oy < {oy_hi} && qx >= {ox_lo} && qx < {ox_hi}) {{"]
-        ind = "    " if padded else ""
-        taps = [f"p[{ky * dh * wd + kx * dw}]" for ky in range(kh) for kx in range(kw)]
-        body += [f"{ind}const {x.ctype}* p = xg + (size_t)({coord('oy', sh, ph, '0', 1)[:-4]})"
-                 f" * {wd} + (size_t)({coord('qx', sw, pw, '0', 1)[:-4]});",
-                 f"{ind}for (size_t ci = 0; ci < {cg}; ++ci, p += {h * wd}) {{"]
-        for i in range(0, len(taps), 6):
-            body.append(f"{ind}    " + " ".join(f"*t++ = {tp};" for tp in taps[i:i + 6]))
-        body.append(f"{ind}}}")
-        if padded:
-            body += ["} else {",
-                     f"    for (size_t ci = 0; ci < {cg}; ++ci) {{",
-                     f"        for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                     f"            int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
-                     f"            for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                     f"                int32_t iw = {coord('qx', sw, pw, 'kx', dw)};",
-                     f"                *t++ = (ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) ?",
-                     f"                    xg[(ci * {h} + (size_t)ih) * {wd} + (size_t)iw] : {zx};",
-                     "            }", "        }", "    }", "}"]
-        lines += _indent(body, 5)
-        lines.append("                }")
-        if w_zp is not None:
-            lines += ["                int32_t xsum[2] = { 0, 0 };",
-                      "                for (int32_t px = 0; px < npx; ++px) {",
-                      f"                    for (size_t i = 0; i < {kk}; ++i) xsum[px] += "
-                      f"col[px * {kk} + i];",
-                      "                }"]
-        lines += [f"                const int16_t* col1 = col + (npx - 1) * {kk};  "
-                  "/* one pixel: computed twice */",
-                  f"                for (size_t o = g * {mg}; o < (g + 1) * {mg}; o += 2) {{",
-                  f"                    const size_t o1 = o + 1 < (g + 1) * {mg} ? o + 1 : o;",
-                  f"                    int32_t acc4[4] = {{ {bias.c}[o], {bias.c}[o1], "
-                  f"{bias.c}[o], {bias.c}[o1] }};",
-                  f"                    {dot}(col, col1, {w.c} + o * {kk}, {w.c} + o1 * {kk}, "
-                  f"{kk}, acc4);"]
-
-        def dst(ch, xcoord):
-            return f"out0[(b * {oc} + {ch}) * {oh * ow} + (size_t)oy * {ow} + (size_t)({xcoord})]"
-        cases = [("0", "o", "ox", None), ("1", "o1", "ox", "o1 != o"),
-                 ("2", "o", "ox + 1", "npx == 2"), ("3", "o1", "ox + 1", "o1 != o && npx == 2")]
-        for idx, ch, xc, cond in cases:
-            zwt = f" - {per_channel(w_zp, ch)} * xsum[{0 if idx in '01' else 1}]" \
-                if w_zp is not None else ""
-            st = [f"int32_t acc = acc4[{idx}]{zwt};"] + store(f"acc", ch, dst(ch, xc))
-            if cond:
-                lines += [f"                    if ({cond}) {{"] + _indent(st, 6) + \
-                    ["                    }"]
-            else:
-                lines += ["                    {"] + _indent(st, 6) + ["                    }"]
-        lines += ["                }", "            }", "        }", "    }", "}"]
+        store_fn = _Store(k, mult, shift, y_zp, act_min, act_max)
+        lines += emit_im2col(k, x, w, bias, w_zp, store_fn, n=n, c=c, oc=oc, group=group, h=h,
+                             wd=wd, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
+                             dw=dw, x_zp=x_zp)
         return "\n".join(lines)
 
 

@@ -35,7 +35,7 @@ import numpy as np
 from ..interp import run_node
 from ..ir import Graph, Node, QuantParams, Tensor
 from ..ops.base import get_op
-from ..ops.int_kernels import (DOMAIN, add_multipliers, permute_pairs, quantize_multiplier,
+from ..ops.int_kernels import (DOMAIN, add_multipliers, pack_conv_weights, quantize_multiplier,
                                 softmax_table)
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
 
@@ -225,8 +225,8 @@ def dense_node(ctx: Ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale
     if np.abs(folded).max(initial=0) >= 1 << 31:
         return None
     mult, shift = _mult_consts(ctx, name, acc_scale / qy.s)
-    if op == "QConv" and fold:   # the im2col kernel reads pair-permuted weight rows
-        w_name = ctx.add_const(name + "_w", permute_pairs(w_int))
+    if op == "QConv" and fold:   # the im2col kernel reads its weights packed in its order
+        w_name = ctx.add_const(name + "_w", pack_conv_weights(w_int, attrs.get("group", 1)))
     inputs = [x_name, w_name or ctx.add_const(name + "_w", w_int),
               ctx.add_const(name + "_bias", folded.astype(np.int32)), mult, shift]
     if np.any(w_zp != 0):
