@@ -1,50 +1,207 @@
 """The int8 depthwise convolution kernel of QConv (folded=0): one input channel
 per output channel, the zero-point terms folded into the channel's bias once
-(see mtvm/ops/int_kernels.py for the arithmetic and the requantization)."""
+(see mtvm/ops/int_kernels.py for the arithmetic and the requantization).
+
+Per channel: the 9 (kh x 3) weights in registers, the (w0, w2) of each row
+packed as two int16 lanes and the middle-column weights two per register; the
+channel is copied into a zero-point-bordered scratch plane only when the conv
+pads or runs in place (the border is written once per call, the interior per
+channel). For 3-wide windows (stride 1 or 2, no dilation along x) four output
+pixels per pass on a DSP core: SXTB16/UXTB16 split a loaded word into its even
+and odd bytes, PKHBT pairs a byte of the next word with one of them, and
+SMLAD/SMLADX plus SMLAxy do the 3 taps x 4 pixels of a row in 8 instructions.
+The requantization keeps the channel's multiplier, shift and rounding (with
+the output zero point folded in) in locals: SMMLA + ASR + SSAT per pixel."""
 from __future__ import annotations
 
 import numpy as np
 
-from .int_kernels import (_EXT, _EXT_ROR8, DSP_INCLUDE_C, ROR8_C, _indent, per_channel)
+from .int_kernels import (_EXT, _EXT_ROR8, DSP_INCLUDE_C, ROR8_C, _indent, per_channel,
+                          ties_impossible)
+
+DW_DSP_C = r"""#if defined(__ARM_FEATURE_DSP)
+/* PKHBT: the bottom half of a, the top half of b (gcc 12 does not form it from C). */
+static inline int32_t mtvm_pkhbt(int32_t a, int32_t b)
+{
+#if defined(__GNUC__)
+    int32_t r;
+    __asm__("pkhbt %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    return (int32_t)(((uint32_t)a & 0xFFFFu) | ((uint32_t)b & 0xFFFF0000u));
+#endif
+}
+#endif
+
+/* (high word of acc * mult + rnd) >> sh: requantization with the rounding and the
+ * output zero point folded into rnd (SMMLA + ASR on a DSP core; exactly the same
+ * integers in C, as rnd * 2^32 has no low bits). */
+static inline int32_t mtvm_dw_requantize(int32_t acc, int32_t mult, int32_t rnd, int32_t sh)
+{
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
+    int32_t r;
+    __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(acc), "r"(mult), "r"(rnd));
+    return r >> sh;
+#else
+    return ((int32_t)(((int64_t)acc * mult) >> 32) + rnd) >> sh;
+#endif
+}"""
 
 
-def dot3x2_helper(k, x_dtype) -> str:
-    """Three taps of one input row for two neighbouring output pixels (3x3 depthwise)."""
+def _mid(half: str, wsel: str) -> str:
+    """ACLE SMLAxy intrinsic: data half `half`, weight half `wsel` ('b' or 't')."""
+    return f"__smla{half}{wsel}"
+
+
+def row_helper(k, x_dtype, stride: int, npix: int, wsel: str) -> str:
+    """One row of a 3-wide window for `npix` (2 or 4) neighbouring output pixels at
+    x stride `stride` (1 or 2): acc[i] += p[s*i] w0 + p[s*i+1] w1 + p[s*i+2] w2.
+    w02 holds (w0, w2) as two int16 lanes; wm holds w1 in its bottom (wsel 'b') or
+    top (wsel 't') half. Reads exactly the bytes the window covers."""
     tx, nx, xx = _EXT[np.dtype(x_dtype).name]
+    xr = _EXT_ROR8[xx]
     k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
     k.helper("mtvm_ror8", ROR8_C)
-    name = f"mtvm_dw3x2_{nx}"
-    return k.helper(name, f"""/* *acc0 += p[0] w0 + p[1] w1 + p[2] w2 and *acc1 += p[1] w0 + p[2] w1 + p[3] w2:
- * one row of a 3x3 window for two neighbouring output pixels. w02 holds w0 and
- * w2 as two int16 lanes. The DSP path loads the four bytes once: SXTB16 gives
- * (p0, p2), SXTB16 ROR #8 (p1, p3); SMLAD and SMLABB/SMLATB do the rest. */
+    k.helper("mtvm_dw_dsp", DW_DSP_C)
+    name = f"mtvm_dw3x{npix}s{stride}{wsel}_{nx}"
+    accs = ", ".join(f"int32_t* a{i}" for i in range(npix))
+    b, t = _mid("b", wsel), _mid("t", wsel)
+    if stride == 1 and npix == 4:
+        dsp = f"""    uint32_t x4;
+    memcpy(&x4, p, 4);
+    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
+    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
+    const int32_t p4 = p[4], p5 = p[5];
+    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
+    *a1 = {t}(lo, wm, __smlad(hi, w02, *a1));
+    *a2 = {t}(hi, wm, __smladx(mtvm_pkhbt(p4, lo), w02, *a2));  /* (p4, p2) */
+    *a3 = {b}(p4, wm, __smladx(mtvm_pkhbt(p5, hi), w02, *a3));  /* (p5, p3) */"""
+    elif stride == 1 and npix == 2:
+        dsp = f"""    uint32_t x4;
+    memcpy(&x4, p, 4);
+    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
+    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
+    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
+    *a1 = {t}(lo, wm, __smlad(hi, w02, *a1));"""
+    elif stride == 2 and npix == 4:
+        dsp = f"""    uint32_t x4, y4;
+    memcpy(&x4, p, 4);
+    memcpy(&y4, p + 4, 4);
+    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
+    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
+    const int32_t lo2 = {xx}((int32_t)y4);         /* (p4, p6) */
+    const int32_t hi2 = {xr}((int32_t)y4); /* (p5, p7) */
+    const int32_t p8 = p[8];
+    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
+    *a1 = {t}(hi, wm, __smladx(mtvm_pkhbt(lo2, lo), w02, *a1));  /* (p4, p2) */
+    *a2 = {b}(hi2, wm, __smlad(lo2, w02, *a2));
+    *a3 = {t}(hi2, wm, __smladx(mtvm_pkhbt(p8, lo2), w02, *a3));  /* (p8, p6) */"""
+    elif stride == 2 and npix == 2:
+        dsp = f"""    uint32_t x4;
+    memcpy(&x4, p, 4);
+    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
+    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
+    const int32_t p4 = p[4];
+    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
+    *a1 = {t}(hi, wm, __smladx(mtvm_pkhbt(p4, lo), w02, *a1));  /* (p4, p2) */"""
+    else:
+        raise ValueError((stride, npix))
+    plain = "\n".join(
+        f"    *a{i} += (int32_t)p[{stride * i}] * w0 + (int32_t)p[{stride * i + 1}] * w1"
+        f" + (int32_t)p[{stride * i + 2}] * w2;" for i in range(npix))
+    return k.helper(name, f"""/* One row of a 3-wide window, {npix} output pixels at x stride {stride}. */
 static inline void {name}(const {tx}* p, int32_t w0, int32_t w1, int32_t w2, int32_t w02,
-                              int32_t* acc0, int32_t* acc1)
+                              int32_t wm, {accs})
 {{
 #if defined(__ARM_FEATURE_DSP)
-    uint32_t x4;
-    int32_t lo, hi;
-    memcpy(&x4, p, 4);
-    lo = {xx}((int32_t)x4);                  /* (p0, p2) */
-    hi = {_EXT_ROR8[xx]}((int32_t)x4);       /* (p1, p3) */
-    *acc0 = __smlabb(hi, w1, __smlad(lo, w02, *acc0));
-    *acc1 = __smlatb(lo, w1, __smlad(hi, w02, *acc1));
+{dsp}
     (void)w0;
+    (void)w1;
     (void)w2;
 #else
     (void)w02;
-    *acc0 += (int32_t)p[0] * w0 + (int32_t)p[1] * w1 + (int32_t)p[2] * w2;
-    *acc1 += (int32_t)p[1] * w0 + (int32_t)p[2] * w1 + (int32_t)p[3] * w2;
+    (void)wm;
+{plain}
 #endif
 }}""")
 
 
+def unpack_helper(k, x_dtype) -> str:
+    """DSP only: the even and odd bytes of p[0..3] as two pairs of int16 lanes."""
+    tx, nx, xx = _EXT[np.dtype(x_dtype).name]
+    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    k.helper("mtvm_ror8", ROR8_C)
+    name = f"mtvm_dw_unpack_{nx}"
+    return k.helper(name, f"""#if defined(__ARM_FEATURE_DSP)
+/* (p0, p2) and (p1, p3) as int16 lanes, from one (unaligned) word load. */
+static inline void {name}(const {tx}* p, int32_t* lo, int32_t* hi)
+{{
+    uint32_t x4;
+    memcpy(&x4, p, 4);
+    *lo = {xx}((int32_t)x4);
+    *hi = {_EXT_ROR8[xx]}((int32_t)x4);
+}}
+#endif""")
+
+
+def mac2_helper(k, wsel: str) -> str:
+    """DSP only: one unpacked row x one weight row, two neighbouring output pixels."""
+    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    name = f"mtvm_dw_mac2{wsel}"
+    return k.helper(name, f"""#if defined(__ARM_FEATURE_DSP)
+/* *a0 += p0 w0 + p1 w1 + p2 w2, *a1 += p1 w0 + p2 w1 + p3 w2 with lo = (p0, p2),
+ * hi = (p1, p3), w02 = (w0, w2) and w1 in the {'bottom' if wsel == 'b' else 'top'} half of wm. */
+static inline void {name}(int32_t lo, int32_t hi, int32_t w02, int32_t wm, int32_t* a0,
+                                int32_t* a1)
+{{
+    *a0 = {_mid("b", wsel)}(hi, wm, __smlad(lo, w02, *a0));
+    *a1 = {_mid("t", wsel)}(lo, wm, __smlad(hi, w02, *a1));
+}}
+#endif""")
+
+
+def dot3x2_helper(k, x_dtype) -> str:
+    """Three taps of one input row for two neighbouring output pixels, stride 1
+    (w1 in the bottom half of its register)."""
+    return row_helper(k, x_dtype, 1, 2, "b")
+
+
+def _acc_bound(bias, w, w_zp, x_itemsize) -> np.ndarray | None:
+    """Per output channel, a bound on |acc| (bias + sum (x - zx)(w - zw)), or None."""
+    if bias.const is None or w.const is None:
+        return None
+    wv = w.const.reshape(w.shape[0], -1).astype(np.int64)
+    if w_zp is not None:
+        if w_zp.const is None:
+            return None
+        wv = wv - np.asarray(w_zp.const, np.int64).reshape(-1, 1)
+    xmax = 255 if x_itemsize == 1 else (1 << 16)
+    return np.abs(bias.const.astype(np.int64).ravel()) + xmax * np.abs(wv).sum(axis=1)
+
+
+def _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
+    """True when (hi + 2^(m-1) + y_zp 2^m) >> m is exact and cannot overflow: the
+    multipliers make ties impossible (mtvm_requantize_nt's condition) and the
+    largest |acc| keeps the sum inside int32."""
+    if mult is None or shift is None or mult.const is None or shift.const is None:
+        return False
+    if not ties_impossible(mult.const, shift.const):
+        return False
+    bound = _acc_bound(bias, w, w_zp, x.dtype.itemsize)
+    if bound is None:
+        return False
+    m = -1 - np.broadcast_to(np.asarray(shift.const, np.int64).ravel(), bound.shape)
+    hi = bound // 2 + 1
+    total = hi + (np.int64(1) << (m - 1)) + abs(int(y_zp)) * (np.int64(1) << m)
+    return bool(np.all(total < (1 << 31) - 1))
+
+
 def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, ow, sh, sw, ph,
-               pw, dh, dw, x_zp, pads) -> list[str]:
-    """Depthwise (one input channel per output channel): the channel is copied into
-    a scratch buffer with its zero-point padding (when the conv pads), so every
-    output is an unrolled sum of x * w with the channel's weights in locals and
-    the zero-point terms folded into the channel's bias once."""
+                   pw, dh, dw, x_zp, pads) -> list[str]:
+    """Depthwise (one input channel per output channel): every output is a sum of
+    x * w with the channel's weights in locals and the zero-point terms folded
+    into the channel's bias once. When the conv pads (or writes in place) the
+    channel is read from a scratch copy bordered by the zero point."""
     taps = kh * kw
     wv = [f"w{i}" for i in range(taps)]
     zw = per_channel(w_zp, "o") if w_zp is not None else None
@@ -52,15 +209,25 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     # Written in place (k.inplace): always read the channel from its scratch copy.
     padded = any((ph, pw, pe_h, pe_w)) or getattr(k, "inplace", None) is not None
     ph_, pw_ = h + ph + pe_h, wd + pw + pe_w
+    row_w = pw_ if padded else wd
     src = "o" if mg == 1 else f"o / {mg}"
+    attrs = k.node.attrs
+    y_zp = int(attrs.get("y_zp", 0))
+    act_min, act_max = int(attrs.get("act_min", -128)), int(attrs.get("act_max", 127))
+    mult, shift = (k.ins + [None] * 5)[3:5]
+    fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x)
+    rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     if padded:
         k.scratch_bytes = ph_ * pw_ * x.dtype.itemsize
-        lines.append(f"{x.ctype}* pad = ({x.ctype}*)scratch;  /* [{ph_}][{pw_}], border "
-                     f"= zero point {x_zp} */")
+        lines += [f"{x.ctype}* pad = ({x.ctype}*)scratch;  /* [{ph_}][{pw_}], border "
+                  f"= zero point {x_zp} */",
+                  "/* the border, once: each channel's copy rewrites only the interior */",
+                  f"memset(pad, (unsigned char)({x.ctype}){x_zp}, {ph_ * pw_});"]
     lines += [f"for (size_t b = 0; b < {n}; ++b) {{",
               f"    for (size_t o = 0; o < {oc}; ++o) {{",
               f"        const {x.ctype}* xc = {x.c} + (b * {c} + {src}) * {h * wd};",
+              f"        {k.out.ctype}* yc = out0 + (b * {oc} + o) * {oh * ow};",
               f"        const {w.ctype}* wo = {w.c} + o * {taps};"]
     for i in range(taps):
         wz = f" - {zw}" if zw is not None else ""
@@ -71,56 +238,150 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                   f"{abs(x_zp)} * ({' + '.join(wv)});"]
     else:
         lines.append(f"        const int32_t bias_in = {bias.c}[o];")
-    row_w = pw_ if padded else wd
+    if rows3:
+        lines.append("        /* per row (w0, w2) as two int16 lanes; the middle column two "
+                     "per register */")
+        for r in range(kh):
+            a, b_ = f"w{3 * r}", f"w{3 * r + 2}"
+            lines.append(f"        const int32_t w{3 * r}{3 * r + 2} = (int32_t)"
+                         f"(((uint32_t){a} & 0xFFFFu) | ((uint32_t){b_} << 16));")
+        for r in range(0, kh, 2):
+            lo = f"w{3 * r + 1}"
+            if r + 1 < kh:
+                hi = f"w{3 * r + 4}"
+                lines.append(f"        const int32_t m{r} = (int32_t)(((uint32_t){lo} & 0xFFFFu)"
+                             f" | ((uint32_t){hi} << 16));")
+            else:
+                lines.append(f"        const int32_t m{r} = {lo};")
+    if fast:
+        lines += ["        /* requantization: (high word of acc * mult + rnd) >> sh, the "
+                  "rounding and the output zero point in rnd */",
+                  f"        const int32_t mult_o = {per_channel(mult, 'o')};",
+                  f"        const int32_t sh_o = -1 - {per_channel(shift, 'o')};",
+                  f"        const int32_t rnd_o = (1 << (sh_o - 1))"
+                  + (f" + {y_zp} * (1 << sh_o)" if y_zp else "") + ";"]
+        k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+        k.helper("mtvm_dw_dsp", DW_DSP_C)
+    elif mult is not None and mult.size > 1:
+        lines.append(f"        const int32_t mult_o = {mult.c}[o], shift_o = {shift.c}[o];")
     if padded:
-        lines += [f"        memset(pad, (unsigned char)({x.ctype}){x_zp}, {ph_ * pw_});",
-                  f"        for (size_t y = 0; y < {h}; ++y) {{",
-                  f"            memcpy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, "
-                  f"{wd});",
-                  "        }",
-                  "        xc = pad;"]
-    # 3x3, stride 1 along x: two output pixels per pass share each row's bytes.
-    pairs = kh == 3 and kw == 3 and sw == 1 and dw == 1 and ow >= 2
-    lines += [f"        for (size_t oy = 0; oy < {oh}; ++oy) {{",
-              "            size_t ox = 0;"]
-    mult, shift = (k.ins + [None] * 5)[3:5]
+        if pw == 0 and pe_w == 0:
+            lines.append(f"        memcpy(pad + {ph * pw_}, xc, {h * wd});")
+        else:
+            lines += [f"        for (size_t y = 0; y < {h}; ++y) {{",
+                      f"            memcpy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, "
+                      f"{wd});",
+                      "        }"]
+        lines.append("        xc = pad;")
 
-    def stored(acc, xcoord):
-        st = store(acc, "o", f"out0[(b * {oc} + o) * {oh * ow} + oy * {ow} + {xcoord}]")
-        if mult is not None and mult.size > 1:
-            st = [line.replace(f"{mult.c}[o]", "mult_o").replace(f"{shift.c}[o]", "shift_o")
-                  for line in st]
-        return st
-    if pairs:
-        row = dot3x2_helper(k, x.dtype)
-        lines += [f"            for (; ox + 2 <= {ow}; ox += 2) {{",
-                  f"                const {x.ctype}* p = xc + oy * {sh * row_w} + ox;",
-                  "                int32_t acc = bias_in, acc1 = bias_in;"]
-        for ky in range(3):
-            lines.append(f"                {row}(p + {ky * dh * row_w}, w{3 * ky}, "
-                         f"w{3 * ky + 1}, w{3 * ky + 2}, w{3 * ky}{3 * ky + 2}, &acc, &acc1);")
-        lines += ["                {"] + _indent(stored("acc", "ox"), 5) + ["                }",
-                  "                {"] + _indent(stored("acc1", "ox + 1"), 5) + \
-            ["                }", "            }"]
-        pos = next(i for i, line in enumerate(lines) if "bias_in" in line and "=" in line)
-        lines.insert(pos + 1, "        /* row weight pairs (w0, w2) as two int16 lanes */")
-        for r in range(3):
-            lines.insert(pos + 2 + r, f"        const int32_t w{3 * r}{3 * r + 2} = (int32_t)"
-                         f"(((uint32_t)w{3 * r} & 0xFFFFu) | ((uint32_t)w{3 * r + 2} << 16));")
-    if mult is not None and mult.size > 1:
-        # The channel's multiplier and shift in locals, not reloaded per pixel.
-        pos = next(i for i, line in enumerate(lines) if "bias_in" in line and "=" in line)
-        lines.insert(pos + 1, f"        const int32_t mult_o = {mult.c}[o], "
-                              f"shift_o = {shift.c}[o];")
-    if not (pairs and ow % 2 == 0):   # the pixels not done in pairs
-        lines += [f"            for (; ox < {ow}; ++ox) {{",
-                  f"                const {x.ctype}* p = xc + oy * {sh * row_w} + ox * {sw};"]
+    sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((act_min, act_max))
+
+    def stored(acc, xcoord, yrow="oy"):
+        dst = f"yc[({yrow}) * {ow} + {xcoord}]" if " " in yrow else f"yc[{yrow} * {ow} + {xcoord}]"
+        if not fast:
+            st = store(acc, "o", dst)
+            if mult is not None and mult.size > 1:
+                st = [line.replace(f"{mult.c}[o]", "mult_o").replace(f"{shift.c}[o]", "shift_o")
+                      for line in st]
+            return st
+        clamp = (f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} "
+                 f": {acc});")
+        st = [f"{acc} = mtvm_dw_requantize({acc}, mult_o, rnd_o, sh_o);"]
+        if sat:
+            st += ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else",
+                   clamp, "#endif"]
+        else:
+            st.append(clamp)
+        return st + [f"{dst} = ({k.out.ctype}){acc};"]
+
+    px = "ox" if sw == 1 else f"ox * {sw}"
+
+    def block(npix):
+        """A row of npix output pixels at (oy, ox): its window rows, then the stores."""
+        body = [f"const {x.ctype}* p = r + {px};",
+                "int32_t " + ", ".join(f"acc{i} = bias_in" for i in range(npix)) + ";"]
+        accs = ", ".join(f"&acc{i}" for i in range(npix))
+        for ky in range(kh):
+            fn = row_helper(k, x.dtype, sw, npix, "b" if ky % 2 == 0 else "t")
+            body.append(f"{fn}(p + {ky * dh * row_w}, w{3 * ky}, w{3 * ky + 1}, w{3 * ky + 2}, "
+                        f"w{3 * ky}{3 * ky + 2}, m{ky - ky % 2}, {accs});")
+        for i in range(npix):
+            body += ["{"] + _indent(stored(f"acc{i}", f"ox + {i}" if i else "ox")) + ["}"]
+        return body
+
+    def block2x2():
+        """Output pixels (oy, ox), (oy, ox+1), (oy+1, ox), (oy+1, ox+1), stride 1: each
+        input row is unpacked once for the one or two output rows it feeds."""
+        body = ["const " + x.ctype + "* p = r + ox;",
+                "int32_t acc0 = bias_in, acc1 = bias_in, acc2 = bias_in, acc3 = bias_in;",
+                "#if defined(__ARM_FEATURE_DSP)"]
+        unpack = unpack_helper(k, x.dtype)
+        uses: dict[int, list[tuple[int, int]]] = {}
+        for ry in range(2):
+            for ky in range(kh):
+                uses.setdefault(ry + ky * dh, []).append((ry, ky))
+        for off in sorted(uses):
+            body += ["{", "    int32_t lo, hi;", f"    {unpack}(p + {off * row_w}, &lo, &hi);"]
+            for ry, ky in uses[off]:
+                fn = mac2_helper(k, "b" if ky % 2 == 0 else "t")
+                body.append(f"    {fn}(lo, hi, w{3 * ky}{3 * ky + 2}, m{ky - ky % 2}, "
+                            f"&acc{2 * ry}, &acc{2 * ry + 1});")
+            body.append("}")
+        body.append("#else")
+        for ry in range(2):
+            for ky in range(kh):
+                fn = row_helper(k, x.dtype, 1, 2, "b" if ky % 2 == 0 else "t")
+                body.append(f"{fn}(p + {(ry + ky * dh) * row_w}, w{3 * ky}, w{3 * ky + 1}, "
+                            f"w{3 * ky + 2}, w{3 * ky}{3 * ky + 2}, m{ky - ky % 2}, "
+                            f"&acc{2 * ry}, &acc{2 * ry + 1});")
+        body.append("#endif")
+        for i in range(4):
+            body += ["{"] + _indent(stored(f"acc{i}", "ox + 1" if i % 2 else "ox",
+                                           "oy + 1" if i >= 2 else "oy")) + ["}"]
+        return body
+
+    def scalar(yrow="oy"):
+        """One output pixel at (yrow, ox), the plain sum of its taps."""
+        roff = "" if yrow == "oy" else f" + {row_w}"
+        body = [f"const {x.ctype}* p = r + {px}{roff};"]
         terms = [f"p[{ky * dh * row_w + kx * dw}] * w{ky * kw + kx}"
                  for ky in range(kh) for kx in range(kw)]
-        lines.append("                int32_t acc = bias_in")
+        body.append("int32_t acc = bias_in")
         for i, t in enumerate(terms):
-            lines.append(f"                    + {t}" + (";" if i == len(terms) - 1 else ""))
-        lines += _indent(stored("acc", "ox"), 4)
-        lines.append("            }")
-    lines += ["        }", "    }", "}"]
+            body.append(f"    + {t}" + (";" if i == len(terms) - 1 else ""))
+        return body + stored("acc", "ox", yrow)
+
+    def row_lines(indent):
+        """One output row oy: blocks of 4 and 2 pixels, then single pixels."""
+        out, done = [], 0
+        if rows3:
+            if ow >= 4:
+                out += [f"for (; ox + 4 <= {ow}; ox += 4) {{"] + _indent(block(4)) + ["}"]
+                done = ow - ow % 4
+            if ow - done >= 2:
+                out += ["{"] + _indent(block(2)) + ["    ox += 2;", "}"]
+                done += 2
+        if done < ow:
+            out += [f"for (; ox < {ow}; ++ox) {{"] + _indent(scalar()) + ["}"]
+        return _indent(out, indent)
+
+    pairs2 = rows3 and sw == 1 and sh == 1 and oh >= 2
+    lines.append("        size_t oy = 0;")
+    if pairs2:
+        # two output rows at a time: rows oy and oy + 1 share kh - 1 input rows
+        lines += [f"        for (; oy + 2 <= {oh}; oy += 2) {{",
+                  f"            const {x.ctype}* r = xc + oy * {row_w};",
+                  "            size_t ox = 0;",
+                  f"            for (; ox + 2 <= {ow}; ox += 2) {{"] + \
+            _indent(block2x2(), 4) + ["            }"]
+        if ow % 2:
+            lines += [f"            for (; ox < {ow}; ++ox) {{"] + \
+                _indent(["{"] + _indent(scalar()) + ["}", "{"] + _indent(scalar("oy + 1")) +
+                        ["}"], 4) + ["            }"]
+        lines.append("        }")
+    if not pairs2 or oh % 2:
+        lines += [f"        for (; oy < {oh}; ++oy) {{",
+                  f"            const {x.ctype}* r = xc + oy * {sh * row_w};",
+                  "            size_t ox = 0;"] + row_lines(3) + ["        }"]
+    lines += ["    }", "}"]
     return lines
