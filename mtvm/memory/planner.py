@@ -40,11 +40,21 @@ class LinearPlanner:
 
     def lower_bound(self) -> int:
         """Largest sum of simultaneously live (aligned) buffers."""
+        return max(self.live_bytes(), default=0)
+
+    def live_bytes(self) -> list[int]:
+        """Sum of the live (aligned) buffers at each step up to the last use."""
         if not self.buffers:
-            return 0
-        last = max(b[2] for b in self.buffers)
-        return max(sum(_align(s) for s, f, l in self.buffers if f <= t <= l)
-                   for t in range(last + 1))
+            return []
+        delta = [0] * (max(b[2] for b in self.buffers) + 2)
+        for s, f, l in self.buffers:
+            delta[f] += _align(s)
+            delta[l + 1] -= _align(s)
+        out, at = [], 0
+        for d in delta[:-1]:
+            at += d
+            out.append(at)
+        return out
 
 
 class GreedyPlanner(LinearPlanner):
@@ -179,6 +189,39 @@ def inplace_steps(g: Graph) -> dict[int, int | str]:
     return out
 
 
+def trim_inplace(g: Graph, inplace: dict[int, int | str], scratch_bytes: dict[int, int] | None = None,
+                 io_in_workspace: bool = False) -> dict[int, int | str]:
+    """inplace without the writes that raise the order's peak: an output larger
+    than the input it overwrites sizes that buffer for the output over the
+    input's whole life, which costs where the input lives long (a branch point
+    whose other branch runs in between). Any subset of inplace_steps is valid."""
+    def curve(ip):
+        life = lifetimes(g, scratch_bytes, ip, io_in_workspace)
+        p = LinearPlanner()
+        for b in life.buffers():
+            p.add_buffer(*b)
+        return life, p.live_bytes()
+    life, live = curve(inplace)
+    best = max(live, default=0)
+    for step in sorted(inplace):
+        n, value = g.nodes[step], inplace[step]
+        src = value if isinstance(value, str) else n.inputs[value]
+        if g.tensors[n.kernel_outputs[0]].nbytes <= g.tensors[src].nbytes:
+            continue
+        # Dropping it shrinks only that buffer: worth a try if it is live at a peak step.
+        r = src
+        while r in life.alias_of:
+            r = life.alias_of[r]
+        _, first, last = life.tensors[r]
+        if best not in live[first:last + 1]:
+            continue
+        trial = {k: v for k, v in inplace.items() if k != step}
+        trial_life, trial_live = curve(trial)
+        if max(trial_live, default=0) < best:
+            inplace, life, live, best = trial, trial_life, trial_live, max(trial_live)
+    return inplace
+
+
 def view_root(g: Graph):
     """name -> the tensor whose bytes it views (through alias nodes only)."""
     alias_of = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.alias}
@@ -268,6 +311,8 @@ def lifetimes(g: Graph, scratch_bytes: dict[int, int] | None = None,
         return name
     nbytes: dict[str, int] = {}
     for name, t in g.tensors.items():
+        if t.is_const:        # never in the arena (and the bulk of the tensors)
+            continue
         r = root(name)
         nbytes[r] = max(nbytes.get(r, 0), t.nbytes)
     io = set(g.inputs) | set(g.outputs)
@@ -330,6 +375,5 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
     plan.arena_bytes = planner.arena_size()
     plan.lower_bound = planner.lower_bound()
     plan.original_lower_bound = plan.lower_bound
-    plan.live_bytes = [sum(_align(s) for s, f, l in planner.buffers if f <= t <= l)
-                       for t in range(len(g.nodes))]
+    plan.live_bytes = (planner.live_bytes() + [0] * len(g.nodes))[:len(g.nodes)]
     return plan

@@ -29,11 +29,11 @@ planned arena is strictly smaller than the original order's.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir import Graph, all_inputs
 from .planner import (ALIGN, MemoryPlan, inplace_candidates, inplace_steps, order_peak,
-                      plan_memory, view_root)
+                      plan_memory, trim_inplace, view_root)
 
 BEAM = 512              # sets of scheduled nodes kept per layer beyond which the search is pruned
 TIME_BUDGET_S = 0.5     # after this, layers are pruned to the single best set (greedy)
@@ -87,10 +87,9 @@ class Problem:
         return sum(self.size[b] for b in self.start)
 
 
-def problem(g: Graph, scratch_bytes: dict[int, int] | None = None, io_in_workspace: bool = False,
-            dynamic_inplace: bool = True) -> Problem:
-    """The scheduling problem of g's nodes, buffers as plan_memory sees them.
-    dynamic_inplace=False leaves out the order-dependent in-place savings."""
+def problem(g: Graph, scratch_bytes: dict[int, int] | None = None,
+            io_in_workspace: bool = False) -> Problem:
+    """The scheduling problem of g's nodes, buffers as plan_memory sees them."""
     nodes, root = g.nodes, view_root(g)
     io = set(g.inputs) | set(g.outputs)
     producer = {o: v for v, n in enumerate(nodes) for part in [n] + n.tail for o in part.outputs if o}
@@ -130,6 +129,8 @@ def problem(g: Graph, scratch_bytes: dict[int, int] | None = None, io_in_workspa
 
     nbytes: dict[str, int] = {}
     for name, t in g.tensors.items():
+        if t.is_const:        # never a buffer (and the bulk of the tensors)
+            continue
         c = cls(root(name))
         nbytes[c] = max(nbytes.get(c, 0), t.nbytes)
     in_arena = io_in_workspace
@@ -172,13 +173,12 @@ def problem(g: Graph, scratch_bytes: dict[int, int] | None = None, io_in_workspa
               for c in [cls(root(name))] if c in index}
     scratch = [_align((scratch_bytes or {}).get(v, 0)) for v in range(len(nodes))]
     inplace = [[] for _ in nodes]
-    if dynamic_inplace:
-        for v, n in enumerate(nodes):
-            out = buf(n.kernel_outputs[0]) if dynamic[v] else None
-            for r in dynamic[v]:
-                b = index.get(cls(r))
-                if b is not None and out is not None:
-                    inplace[v].append((b, min(size[b], size[out])))
+    for v, n in enumerate(nodes):
+        out = buf(n.kernel_outputs[0]) if dynamic[v] else None
+        for r in dynamic[v]:
+            b = index.get(cls(r))
+            if b is not None and out is not None:
+                inplace[v].append((b, min(size[b], size[out])))
     return Problem(preds, size, writes, reads, bufreaders, scratch, inplace, start, pinned)
 
 
@@ -267,47 +267,69 @@ def reordered(g: Graph, order: list[int]) -> Graph:
 
 @dataclass
 class Scheduled:
+    """A graph in its chosen order, lowered and planned."""
     graph: Graph
     inplace: dict
     kernels: list
-    plan: MemoryPlan
+    scratch: dict[int, int]
+    peak: int                       # the order's lower bound (planner.order_peak)
+    plan: MemoryPlan | None = None
 
 
 def choose_order(g: Graph, lower, io_in_workspace: bool = False, reorder: bool = True) -> Scheduled:
-    """Lower and plan g, in the order of lowest peak when reorder is set.
-    lower(graph, inplace) -> kernels (with .step and .kernel.scratch_bytes)."""
-    def lowered(h):
-        inplace = inplace_steps(h)
-        kernels = lower(h, inplace)
-        scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
-        return h, inplace, kernels, scratch
-
-    def planned(c):
-        return plan_memory(c[0], c[3], inplace=c[1], io_in_workspace=io_in_workspace)
-    original = lowered(g)
-    base = order_peak(g, original[3], original[1], io_in_workspace)
-    best, best_peak = original, base
+    """Lower and plan g; with reorder, in the order (and with the in-place
+    writes, planner.trim_inplace) of the lowest peak, kept only if its arena is
+    strictly smaller than the graph order's. lower(graph, inplace) -> kernels
+    (with .step and .kernel.scratch_bytes)."""
+    io = io_in_workspace
+    original = _lowered(g, inplace_steps(g), lower, io)
+    best = original
     if reorder:
-        for order in candidate_orders(g, original[3], io_in_workspace):
-            cand = lowered(reordered(g, order))
-            pk = order_peak(cand[0], cand[3], cand[1], io_in_workspace)
-            if pk < best_peak:
-                best, best_peak = cand, pk
-    plan = planned(best)
-    if best is not original and plan.arena_bytes >= base:
+        others = [_lowered(h, inplace_steps(h), lower, io)
+                  for h in (reordered(g, order) for order in candidate_orders(g, original.scratch, io))]
+        for c in [original] + others:
+            c = _trimmed(c, lower, io)
+            if c.peak < best.peak:
+                best = c
+    best.plan = _plan(best, io)
+    if best is not original and best.plan.arena_bytes >= original.peak:
         # The placement missed the bound: compare with the original's arena (ties keep it).
-        plan0 = planned(original)
-        if plan0.arena_bytes <= plan.arena_bytes:
-            best, plan = original, plan0
-    plan.original_lower_bound = base
-    return Scheduled(best[0], best[1], best[2], plan)
+        original.plan = _plan(original, io)
+        if original.plan.arena_bytes <= best.plan.arena_bytes:
+            best = original
+    best.plan.original_lower_bound = original.peak
+    return best
+
+
+def _lowered(h: Graph, inplace: dict, lower, io_in_workspace: bool) -> Scheduled:
+    kernels = lower(h, inplace)
+    scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
+    return Scheduled(h, inplace, kernels, scratch, order_peak(h, scratch, inplace, io_in_workspace))
+
+
+def _trimmed(c: Scheduled, lower, io_in_workspace: bool) -> Scheduled:
+    """c without the in-place writes that raise its peak (re-lowered: scratch may change)."""
+    inplace = trim_inplace(c.graph, c.inplace, c.scratch, io_in_workspace)
+    if inplace == c.inplace:
+        return c
+    d = _lowered(c.graph, inplace, lower, io_in_workspace)
+    return d if d.peak < c.peak else c
+
+
+def _plan(c: Scheduled, io_in_workspace: bool) -> MemoryPlan:
+    return plan_memory(c.graph, c.scratch, inplace=c.inplace, io_in_workspace=io_in_workspace)
 
 
 def candidate_orders(g: Graph, scratch: dict[int, int], io_in_workspace: bool) -> list[list[int]]:
-    """The best orders of the two in-place models that differ from the original."""
+    """The best orders that differ from the original, for two models of the
+    in-place writes the order decides: a saving at their step, or none."""
+    with_inplace = problem(g, scratch, io_in_workspace)
+    problems = [with_inplace]
+    if any(with_inplace.inplace):
+        problems.append(replace(with_inplace, inplace=[[] for _ in g.nodes]))
     out = []
-    for dyn in (True, False):
-        order, _, _ = best_order(problem(g, scratch, io_in_workspace, dynamic_inplace=dyn))
+    for p in problems:
+        order, _, _ = best_order(p)
         if order != list(range(len(g.nodes))) and order not in out:
             out.append(order)
     return out
