@@ -85,6 +85,8 @@ class CompiledModel:
             "outputs": _io(g, g.outputs),
             "workspace_bytes": self.plan.arena_bytes,
             "workspace_lower_bound": self.plan.lower_bound,
+            # the bound in the graph's node order, as reorder=False plans it
+            "workspace_lower_bound_original_order": self.plan.original_lower_bound,
             "constant_bytes": int(const_bytes),
             "total_macs": sum(o["macs"] for o in ops),
             "profiling": self.profile,

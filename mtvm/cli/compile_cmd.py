@@ -26,7 +26,8 @@ def summary(lib) -> str:
     lines = [f"model {md['model_name']}: {len(md['operators'])} kernels, "
              f"{md['total_macs'] / 1e6:.2f} M MACs",
              f"  arena {kib(md['workspace_bytes'])} (lower bound "
-             f"{kib(md['workspace_lower_bound'])}), constants {kib(md['constant_bytes'])}"
+             f"{kib(md['workspace_lower_bound'])}{_without_reorder(md, kib)}), "
+             f"constants {kib(md['constant_bytes'])}"
              + (", inputs/outputs in the arena" if md.get("io_in_workspace") else "")]
     for kind in ("inputs", "outputs"):
         for t in md[kind]:
@@ -34,6 +35,13 @@ def summary(lib) -> str:
     for note in md.get("notes", []):
         lines.append(f"  note: {note}")
     return "\n".join(lines)
+
+
+def _without_reorder(md, kib) -> str:
+    before = md.get("workspace_lower_bound_original_order", md["workspace_lower_bound"])
+    if before == md["workspace_lower_bound"]:
+        return ""
+    return f"; {kib(before)} with --no-reorder"
 
 
 def run(args) -> int:

@@ -40,6 +40,9 @@ def add_compile_options(p) -> None:
     p.add_argument("--external-workspace", action="store_true",
                    help="the application passes the arena to tvmgen_<name>_run")
     p.add_argument("--no-fuse", action="store_true", help="do not fuse elementwise tails")
+    p.add_argument("--no-reorder", action="store_true",
+                   help="keep the graph's node order and in-place writes (default: those "
+                        "of the lowest peak memory, see docs/performance.md)")
     p.add_argument("--io-in-workspace", action="store_true",
                    help="place the model's inputs and outputs in the arena "
                         "(tvmgen_<name>_map_io gives their addresses)")
@@ -54,4 +57,5 @@ def compile_kwargs(args) -> dict:
         "external_workspace": args.external_workspace,
         "fuse": not args.no_fuse,
         "io_in_workspace": getattr(args, "io_in_workspace", False),
+        "reorder": not getattr(args, "no_reorder", False),
     }

@@ -153,8 +153,8 @@ class MemoryPlan:
     arena_bytes: int = 0
     lower_bound: int = 0
     live_bytes: list[int] = field(default_factory=list)     # per node, while it runs
-    # The lower bound of the graph's node order before memory.schedule chose
-    # this one (== lower_bound when the order was kept).
+    # The lower bound in the graph's node order with inplace_steps as they are
+    # (what reorder=False gives; memory.schedule may do better).
     original_lower_bound: int = 0
 
     def root(self, name: str) -> str:
