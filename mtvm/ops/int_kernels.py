@@ -384,6 +384,24 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
     return k.helper(name, "\n".join(code))
 
 
+def st16x2_helper(k) -> str:
+    """Store two sign-extended values as one word of two int16 lanes (PKHBT)."""
+    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    return k.helper("mtvm_st16x2", r"""/* t[0] = a, t[1] = b (int16). On a DSP core one PKHBT and one word store (gcc
+ * builds the word with UXTH + ORR, or merges halfword stores through spills). */
+static inline void mtvm_st16x2(int16_t* t, int32_t a, int32_t b)
+{
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
+    uint32_t v;
+    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(v) : "r"(a), "r"(b));
+    memcpy(t, &v, 4);
+#else
+    t[0] = (int16_t)a;
+    t[1] = (int16_t)b;
+#endif
+}""")
+
+
 def mm1_helper(k, w_dtype) -> str:
     """The last output channel of a group with an odd channel count (1 or 2 pixels)."""
     tb, nb_, xb = _EXT[np.dtype(w_dtype).name]
@@ -756,35 +774,69 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     per = 4 // math.gcd(khw, 4)            # channels per whole number of blocks
     unroll = per * khw <= 64
 
-    def fast(px: str) -> list[str]:
-        """An interior pixel: the taps at constant offsets, `per` channels per step."""
+    def fast(px: str, masked: bool = False) -> list[str]:
+        """The taps at constant offsets, `per` channels per step. masked: a pixel whose
+        window crosses the padding; bit j of `m` tells whether tap j of a channel's
+        window is inside the input (the others read as zx)."""
         offs = [ky * dh * wd + kx * dw for ky in range(kh) for kx in range(kw)]
-        out = [f"const {xt}* p = xg + (size_t)({coord('oy', sh, ph, '0', 1)[:-4]}) * {wd}"
-               f" + (size_t)({coord('ox', sw, pw, '0', 1)[:-4]});",
-               f"int16_t* t = col + 4 * {px};"] + tail_ptr(px)
+        iy0, ix0 = coord('oy', sh, ph, '0', 1)[:-4], coord('ox', sw, pw, '0', 1)[:-4]
+        if masked:
+            out = [f"const int32_t iy0 = {iy0}, ix0 = {ix0};",
+                   f"const int32_t base = iy0 * {wd} + ix0;   /* may be negative */",
+                   "uint32_t m = 0;",
+                   f"for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                   f"    for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                   f"        const int32_t ih = iy0 + ky{f' * {dh}' if dh != 1 else ''}, "
+                   f"iw = ix0 + kx{f' * {dw}' if dw != 1 else ''};",
+                   f"        m |= (uint32_t)(ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) << "
+                   f"(ky * {kw} + kx);",
+                   "    }", "}",
+                   f"const {xt}* p = xg;"]
+        else:
+            out = [f"const {xt}* p = xg + (size_t)({iy0}) * {wd} + (size_t)({ix0});"]
+        out += [f"int16_t* t = col + 4 * {px};"] + tail_ptr(px)
+
+        def src(off, j):
+            if not masked:
+                return f"p[{off}]"
+            return f"((m & {1 << j}u) ? (int32_t)p[base + {off}] : {zx})"
+
         full = cg // per
+        st2 = st16x2_helper(k)
+
+        def stores(taps, i0):
+            """C statements writing taps [(i, source offset)]: two at a time where they
+            share a column word."""
+            out_, j_ = [], 0
+            while j_ < len(taps):
+                i, sof, jt = taps[j_]
+                base, off = _col_pos(i, px, nb, tl)
+                if base == "t":
+                    off -= 2 * i0
+                if base == "t" and i % 2 == 0 and j_ + 1 < len(taps) and \
+                        taps[j_ + 1][0] == i + 1:
+                    out_.append(f"{st2}(t + {off}, {src(sof, jt)}, {src(*taps[j_ + 1][1:])});")
+                    j_ += 2
+                else:
+                    out_.append(f"{base}[{off}] = {src(sof, jt)};")
+                    j_ += 1
+            return out_
         if full:
-            stmts = [f"t[{2 * (i & ~3) + (i & 3)}] = p[{u * hw + offs[j]}];"
-                     for u in range(per) for j in range(khw) for i in [u * khw + j]]
+            stmts = stores([(u * khw + j, u * hw + offs[j], j) for u in range(per)
+                            for j in range(khw)], 0)
             loop = f"for (size_t ci = 0; ci < {full * per}; ci += {per}, p += {per * hw}, " \
                    f"t += {2 * per * khw}) {{"
             if full == 1:
                 loop = "{"
-            out += [loop] + ["    " + " ".join(stmts[i:i + 4]) for i in range(0, len(stmts), 4)]
+            out += [loop] + ["    " + " ".join(stmts[i:i + 3]) for i in range(0, len(stmts), 3)]
             out += ["}"]
             if full == 1 and cg % per:
                 out += [f"p += {per * hw};", f"t += {2 * per * khw};"]
         i0 = full * per * khw
-        stmts = []
-        for u in range(cg % per):
-            for j in range(khw):
-                i = i0 + u * khw + j
-                base, off = _col_pos(i, px, nb, tl)
-                if base == "t":
-                    off -= 2 * i0
-                stmts.append(f"{base}[{off}] = p[{u * hw + offs[j]}];")
-        out += [" ".join(stmts[i:i + 4]) for i in range(0, len(stmts), 4)]
-        if not full and not any(s.startswith("t[") for s in stmts):
+        stmts = stores([(i0 + u * khw + j, u * hw + offs[j], j) for u in range(cg % per)
+                        for j in range(khw)], i0)
+        out += [" ".join(stmts[i:i + 3]) for i in range(0, len(stmts), 3)]
+        if not full and not any(s.startswith(("t[", st2)) for s in stmts):
             out += ["(void)t;"]
         if tl and not any(s.startswith("tt[") for s in stmts):
             out += ["(void)tt;"]
@@ -824,7 +876,8 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         gather = fast("px") if unroll else slow("px")
         if padded and unroll:
             gather = [f"if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && ox < {ox_hi}) {{"] \
-                + _indent(gather) + ["} else {"] + _indent(slow("px")) + ["}"]
+                + _indent(gather) + ["} else {"] + \
+                _indent(fast("px", masked=True) if khw <= 32 else slow("px")) + ["}"]
         body += ["for (int32_t px = 0; px < npx; ++px) {"] + _indent(gather) + \
             [f"    if (++ox == {ow}) {{", "        ox = 0;", "        ++oy;", "    }", "}"]
     if w_zp is not None:
