@@ -18,10 +18,32 @@ match bit for bit.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from ..errors import UnsupportedError
 from .base import Op, c_literal, register
+from .int_kernels import DSP_INCLUDE_C
+
+# Round to nearest (even, in the FPSCR's default mode) with VCVTR on a Cortex-M
+# single-precision FPU; MTVM_CVTR says the fast QuantizeLinear loop may use it.
+CVTR_C = r"""#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FP) && (__ARM_FP & 4) && defined(__GNUC__)
+#define MTVM_CVTR 1
+/* VCVTR.S32.F32: v rounded in the current rounding mode, saturated to int32. */
+static inline int32_t mtvm_cvtr(float v)
+{
+    int32_t r;
+    __asm__("vcvtr.s32.f32 %1, %1\n\tvmov %0, %1" : "=r"(r), "+t"(v));
+    return r;
+}
+#endif"""
+
+_SAT = {"int8": "__ssat", "uint8": "__usat", "int16": "__ssat", "uint16": "__usat"}
+
+
+def sat_bits(name: str) -> int:
+    return 8 if name.endswith("int8") else 16
 
 QTYPES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
           "uint16": (0, 65535), "int32": (-(1 << 31), (1 << 31) - 1),
@@ -148,15 +170,45 @@ class QuantizeLinear(Op):
         # without a libm call (|v| is first limited to 2^22, beyond any 8/16-bit range).
         if out.ctype == "float":
             raise UnsupportedError("QuantizeLinear to a float type is not supported")
-        body += [f"float v = (float){x.c}[i] / {scale};",
-                 "v = !(v >= -4194304.0f) ? -4194304.0f : (v > 4194304.0f ? 4194304.0f : v);",
-                 f"v = (v + 12582912.0f) - 12582912.0f + (float)({zp});",
-                 f"v = v < {lo}.0f ? {lo}.0f : (v > {hi}.0f ? {hi}.0f : v);",
-                 f"out0[i] = ({out.ctype})v;" if out.dtype.name not in SUBBYTE_BITS else
-                 f"out0[i] = ({out.ctype})((int32_t)v & "
-                 f"{(1 << SUBBYTE_BITS[out.dtype.name]) - 1});"]
-        inner = "\n    ".join(body)
-        return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
+        portable = [f"float v = (float){x.c}[i] / {scale};",
+                    "v = !(v >= -4194304.0f) ? -4194304.0f : (v > 4194304.0f ? 4194304.0f : v);",
+                    f"v = (v + 12582912.0f) - 12582912.0f + (float)({zp});",
+                    f"v = v < {lo}.0f ? {lo}.0f : (v > {hi}.0f ? {hi}.0f : v);",
+                    f"out0[i] = ({out.ctype})v;" if out.dtype.name not in SUBBYTE_BITS else
+                    f"out0[i] = ({out.ctype})((int32_t)v & "
+                    f"{(1 << SUBBYTE_BITS[out.dtype.name]) - 1});"]
+        sat = _SAT.get(out.dtype.name)
+        if sat is None:
+            inner = "\n    ".join(body + portable)
+            return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
+        # Cortex-M with a single-precision FPU and the DSP extension: VCVTR rounds to
+        # nearest even (the FPSCR's default mode, as rintf and the trick above use) and
+        # saturates to int32; QADD adds the zero point without overflow, SSAT/USAT
+        # clamp. A NaN is first replaced by -2^22 (an ordered compare fails), so it
+        # ends at the low end as above. Four elements per pass.
+        k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+        k.helper("mtvm_cvtr", CVTR_C)
+
+        def fast(idx):
+            pre = [] if ax is None else \
+                ["size_t c = " + re.sub(r"\bi\b", f"({idx})", _channel_index(x.shape, ax)) + ";"]
+            return pre + [f"float v = (float){x.c}[{idx}] / {scale};",
+                          "v = v >= -4194304.0f ? v : -4194304.0f;",
+                          f"out0[{idx}] = ({out.ctype}){sat}(__qadd(mtvm_cvtr(v), "
+                          f"(int32_t)({zp})), {sat_bits(out.dtype.name)});"]
+        n4 = out.size - out.size % 4
+        lines = ["#if defined(MTVM_CVTR)", "size_t i = 0;"]
+        if n4:
+            lines += [f"for (; i < {n4}; i += 4) {{"]
+            for j in range(4):
+                lines += ["    {"] + ["        " + t for t in fast(f"i + {j}" if j else "i")] + \
+                    ["    }"]
+            lines.append("}")
+        if n4 < out.size:
+            lines += [f"for (; i < {out.size}; ++i) {{"] + ["    " + t for t in fast("i")] + ["}"]
+        lines += ["#else", f"for (size_t i = 0; i < {out.size}; ++i) {{"] + \
+            ["    " + t for t in body + portable] + ["}", "#endif"]
+        return "\n".join(lines)
 
 
 @register("DequantizeLinear")
