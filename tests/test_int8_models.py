@@ -291,6 +291,85 @@ def test_uint8_kernel_variants_on_mps2_an386_bit_identical(tmp_path):
         np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
 
 
+IM2COL_DEVICE_CASES = [  # w shape, attrs: the shapes the im2col kernel special-cases
+    ((5, 6, 3, 3), {"pads": [1, 1, 1, 1]}),             # odd channels, odd pixels, kk % 4 = 2
+    ((7, 6, 1, 1), {}),                                 # pointwise, C % 4 = 2
+    ((16, 6, 1, 1), {}),
+    ((4, 6, 3, 2), {"strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((6, 3, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((3, 6, 1, 1), {"strides": [2, 2]}),
+    ((4, 6, 1, 1), {"pads": [1, 1, 1, 1]}),
+    ((3, 6, 5, 5), {"pads": [2, 2, 2, 2]}),             # too many taps to unroll
+    ((2, 3, 7, 5), {"group": 2, "pads": [3, 2, 3, 2], "strides": [1, 2]}),
+    ((8, 6, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+]
+
+
+def _im2col_shapes_model(dtype):
+    """Convolutions of one (1, 6, 9, 7) input in the shapes of IM2COL_DEVICE_CASES:
+    int8 with per-channel weights, or uint8 with asymmetric uint8 weights (w_zp)."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    inits, nodes, outs = [], [], []
+
+    def c(name, v):
+        inits.append(numpy_helper.from_array(np.asarray(v), name))
+        return name
+    c("sx", np.float32(0.03))
+    c("zx", dtype(3 if dtype == np.int8 else 131))
+    for i, (ws, attrs) in enumerate(IM2COL_DEVICE_CASES):
+        oc = ws[0]
+        w = rng.integers(info.min, info.max + 1, ws).astype(dtype)
+        if dtype == np.int8:
+            wsc, wz = (rng.random(oc) * 0.01 + 0.002).astype(np.float32), np.zeros(oc, np.int8)
+        else:
+            wsc, wz = np.float32(0.006), np.uint8(121)
+        nodes.append(helper.make_node(
+            "QLinearConv", ["x", "sx", "zx", c(f"w{i}", w), c(f"ws{i}", wsc), c(f"wz{i}", wz),
+                            c(f"sy{i}", np.float32(0.11 + 0.01 * i)),
+                            c(f"zy{i}", dtype(-5 if dtype == np.int8 else 126)),
+                            c(f"b{i}", rng.integers(-2000, 2000, oc).astype(np.int32))],
+            [f"y{i}"], **attrs))
+        outs.append(f"y{i}")
+    et = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    g = helper.make_graph(nodes, "im2col_shapes", [helper.make_tensor_value_info("x", et,
+                                                                                  (1, 6, 9, 7))],
+                          [helper.make_tensor_value_info(o, et, None) for o in outs], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    m = onnx.shape_inference.infer_shapes(m)
+    x = rng.integers(info.min, info.max + 1, (1, 6, 9, 7)).astype(dtype)
+    return m, {"x": x}
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="QEMU or arm-none-eabi-gcc not installed")
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
+def test_im2col_conv_shapes_on_mps2_an386_bit_identical(dtype, tmp_path):
+    """The im2col kernel's special cases (odd channel and pixel counts, tap tails,
+    padding masks, strides, dilations, groups, asymmetric weights) through the Cortex-M4
+    DSP path (Thumb-2 micro-kernel) and the portable path: identical bytes, and equal
+    to the bit-exact NumPy model (the interpreter)."""
+    import mtvm.project
+    model, feeds = _im2col_shapes_model(dtype)
+    lib = mtvm.compile(model)
+    host = lib.run_host(feeds)
+    ref = interpret(lib.graph, feeds)
+    for k in host:
+        np.testing.assert_array_equal(host[k], ref[k], err_msg=k)
+    proj = mtvm.project.generate(lib, board="mps2-an386", out_dir=str(tmp_path / "proj"))
+    proj.build()
+    proj.flash()
+    try:
+        with proj.session() as s:
+            dev = s.executor.run(feeds)
+    finally:
+        proj.stop()
+    for k in host:
+        np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
+
+
 QUANTIZE_VARIANTS = [("QDQ", "QUInt8", "QUInt8", False), ("QDQ", "QUInt8", "QInt8", True),
                      ("QOperator", "QInt8", "QInt8", True), ("QOperator", "QUInt8", "QUInt8", False)]
 

@@ -159,6 +159,52 @@ def test_qlinearconv(xs, ws, attrs, dtype, per_channel):
     check_q(m, {"x": x}, reference=reference, kinds=["QConv"], sanitize=xs == (1, 3, 12))
 
 
+# Shapes the int8 im2col kernel (QConv, folded=1) special-cases: odd output channel
+# counts per group, odd pixel counts (a one-pixel tail), taps not a multiple of four
+# (a tail of one to three taps), pointwise with channels not a multiple of four,
+# border pixels (tap masks), strides, dilations, groups, windows too large to unroll.
+IM2COL_CASES = [  # x shape, w shape, attrs
+    ((1, 6, 9, 7), (5, 6, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 6, 9, 7), (7, 6, 1, 1), {}),
+    ((1, 5, 3, 3), (3, 5, 1, 1), {}),
+    ((1, 6, 9, 7), (4, 6, 3, 2), {"strides": [2, 1], "pads": [0, 1, 2, 0]}),
+    ((1, 6, 9, 7), (6, 3, 3, 3), {"group": 2, "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 6, 9, 7), (3, 6, 1, 1), {"strides": [2, 2]}),
+    ((1, 6, 9, 7), (4, 6, 1, 1), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 9, 7), (3, 3, 5, 5), {"pads": [2, 2, 2, 2]}),
+    ((1, 2, 9, 8), (2, 2, 7, 5), {"pads": [3, 2, 3, 2], "strides": [1, 2]}),
+    ((2, 2, 5, 6), (9, 2, 2, 2), {"pads": [1, 0, 0, 1]}),
+    ((1, 7, 13), (5, 7, 3), {"pads": [1, 1], "dilations": [2]}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", IM2COL_CASES, ids=range(len(IM2COL_CASES)))
+@pytest.mark.parametrize("dtype,per_channel", [(np.int8, True), (np.uint8, False)])
+def test_qlinearconv_im2col_shapes(xs, ws, attrs, dtype, per_channel):
+    """Against the reference, and under the address/undefined-behaviour sanitizers."""
+    x, w = qrand(dtype, xs), qrand(np.int8 if dtype == np.int8 else np.uint8, ws)
+    oc = ws[0]
+    w_scale = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_channel else \
+        np.float32(0.0071)
+    w_zp = np.zeros(oc, np.int8) if per_channel else np.uint8(124)
+    consts = dict(xs=np.float32(0.031), xz=zp(dtype), w=w, ws=w_scale, wz=w_zp,
+                  ys=np.float32(0.173), yz=zp(dtype, -7 if dtype == np.int8 else 120),
+                  b=rng.integers(-3000, 3000, oc).astype(np.int32))
+    m = make_model("QLinearConv", {"x": x}, consts=consts, attrs=attrs,
+                   input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+    reference = "ort" if len(xs) == 3 and per_channel else "onnx"
+    check_q(m, {"x": x}, reference=reference, kinds=["QConv"], sanitize=True)
+
+
+@pytest.mark.parametrize("oc,kk,group", [(1, 1, 1), (5, 27, 1), (8, 16, 2), (6, 7, 3), (9, 40, 1)])
+def test_conv_weight_packing_is_a_permutation(oc, kk, group):
+    from mtvm.ops.int_kernels import conv_pack_index, pack_conv_weights, unpack_conv_weights
+    idx = conv_pack_index(oc, kk, group)
+    assert sorted(idx.tolist()) == list(range(oc * kk))
+    w = rng.integers(-128, 128, (oc, kk // group if kk % group == 0 else kk, 1)).astype(np.int8)
+    np.testing.assert_array_equal(unpack_conv_weights(pack_conv_weights(w, group), group), w)
+
+
 @pytest.mark.parametrize("xs,ws,attrs", CONV_CASES[:3], ids=range(3))
 def test_convinteger(xs, ws, attrs):
     x, w = qrand(np.uint8, xs), qrand(np.uint8, ws)
