@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import mtvm
 from mtvm.interp import interpret
-from mtvm.memory import schedule
-from mtvm.testing import assert_close, check_model, reference_outputs
+from mtvm.memory import inplace_steps, order_peak, schedule
+from mtvm.testing import assert_close, check_model, models_dir, reference_outputs
 
 
 def graph_model(nodes, inputs: dict, outputs: list, consts: dict) -> onnx.ModelProto:
@@ -211,6 +211,15 @@ def conv_dags(draw):
     return graph_model(nodes, {"x": [1, 4, 8, 8]}, outputs, c)
 
 
+def model_peak_and_bound(lib, io_in_workspace=False):
+    """The search's model of the compiled order's peak, and the planner's bound."""
+    g = lib.graph
+    scratch = {lk.step: lk.kernel.scratch_bytes for lk in lib.kernels if lk.kernel.scratch_bytes}
+    p = schedule.problem(g, scratch, io_in_workspace)
+    bound = order_peak(g, scratch, inplace_steps(g), io_in_workspace)
+    return p, schedule.peak(p, list(range(p.n))), bound
+
+
 @settings(max_examples=25, deadline=None)
 @given(conv_dags(), st.booleans())
 def test_random_models_never_get_a_larger_arena(m, io_in_workspace):
@@ -218,6 +227,10 @@ def test_random_models_never_get_a_larger_arena(m, io_in_workspace):
     after = mtvm.compile(m, io_in_workspace=io_in_workspace)
     assert after.plan.lower_bound <= before.plan.lower_bound == after.plan.original_lower_bound
     assert after.plan.arena_bytes <= before.plan.arena_bytes
+    p, modelled, bound = model_peak_and_bound(before, io_in_workspace)
+    assert bound == before.plan.lower_bound
+    if not any(p.inplace):       # no in-place write left to the order: the model is exact
+        assert modelled == bound
     x = data(m)
     for got, want in zip(interpret(after.graph, x).values(), reference_outputs(m, x)):
         assert_close(got, want)
@@ -232,3 +245,15 @@ def test_a_growing_inplace_write_that_raises_the_peak_is_dropped():
     assert node_names(after) == node_names(before)
     assert before.plan.root("b") == "t" and after.plan.root("b") == "b"
     assert (before.plan.arena_bytes, after.plan.arena_bytes) == (51200, 38912)
+
+
+@pytest.mark.parametrize("name", ["ic_resnet8", "vww_mobilenetv1_int8", "kws_dscnn"])
+def test_model_of_the_search_is_the_planners_bound_on_real_models(name):
+    import os
+    path = os.path.join(models_dir(), name + ".onnx")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not found")
+    for io_in_workspace in (False, True):
+        _, modelled, bound = model_peak_and_bound(
+            mtvm.compile(path, reorder=False, io_in_workspace=io_in_workspace), io_in_workspace)
+        assert modelled == bound

@@ -28,7 +28,7 @@ planned arena is strictly smaller than the original order's.
 """
 from __future__ import annotations
 
-import time
+import heapq
 from dataclasses import dataclass, replace
 
 from ..ir import Graph, all_inputs
@@ -36,7 +36,7 @@ from .planner import (ALIGN, MemoryPlan, inplace_candidates, inplace_steps, orde
                       plan_memory, trim_inplace, view_root)
 
 BEAM = 512              # sets of scheduled nodes kept per layer beyond which the search is pruned
-TIME_BUDGET_S = 0.5     # after this, layers are pruned to the single best set (greedy)
+WORK_BUDGET = 20_000    # node visits (~0.2 s); past it, one set per layer (greedy)
 
 
 def _align(n: int) -> int:
@@ -56,20 +56,36 @@ class Problem:
     start: list[int]                       # live before the first node (inputs in the arena)
     pinned: set[int]                       # live to the end (outputs in the arena)
 
+    def __post_init__(self):
+        # Per node, what step() and live_after() add up (they run per visited set).
+        self._new = [sum(self.size[b] for b in w) for w in self.writes]
+        self._ending = [self._mortal(set(r) | set(w)) for r, w in zip(self.reads, self.writes)]
+        self._ending_first = [self._mortal(set(self.start) - set(e for e, _ in ends))
+                              for ends in self._ending]
+        self._succ = [[u for u in range(self.n) if self.preds[u] >> v & 1] for v in range(self.n)]
+
+    def _mortal(self, buffers) -> list[tuple[int, int]]:
+        return [(b, self.size[b]) for b in sorted(buffers) if b not in self.pinned]
+
     @property
     def n(self) -> int:
         return len(self.preds)
 
-    def ready(self, done: int):
-        """Nodes not in `done` whose predecessors all are, in original order."""
-        lo = (~done & (done + 1)).bit_length() - 1    # lowest node not done
-        for v in range(lo, self.n):
-            if not done >> v & 1 and not self.preds[v] & ~done:
-                yield v
+    def first_ready(self) -> int:
+        """Bitmask of the nodes that can run first."""
+        return sum(1 << v for v, p in enumerate(self.preds) if not p)
+
+    def ready_after(self, ready: int, done: int, v: int) -> int:
+        """The ready nodes once v has run (ready: before it; done: with v)."""
+        ready &= ~(1 << v)
+        for u in self._succ[v]:
+            if not self.preds[u] & ~done:
+                ready |= 1 << u
+        return ready
 
     def step(self, done: int, live: int, v: int) -> int:
         """Bytes live while v runs after the set `done` (live bytes before it)."""
-        total = live + sum(self.size[b] for b in self.writes[v]) + self.scratch[v]
+        total = live + self._new[v] + self.scratch[v]
         after = done | 1 << v
         for b, saved in self.inplace[v]:
             if not self.readers[b] & ~after:      # v is its last reader: written over
@@ -77,11 +93,9 @@ class Problem:
         return total
 
     def live_after(self, done: int, live: int, v: int) -> int:
-        after = done | 1 << v
-        ending = set(self.reads[v]) | set(self.writes[v]) | (set(self.start) if not done else set())
-        freed = sum(self.size[b] for b in ending
-                    if b not in self.pinned and not self.readers[b] & ~after)
-        return live + sum(self.size[b] for b in self.writes[v]) - freed
+        after, readers = done | 1 << v, self.readers
+        ending = self._ending[v] + (self._ending_first[v] if not done else [])
+        return live + self._new[v] - sum(s for b, s in ending if not readers[b] & ~after)
 
     def initial_live(self) -> int:
         return sum(self.size[b] for b in self.start)
@@ -92,94 +106,87 @@ def problem(g: Graph, scratch_bytes: dict[int, int] | None = None,
     """The scheduling problem of g's nodes, buffers as plan_memory sees them."""
     nodes, root = g.nodes, view_root(g)
     io = set(g.inputs) | set(g.outputs)
-    producer = {o: v for v, n in enumerate(nodes) for part in [n] + n.tail for o in part.outputs if o}
-    preds = [0] * len(nodes)
-    ancestors = [0] * len(nodes)
-    readers: dict[str, int] = {}             # alias root -> readers
-    for v, n in enumerate(nodes):
-        for i in all_inputs(n):
-            if i:
-                readers[root(i)] = readers.get(root(i), 0) | 1 << v
-                if i in producer:
-                    u = producer[i]
-                    preds[v] |= 1 << u
-                    ancestors[v] |= ancestors[u] | 1 << u
+    preds, ancestors, readers = _dependencies(g, root)
+    merged, dynamic = _split_inplace(g, root, io, readers, ancestors)
 
-    # In-place writes fixed by the graph merge two buffers; the others are candidates.
-    merged: dict[str, str] = {}
-
-    def cls(r):
+    def cls(name):                 # the buffer (its owner tensor) a tensor lives in
+        r = root(name)
         while r in merged:
             r = merged[r]
         return r
-    dynamic: list[list[str]] = [[] for _ in nodes]
-    for v, n in enumerate(nodes):
+    nbytes: dict[str, int] = {}
+    for name, t in g.tensors.items():
+        if not t.is_const:         # constants: never a buffer (and the bulk of the tensors)
+            nbytes[cls(name)] = max(nbytes.get(cls(name), 0), t.nbytes)
+    index: dict[str, int] = {}     # owner tensor -> buffer number
+
+    def buf(name) -> int | None:
+        c = cls(name) if name else None
+        if c is None or g.tensors[c].is_const or (c in io and not io_in_workspace):
+            return None
+        return index.setdefault(c, len(index))
+    start = [b for name in g.inputs if io_in_workspace and name in g.tensors
+             and not g.tensors[name].is_const for b in [buf(name)] if b is not None]
+    reads = [list(dict.fromkeys(b for i in all_inputs(n) for b in [buf(i)] if b is not None))
+             for n in nodes]
+    writes, born = [], set(start)
+    for n in nodes:
+        new = [b for o in n.kernel_outputs for b in [buf(o)] if b is not None and b not in born]
+        born.update(new)
+        writes.append(new)
+    size = [0] * len(index)
+    for c, b in index.items():
+        size[b] = _align(max(nbytes[c], 1))
+    bufreaders = [0] * len(index)
+    for v, rs in enumerate(reads):
+        for b in rs:
+            bufreaders[b] |= 1 << v
+    pinned = {buf(name) for name in g.outputs if io_in_workspace} - {None}
+    scratch = [_align((scratch_bytes or {}).get(v, 0)) for v in range(len(nodes))]
+    inplace = [[(buf(r), min(size[buf(r)], size[buf(n.kernel_outputs[0])])) for r in dynamic[v]]
+               for v, n in enumerate(nodes)]
+    return Problem(preds, size, writes, reads, bufreaders, scratch, inplace, start, pinned)
+
+
+def _dependencies(g: Graph, root):
+    """Per node: the nodes it reads from and all its ancestors (bitmasks); per
+    tensor owning bytes (view root): the nodes reading it."""
+    producer = {o: v for v, n in enumerate(g.nodes) for part in [n] + n.tail
+                for o in part.outputs if o}
+    preds = [0] * len(g.nodes)
+    ancestors = [0] * len(g.nodes)
+    readers: dict[str, int] = {}
+    for v, n in enumerate(g.nodes):
+        for i in filter(None, all_inputs(n)):
+            readers[root(i)] = readers.get(root(i), 0) | 1 << v
+            if i in producer:
+                u = producer[i]
+                preds[v] |= 1 << u
+                ancestors[v] |= ancestors[u] | 1 << u
+    return preds, ancestors, readers
+
+
+def _split_inplace(g: Graph, root, io, readers, ancestors):
+    """inplace_steps' choices, split by whether the order decides them: {output:
+    input} merged for good (the input's other readers are all ancestors of the
+    node, so it is read last there in every order); per node, the inputs it may
+    overwrite if it runs after their other readers (tried in order)."""
+    merged: dict[str, str] = {}
+    dynamic: list[list[str]] = [[] for _ in g.nodes]
+    for v, n in enumerate(g.nodes):
         for _, r in inplace_candidates(g, n, root, io):
             others = readers.get(r, 0) & ~(1 << v)
             if any(ancestors[u] >> v & 1 for u in _bits(others)):
                 continue                       # read after v in every order: never in place
             if others & ~ancestors[v]:
-                dynamic[v].append(r)           # in place only if v runs after those readers
+                dynamic[v].append(r)           # in place if v runs after those readers
                 continue
             if dynamic[v]:
                 dynamic[v].append(r)           # always possible, unless an earlier one applies
             else:
                 merged[root(n.kernel_outputs[0])] = r
             break
-
-    nbytes: dict[str, int] = {}
-    for name, t in g.tensors.items():
-        if t.is_const:        # never a buffer (and the bulk of the tensors)
-            continue
-        c = cls(root(name))
-        nbytes[c] = max(nbytes.get(c, 0), t.nbytes)
-    in_arena = io_in_workspace
-
-    def is_buffer(c):
-        return not g.tensors[c].is_const and (in_arena or c not in io)
-    index: dict[str, int] = {}
-    size: list[int] = []
-    bufreaders: list[int] = []
-
-    def buf(name) -> int | None:
-        c = cls(root(name))
-        if not is_buffer(c):
-            return None
-        if c not in index:
-            index[c] = len(size)
-            size.append(_align(max(nbytes[c], 1)))
-            bufreaders.append(0)
-        return index[c]
-
-    start = []
-    if io_in_workspace:
-        start = [b for name in g.inputs if name in g.tensors and not g.tensors[name].is_const
-                 for b in [buf(name)] if b is not None]
-    writes: list[list[int]] = [[] for _ in nodes]
-    reads: list[list[int]] = [[] for _ in nodes]
-    born = set(start)
-    for v, n in enumerate(nodes):
-        for i in all_inputs(n):
-            b = buf(i) if i else None
-            if b is not None and b not in reads[v]:
-                reads[v].append(b)
-                bufreaders[b] |= 1 << v
-        for o in n.kernel_outputs:
-            b = buf(o) if o else None
-            if b is not None and b not in born:
-                born.add(b)
-                writes[v].append(b)
-    pinned = {index[c] for name in g.outputs if io_in_workspace
-              for c in [cls(root(name))] if c in index}
-    scratch = [_align((scratch_bytes or {}).get(v, 0)) for v in range(len(nodes))]
-    inplace = [[] for _ in nodes]
-    for v, n in enumerate(nodes):
-        out = buf(n.kernel_outputs[0]) if dynamic[v] else None
-        for r in dynamic[v]:
-            b = index.get(cls(r))
-            if b is not None and out is not None:
-                inplace[v].append((b, min(size[b], size[out])))
-    return Problem(preds, size, writes, reads, bufreaders, scratch, inplace, start, pinned)
+    return merged, dynamic
 
 
 def _bits(mask: int):
@@ -199,15 +206,15 @@ def peak(p: Problem, order: list[int]) -> int:
     return top
 
 
-def best_order(p: Problem, beam: int = BEAM, time_budget: float = TIME_BUDGET_S
+def best_order(p: Problem, beam: int = BEAM, budget: int = WORK_BUDGET
                ) -> tuple[list[int], int, bool]:
     """(order, its peak, whether the search was exhaustive)."""
-    layers, exact = _explore(p, beam, time_budget)
+    layers, exact = _explore(p, beam, budget)
     rest = _rest(p, layers)
     order, done, target = [], 0, rest[0]
     for _ in range(p.n):
-        live = layers[len(order)][done][1]
-        for v in p.ready(done):                       # earliest original node first
+        _, live, ready = layers[len(order)][done]
+        for v in _bits(ready):                        # earliest original node first
             after = done | 1 << v
             if after in rest and max(p.step(done, live, v), rest[after]) <= target:
                 order.append(v)
@@ -216,46 +223,48 @@ def best_order(p: Problem, beam: int = BEAM, time_budget: float = TIME_BUDGET_S
     return order, target, exact
 
 
-def _explore(p: Problem, beam: int, time_budget: float):
-    """Layer k: {set of k scheduled nodes: (lowest peak to reach it, live bytes)};
-    and whether no layer was pruned."""
-    deadline = time.perf_counter() + time_budget
-    layers = [{0: (0, p.initial_live())}]
-    exact = True
+def _explore(p: Problem, beam: int, budget: int):
+    """Layer k: {set of k scheduled nodes: (lowest peak to reach it, live bytes,
+    ready nodes)}, the original order's prefix first, then best first; and
+    whether nothing was pruned. Past `budget` node visits, the rest of a layer
+    is skipped and the next layers keep one set besides the prefix (greedy)."""
+    layers = [{0: (0, p.initial_live(), p.first_ready())}]
+    exact, work = True, 0
     for k in range(p.n):
-        nxt: dict[int, tuple[int, int]] = {}
-        for done, (top, live) in layers[-1].items():
-            for v in p.ready(done):
+        nxt: dict[int, tuple[int, int, int]] = {}
+        for done, (top, live, ready) in layers[-1].items():
+            if work > budget and nxt:
+                exact = False
+                break
+            for v in _bits(ready):
+                work += 1
                 after = done | 1 << v
                 t = max(top, p.step(done, live, v))
                 if after not in nxt:
-                    nxt[after] = (t, p.live_after(done, live, v))
+                    nxt[after] = (t, p.live_after(done, live, v), p.ready_after(ready, after, v))
                 elif t < nxt[after][0]:
-                    nxt[after] = (t, nxt[after][1])
-        width = beam if time.perf_counter() < deadline else 1
-        if len(nxt) > width:
+                    nxt[after] = (t,) + nxt[after][1:]
+        prefix = (1 << (k + 1)) - 1       # the original order's (always reached): kept
+        keep = max(beam - 1, 1) if work <= budget else 1
+        others = [s for s in nxt if s != prefix]
+        if len(others) > keep:
             exact = False
-            prefix = (1 << (k + 1)) - 1                # the original order's: always kept
-            keep = sorted(nxt, key=lambda s: nxt[s])[:width]
-            nxt = {s: nxt[s] for s in set(keep) | {prefix}}
-        layers.append(nxt)
+            others = heapq.nsmallest(keep, others, key=nxt.get)
+        else:
+            others.sort(key=nxt.get)
+        layers.append({s: nxt[s] for s in [prefix] + others})
     return layers, exact
 
 
 def _rest(p: Problem, layers) -> dict[int, int]:
     """{explored set: lowest peak of the remaining steps through explored sets}."""
-    full = (1 << p.n) - 1
-    rest = {full: 0}
+    rest = {(1 << p.n) - 1: 0}
     for layer in reversed(layers[:-1]):
-        for done, (_, live) in layer.items():
-            best = None
-            for v in p.ready(done):
-                after = done | 1 << v
-                if after in rest:
-                    t = max(p.step(done, live, v), rest[after])
-                    best = t if best is None else min(best, t)
-            if best is not None:
-                rest[done] = best
+        for done, (_, live, ready) in layer.items():
+            peaks = [max(p.step(done, live, v), rest[after]) for v in _bits(ready)
+                     for after in [done | 1 << v] if after in rest]
+            if peaks:
+                rest[done] = min(peaks)
     return rest
 
 
