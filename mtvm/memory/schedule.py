@@ -9,7 +9,7 @@ bytes; an in-place write (inplace_steps) makes output and input one buffer
 of the larger size. In-place that no order can change (the input's other
 readers are all ancestors of the node) is modelled exactly; in-place that the
 order decides (the node must be the input's last reader) is counted as a
-saving at that node's step only -- an estimate, checked by choose_order.
+saving at that node's step only -- an estimate, which choose_order checks.
 
 How: dynamic programming over the sets of scheduled nodes that are closed
 under predecessors. The live bytes after such a set S do not depend on the
@@ -17,14 +17,17 @@ order inside it, so the lowest peak from S to the end is
     rest(S) = min over ready v of max(step(S, v), rest(S + v)).
 A chain of blocks keeps the number of such sets small (their sum over the
 blocks, not their product). When a layer of sets (same size) exceeds BEAM, or
-the time budget is spent, only the best (peak so far, live bytes) are kept,
-plus the original order's prefix: a bounded search, no longer exact, never
-worse than the original. Among orders of equal peak the one taking the
-earliest original node first wins, so an order nothing beats comes back as is.
+after WORK_BUDGET node visits, only the best (peak so far, live bytes) are
+kept, plus the original order's prefix: a bounded search (greedy at the
+end), no longer exact, never worse than the original. Among orders of equal
+peak the one taking the earliest original node first wins, so an order
+nothing beats comes back as is.
 
-choose_order() runs this on the lowered graph, re-lowers the best order
-(in-place decisions and scratch recomputed for it) and keeps it only if its
-planned arena is strictly smaller than the original order's.
+choose_order() runs this on the lowered graph, re-lowers the orders found
+(in-place decisions and scratch recomputed for each), drops the in-place
+writes that raise an order's peak (planner.trim_inplace), and keeps the
+result only if its bound -- and, should the placement miss it, its arena --
+is strictly below the graph order's.
 """
 from __future__ import annotations
 
