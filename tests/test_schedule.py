@@ -257,3 +257,18 @@ def test_model_of_the_search_is_the_planners_bound_on_real_models(name):
         _, modelled, bound = model_peak_and_bound(
             mtvm.compile(path, reorder=False, io_in_workspace=io_in_workspace), io_in_workspace)
         assert modelled == bound
+
+
+def test_cli_reports_the_graph_orders_bound_and_no_reorder_keeps_it(tmp_path):
+    import subprocess
+    import sys
+    path = tmp_path / "m.onnx"
+    onnx.save(two_branches(), path)
+
+    def summary(*flags):
+        p = subprocess.run([sys.executable, "-m", "mtvm", "compile", str(path), *flags],
+                           capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return next(line for line in p.stdout.splitlines() if "arena" in line)
+    assert "arena 38.0 KiB (lower bound 38.0 KiB; 50.0 KiB with --no-reorder)" in summary()
+    assert "arena 50.0 KiB (lower bound 50.0 KiB)," in summary("--no-reorder")
