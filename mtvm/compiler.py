@@ -51,7 +51,8 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
 
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,
             bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
-            fuse: bool = True, io_in_workspace: bool = False, reorder: bool = True) -> CompiledModel:
+            fuse: bool = True, io_in_workspace: bool = False,
+            reorder: bool = True) -> CompiledModel:
     """Compile an ONNX model (path or ModelProto) to a C module.
 
     input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns

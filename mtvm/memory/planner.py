@@ -189,7 +189,8 @@ def inplace_steps(g: Graph) -> dict[int, int | str]:
     return out
 
 
-def trim_inplace(g: Graph, inplace: dict[int, int | str], scratch_bytes: dict[int, int] | None = None,
+def trim_inplace(g: Graph, inplace: dict[int, int | str],
+                 scratch_bytes: dict[int, int] | None = None,
                  io_in_workspace: bool = False) -> dict[int, int | str]:
     """inplace without the writes that raise the order's peak: an output larger
     than the input it overwrites sizes that buffer for the output over the

@@ -297,8 +297,8 @@ def choose_order(g: Graph, lower, io_in_workspace: bool = False, reorder: bool =
     original = _lowered(g, inplace_steps(g), lower, io)
     best = original
     if reorder:
-        others = [_lowered(h, inplace_steps(h), lower, io)
-                  for h in (reordered(g, order) for order in candidate_orders(g, original.scratch, io))]
+        graphs = [reordered(g, order) for order in candidate_orders(g, original.scratch, io)]
+        others = [_lowered(h, inplace_steps(h), lower, io) for h in graphs]
         for c in [original] + others:
             c = _trimmed(c, lower, io)
             if c.peak < best.peak:
