@@ -166,6 +166,129 @@ def dot3x2_helper(k, x_dtype) -> str:
     return row_helper(k, x_dtype, 1, 2, "b")
 
 
+ASM_GUARD = "#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)"
+
+
+def _asm_fn(k, name: str, doc: str, proto: str, decl: str, ops: list[str], outs: list[str],
+            ins: list[str]) -> str:
+    """A static inline function whose body is one Thumb-2 asm loop, declared on a DSP
+    core only (callers test ASM_GUARD)."""
+    text = "\n".join(f'        "{op}\\n\\t"' for op in ops)
+    return k.helper(name, f"""{ASM_GUARD}
+/* {doc} */
+static inline void {name}({proto})
+{{
+    {decl}
+    __asm__ volatile(
+{text}
+        : {", ".join(outs)}
+        : {", ".join(ins)}
+        : "cc", "memory");
+}}
+#endif""")
+
+
+def _requant_ops(accs: list[str], w: str, m: str, t: str, prm_at: int, sat: str) -> list[str]:
+    """acc = sat((high word of acc * mult + rnd) >> sh) with mult, rnd, sh from prm."""
+    ops = [f"ldrd {w}, {m}, [%[prm], #{prm_at}]", f"ldr {t}, [%[prm], #{prm_at + 8}]"]
+    ops += [f"smmla {a}, {a}, {w}, {m}" for a in accs]
+    ops += [f"asr {a}, {a}, {t}" for a in accs]
+    return ops + [f"{sat.lstrip('_')} {a}, #8, {a}" for a in accs]
+
+
+def loop2x2_helper(k, x_dtype, row_w: int, ow: int, sat: str) -> str | None:
+    """Thumb-2 loop over the 2x2 blocks of two output rows (3x3 window, stride 1):
+    per block the 4 input rows are loaded and split once (LDR + 2 SXTB16), 24 SMLAD /
+    SMLAxy, the weights reloaded from the channel's parameter block as they are
+    needed (LDRD) so that 12 registers hold everything: no spill, 61 instructions
+    for 36 MACs. prm = {bias, w02, w1|w4, w35, w68, w7, mult, rnd, sh}."""
+    if 3 * row_w > 4095 or ow + 1 > 4095:
+        return None
+    nx = _EXT[np.dtype(x_dtype).name][1]
+    tx = _EXT[np.dtype(x_dtype).name][0]
+    sx = "sxtb16" if nx == "s8" else "uxtb16"
+    name = f"mtvm_dw3x3s1_2x2_{nx}_{sat[2:]}_r{row_w}_w{ow}"
+
+    def split(off):
+        return [f"ldr %[t0], [%[p], #{off}]" if off else "ldr %[t0], [%[p]]",
+                f"{sx} %[t1], %[t0]", f"{sx} %[t0], %[t0], ror #8"]
+
+    def mac(a0, a1, w, m, h, b0=None, b1=None):
+        return [f"smlad {a0}, %[t1], {w}, {b0 or a0}", f"smlab{h} {a0}, %[t0], {m}, {a0}",
+                f"smlad {a1}, %[t0], {w}, {b1 or a1}", f"smlat{h} {a1}, %[t1], {m}, {a1}"]
+    A = ["%[a0]", "%[a1]", "%[a2]", "%[a3]"]
+    X, Y, Z = "%[x]", "%[y]", "%[z]"
+    ops = ["1:", "ldr %[a2], [%[prm]]",                     # bias
+           f"ldrd {X}, {Y}, [%[prm], #4]"]                  # w02, w1|w4
+    ops += split(0) + mac(A[0], A[1], X, Y, "b", "%[a2]", "%[a2]")
+    ops += [f"ldr {Z}, [%[prm], #12]"] + split(row_w)   # w35
+    ops += [f"smlad %[a3], %[t0], {X}, %[a2]", f"smlatb %[a3], %[t1], {Y}, %[a3]",
+            f"smlad %[a2], %[t1], {X}, %[a2]", f"smlabb %[a2], %[t0], {Y}, %[a2]"]
+    ops += mac(A[0], A[1], Z, Y, "t")
+    ops += split(2 * row_w) + mac(A[2], A[3], Z, Y, "t")
+    ops += [f"ldrd {X}, {Y}, [%[prm], #16]"] + mac(A[0], A[1], X, Y, "b")   # w68, w7
+    ops += split(3 * row_w) + mac(A[2], A[3], X, Y, "b")
+    ops += _requant_ops(A, X, Y, Z, 24, sat)
+    ops += ["strb %[a1], [%[q], #1]", f"strb %[a2], [%[q], #{ow}]",
+            f"strb %[a3], [%[q], #{ow + 1}]", "strb %[a0], [%[q]], #2",
+            "adds %[p], %[p], #2", "ldr %[t0], %[qend]", "cmp %[q], %[t0]", "bne 1b"]
+    outs = ['[p] "+r"(p)', '[q] "+r"(q)'] + [f'[a{i}] "=&r"(a{i})' for i in range(4)] + \
+        [f'[{r}] "=&r"({r})' for r in ("t0", "t1", "x", "y", "z")]
+    ins = ['[prm] "r"(prm)', '[qend] "m"(qend)']
+    return _asm_fn(k, name, "2x2 output blocks of two rows, 3x3 window, stride 1, until q "
+                   "reaches qend.", f"const {tx}* p, {tx}* q, {tx}* qend, const int32_t* prm",
+                   "int32_t a0, a1, a2, a3, t0, t1, x, y, z;", ops, outs, ins)
+
+
+def loop_s2x4_helper(k, x_dtype, kh: int, dh: int, row_w: int, sat: str) -> str | None:
+    """Thumb-2 loop over blocks of 4 output pixels of one row at x stride 2 (window
+    kh x 3): per window row two words and a byte (p0..p8), 2 SXTB16 + 2 for the odd
+    bytes, 2 PKHBT, 8 SMLAD/SMLADX/SMLAxB and one LDRD of the row's weights; 12
+    registers. prm = {bias, (w02, w1) per row, mult, rnd, sh}."""
+    if (kh - 1) * dh * row_w + 8 > 4095 or 4 + 8 * kh + 8 > 1020:
+        return None
+    nx = _EXT[np.dtype(x_dtype).name][1]
+    tx = _EXT[np.dtype(x_dtype).name][0]
+    sx, lb = ("sxtb16", "ldrsb") if nx == "s8" else ("uxtb16", "ldrb")
+    name = f"mtvm_dw{kh}x3s2_4_{nx}_{sat[2:]}_r{row_w}_d{dh}"
+    W, M = "%[x]", "%[y]"
+    ops = ["1:", "ldr %[a3], [%[prm]]"]                     # bias
+    for ky in range(kh):
+        off = ky * dh * row_w
+        first = ky == 0
+        b = "%[a3]"
+        ops += [f"ldrd {W}, {M}, [%[prm], #{4 + 8 * ky}]",
+                f"ldr %[t0], [%[p], #{off}]" if off else "ldr %[t0], [%[p]]",
+                f"{sx} %[t1], %[t0]",                                    # (p0, p2)
+                f"{sx} %[t0], %[t0], ror #8",                            # (p1, p3)
+                f"smlad %[a0], %[t1], {W}, {b if first else '%[a0]'}",
+                f"smlabb %[a0], %[t0], {M}, %[a0]",                     # p1 w1
+                f"smlatb %[a1], %[t0], {M}, {b if first else '%[a1]'}",  # p3 w1
+                f"ldr %[t0], [%[p], #{off + 4}]",
+                f"{sx} %[t2], %[t0]",                                    # (p4, p6)
+                "pkhbt %[t1], %[t2], %[t1]",                             # (p4, p2)
+                f"smladx %[a1], %[t1], {W}, %[a1]",
+                f"smlad %[a2], %[t2], {W}, {b if first else '%[a2]'}",
+                f"{lb} %[t1], [%[p], #{off + 8}]",
+                "pkhbt %[t1], %[t1], %[t2]",                             # (p8, p6)
+                f"smladx %[a3], %[t1], {W}, %[a3]",
+                f"{sx} %[t0], %[t0], ror #8",                            # (p5, p7)
+                f"smlabb %[a2], %[t0], {M}, %[a2]",
+                f"smlatb %[a3], %[t0], {M}, %[a3]"]
+    A = ["%[a0]", "%[a1]", "%[a2]", "%[a3]"]
+    ops += _requant_ops(A, W, M, "%[t0]", 4 + 8 * kh, sat)
+    ops += ["strb %[a1], [%[q], #1]", "strb %[a2], [%[q], #2]", "strb %[a3], [%[q], #3]",
+            "strb %[a0], [%[q]], #4", "adds %[p], %[p], #8", "ldr %[t0], %[qend]",
+            "cmp %[q], %[t0]", "bne 1b"]
+    outs = ['[p] "+r"(p)', '[q] "+r"(q)'] + [f'[a{i}] "=&r"(a{i})' for i in range(4)] + \
+        [f'[{r}] "=&r"({r})' for r in ("t0", "t1", "t2", "x", "y")]
+    ins = ['[prm] "r"(prm)', '[qend] "m"(qend)']
+    return _asm_fn(k, name, f"blocks of 4 output pixels of a row, {kh}x3 window, x stride 2, "
+                   "until q reaches qend.", f"const {tx}* p, {tx}* q, {tx}* qend, "
+                   "const int32_t* prm", "int32_t a0, a1, a2, a3, t0, t1, t2, x, y;", ops, outs,
+                   ins)
+
+
 def _acc_bound(bias, w, w_zp, x_itemsize) -> np.ndarray | None:
     """Per output channel, a bound on |acc| (bias + sum (x - zx)(w - zw)), or None."""
     if bias.const is None or w.const is None:
@@ -264,6 +387,23 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         k.helper("mtvm_dw_dsp", DW_DSP_C)
     elif mult is not None and mult.size > 1:
         lines.append(f"        const int32_t mult_o = {mult.c}[o], shift_o = {shift.c}[o];")
+    # Thumb-2 loops (DSP cores): the channel's parameters in one block they index
+    sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((act_min, act_max))
+    pairs2 = rows3 and sw == 1 and sh == 1 and oh >= 2
+    loop2 = loop2x2_helper(k, x.dtype, row_w, ow, sat) \
+        if fast and sat and pairs2 and kh == 3 and dh == 1 and ow >= 4 else None
+    loop4 = loop_s2x4_helper(k, x.dtype, kh, dh, row_w, sat) \
+        if fast and sat and rows3 and sw == 2 and ow >= 4 else None
+    if loop2:
+        prm = ["bias_in", "w02", "m0", "w35", "w68", "m2", "mult_o", "rnd_o", "sh_o"]
+    elif loop4:
+        prm = ["bias_in"] + [f"w{3 * r}{3 * r + 2}, w{3 * r + 1}" for r in range(kh)] + \
+            ["mult_o", "rnd_o", "sh_o"]
+    if loop2 or loop4:
+        lines += [ASM_GUARD, f"        const int32_t prm[] = {{ {', '.join(prm)} }};"]
+        if loop4:   # the middle weights go to prm one per row
+            lines += [f"        (void)m{r};" for r in range(0, kh, 2)]
+        lines.append("#endif")
     if padded:
         if pw == 0 and pe_w == 0:
             lines.append(f"        memcpy(pad + {ph * pw_}, xc, {h * wd});")
@@ -273,8 +413,6 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                       f"{wd});",
                       "        }"]
         lines.append("        xc = pad;")
-
-    sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((act_min, act_max))
 
     def stored(acc, xcoord, yrow="oy"):
         dst = f"yc[({yrow}) * {ow} + {xcoord}]" if " " in yrow else f"yc[{yrow} * {ow} + {xcoord}]"
@@ -313,8 +451,8 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         """Output pixels (oy, ox), (oy, ox+1), (oy+1, ox), (oy+1, ox+1), stride 1: each
         input row is unpacked once for the one or two output rows it feeds."""
         body = ["const " + x.ctype + "* p = r + ox;",
-                "int32_t acc0 = bias_in, acc1 = bias_in, acc2 = bias_in, acc3 = bias_in;",
-                "#if defined(__ARM_FEATURE_DSP)"]
+                "int32_t acc0 = bias_in, acc1 = bias_in, acc2 = bias_in, acc3 = bias_in;"]
+        body.append("#if defined(__ARM_FEATURE_DSP)")
         unpack = unpack_helper(k, x.dtype)
         uses: dict[int, list[tuple[int, int]]] = {}
         for ry in range(2):
@@ -356,7 +494,14 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         out, done = [], 0
         if rows3:
             if ow >= 4:
-                out += [f"for (; ox + 4 <= {ow}; ox += 4) {{"] + _indent(block(4)) + ["}"]
+                c_loop = [f"for (; ox + 4 <= {ow}; ox += 4) {{"] + _indent(block(4)) + ["}"]
+                if loop4:
+                    out += [ASM_GUARD, "{", f"    {k.out.ctype}* q = yc + oy * {ow};",
+                            f"    {loop4}(r, q, q + {ow - ow % 4}, prm);",
+                            f"    ox = {ow - ow % 4};", "    (void)ox;", "}", "#else"] + c_loop + \
+                        ["#endif"]
+                else:
+                    out += c_loop
                 done = ow - ow % 4
             if ow - done >= 2:
                 out += ["{"] + _indent(block(2)) + ["    ox += 2;", "}"]
@@ -365,15 +510,23 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             out += [f"for (; ox < {ow}; ++ox) {{"] + _indent(scalar()) + ["}"]
         return _indent(out, indent)
 
-    pairs2 = rows3 and sw == 1 and sh == 1 and oh >= 2
     lines.append("        size_t oy = 0;")
     if pairs2:
         # two output rows at a time: rows oy and oy + 1 share kh - 1 input rows
         lines += [f"        for (; oy + 2 <= {oh}; oy += 2) {{",
                   f"            const {x.ctype}* r = xc + oy * {row_w};",
-                  "            size_t ox = 0;",
-                  f"            for (; ox + 2 <= {ow}; ox += 2) {{"] + \
+                  "            size_t ox = 0;"]
+        c_loop = [f"            for (; ox + 2 <= {ow}; ox += 2) {{"] + \
             _indent(block2x2(), 4) + ["            }"]
+        if loop2:
+            lines += [ASM_GUARD, "            {",
+                      f"                {k.out.ctype}* q = yc + oy * {ow};",
+                      f"                {loop2}(r, q, q + {ow - ow % 2}, prm);",
+                      f"                ox = {ow - ow % 2};", "                (void)ox;",
+                      "            }", "#else"] + \
+                c_loop + ["#endif"]
+        else:
+            lines += c_loop
         if ow % 2:
             lines += [f"            for (; ox < {ow}; ++ox) {{"] + \
                 _indent(["{"] + _indent(scalar()) + ["}", "{"] + _indent(scalar("oy + 1")) +

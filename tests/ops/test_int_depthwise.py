@@ -36,6 +36,10 @@ VARIANTS = [
     ("k2x3", np.int8, (2, 6, 9), 1, (2, 3), (1, 1), (1, 1, 0, 1), (1, 1)),
     ("k4x4", np.int8, (2, 7, 8), 1, (4, 4), (1, 1), (1, 1, 2, 2), (1, 1)),
     ("k10x1", np.int8, (2, 12, 5), 1, (10, 1), (2, 1), (4, 0, 5, 0), (1, 1)),
+    ("s2_k5x3", np.int8, (2, 13, 12), 1, (5, 3), (2, 2), (2, 1, 2, 1), (1, 1)),
+    ("s2_dil2", np.int8, (2, 13, 14), 1, (3, 3), (2, 2), (2, 1, 2, 1), (2, 1)),
+    ("s1_wide", np.int8, (1, 4, 1400), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ("s2_wide", np.int8, (1, 5, 2100), 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     ("mult2", np.int8, (2, 7, 9), 2, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     ("u8_s1", np.uint8, (3, 9, 10), 1, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     ("u8_s2", np.uint8, (2, 11, 10), 1, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
@@ -166,6 +170,11 @@ def test_depthwise_variants_match_reference():
     for lk in lib.kernels:
         assert lk.kernel.node.attrs.get("folded", 1) == 0, lk.kernel.fname
     assert sum(lk.kernel.inplace is not None for lk in lib.kernels) >= 2
+    # the Thumb-2 loops are emitted (2x2 stride 1, 4 pixels stride 2; int8 and uint8)
+    src = "\n".join(lib.sources.values())
+    for loop in ("mtvm_dw3x3s1_2x2_s8", "mtvm_dw3x3s1_2x2_u8", "mtvm_dw3x3s2_4_s8",
+                 "mtvm_dw3x3s2_4_u8", "mtvm_dw5x3s2_4_s8"):
+        assert loop + "_" in src, loop
 
 
 def test_depthwise_clamped_matches_reference():
