@@ -97,7 +97,10 @@ def test_inception_block_runs_branch_by_branch():
     m = inception()
     before = mtvm.compile(m, reorder=False)
     after = check_model(m, data(m), sanitize=True)
-    assert after.plan.arena_bytes < 0.75 * before.plan.arena_bytes
+    assert (before.plan.arena_bytes, after.plan.arena_bytes) == (78912, 54336)
+    # the first order found (earliest node first) places at 57344; the one
+    # continuing the last branch reaches the bound
+    assert after.plan.arena_bytes == after.plan.lower_bound
     assert after.plan.original_lower_bound == before.plan.lower_bound
 
 

@@ -27,7 +27,9 @@ choose_order() runs this on the lowered graph, re-lowers the orders found
 (in-place decisions and scratch recomputed for each), drops the in-place
 writes that raise an order's peak (planner.trim_inplace), and keeps the
 result only if its bound -- and, should the placement miss it, its arena --
-is strictly below the graph order's.
+is strictly below the graph order's. When the placement misses the bound,
+the orders of the same peak that continue the branch run last are placed
+too (nested lifetimes pack better).
 """
 from __future__ import annotations
 
@@ -209,17 +211,25 @@ def peak(p: Problem, order: list[int]) -> int:
     return top
 
 
-def best_order(p: Problem, beam: int = BEAM, budget: int = WORK_BUDGET
-               ) -> tuple[list[int], int, bool]:
-    """(order, its peak, whether the search was exhaustive)."""
+def best_order(p: Problem, beam: int = BEAM, budget: int = WORK_BUDGET,
+               depth_first: bool = False) -> tuple[list[int], int, bool]:
+    """(order, its peak, whether the search was exhaustive). Among the orders
+    of that peak: the one taking the earliest original node first, or with
+    depth_first the one continuing the branch run last (nested lifetimes,
+    which the placement packs more easily)."""
     layers, exact = _explore(p, beam, budget)
     rest = _rest(p, layers)
     order, done, target = [], 0, rest[0]
+    position: dict[int, int] = {}
     for _ in range(p.n):
         _, live, ready = layers[len(order)][done]
-        for v in _bits(ready):                        # earliest original node first
+        nodes = list(_bits(ready))                    # earliest original node first
+        if depth_first:
+            nodes.sort(key=lambda v: -max((position[u] for u in _bits(p.preds[v])), default=-1))
+        for v in nodes:
             after = done | 1 << v
             if after in rest and max(p.step(done, live, v), rest[after]) <= target:
+                position[v] = len(order)
                 order.append(v)
                 done = after
                 break
@@ -297,20 +307,34 @@ def choose_order(g: Graph, lower, io_in_workspace: bool = False, reorder: bool =
     original = _lowered(g, inplace_steps(g), lower, io)
     best = original
     if reorder:
-        graphs = [reordered(g, order) for order in candidate_orders(g, original.scratch, io)]
-        others = [_lowered(h, inplace_steps(h), lower, io) for h in graphs]
-        for c in [original] + others:
-            c = _trimmed(c, lower, io)
+        for c in [_trimmed(original, lower, io)] + _candidates(g, original.scratch, lower, io):
             if c.peak < best.peak:
                 best = c
     best.plan = _plan(best, io)
+    if reorder and best.plan.arena_bytes > best.peak:
+        # The placement missed the bound: orders of the same peak that nest
+        # the branches' lifetimes may pack better.
+        for c in _candidates(g, original.scratch, lower, io, depth_first=True):
+            if c.peak < best.plan.arena_bytes:
+                c.plan = _plan(c, io)
+                if c.plan.arena_bytes < best.plan.arena_bytes:
+                    best = c
     if best is not original and best.plan.arena_bytes >= original.peak:
-        # The placement missed the bound: compare with the original's arena (ties keep it).
+        # Still above the graph order's bound: compare arenas (ties keep the graph order).
         original.plan = _plan(original, io)
         if original.plan.arena_bytes <= best.plan.arena_bytes:
             best = original
     best.plan.original_lower_bound = original.peak
     return best
+
+
+def _candidates(g: Graph, scratch, lower, io_in_workspace: bool, depth_first: bool = False
+                ) -> list[Scheduled]:
+    """The orders found, lowered, in-place writes trimmed."""
+    graphs = [reordered(g, order)
+              for order in candidate_orders(g, scratch, io_in_workspace, depth_first)]
+    return [_trimmed(_lowered(h, inplace_steps(h), lower, io_in_workspace), lower,
+                     io_in_workspace) for h in graphs]
 
 
 def _lowered(h: Graph, inplace: dict, lower, io_in_workspace: bool) -> Scheduled:
@@ -332,7 +356,8 @@ def _plan(c: Scheduled, io_in_workspace: bool) -> MemoryPlan:
     return plan_memory(c.graph, c.scratch, inplace=c.inplace, io_in_workspace=io_in_workspace)
 
 
-def candidate_orders(g: Graph, scratch: dict[int, int], io_in_workspace: bool) -> list[list[int]]:
+def candidate_orders(g: Graph, scratch: dict[int, int], io_in_workspace: bool,
+                     depth_first: bool = False) -> list[list[int]]:
     """The best orders that differ from the original, for two models of the
     in-place writes the order decides: a saving at their step, or none."""
     with_inplace = problem(g, scratch, io_in_workspace)
@@ -341,7 +366,7 @@ def candidate_orders(g: Graph, scratch: dict[int, int], io_in_workspace: bool) -
         problems.append(replace(with_inplace, inplace=[[] for _ in g.nodes]))
     out = []
     for p in problems:
-        order, _, _ = best_order(p)
+        order, _, _ = best_order(p, depth_first=depth_first)
         if order != list(range(len(g.nodes))) and order not in out:
             out.append(order)
     return out
