@@ -5,7 +5,7 @@
 Default model: light_resnet50 from onnx's backend test data (25 M float
 parameters, made by ConstantOfShape nodes, so all zeros: the compile-time test of
 dense random weights is tests/test_mlf.py's; opset 9: mtvm converts it to
-opset 13 itself). The build is the
+opset 11 itself). The build is the
 host shared library of bench/host.py (cc -O3 -march=native), made in a fresh
 cache directory so nothing is reused; the outputs are checked against
 onnxruntime. Target: under 60 s in all.

@@ -15,7 +15,6 @@ from ..ops.base import bind_attrs, get_op, supported_ops
 from ..passes.widen import as_computed
 
 MIN_OPSET = 11
-CONVERT_TO_OPSET = 13       # older models are converted to this opset first
 
 
 def _read(path_or_model, source: str) -> onnx.ModelProto:
@@ -90,12 +89,15 @@ def _upgrade_opset(model: onnx.ModelProto, opset: int, source: str) -> onnx.Mode
     version converter, so the rest of mtvm sees one operator semantics per op."""
     from onnx import version_converter
     try:
-        return version_converter.convert_version(model, CONVERT_TO_OPSET)
+        model = version_converter.convert_version(model, MIN_OPSET)
+        # The converter adds initializers that are not graph inputs (IR >= 4).
+        model.ir_version = max(model.ir_version, 4)
+        return model
     except Exception as e:  # the converter raises bare RuntimeErrors with C++ text
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UnsupportedError(
             f"{source}: opset {opset} is older than {MIN_OPSET}, the oldest mtvm reads, and "
-            f"onnx.version_converter could not convert it to opset {CONVERT_TO_OPSET}: {reason}; "
+            f"onnx.version_converter could not convert it to opset {MIN_OPSET}: {reason}; "
             "re-export the model with a newer opset") from None
 
 
@@ -128,11 +130,10 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
     notes = []
     if opset and opset < MIN_OPSET:
         model = _upgrade_opset(model, opset, source)
-        notes.append(f"the model's opset {opset} was converted to opset {CONVERT_TO_OPSET} "
-                     "with onnx.version_converter (mtvm reads opset >= "
-                     f"{MIN_OPSET})")
+        notes.append(f"the model's opset {opset} was converted to opset {MIN_OPSET}, the "
+                     "oldest mtvm reads, with onnx.version_converter")
         opsets = {(o.domain or ""): o.version for o in model.opset_import}
-        opset = CONVERT_TO_OPSET
+        opset = MIN_OPSET
     g = Graph(model.graph.name or "model", {}, [], [], [], opset, source, notes)
 
     for init in model.graph.initializer:
