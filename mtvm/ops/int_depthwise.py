@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .base import c_literal
 from .int_kernels import (_EXT, _EXT_ROR8, DSP_INCLUDE_C, ROR8_C, _indent, per_channel,
                           ties_impossible)
 
@@ -188,15 +189,47 @@ static inline void {name}({proto})
 #endif""")
 
 
-def _requant_ops(accs: list[str], w: str, m: str, t: str, prm_at: int, sat: str) -> list[str]:
-    """acc = sat((high word of acc * mult + rnd) >> sh) with mult, rnd, sh from prm."""
-    ops = [f"ldrd {w}, {m}, [%[prm], #{prm_at}]", f"ldr {t}, [%[prm], #{prm_at + 8}]"]
+def _requant_ops(accs: list[str], w: str, m: str, t: str, prm_at: int, sat: str,
+                 common: int | None) -> list[str]:
+    """acc = sat((high word of acc * mult + rnd) >> sh) with mult, rnd (and sh) from prm;
+    with a layer-wide shift `common` the shift is SSAT's own ASR #common."""
+    ins = sat.lstrip("_")
+    ops = [f"ldrd {w}, {m}, [%[prm], #{prm_at}]"]
     ops += [f"smmla {a}, {a}, {w}, {m}" for a in accs]
+    if common is not None:
+        return ops + [f"{ins} {a}, #8, {a}, asr #{common}" for a in accs]
+    ops.insert(1, f"ldr {t}, [%[prm], #{prm_at + 8}]")
     ops += [f"asr {a}, {a}, {t}" for a in accs]
-    return ops + [f"{sat.lstrip('_')} {a}, #8, {a}" for a in accs]
+    return ops + [f"{ins} {a}, #8, {a}" for a in accs]
 
 
-def loop2x2_helper(k, x_dtype, row_w: int, ow: int, sat: str) -> str | None:
+def common_shift(bias, w, w_zp, shift, y_zp, x) -> int | None:
+    """One right shift S for the whole layer, if every channel's accumulator can be
+    scaled by 2^(S - sh) exactly: weights and bias multiplied by that power of two
+    (still int16 lanes, sums far from overflow), the requantization then reads
+    floor((acc 2^k mult + (2^(S-1) + zp 2^S) 2^32) / 2^(32+S)), the same integer.
+    (Multipliers are normalized, so a layer's shifts differ by one or two.)"""
+    if shift.const is None or bias.const is None or w.const is None:
+        return None
+    wv = w.const.reshape(w.shape[0], -1).astype(np.int64)
+    if w_zp is not None:
+        if w_zp.const is None:
+            return None
+        wv = wv - np.asarray(w_zp.const, np.int64).reshape(-1, 1)
+    sh = np.broadcast_to(-1 - np.asarray(shift.const, np.int64).ravel(), (wv.shape[0],))
+    S = int(sh.max())
+    kk = S - sh
+    if S < 1 or S > 31 or kk.max() > 7:
+        return None
+    if (np.abs(wv).max(axis=1) << kk).max() > 32767:
+        return None
+    xmax = 255 if x.dtype.itemsize == 1 else (1 << 16)
+    bound = (np.abs(bias.const.astype(np.int64).ravel()) + 2 * xmax * np.abs(wv).sum(axis=1)) << kk
+    rnd = (1 << (S - 1)) + abs(int(y_zp)) * (1 << S)
+    return S if bound.max() < (1 << 30) and bound.max() // 2 + 1 + rnd < (1 << 31) - 1 else None
+
+
+def loop2x2_helper(k, x_dtype, row_w: int, ow: int, sat: str, common: int | None) -> str | None:
     """Thumb-2 loop over the 2x2 blocks of two output rows (3x3 window, stride 1):
     per block the 4 input rows are loaded and split once (LDR + 2 SXTB16), 24 SMLAD /
     SMLAxy, the weights reloaded from the channel's parameter block as they are
@@ -207,7 +240,7 @@ def loop2x2_helper(k, x_dtype, row_w: int, ow: int, sat: str) -> str | None:
     nx = _EXT[np.dtype(x_dtype).name][1]
     tx = _EXT[np.dtype(x_dtype).name][0]
     sx = "sxtb16" if nx == "s8" else "uxtb16"
-    name = f"mtvm_dw3x3s1_2x2_{nx}_{sat[2:]}_r{row_w}_w{ow}"
+    name = f"mtvm_dw3x3s1_2x2_{nx}_{sat[2:]}_r{row_w}_w{ow}" + (f"_s{common}" if common else "")
 
     def split(off):
         return [f"ldr %[t0], [%[p], #{off}]" if off else "ldr %[t0], [%[p]]",
@@ -228,7 +261,7 @@ def loop2x2_helper(k, x_dtype, row_w: int, ow: int, sat: str) -> str | None:
     ops += split(2 * row_w) + mac(A[2], A[3], Z, Y, "t")
     ops += [f"ldrd {X}, {Y}, [%[prm], #16]"] + mac(A[0], A[1], X, Y, "b")   # w68, w7
     ops += split(3 * row_w) + mac(A[2], A[3], X, Y, "b")
-    ops += _requant_ops(A, X, Y, Z, 24, sat)
+    ops += _requant_ops(A, X, Y, Z, 24, sat, common)
     ops += ["strb %[a1], [%[q], #1]", f"strb %[a2], [%[q], #{ow}]",
             f"strb %[a3], [%[q], #{ow + 1}]", "strb %[a0], [%[q]], #2",
             "adds %[p], %[p], #2", "ldr %[t0], %[qend]", "cmp %[q], %[t0]", "bne 1b"]
@@ -240,7 +273,8 @@ def loop2x2_helper(k, x_dtype, row_w: int, ow: int, sat: str) -> str | None:
                    "int32_t a0, a1, a2, a3, t0, t1, x, y, z;", ops, outs, ins)
 
 
-def loop_s2x4_helper(k, x_dtype, kh: int, dh: int, row_w: int, sat: str) -> str | None:
+def loop_s2x4_helper(k, x_dtype, kh: int, dh: int, row_w: int, sat: str,
+                     common: int | None) -> str | None:
     """Thumb-2 loop over blocks of 4 output pixels of one row at x stride 2 (window
     kh x 3): per window row two words and a byte (p0..p8), 2 SXTB16 + 2 for the odd
     bytes, 2 PKHBT, 8 SMLAD/SMLADX/SMLAxB and one LDRD of the row's weights; 12
@@ -250,7 +284,7 @@ def loop_s2x4_helper(k, x_dtype, kh: int, dh: int, row_w: int, sat: str) -> str 
     nx = _EXT[np.dtype(x_dtype).name][1]
     tx = _EXT[np.dtype(x_dtype).name][0]
     sx, lb = ("sxtb16", "ldrsb") if nx == "s8" else ("uxtb16", "ldrb")
-    name = f"mtvm_dw{kh}x3s2_4_{nx}_{sat[2:]}_r{row_w}_d{dh}"
+    name = f"mtvm_dw{kh}x3s2_4_{nx}_{sat[2:]}_r{row_w}_d{dh}" + (f"_s{common}" if common else "")
     W, M = "%[x]", "%[y]"
     ops = ["1:", "ldr %[a3], [%[prm]]"]                     # bias
     for ky in range(kh):
@@ -276,7 +310,7 @@ def loop_s2x4_helper(k, x_dtype, kh: int, dh: int, row_w: int, sat: str) -> str 
                 f"smlabb %[a2], %[t0], {M}, %[a2]",
                 f"smlatb %[a3], %[t0], {M}, %[a3]"]
     A = ["%[a0]", "%[a1]", "%[a2]", "%[a3]"]
-    ops += _requant_ops(A, W, M, "%[t0]", 4 + 8 * kh, sat)
+    ops += _requant_ops(A, W, M, "%[t0]", 4 + 8 * kh, sat, common)
     ops += ["strb %[a1], [%[q], #1]", "strb %[a2], [%[q], #2]", "strb %[a3], [%[q], #3]",
             "strb %[a0], [%[q]], #4", "adds %[p], %[p], #8", "ldr %[t0], %[qend]",
             "cmp %[q], %[t0]", "bne 1b"]
@@ -390,20 +424,33 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     # Thumb-2 loops (DSP cores): the channel's parameters in one block they index
     sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((act_min, act_max))
     pairs2 = rows3 and sw == 1 and sh == 1 and oh >= 2
-    loop2 = loop2x2_helper(k, x.dtype, row_w, ow, sat) \
+    S = common_shift(bias, w, w_zp, shift, y_zp, x) if fast and sat and rows3 else None
+    loop2 = loop2x2_helper(k, x.dtype, row_w, ow, sat, S) \
         if fast and sat and pairs2 and kh == 3 and dh == 1 and ow >= 4 else None
-    loop4 = loop_s2x4_helper(k, x.dtype, kh, dh, row_w, sat) \
+    loop4 = loop_s2x4_helper(k, x.dtype, kh, dh, row_w, sat, S) \
         if fast and sat and rows3 and sw == 2 and ow >= 4 else None
-    if loop2:
-        prm = ["bias_in", "w02", "m0", "w35", "w68", "m2", "mult_o", "rnd_o", "sh_o"]
-    elif loop4:
-        prm = ["bias_in"] + [f"w{3 * r}{3 * r + 2}, w{3 * r + 1}" for r in range(kh)] + \
-            ["mult_o", "rnd_o", "sh_o"]
     if loop2 or loop4:
-        lines += [ASM_GUARD, f"        const int32_t prm[] = {{ {', '.join(prm)} }};"]
-        if loop4:   # the middle weights go to prm one per row
-            lines += [f"        (void)m{r};" for r in range(0, kh, 2)]
-        lines.append("#endif")
+        if S is None:
+            ws = {i: f"w{i}" for i in range(taps)}
+            pre, bias_s, rnd = [], "bias_in", "rnd_o"
+        else:   # the channel scaled to the layer's shift S (see common_shift)
+            ws = {i: f"w{i} * ks" for i in range(taps)}
+            pre = [f"        const int32_t ks = 1 << ({S} - sh_o);   /* 2^(S - sh) */"]
+            bias_s, rnd = "bias_in * ks", c_literal((1 << (S - 1)) + y_zp * (1 << S), np.int32)
+
+        def pack(a, b):
+            return f"(int32_t)(((uint32_t)({ws[a]}) & 0xFFFFu) | ((uint32_t)({ws[b]}) << 16))"
+        if loop2:
+            prm = [bias_s, pack(0, 2), pack(1, 4), pack(3, 5), pack(6, 8), ws[7], "mult_o", rnd,
+                   "sh_o"]
+        else:
+            prm = [bias_s] + [f"{pack(3 * r, 3 * r + 2)}, {ws[3 * r + 1]}" for r in range(kh)] + \
+                ["mult_o", rnd, "sh_o"]
+        lines += [ASM_GUARD] + pre + ["        const int32_t prm[] = {",
+                                      "            " + ",\n            ".join(prm), "        };"]
+        lines += [f"        (void)w{3 * r}{3 * r + 2};" for r in range(kh)] + \
+            [f"        (void)m{r};" for r in range(0, kh, 2)] + \
+            (["        (void)rnd_o;"] if S is not None else []) + ["#endif"]
     if padded:
         if pw == 0 and pe_w == 0:
             lines.append(f"        memcpy(pad + {ph * pw_}, xc, {h * wd});")

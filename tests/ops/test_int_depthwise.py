@@ -6,6 +6,8 @@ QConv.reference (the IR interpreter) exactly on the host, under ASan/UBSan, and
 on the emulated Cortex-M4 (the DSP path)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -112,6 +114,13 @@ def variants_model():
         b.output(b.qlinearconv(y, f"chain3_{tag}", dtype, 4, 1, (3, 3), (2, 2),
                                (1, 1, 1, 1), (1, 1), sx=0.06,
                                zx=np.int8(5) if dtype == np.int8 else np.uint8(118)), dtype)
+    # Channel scales 2^9 apart: no layer-wide shift (see common_shift), per-channel ASR.
+    for tag, st in (("s1", 1), ("s2", 2)):
+        x = b.input(f"x_spread_{tag}", np.int8, (2, 8, 12))
+        w = (b.rng.integers(-127, 128, (2, 1, 3, 3)).astype(np.int8),
+             np.array([0.00007, 0.04], np.float32), np.zeros(2, np.int8))
+        b.output(b.qlinearconv(x, f"spread_{tag}", np.int8, 2, 1, (3, 3), (st, st),
+                               (1, 1, 1, 1), (1, 1), w=w), np.int8)
     # Multipliers whose products can be exact ties (2^-7): the general requantization.
     x = b.input("x_ties", np.int8, (2, 6, 9))
     w = (b.rng.integers(-127, 128, (2, 1, 3, 3)).astype(np.int8),
@@ -175,6 +184,10 @@ def test_depthwise_variants_match_reference():
     for loop in ("mtvm_dw3x3s1_2x2_s8", "mtvm_dw3x3s1_2x2_u8", "mtvm_dw3x3s2_4_s8",
                  "mtvm_dw3x3s2_4_u8", "mtvm_dw5x3s2_4_s8"):
         assert loop + "_" in src, loop
+    # with the layer's shift in SSAT (most) and with a per-channel shift (the spread ones)
+    assert re.search(r"mtvm_dw3x3s1_2x2_s8_ssat_r\d+_w\d+_s\d+\(", src)
+    assert re.search(r"mtvm_dw3x3s1_2x2_s8_ssat_r\d+_w\d+\(", src)
+    assert re.search(r"mtvm_dw3x3s2_4_s8_ssat_r\d+_d1\(", src)
 
 
 def test_depthwise_clamped_matches_reference():
