@@ -302,6 +302,7 @@ IM2COL_DEVICE_CASES = [  # w shape, attrs: the shapes the im2col kernel special-
     ((3, 6, 5, 5), {"pads": [2, 2, 2, 2]}),             # too many taps to unroll
     ((2, 3, 7, 5), {"group": 2, "pads": [3, 2, 3, 2], "strides": [1, 2]}),
     ((8, 6, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((3, 6, 10, 4), {"strides": [2, 2], "pads": [5, 2, 5, 2]}),   # 40-tap window masks
 ]
 
 

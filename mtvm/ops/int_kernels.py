@@ -256,22 +256,29 @@ def permute_pairs(w: np.ndarray) -> np.ndarray:
     return rows.reshape(w.shape)
 
 
-def _asm_block(chans: int, pixels: int) -> str:
-    """GNU asm text (Thumb-2) for one block of four taps: load the columns (post-
-    increment), then per channel one weight word, its two SXTB16 and the SMLADs."""
-    lines = []
-    if pixels == 2:
-        lines += ["ldrd   %[x0], %[x1], [%[c]], #8", "ldrd   %[x2], %[x3], [%[c]], #8"]
-    else:                                   # skip the unused pixel-1 slots
-        lines.append("ldrd   %[x0], %[x1], [%[c]], #16")
-    for ch in range(chans):
-        lines += ["ldr    %[wa], [%[w]], #4",
-                  "sxtb16 %[wb], %[wa], ror #8",              # (w2, w3)
-                  "sxtb16 %[wa], %[wa]"]                      # (w0, w1)
-        for p in range(pixels):
-            s = f"%[s{p}{ch}]"
-            lines += [f"smlad  {s}, %[x{2 * p}], %[wa], {s}",
-                      f"smlad  {s}, %[x{2 * p + 1}], %[wb], {s}"]
+def _asm_block(pixels: int, ext: str = "sxtb16", ldrd_w: bool = True) -> str:
+    """GNU asm text (Thumb-2) for one block of four taps x two channels: one LDRD of
+    the two channels' weight words (post-increment), four SXTB16 widening them into
+    the lanes (w0, w1), (w2, w3) of each channel, then per pixel one LDRD of its four
+    int16 taps and four SMLADs. 13 registers for two pixels: 15 instructions per 16
+    MACs."""
+    lines = ["ldrd   %[x0], %[x1], [%[c]], #8",
+             "ldrd   %[wa], %[wb], [%[w]], #8" if ldrd_w else "ldr    %[wa], [%[w]], #4",
+             f"{ext} %[wah], %[wa], ror #8",
+             f"{ext} %[wa], %[wa]",
+             f"{ext} %[wbh], %[wb], ror #8",
+             f"{ext} %[wb], %[wb]"]
+    if not ldrd_w:                           # weights not word-aligned: two LDRs
+        lines.insert(4, "ldr    %[wb], [%[w]], #4")
+    for p in range(pixels):
+        if p:
+            lines.append("ldrd   %[x0], %[x1], [%[c]], #8")
+        for ch, (lo, hi) in enumerate((("wa", "wah"), ("wb", "wbh"))):
+            acc = f"%[s{p}{ch}]"
+            lines += [f"smlad  {acc}, %[x0], %[{lo}], {acc}",
+                      f"smlad  {acc}, %[x1], %[{hi}], {acc}"]
+    if pixels == 1:                          # skip the unused pixel-1 slots
+        lines[0] = "ldrd   %[x0], %[x1], [%[c]], #16"
     return "".join(f'"{ln}\\n\\t"\n' for ln in lines)
 
 
@@ -284,10 +291,8 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
     name = f"mtvm_mm{pixels}x2_s16_{nb_}"
     ext = "sxtb16" if xb == "__sxtb16" else "uxtb16"
     s_names = [f"s{p}{c}" for p in range(pixels) for c in range(2)]
-    xs = [f"x{i}" for i in range(2 * pixels)]
-    block = _asm_block(2, pixels).replace("sxtb16", ext)
     ops = ", ".join([f'[{s}] "+r"({s})' for s in s_names] + ['[c] "+r"(c)', '[w] "+r"(w)']
-                    + [f'[{x}] "=&r"({x})' for x in xs] + ['[wa] "=&r"(wa)', '[wb] "=&r"(wb)'])
+                    + [f'[{x}] "=&r"({x})' for x in ("x0", "x1", "wa", "wah", "wb", "wbh")])
     decl_s = ", ".join(f"{s} = acc[{i}]" for i, s in enumerate(s_names))
     store_s = " ".join(f"acc[{i}] = {s};" for i, s in enumerate(s_names))
     if pixels == 2:
@@ -334,52 +339,98 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
                    "        memcpy(&wb, w + 4, 4);",
                    f"        s01 = __smlad((int32_t)x0, {xb}((int32_t)wb), s01);",
                    f"        s01 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wb), s01);"]
-    xdecl = ", ".join(xs)
+    xdecl = ", ".join(f"x{i}" for i in range(2 * pixels))
+    k.helper(name + "_c", "\n".join([
+        "#if defined(__ARM_FEATURE_DSP)",
+        f"/* The nb blocks of {name} in C: where the assembly does not apply (weights",
+        " * not word-aligned, compilers other than gcc/clang). Not inlined: one copy. */",
+        f"static void {name}_c(const int16_t* c, const {tb}* w, int32_t nb, "
+        f"int32_t acc[{2 * pixels}])",
+        "{",
+        f"    int32_t {decl_s};",
+        "    for (; nb > 0; --nb, c += 8, w += 8) {",
+        f"        uint32_t {xdecl}, wa, wb;",
+        *dsp_blk,
+        "    }",
+        f"    {store_s}",
+        "}",
+        "#endif"]))
+    mac = f"MTVM_MM{pixels}X2_{nb_.upper()}"
+
+    def asm_blocks(ldrd_w: bool) -> list[str]:
+        """nb blocks: one, two, then loops of four (nb is a constant after inlining:
+        only the parts it needs remain)."""
+        blk = f"{mac}_{'LDRD' if ldrd_w else 'LDR'}"
+        return [f'if (nb & 1) __asm__({blk} : {mac}_OPS : : "memory");',
+                f'if (nb & 2) __asm__({blk} {blk} : {mac}_OPS : : "memory");',
+                "if (nb >= 4) {",
+                "    const int16_t* end = c + 8 * (nb & ~3);",
+                f'    __asm__("1:\\n\\t" {blk} {blk} {blk} {blk} "cmp %[c], %[end]\\n\\tbne 1b\\n\\t"',
+                f'            : {mac}_OPS : [end] "r"(end) : "cc", "memory");',
+                "}"]
+
+    def macro(name_, text):
+        body = [f'    "{ln[1:-5]}\\n\\t"' for ln in text.splitlines()]
+        return [f"#define {name_} \\"] + [ln + " \\" for ln in body[:-1]] + [body[-1]]
+    k.helper(mac, "\n".join(
+        ["#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)",
+         f"/* One block of four taps x {pixels} pixel(s) x two channels of {name} (Thumb-2):",
+         " * LDRD of the two channels' weight words (or two LDRs where they may be",
+         " * unaligned), SXTB16 / SXTB16 ROR #8 into the lanes (w0, w1), (w2, w3) of each,",
+         " * then per pixel one LDRD of four int16 taps (post-increment) and four SMLADs. */"]
+        + macro(f"{mac}_LDRD", _asm_block(pixels, ext, True))
+        + macro(f"{mac}_LDR", _asm_block(pixels, ext, False))
+        + [f"#define {mac}_OPS {ops}", "#endif"]))
     code = [doc,
+            "#if defined(__GNUC__)",
+            "__attribute__((always_inline))   /* nb and tl are constants at each call */",
+            "#endif",
             f"static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t tl,",
-            f"{' ' * (len(name) + 20)}int32_t acc[{2 * pixels}])",
+            f"{' ' * (len(name) + 20)}int32_t wal, int32_t acc[{2 * pixels}])",
             "{",
-            f"    int32_t {decl_s};",
-            "#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)",
-            "    /* Thumb-2 assembly: gcc 12 spills and does not use LDRD with post-increment here.",
-            f"     * c is 8-byte aligned (the arena's scratch); {13 if pixels == 2 else 9} registers, "
-            "no spill. */",
-            f"    uint32_t {xdecl}, wa, wb;",
-            "    if (nb & 1) {",
-            "        __asm__(",
-            *["            " + ln for ln in block.splitlines()],
-            f"            : {ops}",
-            "            :",
-            '            : "memory");',
-            "    }",
-            "    if (nb > 1) {",
-            f"        const int16_t* end = c + 8 * (nb - (nb & 1));",
-            "        __asm__(",
-            '            "1:\\n\\t"',
-            *["            " + ln for ln in (block + block).splitlines()],
-            '            "cmp    %[c], %[end]\\n\\t"',
-            '            "bne    1b\\n\\t"',
-            f"            : {ops}",
-            '            : [end] "r"(end)',
-            '            : "cc", "memory");',
-            "    }",
-            "#elif defined(__ARM_FEATURE_DSP)",
-            f"    for (; nb > 0; --nb, c += 8, w += 8) {{",
-            f"        uint32_t {xdecl}, wa, wb;",
-            *dsp_blk,
+            "    const int16_t* ct = c + 8 * nb;   /* the tail taps */",
+            f"    const {tb}* wt = w + 8 * nb;",
+            "    (void)wal;",
+            "#if defined(__ARM_FEATURE_DSP)",
+            "#if defined(__GNUC__) && defined(__thumb2__)",
+            "    /* Thumb-2 assembly (gcc 12 spills and does not use LDRD with post-increment",
+            "     * here). c is 8-byte aligned (the arena's scratch). wal (a constant): the",
+            "     * weight rows are a multiple of four bytes, so w is word-aligned when the",
+            "     * array is (gcc aligns it at -O2): one LDRD for both channels' words; else",
+            "     * two LDRs, which take any address. */",
+            "    if (!wal || ((uintptr_t)w & 3u) == 0) {",
+            f"        int32_t {decl_s};",
+            "        uint32_t x0, x1, wa, wah, wb, wbh;",
+            "        if (wal) {",
+            *_indent(asm_blocks(True), 3),
+            "        } else {",
+            *_indent(asm_blocks(False), 3),
+            "        }",
+            f"        {store_s}",
+            "    } else",
+            "#endif",
+            "    {",
+            f"        {name}_c(c, w, nb, acc);",
             "    }",
             "#else",
-            "    for (; nb > 0; --nb, c += 8, w += 8) {",
-            "        for (int32_t j = 0; j < 4; ++j) {",
-            "            const int32_t q = j == 1 ? 2 : (j == 2 ? 1 : j);   /* tap j's weight */",
-            *port_blk,
+            "    {",
+            f"        int32_t {decl_s};",
+            "        for (; nb > 0; --nb, c += 8, w += 8) {",
+            "            for (int32_t j = 0; j < 4; ++j) {",
+            "                const int32_t q = j == 1 ? 2 : (j == 2 ? 1 : j);   /* tap j's weight */",
+            *["    " + ln for ln in port_blk],
+            "            }",
             "        }",
+            f"        {store_s}",
             "    }",
             "#endif",
-            "    for (int32_t j = 0; j < tl; ++j) {",
-            *port_tail,
+            "    if (tl > 0) {",
+            f"        int32_t {decl_s};",
+            "        for (int32_t j = 0; j < tl; ++j) {",
+            *["    " + ln.replace("c[", "ct[").replace("w[", "wt[") for ln in port_tail],
+            "        }",
+            f"        {store_s}",
             "    }",
-            f"    {store_s}",
             "}"]
     return k.helper(name, "\n".join(code))
 
@@ -771,35 +822,57 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                 f"                xg[(ci * {h} + (size_t)ih) * {wd} + (size_t)iw] : {zx};",
                 "        }", "    }", "}"]
 
+    mtype, msuf = ("uint32_t", "u") if khw <= 32 else ("uint64_t", "ull")
+
+    def mask_lines() -> list[str]:
+        """Bit j of `m` (khw <= 64): tap j of a channel's window lies inside the input."""
+        return [f"const int32_t iy0 = {coord('oy', sh, ph, '0', 1)[:-4]}, "
+                f"ix0 = {coord('ox', sw, pw, '0', 1)[:-4]};",
+                f"const int32_t base = iy0 * {wd} + ix0;   /* may be negative */",
+                f"{mtype} m = 0;",
+                f"for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                f"    for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                f"        const int32_t ih = iy0 + ky{f' * {dh}' if dh != 1 else ''}, "
+                f"iw = ix0 + kx{f' * {dw}' if dw != 1 else ''};",
+                f"        m |= ({mtype})(ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) << "
+                f"(ky * {kw} + kx);",
+                "    }", "}"]
+
+    def masked(px: str) -> list[str]:
+        """A pixel whose window crosses the padding, when the window is too large to
+        unroll over `per` channels: a channel's taps unrolled, the taps not inside the
+        input (bit clear in `m`) read as zx, the column position computed per tap."""
+        offs = [ky * dh * wd + kx * dw for ky in range(kh) for kx in range(kw)]
+        pos = "((i >> 2) << 3) + (i & 3)"
+        dst = f"t[{pos}]"
+        if tl:
+            dst = f"(i < {4 * nb} ? t + {pos} : tt + (i - {4 * nb}))[0]"
+        out = mask_lines() + [f"const {xt}* p = xg;", f"int16_t* t = col + 4 * {px};"] + \
+            tail_ptr(px)
+        out += [f"for (size_t ci = 0, i = 0; ci < {cg}; ++ci, p += {hw}) {{"]
+        out += [f"    {dst} = (m & {1 << j}{msuf}) ? (int32_t)p[base + {offs[j]}] : {zx}; ++i;"
+                for j in range(khw)]
+        return out + ["}"]
+
     per = 4 // math.gcd(khw, 4)            # channels per whole number of blocks
     unroll = per * khw <= 64
 
     def fast(px: str, masked: bool = False) -> list[str]:
         """The taps at constant offsets, `per` channels per step. masked: a pixel whose
-        window crosses the padding; bit j of `m` tells whether tap j of a channel's
-        window is inside the input (the others read as zx)."""
+        window crosses the padding; the taps not inside the input (bit clear in `m`)
+        read as zx."""
         offs = [ky * dh * wd + kx * dw for ky in range(kh) for kx in range(kw)]
-        iy0, ix0 = coord('oy', sh, ph, '0', 1)[:-4], coord('ox', sw, pw, '0', 1)[:-4]
         if masked:
-            out = [f"const int32_t iy0 = {iy0}, ix0 = {ix0};",
-                   f"const int32_t base = iy0 * {wd} + ix0;   /* may be negative */",
-                   "uint32_t m = 0;",
-                   f"for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                   f"    for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                   f"        const int32_t ih = iy0 + ky{f' * {dh}' if dh != 1 else ''}, "
-                   f"iw = ix0 + kx{f' * {dw}' if dw != 1 else ''};",
-                   f"        m |= (uint32_t)(ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) << "
-                   f"(ky * {kw} + kx);",
-                   "    }", "}",
-                   f"const {xt}* p = xg;"]
+            out = mask_lines() + [f"const {xt}* p = xg;"]
         else:
-            out = [f"const {xt}* p = xg + (size_t)({iy0}) * {wd} + (size_t)({ix0});"]
+            out = [f"const {xt}* p = xg + (size_t)({coord('oy', sh, ph, '0', 1)[:-4]}) * {wd}"
+                   f" + (size_t)({coord('ox', sw, pw, '0', 1)[:-4]});"]
         out += [f"int16_t* t = col + 4 * {px};"] + tail_ptr(px)
 
         def src(off, j):
             if not masked:
                 return f"p[{off}]"
-            return f"((m & {1 << j}u) ? (int32_t)p[base + {off}] : {zx})"
+            return f"((m & {1 << j}{msuf}) ? (int32_t)p[base + {off}] : {zx})"
 
         full = cg // per
         st2 = st16x2_helper(k)
@@ -874,10 +947,11 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
             body += ["{"] + _indent(pair) + ["}"]
     else:
         gather = fast("px") if unroll else slow("px")
-        if padded and unroll:
+        if padded:
+            border = slow("px") if khw > 64 else (fast("px", masked=True) if unroll else
+                                                  masked("px"))
             gather = [f"if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && ox < {ox_hi}) {{"] \
-                + _indent(gather) + ["} else {"] + \
-                _indent(fast("px", masked=True) if khw <= 32 else slow("px")) + ["}"]
+                + _indent(gather) + ["} else {"] + _indent(border) + ["}"]
         body += ["for (int32_t px = 0; px < npx; ++px) {"] + _indent(gather) + \
             [f"    if (++ox == {ow}) {{", "        ox = 0;", "        ++oy;", "    }", "}"]
     if w_zp is not None:
@@ -898,13 +972,13 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         return ["{", f"    int32_t acc = a[{idx}]{zw(ch, px)};"] + \
             _indent(store("acc", ch, dst)) + ["}"]
     two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
-           f"{mm2}(col, wp, {nb}, {tl}, a);"] + st(0, "o", "yp[0]", 0) + \
+           f"{mm2}(col, wp, {nb}, {tl}, {int(kk % 4 == 0)}, a);"] + st(0, "o", "yp[0]", 0) + \
         st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
     chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, " \
                 f"yp += {2 * ohw}) {{"
     if ohw % 2:
         one = [f"int32_t a[2] = {{ {bias.c}[o], {bias.c}[o + 1] }};",
-               f"{mm1}(col, wp, {nb}, {tl}, a);"] + st(0, "o", "yp[0]", 0) + \
+               f"{mm1}(col, wp, {nb}, {tl}, {int(kk % 4 == 0)}, a);"] + st(0, "o", "yp[0]", 0) + \
             st(1, "o + 1", f"yp[{ohw}]", 0)
         body += ["if (npx == 2) {", "    " + chan_loop] + _indent(two, 2) + ["    }", "} else {",
                                                                            "    " + chan_loop] \
