@@ -34,7 +34,8 @@ CVTR_C = r"""#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FP) && (__ARM_FP & 
 static inline int32_t mtvm_cvtr(float v)
 {
     int32_t r;
-    __asm__("vcvtr.s32.f32 %1, %1\n\tvmov %0, %1" : "=r"(r), "+t"(v));
+    float t;   /* a scratch register: v itself stays usable (no VMOV copy) */
+    __asm__("vcvtr.s32.f32 %1, %2\n\tvmov %0, %1" : "=r"(r), "=&t"(t) : "t"(v));
     return r;
 }
 #endif"""
@@ -189,23 +190,44 @@ class QuantizeLinear(Op):
         k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
         k.helper("mtvm_cvtr", CVTR_C)
 
-        def fast(idx):
-            pre = [] if ax is None else \
-                ["size_t c = " + re.sub(r"\bi\b", f"({idx})", _channel_index(x.shape, ax)) + ";"]
-            return pre + [f"float v = (float){x.c}[{idx}] / {scale};",
-                          "v = v >= -4194304.0f ? v : -4194304.0f;",
-                          f"out0[{idx}] = ({out.ctype}){sat}(__qadd(mtvm_cvtr(v), "
-                          f"(int32_t)({zp})), {sat_bits(out.dtype.name)});"]
+        bits = sat_bits(out.dtype.name)
+
+        def chan(idx):
+            return "" if ax is None else \
+                re.sub(r"\bi\b", f"({idx})", _channel_index(x.shape, ax))
+
+        def sc(j):   # scale and zero point of element i + j (per axis: its channel's)
+            return (scale, zp) if ax is None else \
+                (scale.replace("[c]", f"[c{j}]"), zp.replace("[c]", f"[c{j}]"))
+
+        def store(j, v):
+            idx = f"i + {j}" if j else "i"
+            return f"out0[{idx}] = ({out.ctype}){sat}(__qadd(mtvm_cvtr({v}), " \
+                f"(int32_t)({sc(j)[1]})), {bits});"
         n4 = out.size - out.size % 4
         lines = ["#if defined(MTVM_CVTR)", "size_t i = 0;"]
         if n4:
+            # NaN (which VCVTR turns into 0) is looked for once per four: their sum is
+            # NaN if any is (or on inf - inf: the careful path is exact for all).
             lines += [f"for (; i < {n4}; i += 4) {{"]
-            for j in range(4):
-                lines += ["    {"] + ["        " + t for t in fast(f"i + {j}" if j else "i")] + \
-                    ["    }"]
-            lines.append("}")
+            if ax is not None:
+                lines += [f"    const size_t c{j} = {chan(f'i + {j}' if j else 'i')};"
+                          for j in range(4)]
+            lines += [f"    const float v{j} = (float){x.c}[i{f' + {j}' if j else ''}] / "
+                      f"{sc(j)[0]};" for j in range(4)]
+            lines += ["    const float t = (v0 + v1) + (v2 + v3);", "    if (t == t) {"]
+            lines += [f"        {store(j, f'v{j}')}" for j in range(4)]
+            lines += ["    } else {   /* a NaN ends at the low end, as in the portable loop */"]
+            lines += [f"        {store(j, f'v{j} >= -4194304.0f ? v{j} : -4194304.0f')}"
+                      for j in range(4)]
+            lines += ["    }", "}"]
         if n4 < out.size:
-            lines += [f"for (; i < {out.size}; ++i) {{"] + ["    " + t for t in fast("i")] + ["}"]
+            lines += [f"for (; i < {out.size}; ++i) {{"]
+            if ax is not None:
+                lines.append(f"    const size_t c0 = {chan('i')};")
+            lines += [f"    float v = (float){x.c}[i] / {sc(0)[0]};",
+                      "    v = v >= -4194304.0f ? v : -4194304.0f;",
+                      f"    {store(0, 'v')}", "}"]
         lines += ["#else", f"for (size_t i = 0; i < {out.size}; ++i) {{"] + \
             ["    " + t for t in body + portable] + ["}", "#endif"]
         return "\n".join(lines)
