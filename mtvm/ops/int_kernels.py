@@ -753,8 +753,8 @@ class _Store:
             add = (1 << int(m[0] - 1)) + int(self.y_zp) * (1 << int(m[0]))
             lines.append(f"{acc} = ({acc}{plus(add)}) >> {int(m[0])};")
         else:
-            lines.append(f"{acc} = (({acc} >> (-2 - {per_channel(self.shift, ch)}))"
-                         f"{plus(2 * int(self.y_zp) + 1)}) >> 1;")
+            lines.append(f"{acc} = (({acc} >> (~{per_channel(self.shift, ch)} - 1))"
+                         f"{plus(2 * int(self.y_zp) + 1)}) >> 1;   /* m - 1 = -2 - shift */")
         clamp = f"{acc} = {acc} < {self.lo} ? {self.lo} : ({acc} > {self.hi} ? {self.hi} : {acc});"
         sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(self.lo), int(self.hi)))
         if sat:
@@ -829,14 +829,15 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         return [f"const int32_t iy0 = {coord('oy', sh, ph, '0', 1)[:-4]}, "
                 f"ix0 = {coord('ox', sw, pw, '0', 1)[:-4]};",
                 f"const int32_t base = iy0 * {wd} + ix0;   /* may be negative */",
-                f"{mtype} m = 0;",
+                f"{mtype} m = 0, cm = 0;   /* cm: the columns kx inside the input */",
+                f"for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                f"    const int32_t iw = ix0 + kx{f' * {dw}' if dw != 1 else ''};",
+                f"    cm |= ({mtype})(iw >= 0 && iw < {wd}) << kx;",
+                "}",
                 f"for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                f"    for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                f"        const int32_t ih = iy0 + ky{f' * {dh}' if dh != 1 else ''}, "
-                f"iw = ix0 + kx{f' * {dw}' if dw != 1 else ''};",
-                f"        m |= ({mtype})(ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) << "
-                f"(ky * {kw} + kx);",
-                "    }", "}"]
+                f"    const int32_t ih = iy0 + ky{f' * {dh}' if dh != 1 else ''};",
+                f"    if (ih >= 0 && ih < {h}) m |= cm << (ky * {kw});",
+                "}"]
 
     def masked(px: str) -> list[str]:
         """A pixel whose window crosses the padding, when the window is too large to
