@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
-from .microkernels import MR, gemm_ukernel, gemm_ukernel_offsets, prelude
+from .microkernels import MR, band_ukernel, gemm_ukernel, gemm_ukernel_offsets, prelude
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -459,6 +459,9 @@ SCHEDULE = {
     "im2col_max_bytes": 8192,      # grow the block up to this scratch (or the plane)
     "kxk": "window",               # other KxK convs: "window" rows or "im2col"
     "window_min_cols": 8,          # narrower outputs: im2col (fills whole tiles)
+    "band_below_cols": 16,         # narrower KxK outputs: band schedule on AVX-512
+    "band_cols": 32,               # output positions per band, at least one row
+    "band_max_bytes": 65536,       # band scratch cap (fewer rows per band)
     "depthwise_max_taps": 25,      # larger depthwise kernels: direct conv
     "depthwise_max_border": 4,     # border columns written out per side, at most
 }
@@ -495,6 +498,8 @@ def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
         return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
     if kind == "pointwise" and k.inplace is not None:
         return emit_conv_pointwise_inplace(k, x, wt, bias, axes)
+    if kind in ("window", "im2col") and axes[1].out < SCHEDULE["band_below_cols"]:
+        return emit_conv_band_or(k, x, wt, bias, axes, group, kind)
     if kind in ("pointwise", "im2col"):
         return emit_conv_gemm(k, x, wt, bias, axes, group)
     if kind == "window":
@@ -724,7 +729,7 @@ def im2col_block(taps: int, positions: int) -> int:
     return min(nb, ceil_div(positions, 16) * 16)
 
 
-def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
+def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     ah, aw = axes
     y = k.out
     w = CWriter()
@@ -737,7 +742,8 @@ def emit_conv_gemm(k, x, wt, bias, axes, group) -> str:
     pointwise = kh_n == kw_n == 1 and all(a.stride == 1 and a.pad_begin == a.pad_end == 0
                                           for a in axes)
     wp = pack_weights(k, wt, group, mr)
-    w.line(conv_comment(x, wt, y, axes, group))
+    if header:
+        w.line(conv_comment(x, wt, y, axes, group))
     if pointwise:
         w.line(f"/* Schedule: pointwise GEMM, y[m][p] = sum_c w[m][c] x[c][p] over the {taps}"
                f"\n * input channels; register blocks of {mr} output channels x MTVM_F32_NR"
@@ -826,8 +832,9 @@ def _channel_blocks(mg: int, mr: int):
     return out
 
 
-def _store_tile(w, k, bias, p, rows, m0e, pos):
-    """Bias, fused epilogue and store of the rows x np tile at position `pos`."""
+def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):
+    """Bias, fused epilogue and store of the rows x np tile (rows `width` floats
+    apart) at position `pos`."""
     with w.loop("r", rows, "rows of the tile") as r:
         m = lin((p["g"], p["mg"]), (m0e, 1), (r, 1))
         w.line(f"const int m = {m};")
@@ -838,7 +845,7 @@ def _store_tile(w, k, bias, p, rows, m0e, pos):
         w.line("for (int q = 0; q < np; ++q) {")
         w.depth += 1
         w.line("const int y_idx = y_row + q;")
-        tile = "tile[q]" if r == 0 else f"tile[{r} * MTVM_F32_NR + q]"
+        tile = "tile[q]" if r == 0 else f"tile[{r} * {width} + q]"
         w.line(f"float acc = {tile}{' + b' if bias is not None else ''};")
         ep = k.epilogue("acc", "y_idx", "m")
         if ep:
@@ -914,7 +921,7 @@ def kernel_const(k, name: str, value: np.ndarray):
     return buf
 
 
-def emit_conv_window(k, x, wt, bias, axes, group) -> str:
+def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
     ah, aw = axes
     y = k.out
     w = CWriter()
@@ -931,7 +938,8 @@ def emit_conv_window(k, x, wt, bias, axes, group) -> str:
     off = np.array([r * row_len + kw_off[j] for r in range(rows) for j in range(kw_n)],
                    np.int32)
     ob = kernel_const(k, f"{wt.name}_tap_offsets", off)
-    w.line(conv_comment(x, wt, y, axes, group))
+    if header:
+        w.line(conv_comment(x, wt, y, axes, group))
     phases = f", split into {aw.stride} stride phases" if aw.stride > 1 else ""
     w.line(f"/* Schedule: window rows GEMM. Per output row, the {rows} input rows of its\n"
            f" * window (c, kh) are copied to scratch zero-padded to {row_len} floats{phases};\n"
@@ -982,6 +990,161 @@ def emit_conv_window(k, x, wt, bias, axes, group) -> str:
                     _store_tile(w, k, bias, p, rows_b, m0e, lin((oh, aw.out), ("ow", 1)))
                     w.depth -= 1
                     w.line("}")
+    return w.text()
+
+
+# -- band (AVX-512 hosts) --------------------------------------------------------------
+#
+# Narrow outputs (fewer than 16 columns) fill only part of a 16-lane tile in the
+# window schedule (an 8-column row: half), and the one-vector micro-kernel is
+# bound by its loads. The band schedule takes a band of output rows as one flat
+# run of positions p = i * OW + ow (so 4 rows of 8 make 32 lanes, two full
+# vectors), gathers per (input channel, kw) the input rows the band needs,
+# shifted by kw and sampled at the column stride, into scratch, and runs the
+# two-vector micro-kernel (microkernels.band_ukernel): tap (c, kh, kw) reads
+# col + c * cs + off[kh][kw] + p, every kh of one phase sharing the same rows.
+
+def band_layout(ah: Axis, aw: Axis, kh_n: int, kw_n: int, rows: int):
+    """Scratch layout of one input channel for a band of `rows` output rows:
+    per kw, per vertical stride phase f used by some kh, rows + q_max(f) gathered
+    input rows of OW floats (input row (oh0 + r) * s + f - pad, column
+    ow * sw - padw + kw * dw). Returns (floats per kw block, floats per channel,
+    offset of tap (kh, kw) in tap order, {phase: (first float, rows)})."""
+    s, d, ow_n = ah.stride, ah.dilation, aw.out
+    phases = {}
+    for kh in range(kh_n):
+        f, q = kh * d % s, kh * d // s
+        phases[f] = max(phases.get(f, 0), q)
+    layout, at = {}, 0
+    for f in sorted(phases):
+        layout[f] = (at, rows + phases[f])
+        at += (rows + phases[f]) * ow_n
+    off = [kw * at + layout[kh * d % s][0] + kh * d // s * ow_n
+           for kh in range(kh_n) for kw in range(kw_n)]
+    return at, kw_n * at, off, layout
+
+
+def band_rows(ah: Axis, aw: Axis, cg: int, kh_n: int, kw_n: int) -> int:
+    """Output rows per band: band_cols positions (at least a row), fewer if the
+    scratch would pass band_max_bytes."""
+    s = SCHEDULE
+    rows = max(1, min(ah.out, s["band_cols"] // aw.out))
+    while rows > 1 and 4 * cg * band_layout(ah, aw, kh_n, kw_n, rows)[1] > s["band_max_bytes"]:
+        rows -= 1
+    return rows
+
+
+def _band_gather_row(w, aw: Axis, kw_n: int, ks: int) -> None:
+    """dst[kw * ks + ow] = x_row[ow * sw - padw + kw * dw] (0 outside the row), with
+    each kw's valid columns [lo, hi) known at compile time."""
+    for kw in range(kw_n):
+        first = kw * aw.dilation - aw.pad_begin          # input column of ow = 0
+        lo = min(aw.out, max(0, ceil_div(-first, aw.stride)))
+        hi = max(lo, min(aw.out, (aw.size - 1 - first) // aw.stride + 1)) \
+            if aw.size - 1 - first >= 0 else lo
+        at = kw * ks
+        if lo:
+            w.line(f"memset(dst + {at}, 0, {lo} * sizeof(float));")
+        if hi > lo:
+            src = lin((lo, aw.stride), const=first)
+            if aw.stride == 1:
+                w.line(f"memcpy(dst + {at + lo}, x_row + {src}, {hi - lo} * sizeof(float));")
+            else:
+                w.line(f"for (int j = 0; j < {hi - lo}; ++j) dst[{lin(('j', 1), const=at + lo)}]"
+                       f" = x_row[{lin(('j', aw.stride), const=int(src))}];")
+        if aw.out > hi:
+            w.line(f"memset(dst + {at + hi}, 0, {aw.out - hi} * sizeof(float));")
+
+
+def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
+    """The band schedule's body (packed weights wp as for window/im2col); returns
+    its scratch bytes."""
+    ah, aw = axes
+    n_batch, c_in, m_out = x.shape[0], x.shape[1], k.out.shape[1]
+    cg, mg = c_in // group, m_out // group
+    taps = cg * kh_n * kw_n
+    in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
+    mr = SCHEDULE["gemm_mr"]
+    rows = band_rows(ah, aw, cg, kh_n, kw_n)
+    ks, cs, off, layout = band_layout(ah, aw, kh_n, kw_n, rows)
+    band = rows * aw.out
+    w.line(f"/* Schedule (AVX-512): band GEMM. Bands of {rows} output rows ({band} flat\n"
+           f" * positions p = i * {aw.out} + ow); per input channel and kw the band's input rows\n"
+           f" * are gathered into scratch ({cs} floats per channel, 0 in the padding), then\n"
+           f" * register blocks of {mr} output channels x 32 positions run the micro-kernel,\n"
+           f" * tap (c, kh, kw) reading col + c * {cs} + band_off[kh * {kw_n} + kw] + p. */")
+    w.line(f"static const int32_t band_off[{kh_n * kw_n}] = {{"
+           f"{', '.join(str(o) for o in off)}}};")
+    w.line("float* col = (float*)scratch;")
+    clip_top = ah.pad_begin > 0
+    last_oh0 = (ah.out - 1) // rows * rows
+    clip_bottom = any((last_oh0 + n - 1) * ah.stride + f - ah.pad_begin >= ah.size
+                      for f, (_, n) in layout.items())
+    for n, g in _batch_group_loops(w, n_batch, group):
+        w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
+        p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=out_plane)
+        w.line(f"for (int oh0 = 0; oh0 < {ah.out}; oh0 += {rows}) {{  /* bands of rows */")
+        w.depth += 1
+        if ah.out % rows:
+            w.line(f"const int nb = ({ah.out} - oh0 < {rows} ? {ah.out} - oh0 : {rows}) * {aw.out};")
+        else:
+            w.line(f"const int nb = {band};")
+        with w.loop("c", cg, "gather: input channel") as c:
+            w.line(f"const float* x_c = x_g + {lin((c, in_plane))};")
+            for f, (at, nrows) in layout.items():
+                with w.loop("r", nrows, f"input rows of phase {f}" if ah.stride > 1
+                            else "input rows") as r:
+                    w.line(f"const int ih = {lin(('oh0', ah.stride), (r, ah.stride), const=f - ah.pad_begin)};")
+                    w.line(f"float* dst = col + {lin((c, cs), (r, aw.out), const=at)};")
+                    if clip_top or clip_bottom:
+                        w.line(f"if ({_unsigned_lt('ih', ah.size)}) {{")
+                        w.depth += 1
+                    w.line(f"const float* x_row = x_c + ih * {aw.size};")
+                    _band_gather_row(w, aw, kw_n, ks)
+                    if clip_top or clip_bottom:
+                        w.depth -= 1
+                        w.line("} else {  /* a padding row */")
+                        w.depth += 1
+                        for kw in range(kw_n):
+                            w.line(f"memset(dst + {kw * ks}, 0, {aw.out} * sizeof(float));")
+                        w.depth -= 1
+                        w.line("}")
+        for m0, rows_b, count in _channel_blocks(mg, mr):
+            with channel_block(w, count, rows_b) as mb:
+                m0e = lin((mb, rows_b), const=m0)
+                w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
+                w.line("for (int j = 0; j < nb; j += 32) {  /* tiles of 32 positions */")
+                w.depth += 1
+                w.line("const int np = nb - j < 32 ? nb - j : 32;")
+                w.line(f"float tile[{rows_b} * 32];")
+                w.line(f"{band_ukernel(k, rows_b)}({cg}, {cs}, {kh_n * kw_n}, band_off, w_blk, "
+                       "col + j, np, tile);")
+                _store_tile(w, k, bias, p, rows_b, m0e, lin(("oh0", aw.out), ("j", 1)), "32")
+                w.depth -= 1
+                w.line("}")
+        w.depth -= 1
+        w.line("}")
+    return 4 * cg * cs
+
+
+def emit_conv_band_or(k, x, wt, bias, axes, group, kind) -> str:
+    """AVX-512 hosts (MTVM_F32_NR == 16): the band schedule; every other target:
+    `kind` ("window" or "im2col") unchanged. Chosen by the preprocessor; the
+    scratch is sized for the larger."""
+    kh_n, kw_n = wt.shape[2], wt.shape[3]
+    emit = emit_conv_window if kind == "window" else emit_conv_gemm
+    other = emit(k, x, wt, bias, axes, group, header=False)   # packs the weights
+    other_bytes = k.scratch_bytes
+    w = CWriter()
+    w.line(conv_comment(x, wt, k.out, axes, group))
+    w.lines.append("#if MTVM_F32_NR == 16")
+    band_bytes = _conv_band(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n)
+    if kind == "window":
+        w.line(f"(void){k.ins[-1].c};  /* the window schedule's tap table */")
+    w.lines.append("#else")
+    w.lines += other.splitlines()
+    w.lines.append("#endif")
+    k.scratch_bytes = max(band_bytes, other_bytes)
     return w.text()
 
 

@@ -245,3 +245,59 @@ def _gemv_source(name: str) -> str:
           "#endif",
           "}"]
     return "\n".join(L)
+
+
+# -- band: a tile of 2 x 16 flat positions, AVX-512 only ------------------------------
+
+def band_ukernel(k, mr: int) -> str:
+    """Declare the AVX-512 band micro-kernel (only compiled where MTVM_F32_NR == 16):
+
+        tile[r * 32 + q] = sum_c sum_j a[(c * ntaps + j) * mr + r] * b[c * cs + off[j] + q]
+
+    r < mr, q < n <= 32: two 16-float vectors per row, 2 * mr accumulators, so each
+    broadcast weight feeds two FMAs (the one-vector kernel is bound by its loads:
+    mr broadcasts + one activation load per mr FMAs). n <= 16 runs one vector.
+    Returns its name."""
+    prelude(k)
+    name = f"mtvm_f32_band_{mr}x32"
+    if name not in k.helpers:
+        k.helper(name, _band_source(name, mr))
+    return name
+
+
+def _band_source(name: str, mr: int) -> str:
+    rows = range(mr)
+    L = ["#if MTVM_F32_NR == 16",
+         f"/* tile[r * 32 + q] = sum_c sum_j a[(c * ntaps + j) * {mr} + r] * "
+         "b[c * cs + off[j] + q],",
+         f" * r < {mr}, q < n <= 32 (masked loads: lanes q >= n are not read). */",
+         f"static inline void {name}(int chans, int cs, int ntaps, "
+         "const int32_t* restrict off,",
+         "    const float* restrict a, const float* restrict b, int n, float* restrict tile)",
+         "{",
+         "    const __mmask16 k0 = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);"]
+
+    def body(nv):
+        out = [f"        __m512 {', '.join(f'c{r}_{v} = _mm512_setzero_ps()' for v in range(nv))};"
+               for r in rows]
+        out += ["        for (int c = 0; c < chans; ++c, b += cs) {",
+                f"            for (int j = 0; j < ntaps; ++j, a += {mr}) {{",
+                "                const float* bt = b + off[j];",
+                "                const __m512 v0 = _mm512_maskz_loadu_ps(k0, bt);"]
+        if nv == 2:
+            out.append("                const __m512 v1 = _mm512_maskz_loadu_ps(k1, bt + 16);")
+        for r in rows:
+            out.append(f"                {{ const __m512 w = _mm512_set1_ps(a[{r}]);")
+            out.append("                  " + " ".join(
+                f"c{r}_{v} = _mm512_fmadd_ps(w, v{v}, c{r}_{v});" for v in range(nv)) + " }")
+        out += ["            }", "        }"]
+        out += [f"        _mm512_storeu_ps(tile + {r * 32 + 16 * v}, c{r}_{v});"
+                for r in rows for v in range(nv)]
+        return out
+    L.append("    if (n > 16) {  /* two vectors */")
+    L.append("        const __mmask16 k1 = (__mmask16)(n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u);")
+    L += body(2)
+    L.append("    } else {  /* one vector */")
+    L += body(1)
+    L += ["    }", "}", "#endif"]
+    return "\n".join(L)

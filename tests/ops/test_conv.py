@@ -296,3 +296,80 @@ def test_residual_add_writes_over_its_operand(kernel):
     expect = [lib.plan.root("s")] + ([lib.plan.root("t")] if kernel == 1 else [])
     assert lib.plan.root(last.kernel_outputs[0]) in expect
     assert lib.plan.arena_bytes == lib.plan.lower_bound
+
+
+# -- band schedule (AVX-512 hosts) -----------------------------------------------------
+
+def _has_avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512f" in f.read()
+    except OSError:
+        return False
+
+
+# (id, x shape, w shape, attributes): outputs narrower than 16 columns (window or
+# im2col elsewhere): full and partial bands, one-vector tiles, channel remainders,
+# strides with vertical phases, dilation, padding wider than the kernel, groups.
+BAND_CASES = [
+    ("8x8_pad1", (1, 16, 8, 8), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("odd_7x5_rows_left", (1, 5, 7, 5), (10, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("15_cols_30_positions", (1, 3, 5, 15), (9, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("one_column", (1, 4, 6, 3), (8, 4, 3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 3]}),
+    ("s2_asym_pads", (2, 3, 13, 11), (12, 3, 3, 3), {"strides": [2, 2], "pads": [0, 1, 2, 0]}),
+    ("1x1_s2", (1, 16, 16, 16), (32, 16, 1, 1), {"strides": [2, 2]}),
+    ("s2_dilation2_phases", (1, 4, 15, 12), (8, 4, 3, 3),
+     {"strides": [2, 2], "dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ("s3_dilation_mixed", (1, 4, 14, 20), (9, 4, 3, 2),
+     {"pads": [2, 1, 0, 1], "dilations": [2, 3], "strides": [3, 2]}),
+    ("pads_beyond_kernel", (1, 2, 4, 4), (8, 2, 2, 2), {"pads": [3, 2, 2, 3]}),
+    ("kernel_larger_than_input", (1, 2, 3, 3), (8, 2, 5, 5), {"pads": [2, 2, 2, 2]}),
+    ("group2", (1, 4, 6, 6), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ("group3_remainder", (1, 6, 7, 9), (30, 2, 3, 1), {"group": 3, "pads": [1, 0, 1, 0]}),
+]
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="the band schedule is compiled for AVX-512 only")
+@pytest.mark.parametrize("x_shape,w_shape,attrs", [c[1:] for c in BAND_CASES],
+                         ids=[c[0] for c in BAND_CASES])
+def test_conv_band(x_shape, w_shape, attrs, monkeypatch):
+    """The band schedule built for AVX-512 (-march=native), with a fused residual
+    Add + Relu, against onnx.reference, then under ASan/UBSan; the portable path of
+    the same source too."""
+    from mtvm import host_runner
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
+    x, w, b = randn(*x_shape), randn(*w_shape), randn(w_shape[0])
+    y_shape = mtvm.compile(make_model("Conv", {"x": x}, attrs, consts={"w": w})
+                           ).metadata["outputs"][0]["shape"]
+    r = randn(*y_shape)
+    m = graph_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs),
+                     helper.make_node("Add", ["c", "r"], ["s"]),
+                     helper.make_node("Relu", ["s"], ["y"])],
+                    {"x": x, "r": r}, {"w": w, "b": b})
+    inputs = {"x": x, "r": r}
+    lib = mtvm.compile(m)
+    assert "Schedule (AVX-512): band GEMM" in kernel_source(lib)
+    expected = reference_outputs(m, inputs)[0]
+    for extra in (["-march=native"], []):
+        got = HostModule(lib, opt="-O3", extra=extra).run(inputs)
+        assert_close(list(got.values())[0], expected, what=str(extra))
+    monkeypatch.setattr(host_runner, "SANITIZE_FLAGS",
+                        host_runner.SANITIZE_FLAGS + ["-march=native"])
+    got = lib.run_host(inputs, sanitize=True)
+    assert_close(list(got.values())[0], expected, what="sanitized, -march=native")
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="the band schedule is compiled for AVX-512 only")
+def test_conv_band_scratch_cap(monkeypatch):
+    """band_max_bytes smaller than a full band: fewer rows per band, same result."""
+    from mtvm.host_runner import HostModule
+    from mtvm.ops import conv
+    from mtvm.testing import assert_close, reference_outputs
+    monkeypatch.setitem(conv.SCHEDULE, "band_max_bytes", 16 * 4 * 3 * 5 * 8)
+    x, w = randn(1, 16, 8, 8), randn(8, 16, 3, 3)
+    m = make_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1]}, consts={"w": w})
+    lib = mtvm.compile(m)
+    assert "Bands of 3 output rows" in kernel_source(lib)
+    got = HostModule(lib, opt="-O3", extra=["-march=native"]).run({"x": x})
+    assert_close(list(got.values())[0], reference_outputs(m, {"x": x})[0])
