@@ -2,16 +2,22 @@
 per output channel, the zero-point terms folded into the channel's bias once
 (see mtvm/ops/int_kernels.py for the arithmetic and the requantization).
 
-Per channel: the 9 (kh x 3) weights in registers, the (w0, w2) of each row
-packed as two int16 lanes and the middle-column weights two per register; the
-channel is copied into a zero-point-bordered scratch plane only when the conv
-pads or runs in place (the border is written once per call, the interior per
-channel). For 3-wide windows (stride 1 or 2, no dilation along x) four output
-pixels per pass on a DSP core: SXTB16/UXTB16 split a loaded word into its even
-and odd bytes, PKHBT pairs a byte of the next word with one of them, and
-SMLAD/SMLADX plus SMLAxy do the 3 taps x 4 pixels of a row in 8 instructions.
-The requantization keeps the channel's multiplier, shift and rounding (with
-the output zero point folded in) in locals: SMMLA + ASR + SSAT per pixel."""
+Per channel: the weights in registers, each window row's (w0, w2) packed as two
+int16 lanes and the middle-column weights two per register; the channel is
+copied into a zero-point-bordered scratch plane only when the conv pads or runs
+in place (the border is written once per call, the interior per channel).
+
+3-wide windows (stride 1 or 2, no dilation along x) on a DSP core:
+  * Thumb-2 loops (inline assembly, 12 registers, nothing spilled) when the
+    requantization is the cheap one and the clamp is the full 8-bit range:
+    3x3 stride 1 in 2x2 output blocks (loop2x2_helper), kx3 stride 2 in runs
+    of 4 pixels (loop_s2x4_helper). SXTB16/UXTB16 split a loaded word into its
+    even and odd bytes, PKHBT pairs a byte of the next word with one of them,
+    SMLAD/SMLADX plus SMLAxy do the taps; SMMLA + SSAT requantize, SSAT also
+    shifting when the layer has one shift for all channels (common_shift).
+  * otherwise C blocks with ACLE intrinsics: 2x2 (stride 1), 4 and 2 pixels.
+Everything else, and every core without the DSP extension: the plain sums.
+All paths compute the same integers (QConv.reference)."""
 from __future__ import annotations
 
 import numpy as np
@@ -110,7 +116,8 @@ def row_helper(k, x_dtype, stride: int, npix: int, wsel: str) -> str:
     plain = "\n".join(
         f"    *a{i} += (int32_t)p[{stride * i}] * w0 + (int32_t)p[{stride * i + 1}] * w1"
         f" + (int32_t)p[{stride * i + 2}] * w2;" for i in range(npix))
-    return k.helper(name, f"""/* One row of a 3-wide window, {npix} output pixels at x stride {stride}. */
+    return k.helper(name, f"""/* One row of a 3-wide window, {npix} output pixels at x stride
+ * {stride}. */
 static inline void {name}(const {tx}* p, int32_t w0, int32_t w1, int32_t w2, int32_t w02,
                               int32_t wm, {accs})
 {{
@@ -159,12 +166,6 @@ static inline void {name}(int32_t lo, int32_t hi, int32_t w02, int32_t wm, int32
     *a1 = {_mid("t", wsel)}(lo, wm, __smlad(hi, w02, *a1));
 }}
 #endif""")
-
-
-def dot3x2_helper(k, x_dtype) -> str:
-    """Three taps of one input row for two neighbouring output pixels, stride 1
-    (w1 in the bottom half of its register)."""
-    return row_helper(k, x_dtype, 1, 2, "b")
 
 
 ASM_GUARD = "#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)"
@@ -415,7 +416,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                   "rounding and the output zero point in rnd */",
                   f"        const int32_t mult_o = {per_channel(mult, 'o')};",
                   f"        const int32_t sh_o = -1 - {per_channel(shift, 'o')};",
-                  f"        const int32_t rnd_o = (1 << (sh_o - 1))"
+                  "        const int32_t rnd_o = (1 << (sh_o - 1))"
                   + (f" + {y_zp} * (1 << sh_o)" if y_zp else "") + ";"]
         k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
         k.helper("mtvm_dw_dsp", DW_DSP_C)

@@ -28,7 +28,8 @@ from .int_kernels import DSP_INCLUDE_C
 
 # Round to nearest (even, in the FPSCR's default mode) with VCVTR on a Cortex-M
 # single-precision FPU; MTVM_CVTR says the fast QuantizeLinear loop may use it.
-CVTR_C = r"""#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FP) && (__ARM_FP & 4) && defined(__GNUC__)
+CVTR_C = r"""#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FP) && (__ARM_FP & 4) && \
+    defined(__GNUC__)
 #define MTVM_CVTR 1
 /* VCVTR.S32.F32: v rounded in the current rounding mode, saturated to int32. */
 static inline int32_t mtvm_cvtr(float v)
