@@ -197,13 +197,28 @@ static inline void {name4}(const {ta}* a, const {tb}* b, int32_t stride, int32_t
 }}""")
 
 
+def tail_slot(j: int, tl: int) -> int:
+    """Column slot of tail tap j (of tl = kk % 4): the tail is one or two int16 words
+    per pixel, (t0, 0) / (t0, t1) / (t0, t2), (t1, 0), so that the weight tail words
+    widened by SXTB16 (see conv_pack_index) meet it with SMLADs."""
+    return (3 - j if j else 0) if tl == 3 else j
+
+
+def tail_stride(tl: int) -> int:
+    """int16 slots of a pixel's tail in the column (zero-padded)."""
+    return 0 if tl == 0 else (2 if tl <= 2 else 4)
+
+
 def conv_pack_index(oc: int, kk: int, group: int = 1) -> np.ndarray:
     """Flat indices into the [OC][kk] weight rows, in the order the im2col kernel
     reads them (packed = rows.ravel()[index]; a permutation, so the packed tensor
     keeps the model's shape and size). Per group, per pair of output channels
     (o, o + 1) at offset o * kk: for each full block of four taps, channel o's four
     bytes then channel o + 1's, each block pair-permuted (w0 w2 w1 w3, see
-    permute_pairs); then the kk % 4 tail taps of o, then those of o + 1, in order.
+    permute_pairs); then the kk % 4 tail taps of both, interleaved o, o + 1 in
+    the order of their column slots (tail_slot): o0 p0 | o0 p0 o1 p1 |
+    o0 p0 o2 p2 o1 p1 for tails of 1, 2, 3 (SXTB16 / SXTB16 ROR #8 of a word, or of
+    a halfword for the last tap pair, give o's and o + 1's lanes).
     The last channel of a group with an odd count keeps its own row (blocks
     pair-permuted, tail in order)."""
     nb, tl = kk // 4, kk % 4
@@ -218,8 +233,9 @@ def conv_pack_index(oc: int, kk: int, group: int = 1) -> np.ndarray:
                 blk = (np.arange(nb)[:, None, None] * 4 + perm[None, None, :]
                        + np.array([0, kk])[None, :, None] + base)   # (block, channel, tap)
                 idx[base:base + 8 * nb] = blk.ravel()
-                tail = base + 4 * nb + np.arange(tl)
-                idx[base + 8 * nb:base + 8 * nb + 2 * tl] = np.concatenate([tail, tail + kk])
+                for j in range(tl):
+                    q = base + 8 * nb + 2 * tail_slot(j, tl)
+                    idx[q], idx[q + 1] = base + 4 * nb + j, base + kk + 4 * nb + j
             else:
                 row = (np.arange(nb)[:, None] * 4 + perm[None, :]).ravel()
                 idx[base:base + kk] = base + np.concatenate([row, np.arange(4 * nb, kk)])
@@ -298,7 +314,7 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
     if pixels == 2:
         doc = (f"/* acc[0] += p0.w_o, acc[1] += p0.w_o1, acc[2] += p1.w_o, acc[3] += p1.w_o1 over\n"
                f" * the taps of two pixels p0, p1. col: per block of four taps, p0's four int16\n"
-               f" * then p1's; then the tl tail taps of p0, then those of p1. w ({tb}): per\n"
+               f" * then p1's; then the tail words of p0, then p1's (tail_slot). w ({tb}): per\n"
                f" * block, channel o's four bytes (w0 w2 w1 w3: SXTB16 and SXTB16 ROR #8 give\n"
                f" * the int16 lanes (w0, w1), (w2, w3) that meet the column's words) then\n"
                f" * channel o + 1's; then o's tail, then o + 1's (conv_pack_index). */")
@@ -306,10 +322,12 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
                     "            s01 += (int32_t)c[j] * (int32_t)w[4 + q];",
                     "            s10 += (int32_t)c[4 + j] * (int32_t)w[q];",
                     "            s11 += (int32_t)c[4 + j] * (int32_t)w[4 + q];"]
-        port_tail = ["        s00 += (int32_t)c[j] * (int32_t)w[j];",
-                     "        s01 += (int32_t)c[j] * (int32_t)w[tl + j];",
-                     "        s10 += (int32_t)c[tl + j] * (int32_t)w[j];",
-                     "        s11 += (int32_t)c[tl + j] * (int32_t)w[tl + j];"]
+        port_tail = ["        s00 += (int32_t)c[q] * (int32_t)w[2 * q];",
+                     "        s01 += (int32_t)c[q] * (int32_t)w[2 * q + 1];",
+                     "        s10 += (int32_t)c[ts + q] * (int32_t)w[2 * q];",
+                     "        s11 += (int32_t)c[ts + q] * (int32_t)w[2 * q + 1];"]
+        dsp_tail = ["s00 = __smlad((int32_t)c0, wl, s00);", "s01 = __smlad((int32_t)c0, wh, s01);",
+                    "s10 = __smlad((int32_t)c1, wl, s10);", "s11 = __smlad((int32_t)c1, wh, s11);"]
         dsp_blk = ["        memcpy(&x0, c, 4);          /* p0: taps (0, 1) */",
                    "        memcpy(&x1, c + 2, 4);      /* p0: taps (2, 3) */",
                    "        memcpy(&x2, c + 4, 4);      /* p1 */",
@@ -329,8 +347,9 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
                f" * pixel-1 slots of the column blocks are not read; the tail holds p0's taps). */")
         port_blk = ["            s00 += (int32_t)c[j] * (int32_t)w[q];",
                     "            s01 += (int32_t)c[j] * (int32_t)w[4 + q];"]
-        port_tail = ["        s00 += (int32_t)c[j] * (int32_t)w[j];",
-                     "        s01 += (int32_t)c[j] * (int32_t)w[tl + j];"]
+        port_tail = ["        s00 += (int32_t)c[q] * (int32_t)w[2 * q];",
+                     "        s01 += (int32_t)c[q] * (int32_t)w[2 * q + 1];"]
+        dsp_tail = ["s00 = __smlad((int32_t)c0, wl, s00);", "s01 = __smlad((int32_t)c0, wh, s01);"]
         dsp_blk = ["        memcpy(&x0, c, 4);",
                    "        memcpy(&x1, c + 2, 4);",
                    "        memcpy(&wa, w, 4);",
@@ -424,11 +443,34 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
             f"        {store_s}",
             "    }",
             "#endif",
-            "    if (tl > 0) {",
+            "    if (tl > 0) {   /* tail words: see tail_slot and conv_pack_index */",
             f"        int32_t {decl_s};",
+            "        const int32_t ts = tl <= 2 ? 2 : 4;",
+            "        (void)ts;",
+            "#if defined(__ARM_FEATURE_DSP)",
+            f"        uint32_t wv = 0, c0{', c1' if pixels == 2 else ''};",
+            "        int32_t wl, wh;",
+            "        memcpy(&wv, wt, tl == 1 ? 2 : 4);",
+            "        memcpy(&c0, ct, 4);",
+            *(["        memcpy(&c1, ct + ts, 4);"] if pixels == 2 else []),
+            f"        wl = {xb}((int32_t)wv);",
+            f"        wh = {_EXT_ROR8[xb]}((int32_t)wv);",
+            *["        " + ln for ln in dsp_tail],
+            "        if (tl == 3) {",
+            "            wv = 0;",
+            "            memcpy(&wv, wt + 4, 2);",
+            "            memcpy(&c0, ct + 2, 4);",
+            *(["            memcpy(&c1, ct + ts + 2, 4);"] if pixels == 2 else []),
+            f"            wl = {xb}((int32_t)wv);",
+            f"            wh = {_EXT_ROR8[xb]}((int32_t)wv);",
+            *["            " + ln for ln in dsp_tail],
+            "        }",
+            "#else",
             "        for (int32_t j = 0; j < tl; ++j) {",
+            "            const int32_t q = tl == 3 && j ? 3 - j : j;",
             *["    " + ln.replace("c[", "ct[").replace("w[", "wt[") for ln in port_tail],
             "        }",
+            "#endif",
             f"        {store_s}",
             "    }",
             "}"]
@@ -460,8 +502,8 @@ def mm1_helper(k, w_dtype) -> str:
     k.helper("mtvm_ror8", ROR8_C)
     name = f"mtvm_mmx1_s16_{nb_}"
     return k.helper(name, f"""/* acc[p] += p-th pixel's column . w for npx (1 or 2) pixels; w: one channel's
- * row, blocks of four taps pair-permuted, then the tl tail taps (the column
- * layout of mtvm_mm2x2_s16_{nb_}). */
+ * row, blocks of four taps pair-permuted, then the tl tail taps in order (the
+ * column layout of mtvm_mm2x2_s16_{nb_}). */
 static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t tl,
                                  int32_t npx, int32_t acc[2])
 {{
@@ -489,9 +531,10 @@ static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t t
         }}
 #endif
     }}
-    for (int32_t j = 0; j < tl; ++j) {{
-        s0 += (int32_t)t[j] * (int32_t)w[j];
-        if (npx == 2) s1 += (int32_t)t[tl + j] * (int32_t)w[j];
+    for (int32_t j = 0; j < tl; ++j) {{   /* the column's tail words: see tail_slot */
+        const int32_t q = tl == 3 && j ? 3 - j : j;
+        s0 += (int32_t)t[q] * (int32_t)w[j];
+        if (npx == 2) s1 += (int32_t)t[(tl <= 2 ? 2 : 4) + q] * (int32_t)w[j];
     }}
     acc[0] = s0;
     acc[1] = s1;
@@ -768,10 +811,10 @@ class _Store:
 
 def _col_pos(i: int, px, nb: int, tl: int) -> tuple[str, int]:
     """(base, offset) of tap i of pixel px in the column: 't' (blocks, pixel
-    offset included) or 'tt' (the tail of pixel px)."""
+    offset included) or 'tt' (the tail of pixel px, see tail_slot)."""
     if i < 4 * nb:
         return "t", 2 * (i & ~3) + (i & 3)
-    return "tt", i - 4 * nb
+    return "tt", tail_slot(i - 4 * nb, tl)
 
 
 def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh,
@@ -787,12 +830,13 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     kk = cg * khw
     hw, ohw = h * wd, oh * ow
     nb, tl = kk // 4, kk % 4
+    ts = tail_stride(tl)
     xt = x.ctype
     ext = _EXT[np.dtype(x.dtype).name][2]
     mm2 = mm_helper(k, x.dtype, w.dtype, 2)
     mm1 = mm_helper(k, x.dtype, w.dtype, 1) if ohw % 2 else None
     mmx1 = mm1_helper(k, w.dtype) if mg % 2 else None
-    k.scratch_bytes = 2 * kk * 2
+    k.scratch_bytes = (8 * nb + 2 * ts) * 2     # 4 * kk, + 4 bytes when kk % 4 is odd
     zx = c_literal(x_zp, np.int32)
     pointwise = khw == 1 and sh == sw == 1 and (oh, ow) == (h, wd) and ph == pw == 0
     oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
@@ -801,17 +845,19 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     lines = [f"/* im2col: int16 columns of two output pixels in scratch, interleaved per block "
              f"of four of the {kk} = {cg} x {kh} x {kw} taps */",
              "int16_t* col = (int16_t*)scratch;"] + store.decls
+    if tl % 2:   # the zero slot of each pixel's last tail word
+        lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
     body = []
 
     def tail_ptr(px: str) -> list[str]:
-        return [f"int16_t* tt = col + {8 * nb}{f' + {tl} * {px}' if px != '0' else ''};"] \
+        return [f"int16_t* tt = col + {8 * nb}{f' + {ts} * {px}' if px != '0' else ''};"] \
             if tl else []
 
     def slow(px: str) -> list[str]:
         """Any pixel, padding included: one tap at a time."""
         pos = "((i >> 2) << 3) + (i & 3) + 4 * (size_t)" + px
         if tl:
-            pos = f"i < {4 * nb} ? {pos} : {8 * nb} + {tl} * (size_t){px} + (i - {4 * nb})"
+            pos = f"i < {4 * nb} ? {pos} : {8 * nb} + {ts} * (size_t){px} + {slot_c(f'(i - {4 * nb})')}"
         return [f"size_t i = 0;",
                 f"for (size_t ci = 0; ci < {cg}; ++ci) {{",
                 f"    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
@@ -823,6 +869,10 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                 "        }", "    }", "}"]
 
     mtype, msuf = ("uint32_t", "u") if khw <= 32 else ("uint64_t", "ull")
+
+    def slot_c(r: str) -> str:
+        """C expression of tail_slot for a tail tap index expression r."""
+        return f"({r} ? 3 - {r} : 0)" if tl == 3 else r
 
     def mask_lines() -> list[str]:
         """Bit j of `m` (khw <= 64): tap j of a channel's window lies inside the input."""
@@ -847,7 +897,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         pos = "((i >> 2) << 3) + (i & 3)"
         dst = f"t[{pos}]"
         if tl:
-            dst = f"(i < {4 * nb} ? t + {pos} : tt + (i - {4 * nb}))[0]"
+            dst = f"(i < {4 * nb} ? t + {pos} : tt + {slot_c(f'(i - {4 * nb})')})[0]"
         out = mask_lines() + [f"const {xt}* p = xg;", f"int16_t* t = col + 4 * {px};"] + \
             tail_ptr(px)
         out += [f"for (size_t ci = 0, i = 0; ci < {cg}; ++ci, p += {hw}) {{"]
@@ -939,9 +989,9 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                          for r in range(4)]) + ["#endif", "}"]
             one += [loop] + _indent([" ".join(f"t[{r}] = p[{r * hw}];" for r in range(4))]) + ["}"]
         for r in range(cg % 4):
-            pair.append(f"col[{8 * nb + r}] = p[{r * hw}]; col[{8 * nb + tl + r}] = "
-                        f"p[{r * hw + 1}];")
-            one.append(f"col[{8 * nb + r}] = p[{r * hw}];")
+            q = 8 * nb + tail_slot(r, tl)
+            pair.append(f"col[{q}] = p[{r * hw}]; col[{q + ts}] = p[{r * hw + 1}];")
+            one.append(f"col[{q}] = p[{r * hw}];")
         if ohw % 2:
             body += ["if (npx == 2) {"] + _indent(pair) + ["} else {"] + _indent(one) + ["}"]
         else:
@@ -962,8 +1012,8 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                  "        for (size_t j = 0; j < 4; ++j) xsum[px] += col[8 * i + 4 * (size_t)px + j];",
                  "    }"]
         if tl:
-            body += [f"    for (size_t j = 0; j < {tl}; ++j) xsum[px] += col[{8 * nb} + "
-                     f"{tl} * (size_t)px + j];"]
+            body += [f"    for (size_t j = 0; j < {ts}; ++j) xsum[px] += col[{8 * nb} + "
+                     f"{ts} * (size_t)px + j];   /* the padding slots hold 0 */"]
         body += ["}"]
 
     def zw(ch, px):
