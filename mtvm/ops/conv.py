@@ -459,6 +459,7 @@ SCHEDULE = {
     "im2col_max_bytes": 8192,      # grow the block up to this scratch (or the plane)
     "kxk": "window",               # other KxK convs: "window" rows or "im2col"
     "window_min_cols": 8,          # narrower outputs: im2col (fills whole tiles)
+    "pointwise_inplace_cols": 16,  # 32: two-vector tiles on AVX-512 (2x scratch)
     "band_below_cols": 16,         # narrower KxK outputs: band schedule on AVX-512
     "band_cols": 32,               # output positions per band, at least one row
     "band_max_bytes": 65536,       # band scratch cap (fewer rows per band)
@@ -765,17 +766,19 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                 with channel_block(w, count, rows) as mb:
                     m0e = lin((mb, rows), const=m0)
                     w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
-                    w.line(f"for (int p = 0; p < {out_plane}; p += MTVM_F32_NR) {{"
-                           "  /* positions */")
-                    w.depth += 1
-                    w.line(f"const int np = {out_plane} - p < MTVM_F32_NR ? {out_plane} - p"
-                           " : MTVM_F32_NR;")
-                    w.line(f"float tile[{rows} * MTVM_F32_NR];")
-                    w.line(f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, {in_plane}, np, "
-                           "tile);")
-                    _store_tile(w, k, bias, p, rows, m0e, "p")
-                    w.depth -= 1
-                    w.line("}")
+                    # AVX-512: tiles of 32 positions, two vectors per row (the one-vector
+                    # kernel is bound by its loads): the band micro-kernel with the
+                    # input channels as its "channels", one tap each.
+                    w.lines.append("#if MTVM_F32_NR == 16")
+                    w.line("static const int32_t tap0[1] = { 0 };")
+                    _position_tiles(w, k, bias, p, rows, m0e, out_plane, "32",
+                                    f"{band_ukernel(k, rows)}({taps}, {in_plane}, 1, tap0, "
+                                    "w_blk, x_g + p, np, tile);")
+                    w.lines.append("#else")
+                    _position_tiles(w, k, bias, p, rows, m0e, out_plane, "MTVM_F32_NR",
+                                    f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, "
+                                    f"{in_plane}, np, tile);")
+                    w.lines.append("#endif")
             continue
         w.line(f"for (int p0 = 0; p0 < {out_plane}; p0 += {nb}) {{  /* blocks of positions */")
         w.depth += 1
@@ -799,6 +802,18 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
         w.depth -= 1
         w.line("}")
     return w.text()
+
+
+def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call):
+    """The pointwise GEMM's loop over tiles of `width` positions p."""
+    w.line(f"for (int p = 0; p < {positions}; p += {width}) {{  /* positions */")
+    w.depth += 1
+    w.line(f"const int np = {positions} - p < {width} ? {positions} - p : {width};")
+    w.line(f"float tile[{rows} * {width}];")
+    w.line(call)
+    _store_tile(w, k, bias, p, rows, m0e, "p", width)
+    w.depth -= 1
+    w.line("}")
 
 
 def _batch_group_loops(w, n_batch: int, group: int):
@@ -980,17 +995,36 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
                 with channel_block(w, count, rows_b) as mb:
                     m0e = lin((mb, rows_b), const=m0)
                     w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
-                    w.line(f"for (int ow = 0; ow < {aw.out}; ow += MTVM_F32_NR) {{  /* columns */")
-                    w.depth += 1
-                    w.line(f"const int np = {aw.out} - ow < MTVM_F32_NR ? {aw.out} - ow"
-                           " : MTVM_F32_NR;")
-                    w.line(f"float tile[{rows_b} * MTVM_F32_NR];")
-                    w.line(f"{gemm_ukernel_offsets(k, rows_b)}({taps}, w_blk, win + ow, {ob.c}, "
-                           "np, tile);")
-                    _store_tile(w, k, bias, p, rows_b, m0e, lin((oh, aw.out), ("ow", 1)))
-                    w.depth -= 1
-                    w.line("}")
+                    nr_call = (f"{gemm_ukernel_offsets(k, rows_b)}({taps}, w_blk, win + ow, "
+                               f"{ob.c}, np, tile);")
+                    if aw.out <= 16:
+                        _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "MTVM_F32_NR",
+                                        nr_call)
+                        continue
+                    # AVX-512: 32 columns per tile, two vectors per row (the one-vector
+                    # kernel is bound by its loads): the band micro-kernel over one
+                    # "channel" whose taps are the window's.
+                    w.lines.append("#if MTVM_F32_NR == 16")
+                    _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "32",
+                                    f"{band_ukernel(k, rows_b)}(1, 0, {taps}, {ob.c}, w_blk, "
+                                    "win + ow, np, tile);")
+                    w.lines.append("#else")
+                    _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "MTVM_F32_NR",
+                                    nr_call)
+                    w.lines.append("#endif")
     return w.text()
+
+
+def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call):
+    """The window schedule's loop over tiles of `width` columns of output row oh."""
+    w.line(f"for (int ow = 0; ow < {ow_n}; ow += {width}) {{  /* columns */")
+    w.depth += 1
+    w.line(f"const int np = {ow_n} - ow < {width} ? {ow_n} - ow : {width};")
+    w.line(f"float tile[{rows} * {width}];")
+    w.line(call)
+    _store_tile(w, k, bias, p, rows, m0e, lin((oh, ow_n), ("ow", 1)), width)
+    w.depth -= 1
+    w.line("}")
 
 
 # -- band (AVX-512 hosts) --------------------------------------------------------------
@@ -1158,27 +1192,43 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
     c_in, m_out = x.shape[1], wt.shape[0]
     plane = int(np.prod(x.shape[2:]))
     mr = SCHEDULE["gemm_mr"]
-    k.scratch_bytes = 4 * c_in * 16          # 16: the widest MTVM_F32_NR
+    # AVX-512 with pointwise_inplace_cols 32: tiles of 32 positions, two vectors per
+    # row (the one-vector kernel is bound by its loads); else MTVM_F32_NR (at most
+    # 16). Scratch: the widest tile (32 doubles it, which can raise the arena).
+    wide = SCHEDULE["pointwise_inplace_cols"] == 32 and plane > 16
+    k.scratch_bytes = 4 * c_in * (32 if wide else 16)
     wp = pack_weights(k, wt, 1, mr)
     w.line(conv_comment(x, wt, y, axes, 1))
-    w.line(f"/* Schedule: pointwise GEMM in place (out0 == in0): per tile of MTVM_F32_NR"
+    cols = "32 (AVX-512) or MTVM_F32_NR" if wide else "MTVM_F32_NR"
+    w.line(f"/* Schedule: pointwise GEMM in place (out0 == in0): per tile of {cols}"
            f"\n * positions the {c_in} input columns are copied to scratch xt, then register"
            f"\n * blocks of {mr} output channels run the micro-kernel on the copy. */")
     w.line("float* xt = (float*)scratch;")
-    w.line(f"for (int p = 0; p < {plane}; p += MTVM_F32_NR) {{  /* tiles of positions */")
-    w.depth += 1
-    w.line(f"const int np = {plane} - p < MTVM_F32_NR ? {plane} - p : MTVM_F32_NR;")
-    with w.loop("c", c_in, "copy the tile's input columns") as c:
-        w.line(f"for (int q = 0; q < np; ++q) xt[{lin((c, 1))} * MTVM_F32_NR + q] = "
-               f"{x.c}[{lin((c, plane))} + p + q];")
     p = dict(n=0, g=0, mg=m_out, m_out=m_out, out_plane=plane)
-    for m0, rows, count in _channel_blocks(m_out, mr):
-        with channel_block(w, count, rows) as mb:
-            m0e = lin((mb, rows), const=m0)
-            w.line(f"float tile[{rows} * MTVM_F32_NR];")
-            w.line(f"{gemm_ukernel(k, rows)}({c_in}, {wp.c} + {lin((m0e, c_in))}, xt, "
-                   "MTVM_F32_NR, np, tile);")
-            _store_tile(w, k, bias, p, rows, m0e, "p")
-    w.depth -= 1
-    w.line("}")
+
+    def tiles(width, call):
+        w.line(f"for (int p = 0; p < {plane}; p += {width}) {{  /* tiles of positions */")
+        w.depth += 1
+        w.line(f"const int np = {plane} - p < {width} ? {plane} - p : {width};")
+        with w.loop("c", c_in, "copy the tile's input columns") as c:
+            w.line(f"for (int q = 0; q < np; ++q) xt[{lin((c, 1))} * {width} + q] = "
+                   f"{x.c}[{lin((c, plane))} + p + q];")
+        for m0, rows, count in _channel_blocks(m_out, mr):
+            with channel_block(w, count, rows) as mb:
+                m0e = lin((mb, rows), const=m0)
+                w.line(f"float tile[{rows} * {width}];")
+                w.line(call(rows, f"{wp.c} + {lin((m0e, c_in))}"))
+                _store_tile(w, k, bias, p, rows, m0e, "p", width)
+        w.depth -= 1
+        w.line("}")
+    if wide:
+        w.lines.append("#if MTVM_F32_NR == 16")
+        w.line("static const int32_t tap0[1] = { 0 };")
+        tiles("32", lambda rows, a: f"{band_ukernel(k, rows)}({c_in}, 32, 1, tap0, {a}, xt, "
+                                    "np, tile);")
+        w.lines.append("#else")
+    tiles("MTVM_F32_NR", lambda rows, a: f"{gemm_ukernel(k, rows)}({c_in}, {a}, xt, "
+                                         "MTVM_F32_NR, np, tile);")
+    if wide:
+        w.lines.append("#endif")
     return w.text()

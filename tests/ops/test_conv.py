@@ -347,9 +347,17 @@ def test_conv_band(x_shape, w_shape, attrs, monkeypatch):
                      helper.make_node("Add", ["c", "r"], ["s"]),
                      helper.make_node("Relu", ["s"], ["y"])],
                     {"x": x, "r": r}, {"w": w, "b": b})
-    inputs = {"x": x, "r": r}
     lib = mtvm.compile(m)
     assert "Schedule (AVX-512): band GEMM" in kernel_source(lib)
+    _check_native_and_sanitized(m, lib, {"x": x, "r": r}, monkeypatch)
+
+
+def _check_native_and_sanitized(m, lib, inputs, monkeypatch):
+    """Built for the host's SIMD (-march=native: AVX-512 here) and portable, against
+    onnx.reference; then -march=native under ASan/UBSan."""
+    from mtvm import host_runner
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
     expected = reference_outputs(m, inputs)[0]
     for extra in (["-march=native"], []):
         got = HostModule(lib, opt="-O3", extra=extra).run(inputs)
@@ -358,6 +366,29 @@ def test_conv_band(x_shape, w_shape, attrs, monkeypatch):
                         host_runner.SANITIZE_FLAGS + ["-march=native"])
     got = lib.run_host(inputs, sanitize=True)
     assert_close(list(got.values())[0], expected, what="sanitized, -march=native")
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="two-vector tiles are compiled for AVX-512 only")
+@pytest.mark.parametrize("plane", [(3, 3), (6, 6), (8, 8), (5, 7)])
+@pytest.mark.parametrize("inplace_cols", [16, 32])
+def test_conv_pointwise_two_vector_tiles(plane, inplace_cols, monkeypatch):
+    """Pointwise GEMM with 32-position tiles on AVX-512 (one vector, 32 + a partial
+    tile, full tiles, a channel remainder), on a model input and in place (after a
+    Relu whose output dies there, before a Softmax), with pointwise_inplace_cols 16
+    and 32."""
+    from mtvm.ops import conv
+    monkeypatch.setitem(conv.SCHEDULE, "pointwise_inplace_cols", inplace_cols)
+    x = randn(1, 12, *plane)
+    m = graph_model([helper.make_node("Conv", ["x", "w0", "b0"], ["c0"]),
+                     helper.make_node("Relu", ["c0"], ["r0"]),
+                     helper.make_node("Conv", ["r0", "w1", "b1"], ["c1"]),
+                     helper.make_node("Softmax", ["c1"], ["y"], axis=1)],
+                    {"x": x}, {"w0": randn(20, 12, 1, 1), "b0": randn(20),
+                               "w1": randn(12, 20, 1, 1), "b1": randn(12)})
+    lib = mtvm.compile(m)
+    src = kernel_source(lib)
+    assert "pointwise GEMM in place" in src and "mtvm_f32_band_8x32" in src
+    _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
 
 
 @pytest.mark.skipif(not _has_avx512(), reason="the band schedule is compiled for AVX-512 only")
