@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
-from .microkernels import MR, band_ukernel, gemm_ukernel, gemm_ukernel_offsets, prelude
+from .microkernels import (MR, band_ukernel, direct_ukernel, gemm_ukernel,
+                           gemm_ukernel_offsets, prelude)
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -460,7 +461,10 @@ SCHEDULE = {
     "kxk": "window",               # other KxK convs: "window" rows or "im2col"
     "window_min_cols": 8,          # narrower outputs: im2col (fills whole tiles)
     "pointwise_inplace_cols": 16,  # 32: two-vector tiles on AVX-512 (2x scratch)
-    "band_below_cols": 16,         # narrower KxK outputs: band schedule on AVX-512
+    # AVX-512 only (other targets keep window/im2col, chosen by the preprocessor):
+    "direct_min_cols": 16,         # stride 1, output size = input size, outputs of
+    "direct_below_cols": 32,       #   16..31 columns: direct (no scratch)
+    "band_below_cols": 32,         # other KxK outputs narrower than this: band
     "band_cols": 32,               # output positions per band, at least one row
     "band_max_bytes": 65536,       # band scratch cap (fewer rows per band)
     "depthwise_max_taps": 25,      # larger depthwise kernels: direct conv
@@ -499,8 +503,13 @@ def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
         return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
     if kind == "pointwise" and k.inplace is not None:
         return emit_conv_pointwise_inplace(k, x, wt, bias, axes)
-    if kind in ("window", "im2col") and axes[1].out < SCHEDULE["band_below_cols"]:
-        return emit_conv_band_or(k, x, wt, bias, axes, group, kind)
+    s = SCHEDULE
+    if kind in ("window", "im2col") and s["direct_min_cols"] <= axes[1].out < \
+            s["direct_below_cols"] and wt.shape[2] * wt.shape[3] <= 64 and \
+            all(a.stride == 1 and a.out == a.size for a in axes):
+        return emit_conv_simd_or(k, x, wt, bias, axes, group, kind, _conv_direct)
+    if kind in ("window", "im2col") and axes[1].out < s["band_below_cols"]:
+        return emit_conv_simd_or(k, x, wt, bias, axes, group, kind, _conv_band)
     if kind in ("pointwise", "im2col"):
         return emit_conv_gemm(k, x, wt, bias, axes, group)
     if kind == "window":
@@ -1161,10 +1170,43 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
     return 4 * cg * cs
 
 
-def emit_conv_band_or(k, x, wt, bias, axes, group, kind) -> str:
-    """AVX-512 hosts (MTVM_F32_NR == 16): the band schedule; every other target:
-    `kind` ("window" or "im2col") unchanged. Chosen by the preprocessor; the
-    scratch is sized for the larger."""
+def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
+    """The direct schedule's body (no scratch): per block of output channels, tiles
+    of 32 flat positions of the plane (microkernels.direct_ukernel)."""
+    ah, aw = axes
+    n_batch, c_in, m_out = x.shape[0], x.shape[1], k.out.shape[1]
+    cg, mg = c_in // group, m_out // group
+    taps = cg * kh_n * kw_n
+    plane = ah.size * aw.size
+    mr = SCHEDULE["gemm_mr"]
+    w.line(f"/* Schedule (AVX-512): direct GEMM on the flat plane. Per block of {mr} output\n"
+           f" * channels, tiles of 32 positions p = oh * {aw.size} + ow (any rows): tap (c, kh, kw)"
+           f"\n * reads the input at p + (kh * {ah.dilation} - {ah.pad_begin}) * {aw.size} + "
+           f"kw * {aw.dilation} - {aw.pad_begin},\n * masked where it is padding; no copy. */")
+    geometry = (f"{cg}, {plane}, {aw.size}, {kh_n}, {kw_n}, {ah.dilation}, {aw.dilation}, "
+                f"{ah.pad_begin}, {aw.pad_begin}")
+    for n, g in _batch_group_loops(w, n_batch, group):
+        w.line(f"const float* x_g = {x.c} + {lin((n, c_in * plane), (g, cg * plane))};")
+        p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=plane)
+        for m0, rows, count in _channel_blocks(mg, mr):
+            with channel_block(w, count, rows) as mb:
+                m0e = lin((mb, rows), const=m0)
+                w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
+                w.line(f"for (int p0 = 0; p0 < {plane}; p0 += 32) {{  /* tiles of positions */")
+                w.depth += 1
+                w.line(f"const int np = {plane} - p0 < 32 ? {plane} - p0 : 32;")
+                w.line(f"float tile[{rows} * 32];")
+                w.line(f"{direct_ukernel(k, rows)}({geometry},\n    w_blk, x_g, p0, np, tile);")
+                _store_tile(w, k, bias, p, rows, m0e, "p0", "32")
+                w.depth -= 1
+                w.line("}")
+    return 0
+
+
+def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, body) -> str:
+    """AVX-512 hosts (MTVM_F32_NR == 16): the schedule `body` (_conv_band or
+    _conv_direct); every other target: `kind` ("window" or "im2col") unchanged.
+    Chosen by the preprocessor; the scratch is sized for the larger."""
     kh_n, kw_n = wt.shape[2], wt.shape[3]
     emit = emit_conv_window if kind == "window" else emit_conv_gemm
     other = emit(k, x, wt, bias, axes, group, header=False)   # packs the weights
@@ -1172,13 +1214,15 @@ def emit_conv_band_or(k, x, wt, bias, axes, group, kind) -> str:
     w = CWriter()
     w.line(conv_comment(x, wt, k.out, axes, group))
     w.lines.append("#if MTVM_F32_NR == 16")
-    band_bytes = _conv_band(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n)
+    simd_bytes = body(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n)
+    if not simd_bytes:
+        w.line("(void)scratch;")
     if kind == "window":
         w.line(f"(void){k.ins[-1].c};  /* the window schedule's tap table */")
     w.lines.append("#else")
     w.lines += other.splitlines()
     w.lines.append("#endif")
-    k.scratch_bytes = max(band_bytes, other_bytes)
+    k.scratch_bytes = max(simd_bytes, other_bytes)
     return w.text()
 
 

@@ -301,3 +301,98 @@ def _band_source(name: str, mr: int) -> str:
     L += body(1)
     L += ["    }", "}", "#endif"]
     return "\n".join(L)
+
+
+# -- direct: same-size stride-1 convolution on the flat plane, AVX-512 only -----------
+
+DIRECT_MASKS = """\
+#if MTVM_F32_NR == 16
+/* Lanes [lo, hi) of the 16 starting at position base, as a mask. */
+static inline __mmask16 mtvm_lanes16(int lo, int hi, int base)
+{
+    lo -= base; hi -= base;
+    lo = lo < 0 ? 0 : lo > 16 ? 16 : lo;
+    hi = hi < 0 ? 0 : hi > 16 ? 16 : hi;
+    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
+/* Lanes of the 16 positions from p whose column p % w plus dx is inside [0, w). */
+static inline __mmask16 mtvm_cols16(int p, int w, int dx)
+{
+    unsigned m = 0;
+    int ow = p % w;
+    for (int l = 0; l < 16; ++l, ow = ow + 1 == w ? 0 : ow + 1)
+        m |= (unsigned)((unsigned)(ow + dx) < (unsigned)w) << l;
+    return (__mmask16)m;
+}
+#endif"""
+
+def direct_ukernel(k, mr: int) -> str:
+    """Declare the AVX-512 direct micro-kernel (only compiled where MTVM_F32_NR == 16)
+    for a stride-1 convolution whose output plane has the input's size (W columns,
+    `plane` positions): output position p = oh * W + ow and tap (kh, kw) read input
+    p + dy * W + dx (dy = kh * dh - ph, dx = kw * dw - pw), so a tile of 32
+    consecutive positions (two vectors, any number of rows) reads 32 consecutive
+    inputs per tap, without copying; lanes whose tap falls in the padding are
+    masked off (AVX-512 masked loads do not fault there).
+
+        tile[r * 32 + q] = sum_c,kh,kw a[((c * kh_n + kh) * kw_n + kw) * mr + r]
+                                       * x[c * plane + p0 + q + dy * W + dx]
+
+    r < mr, q < n <= 32 (0 where the tap is padding). Returns its name."""
+    prelude(k)
+    k.helper("mtvm_f32_direct_masks", DIRECT_MASKS)
+    name = f"mtvm_f32_direct_{mr}x32"
+    if name not in k.helpers:
+        k.helper(name, _direct_source(name, mr))
+    return name
+
+
+def _direct_source(name: str, mr: int) -> str:
+    rows = range(mr)
+    fmas = "\n".join(
+        f"            {{ const __m512 a{r} = _mm512_set1_ps(a[{r}]);\n"
+        f"              c{r}_0 = _mm512_fmadd_ps(a{r}, v0, c{r}_0);"
+        f" c{r}_1 = _mm512_fmadd_ps(a{r}, v1, c{r}_1); }}"
+        for r in rows)
+    accs = "\n".join(f"    __m512 c{r}_0 = _mm512_setzero_ps(), c{r}_1 = _mm512_setzero_ps();"
+                     for r in rows)
+    stores = "\n".join(f"    _mm512_storeu_ps(tile + {r * 32}, c{r}_0); "
+                       f"_mm512_storeu_ps(tile + {r * 32 + 16}, c{r}_1);" for r in rows)
+    return f"""\
+#if MTVM_F32_NR == 16
+/* tile[r * 32 + q] = sum over c, kh, kw of a[((c * kh_n + kh) * kw_n + kw) * {mr} + r]
+ * * x[c * plane + p0 + q + dy * w + dx], dy = kh * dh - ph, dx = kw * dw - pw; taps in
+ * the padding (row or column outside the plane) and lanes q >= n masked off. */
+static inline void {name}(int chans, int plane, int w, int kh_n, int kw_n, int dh,
+    int dw, int ph, int pw, const float* restrict a, const float* restrict x, int p0, int n,
+    float* restrict tile)
+{{
+{accs}
+    /* per tap j = kh * kw_n + kw (kh_n * kw_n <= 64): its offset and lanes inside */
+    int off[64];
+    __mmask16 m0[64], m1[64];
+    const int taps = kh_n * kw_n;
+    for (int kh = 0, j = 0; kh < kh_n; ++kh) {{
+        const int dy = kh * dh - ph;
+        /* rows inside the plane: 0 <= p + dy * w < plane, p < p0 + n */
+        const int lo = -dy * w, hi = plane - dy * w < p0 + n ? plane - dy * w : p0 + n;
+        const __mmask16 r0 = mtvm_lanes16(lo, hi, p0), r1 = mtvm_lanes16(lo, hi, p0 + 16);
+        for (int kw = 0; kw < kw_n; ++kw, ++j) {{
+            const int dx = kw * dw - pw;
+            off[j] = dy * w + dx;
+            m0[j] = r0 & mtvm_cols16(p0, w, dx);
+            m1[j] = r1 & mtvm_cols16(p0 + 16, w, dx);
+        }}
+    }}
+    x += p0;
+    for (int c = 0; c < chans; ++c, x += plane) {{
+        for (int j = 0; j < taps; ++j, a += {mr}) {{
+            const __m512 v0 = _mm512_maskz_loadu_ps(m0[j], x + off[j]);
+            const __m512 v1 = _mm512_maskz_loadu_ps(m1[j], x + off[j] + 16);
+{fmas}
+        }}
+    }}
+{stores}
+}}
+#endif"""

@@ -329,13 +329,26 @@ BAND_CASES = [
 ]
 
 
-@pytest.mark.skipif(not _has_avx512(), reason="the band schedule is compiled for AVX-512 only")
-@pytest.mark.parametrize("x_shape,w_shape,attrs", [c[1:] for c in BAND_CASES],
-                         ids=[c[0] for c in BAND_CASES])
-def test_conv_band(x_shape, w_shape, attrs, monkeypatch):
-    """The band schedule built for AVX-512 (-march=native), with a fused residual
-    Add + Relu, against onnx.reference, then under ASan/UBSan; the portable path of
-    the same source too."""
+# Stride 1, output size = input size, 16..31 columns: the direct schedule (masked
+# taps in the padding, tiles of 32 positions across rows, a partial last tile).
+DIRECT_CASES = [
+    ("16x16_pad1", (1, 8, 16, 16), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("17x19_rows_left", (1, 5, 17, 19), (10, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("5x5_pad2_31_cols", (2, 3, 6, 31), (9, 3, 5, 5), {"pads": [2, 2, 2, 2]}),
+    ("even_kernel_asym", (1, 4, 7, 20), (8, 4, 2, 4), {"pads": [0, 1, 1, 2]}),
+    ("dilation2", (1, 4, 9, 18), (8, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ("group2", (1, 4, 6, 16), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+]
+SIMD_CASES = [c + ("band",) for c in BAND_CASES] + [c + ("direct",) for c in DIRECT_CASES]
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="band and direct are compiled for AVX-512 only")
+@pytest.mark.parametrize("x_shape,w_shape,attrs,schedule", [c[1:] for c in SIMD_CASES],
+                         ids=[f"{c[4]}_{c[0]}" for c in SIMD_CASES])
+def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
+    """The band and direct schedules built for AVX-512 (-march=native), with a fused
+    residual Add + Relu, against onnx.reference, then under ASan/UBSan; the portable
+    path of the same source too."""
     from mtvm import host_runner
     from mtvm.host_runner import HostModule
     from mtvm.testing import assert_close, reference_outputs
@@ -348,7 +361,7 @@ def test_conv_band(x_shape, w_shape, attrs, monkeypatch):
                      helper.make_node("Relu", ["s"], ["y"])],
                     {"x": x, "r": r}, {"w": w, "b": b})
     lib = mtvm.compile(m)
-    assert "Schedule (AVX-512): band GEMM" in kernel_source(lib)
+    assert f"Schedule (AVX-512): {schedule} GEMM" in kernel_source(lib)
     _check_native_and_sanitized(m, lib, {"x": x, "r": r}, monkeypatch)
 
 
