@@ -397,8 +397,9 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     else:
         lines.append(f"        const int32_t bias_in = {bias.c}[o];")
     if rows3:
-        lines.append("        /* per row (w0, w2) as two int16 lanes; the middle column two "
-                     "per register */")
+        lines += ["#if defined(__ARM_FEATURE_DSP)",
+                  "        /* per row (w0, w2) as two int16 lanes; the middle column two "
+                  "per register */"]
         for r in range(kh):
             a, b_ = f"w{3 * r}", f"w{3 * r + 2}"
             lines.append(f"        const int32_t w{3 * r}{3 * r + 2} = (int32_t)"
@@ -411,6 +412,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                              f" | ((uint32_t){hi} << 16));")
             else:
                 lines.append(f"        const int32_t m{r} = {lo};")
+        lines.append("#endif")
     if fast:
         lines += ["        /* requantization: (high word of acc * mult + rnd) >> sh, the "
                   "rounding and the output zero point in rnd */",
@@ -558,6 +560,8 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             out += [f"for (; ox < {ow}; ++ox) {{"] + _indent(scalar()) + ["}"]
         return _indent(out, indent)
 
+    if rows3:   # the blocks need the DSP extension; elsewhere the plain sums
+        lines.append("#if defined(__ARM_FEATURE_DSP)")
     lines.append("        size_t oy = 0;")
     if pairs2:
         # two output rows at a time: rows oy and oy + 1 share kh - 1 input rows
@@ -584,5 +588,21 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         lines += [f"        for (; oy < {oh}; ++oy) {{",
                   f"            const {x.ctype}* r = xc + oy * {sh * row_w};",
                   "            size_t ox = 0;"] + row_lines(3) + ["        }"]
+    if rows3:   # one pixel at a time (compilers vectorize this loop on hosts)
+        lines += ["#else",
+                  f"        for (size_t oy = 0; oy < {oh}; ++oy) {{",
+                  f"            const {x.ctype}* r = xc + oy * {sh * row_w};",
+                  "            size_t ox = 0;"]
+        if sw == 1 and ow >= 8:   # pairs on long rows (as fast on hosts, shorter elsewhere)
+            fn = row_helper(k, x.dtype, 1, 2, "b")
+            pb = [f"const {x.ctype}* p = r + ox;", "int32_t acc0 = bias_in, acc1 = bias_in;"]
+            pb += [f"{fn}(p + {ky * dh * row_w}, w{3 * ky}, w{3 * ky + 1}, w{3 * ky + 2}, 0, 0, "
+                   "&acc0, &acc1);" for ky in range(kh)]
+            pb += ["{"] + _indent(stored("acc0", "ox")) + ["}", "{"] + \
+                _indent(stored("acc1", "ox + 1")) + ["}"]
+            lines += [f"            for (; ox + 2 <= {ow}; ox += 2) {{"] + _indent(pb, 4) + \
+                ["            }"]
+        lines += [f"            for (; ox < {ow}; ++ox) {{"] + \
+            _indent(scalar(), 4) + ["            }", "        }", "#endif"]
     lines += ["    }", "}"]
     return lines
