@@ -637,3 +637,58 @@ def test_io_quantization_in_metadata():
     md = mtvm.compile(m).metadata
     assert md["inputs"][0]["quantization"]["zero_point"] == [2]
     assert md["outputs"][0]["quantization"]["zero_point"] == [-128]
+
+
+# Block counts (kk // 4) the x86 host path of the im2col kernel splits into steps of
+# four (AVX-512 VNNI), two (AVX2) and one block: 1, 2, 3, 5, 7 and 8 blocks, with and
+# without tail taps, odd pixel and channel counts, groups.
+X86_CASES = IM2COL_CASES + [  # x shape, w shape, attrs
+    ((1, 4, 5, 3), (3, 4, 1, 1), {}),                        # 1 block, 15 pixels
+    ((1, 8, 4, 4), (6, 8, 1, 1), {}),                        # 2 blocks
+    ((1, 12, 3, 5), (5, 12, 1, 1), {}),                      # 3
+    ((1, 20, 5, 5), (4, 20, 1, 1), {}),                      # 5, 25 pixels
+    ((1, 7, 6, 6), (9, 7, 2, 2), {"pads": [1, 1, 0, 0]}),    # 7 blocks
+    ((1, 8, 6, 5), (4, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),   # 9 blocks per group
+    ((1, 32, 4, 3), (5, 32, 1, 1), {}),                      # 8 blocks
+    ((1, 33, 3, 3), (2, 33, 1, 1), {}),                      # 8 blocks and one tail tap
+]
+
+
+def _native_builds():
+    import platform
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return [["-march=native"]]
+    return [["-march=native"], ["-mavx2"], []]   # AVX-512 VNNI (here), AVX2, portable
+
+
+@pytest.mark.parametrize("xs,ws,attrs", X86_CASES, ids=range(len(X86_CASES)))
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_im2col_x86_paths_bit_exact(xs, ws, attrs, dtype, monkeypatch):
+    """The im2col kernel built for the host's SIMD (AVX-512 VNNI, AVX2) and portable
+    gives exactly QConv.reference's integers (the IR interpreter); uint8 with weight
+    zero points. One case also under ASan/UBSan with -march=native."""
+    from mtvm import host_runner
+    from mtvm.host_runner import HostModule
+    from mtvm.interp import interpret
+    x, w = qrand(dtype, xs), qrand(dtype, ws)
+    oc = ws[0]
+    per_channel = dtype == np.int8
+    w_scale = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_channel else \
+        np.float32(0.0071)
+    w_zp = np.zeros(oc, np.int8) if per_channel else np.uint8(124)
+    consts = dict(xs=np.float32(0.031), xz=zp(dtype), w=w, ws=w_scale, wz=w_zp,
+                  ys=np.float32(0.173), yz=zp(dtype, -7 if dtype == np.int8 else 120),
+                  b=rng.integers(-3000, 3000, oc).astype(np.int32))
+    m = make_model("QLinearConv", {"x": x}, consts=consts, attrs=attrs,
+                   input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+    lib = mtvm.compile(m)
+    assert [o["kind"] for o in lib.metadata["operators"]] == ["QConv"]
+    expected = list(interpret(lib.graph, {"x": x}).values())[-1]
+    for extra in _native_builds():
+        got = list(HostModule(lib, opt="-O3", extra=extra).run({"x": x}).values())[0]
+        np.testing.assert_array_equal(got, expected, err_msg=str(extra))
+    if xs == (1, 7, 6, 6) or xs == (1, 2, 9, 8):
+        monkeypatch.setattr(host_runner, "SANITIZE_FLAGS",
+                            host_runner.SANITIZE_FLAGS + ["-march=native"])
+        got = list(lib.run_host({"x": x}, sanitize=True).values())[0]
+        np.testing.assert_array_equal(got, expected, err_msg="sanitized, -march=native")
