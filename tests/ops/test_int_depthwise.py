@@ -58,11 +58,11 @@ class Builder:
         self.inits.append(numpy_helper.from_array(np.asarray(v), name))
         return name
 
-    def input(self, name, dtype, shape):
+    def input(self, name, dtype, shape, n=1):
         lo, hi = (-128, 128) if dtype == np.int8 else (0, 256)
-        self.feeds[name] = self.rng.integers(lo, hi, (1,) + shape).astype(dtype)
+        self.feeds[name] = self.rng.integers(lo, hi, (n,) + shape).astype(dtype)
         self.inputs.append(helper.make_tensor_value_info(
-            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), (1,) + shape))
+            name, helper.np_dtype_to_tensor_dtype(np.dtype(dtype)), (n,) + shape))
         return name
 
     def output(self, name, dtype):
@@ -121,6 +121,11 @@ def variants_model():
              np.array([0.00007, 0.04], np.float32), np.zeros(2, np.int8))
         b.output(b.qlinearconv(x, f"spread_{tag}", np.int8, 2, 1, (3, 3), (st, st),
                                (1, 1, 1, 1), (1, 1), w=w), np.int8)
+    # A batch of two, input zero point 0, stride 1 and 2.
+    for tag, st in (("s1", 1), ("s2", 2)):
+        x = b.input(f"x_batch_{tag}", np.int8, (3, 9, 10), n=2)
+        b.output(b.qlinearconv(x, f"batch_{tag}", np.int8, 3, 1, (3, 3), (st, st),
+                               (1, 1, 1, 1), (1, 1), zx=np.int8(0)), np.int8)
     # Multipliers whose products can be exact ties (2^-7): the general requantization.
     x = b.input("x_ties", np.int8, (2, 6, 9))
     w = (b.rng.integers(-127, 128, (2, 1, 3, 3)).astype(np.int8),
