@@ -509,15 +509,26 @@ static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t p
     const __m128i unperm = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
     __m128i d4, x4, s;
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+    /* four blocks per step, alternating between two pairs of accumulators (the
+     * dependency chains, not the throughput, limit a single pair) */
     __m512i d16 = _mm512_setzero_si512(), x16 = _mm512_setzero_si512();
+    __m512i e16 = _mm512_setzero_si512(), y16 = _mm512_setzero_si512();
     __m256i d8, x8;
-    for (; nb >= 4; nb -= 4, c += 32, w += 32) {{          /* four blocks per step */
+    for (int32_t i = 0; nb >= 4; nb -= 4, c += 32, w += 32, ++i) {{
         const __m512i wv = _mm512_cvt{cvt}_epi16(_mm256_shuffle_epi8(
             _mm256_loadu_si256((const __m256i*)(const void*)w), _mm256_broadcastsi128_si256(unperm)));
         const __m512i cv = _mm512_loadu_si512((const void*)c);
-        d16 = _mm512_dpwssd_epi32(d16, wv, cv);
-        x16 = _mm512_dpwssd_epi32(x16, wv, _mm512_shuffle_epi32(cv, (_MM_PERM_ENUM)0x4E));
+        const __m512i cs = _mm512_shuffle_epi32(cv, (_MM_PERM_ENUM)0x4E);
+        if (i & 1) {{
+            e16 = _mm512_dpwssd_epi32(e16, wv, cv);
+            y16 = _mm512_dpwssd_epi32(y16, wv, cs);
+        }} else {{
+            d16 = _mm512_dpwssd_epi32(d16, wv, cv);
+            x16 = _mm512_dpwssd_epi32(x16, wv, cs);
+        }}
     }}
+    d16 = _mm512_add_epi32(d16, e16);
+    x16 = _mm512_add_epi32(x16, y16);
     d8 = _mm256_add_epi32(_mm512_castsi512_si256(d16), _mm512_extracti64x4_epi64(d16, 1));
     x8 = _mm256_add_epi32(_mm512_castsi512_si256(x16), _mm512_extracti64x4_epi64(x16, 1));
 #else
