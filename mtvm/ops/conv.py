@@ -469,6 +469,8 @@ SCHEDULE = {
     "band_max_bytes": 65536,       # band scratch cap (fewer rows per band)
     "depthwise_max_taps": 25,      # larger depthwise kernels: direct conv
     "depthwise_max_border": 4,     # border columns written out per side, at most
+    "depthwise_direct_max_plane": 256,  # AVX-512, stride 1, same size, planes up to
+                                   # this: direct (larger: flat was faster, measured)
 }
 
 
@@ -541,8 +543,14 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
     prelude(k)
     w.line(conv_comment(x, wt, k.out, axes, x.shape[1]))
     flat = ah.stride == aw.stride
+    direct = all(a.stride == 1 and a.out == a.size for a in axes) and \
+        ah.size * aw.size <= SCHEDULE["depthwise_direct_max_plane"]
+    direct_bytes = 0
+    if direct:
+        w.lines.append("#if MTVM_F32_NR == 16")
+        direct_bytes = _depthwise_direct(k, w, x, wt, bias, axes)
     if flat:
-        w.lines.append("#if MTVM_F32_NR > 4")
+        w.lines.append("#elif MTVM_F32_NR > 4" if direct else "#if MTVM_F32_NR > 4")
         flat_bytes = _depthwise_flat(k, w, x, wt, bias, axes)
         w.lines.append("#else")
     rows_bytes = _depthwise_rows(k, w, x, wt, bias, axes, cols)
@@ -550,10 +558,81 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
         if not rows_bytes:
             w.line("(void)scratch;  /* only the SIMD schedule uses scratch */")
         w.lines.append("#endif")
-        k.scratch_bytes = max(flat_bytes, rows_bytes)
+        k.scratch_bytes = max(flat_bytes, rows_bytes, direct_bytes)
     else:
         k.scratch_bytes = rows_bytes
     return w.text()
+
+
+def _depthwise_direct(k, w, x, wt, bias, axes) -> int:
+    """AVX-512, stride 1, output size = input size: per channel, tiles of 16 flat
+    positions p = oh * W + ow read straight from the input, tap (kh, kw) at p +
+    (kh * dh - ph) * W + kw * dw - pw, the lanes whose tap is padding masked off
+    (a table of masks per tile and tap made at compile time: no copy, no border
+    code); the channel's result goes to scratch, then bias, epilogue and store (in
+    place, the channel's output overwrites only its own input, once it is read)."""
+    ah, aw = axes
+    n_batch, chans = x.shape[0], x.shape[1]
+    kh_n, kw_n = wt.shape[2], wt.shape[3]
+    plane = ah.size * aw.size
+    tiles = ceil_div(plane, 16)
+    p = np.arange(tiles * 16)
+    oh, ow = p // aw.size, p % aw.size
+    masks, offs = [], []
+    for kh in range(kh_n):
+        for kw in range(kw_n):
+            dy, dx = kh * ah.dilation - ah.pad_begin, kw * aw.dilation - aw.pad_begin
+            ok = (p < plane) & (oh + dy >= 0) & (oh + dy < ah.size) & (ow + dx >= 0) & \
+                (ow + dx < aw.size)
+            masks.append((ok.reshape(tiles, 16) << np.arange(16)).sum(axis=1))
+            offs.append(dy * aw.size + dx)
+    table = np.stack(masks, axis=1)           # [tile][tap]
+    w.line(f"/* Schedule (AVX-512): depthwise direct. Per channel, tiles of 16 positions\n"
+           f" * p = oh * {aw.size} + ow read straight from the input, each tap at a constant "
+           f"offset,\n * masked where it is padding (dw_mask[tile][tap]); result to scratch, "
+           f"then stored. */")
+    w.line(f"static const uint16_t dw_mask[{tiles}][{kh_n * kw_n}] = {{")
+    for t in range(tiles):
+        w.line("    {" + ", ".join(f"0x{int(v):04x}" for v in table[t]) + "},")
+    w.line("};")
+    w.line("float* tmp = (float*)scratch;")
+    with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
+        w.line(f"const float* x_c = {x.c} + {lin((n, chans * plane), (c, plane))};")
+        _depthwise_weights(w, wt, bias, c, kh_n, kw_n)
+        for i in range(kh_n):
+            w.line("const __m512 " + ", ".join(f"v{i}_{j} = _mm512_set1_ps(w{i}_{j})"
+                                               for j in range(kw_n)) + ";")
+        w.line(f"for (int t = 0; t < {tiles}; ++t) {{  /* tiles of 16 positions */")
+        w.depth += 1
+        w.line("const uint16_t* mk = dw_mask[t];")
+        w.line("const float* xt = x_c + t * 16;")
+        w.line("/* one accumulator per kernel row: shorter dependency chains */")
+        for i in range(kh_n):
+            acc = f"a{i}"
+            for j in range(kw_n):
+                t_ = i * kw_n + j
+                load = f"_mm512_maskz_loadu_ps(mk[{t_}], xt {'-' if offs[t_] < 0 else '+'} " \
+                       f"{abs(offs[t_])})"
+                prev = ("_mm512_set1_ps(b)" if i == 0 else "_mm512_setzero_ps()") if j == 0 \
+                    else acc
+                decl = "__m512 " if j == 0 else ""
+                w.line(f"{decl}{acc} = _mm512_fmadd_ps(v{i}_{j}, {load}, {prev});")
+        total = " + ".join(f"a{i}" for i in range(kh_n))
+        sums = "a0"
+        for i in range(1, kh_n):
+            sums = f"_mm512_add_ps({sums}, a{i})"
+        w.line(f"_mm512_storeu_ps(tmp + t * 16, {sums});  /* {total} */")
+        w.depth -= 1
+        w.line("}")
+        w.line(f"const int y_c = {lin((n, chans * plane), (c, plane))};")
+        with w.loop("q", plane, "bias added above; epilogue, store") as q:
+            w.line(f"const int y_idx = {lin(('y_c', 1), (q, 1))};")
+            w.line(f"float acc = tmp[{q}];")
+            ep = k.epilogue("acc", "y_idx", lin((c, 1)))
+            if ep:
+                w.line(ep)
+            w.line("out0[y_idx] = acc;")
+    return 4 * tiles * 16
 
 
 def _depthwise_weights(w, wt, bias, c, kh_n, kw_n):

@@ -339,14 +339,25 @@ DIRECT_CASES = [
     ("dilation2", (1, 4, 9, 18), (8, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ("group2", (1, 4, 6, 16), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
 ]
-SIMD_CASES = [c + ("band",) for c in BAND_CASES] + [c + ("direct",) for c in DIRECT_CASES]
+# Depthwise, stride 1, output size = input size, planes up to 256: depthwise direct
+# (a mask per tile and tap, partial last tiles).
+DEPTHWISE_DIRECT_CASES = [
+    ("3x3_7x7", (1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}),
+    ("one_partial_tile", (2, 4, 5, 3), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ("5x5_16x16", (1, 3, 16, 16), (3, 1, 5, 5), {"group": 3, "pads": [2, 2, 2, 2]}),
+    ("dilation2_asym", (1, 4, 9, 11), (4, 1, 3, 2),
+     {"group": 4, "pads": [2, 1, 2, 0], "dilations": [2, 1]}),
+]
+SIMD_CASES = [c + ("band GEMM",) for c in BAND_CASES] + \
+    [c + ("direct GEMM",) for c in DIRECT_CASES] + \
+    [c + ("depthwise direct",) for c in DEPTHWISE_DIRECT_CASES]
 
 
 @pytest.mark.skipif(not _has_avx512(), reason="band and direct are compiled for AVX-512 only")
 @pytest.mark.parametrize("x_shape,w_shape,attrs,schedule", [c[1:] for c in SIMD_CASES],
-                         ids=[f"{c[4]}_{c[0]}" for c in SIMD_CASES])
+                         ids=[f"{c[4].split()[0]}_{c[0]}" for c in SIMD_CASES])
 def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
-    """The band and direct schedules built for AVX-512 (-march=native), with a fused
+    """The band, direct and depthwise direct schedules built for AVX-512, with a fused
     residual Add + Relu, against onnx.reference, then under ASan/UBSan; the portable
     path of the same source too."""
     from mtvm import host_runner
@@ -361,7 +372,7 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
                      helper.make_node("Relu", ["s"], ["y"])],
                     {"x": x, "r": r}, {"w": w, "b": b})
     lib = mtvm.compile(m)
-    assert f"Schedule (AVX-512): {schedule} GEMM" in kernel_source(lib)
+    assert f"Schedule (AVX-512): {schedule}" in kernel_source(lib)
     _check_native_and_sanitized(m, lib, {"x": x, "r": r}, monkeypatch)
 
 
@@ -417,3 +428,21 @@ def test_conv_band_scratch_cap(monkeypatch):
     assert "Bands of 3 output rows" in kernel_source(lib)
     got = HostModule(lib, opt="-O3", extra=["-march=native"]).run({"x": x})
     assert_close(list(got.values())[0], reference_outputs(m, {"x": x})[0])
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="depthwise direct is compiled for AVX-512 only")
+def test_conv_depthwise_direct_in_place(monkeypatch):
+    """Depthwise direct writing over its input (after a conv whose output dies
+    there): each channel is read whole before its output overwrites it."""
+    x = randn(1, 3, 9, 10)
+    m = graph_model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Conv", ["c0", "dw", "db"], ["d"], group=8,
+                                      pads=[1, 1, 1, 1]),
+                     helper.make_node("Relu", ["d"], ["r"]),
+                     helper.make_node("Softmax", ["r"], ["y"], axis=1)],
+                    {"x": x}, {"w0": randn(8, 3, 3, 3), "dw": randn(8, 1, 3, 3),
+                               "db": randn(8)})
+    lib = mtvm.compile(m)
+    src = kernel_source(lib)
+    assert "depthwise direct" in src and lib.plan.root("r") == lib.plan.root("c0")
+    _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
