@@ -561,6 +561,84 @@ static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t p
 #endif""")
 
 
+def mm4_x86_helper(k, w_dtype) -> str:
+    """Two channel pairs (four channels) x two pixels on x86: mtvm_mm2x2_x86 for the
+    pairs at w0 and w1, sharing the column loads and with twice the independent sums."""
+    tb, nb_, _ = _EXT[np.dtype(w_dtype).name]
+    cvt = "epi8" if tb == "int8_t" else "epu8"
+    mm_x86_helper(k, w_dtype)
+    name = f"mtvm_mm2x4_x86_{nb_}"
+    return k.helper(name, f"""#if defined(MTVM_INT8_X86)
+/* acc[0..3] += the sums of mtvm_mm2x2_x86_{nb_} for the channel pair at w0, acc[4..7]
+ * for the pair at w1, over nb blocks (one column block meets both pairs' weights). */
+static inline void {name}(const int16_t* c, const {tb}* w0, const {tb}* w1, int32_t nb,
+                                     int32_t* acc)
+{{
+    const __m128i unperm = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    __m128i d4, x4, e4, y4, s;
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
+    const __m256i unperm2 = _mm256_broadcastsi128_si256(unperm);
+    __m512i d16 = _mm512_setzero_si512(), x16 = _mm512_setzero_si512();
+    __m512i e16 = _mm512_setzero_si512(), y16 = _mm512_setzero_si512();
+    __m256i d8, x8, e8, y8;
+    for (; nb >= 4; nb -= 4, c += 32, w0 += 32, w1 += 32) {{   /* four blocks per step */
+        const __m512i cv = _mm512_loadu_si512((const void*)c);
+        const __m512i cs = _mm512_shuffle_epi32(cv, (_MM_PERM_ENUM)0x4E);
+        const __m512i wa = _mm512_cvt{cvt}_epi16(_mm256_shuffle_epi8(
+            _mm256_loadu_si256((const __m256i*)(const void*)w0), unperm2));
+        const __m512i wb = _mm512_cvt{cvt}_epi16(_mm256_shuffle_epi8(
+            _mm256_loadu_si256((const __m256i*)(const void*)w1), unperm2));
+        d16 = _mm512_dpwssd_epi32(d16, wa, cv);
+        x16 = _mm512_dpwssd_epi32(x16, wa, cs);
+        e16 = _mm512_dpwssd_epi32(e16, wb, cv);
+        y16 = _mm512_dpwssd_epi32(y16, wb, cs);
+    }}
+    d8 = _mm256_add_epi32(_mm512_castsi512_si256(d16), _mm512_extracti64x4_epi64(d16, 1));
+    x8 = _mm256_add_epi32(_mm512_castsi512_si256(x16), _mm512_extracti64x4_epi64(x16, 1));
+    e8 = _mm256_add_epi32(_mm512_castsi512_si256(e16), _mm512_extracti64x4_epi64(e16, 1));
+    y8 = _mm256_add_epi32(_mm512_castsi512_si256(y16), _mm512_extracti64x4_epi64(y16, 1));
+#else
+    __m256i d8 = _mm256_setzero_si256(), x8 = _mm256_setzero_si256();
+    __m256i e8 = _mm256_setzero_si256(), y8 = _mm256_setzero_si256();
+#endif
+    for (; nb >= 2; nb -= 2, c += 16, w0 += 16, w1 += 16) {{   /* two blocks per step */
+        const __m256i cv = _mm256_loadu_si256((const __m256i*)(const void*)c);
+        const __m256i cs = _mm256_shuffle_epi32(cv, 0x4E);
+        const __m256i wa = _mm256_cvt{cvt}_epi16(_mm_shuffle_epi8(
+            _mm_loadu_si128((const __m128i*)(const void*)w0), unperm));
+        const __m256i wb = _mm256_cvt{cvt}_epi16(_mm_shuffle_epi8(
+            _mm_loadu_si128((const __m128i*)(const void*)w1), unperm));
+        d8 = _mm256_add_epi32(d8, _mm256_madd_epi16(wa, cv));
+        x8 = _mm256_add_epi32(x8, _mm256_madd_epi16(wa, cs));
+        e8 = _mm256_add_epi32(e8, _mm256_madd_epi16(wb, cv));
+        y8 = _mm256_add_epi32(y8, _mm256_madd_epi16(wb, cs));
+    }}
+    d4 = _mm_add_epi32(_mm256_castsi256_si128(d8), _mm256_extracti128_si256(d8, 1));
+    x4 = _mm_add_epi32(_mm256_castsi256_si128(x8), _mm256_extracti128_si256(x8, 1));
+    e4 = _mm_add_epi32(_mm256_castsi256_si128(e8), _mm256_extracti128_si256(e8, 1));
+    y4 = _mm_add_epi32(_mm256_castsi256_si128(y8), _mm256_extracti128_si256(y8, 1));
+    if (nb) {{                                               /* the last odd block */
+        const __m128i cv = _mm_loadu_si128((const __m128i*)(const void*)c);
+        const __m128i cs = _mm_shuffle_epi32(cv, 0x4E);
+        const __m128i wa = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(
+            _mm_loadl_epi64((const __m128i*)(const void*)w0), unperm));
+        const __m128i wb = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(
+            _mm_loadl_epi64((const __m128i*)(const void*)w1), unperm));
+        d4 = _mm_add_epi32(d4, _mm_madd_epi16(wa, cv));
+        x4 = _mm_add_epi32(x4, _mm_madd_epi16(wa, cs));
+        e4 = _mm_add_epi32(e4, _mm_madd_epi16(wb, cv));
+        y4 = _mm_add_epi32(y4, _mm_madd_epi16(wb, cs));
+    }}
+    /* (p0.o, p1.o1, p1.o, p0.o1) of each pair, in acc's order (p0.o, p0.o1, p1.o, p1.o1) */
+    s = _mm_shuffle_epi32(_mm_hadd_epi32(d4, x4), 0x6C);
+    _mm_storeu_si128((__m128i*)(void*)acc, _mm_add_epi32(_mm_loadu_si128((const __m128i*)(const void*)acc), s));
+    s = _mm_shuffle_epi32(_mm_hadd_epi32(e4, y4), 0x6C);
+    _mm_storeu_si128((__m128i*)(void*)(acc + 4),
+                     _mm_add_epi32(_mm_loadu_si128((const __m128i*)(const void*)(acc + 4)), s));
+}}
+#endif""")
+
+
 def st16x2_helper(k) -> str:
     """Store two sign-extended values as one word of two int16 lanes (PKHBT)."""
     k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
@@ -893,6 +971,52 @@ class _Store:
         return lines + [f"{dst} = ({k.out.ctype}){acc};"]
 
 
+    def x86_lines(self, a: str, o: str, dsts: list[str]) -> list[str] | None:
+        """The fast requantization of a[0..7] (channels o, o + 1, o, o + 1, o + 2, o + 3,
+        o + 2, o + 3, the order of mtvm_mm2x4_x86) in one AVX2 vector, stored to dsts:
+        the same integer operations as __call__'s lines. None where it does not apply."""
+        if self.mult is None or self.m is None:
+            return None
+        k, m = self.k, self.m
+        k.helper("mtvm_mulhi_x86", MULHI_X86_C)
+
+        def lanes(buf):
+            if buf.const is not None and buf.size == 1:
+                return f"_mm256_set1_epi32({c_literal(buf.const.ravel()[0], np.int32)})"
+            return (f"_mm256_permutevar8x32_epi32(_mm256_castsi128_si256(_mm_loadu_si128("
+                    f"(const __m128i*)(const void*)({buf.c} + {o}))), idx)")
+        lines = ["const __m256i idx = _mm256_setr_epi32(0, 1, 0, 1, 2, 3, 2, 3);",
+                 "int32_t r[8];",
+                 f"__m256i v = mtvm_mulhi_x86(_mm256_loadu_si256((const __m256i*)(const void*){a}), "
+                 f"{lanes(self.mult)});"]
+        if np.all(m == m[0]):
+            add = (1 << int(m[0] - 1)) + int(self.y_zp) * (1 << int(m[0]))
+            lines.append(f"v = _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32({add})), "
+                         f"{int(m[0])});")
+        else:
+            lines += [f"v = _mm256_srav_epi32(v, _mm256_sub_epi32(_mm256_set1_epi32(-2), "
+                      f"{lanes(self.shift)}));   /* m - 1 = -2 - shift */",
+                      f"v = _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32("
+                      f"{2 * int(self.y_zp) + 1})), 1);"]
+        lines += [f"v = _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32({int(self.lo)})), "
+                  f"_mm256_set1_epi32({int(self.hi)}));",
+                  "_mm256_storeu_si256((__m256i*)(void*)r, v);"]
+        st = [f"{d} = ({k.out.ctype})r[{i}];" for i, d in enumerate(dsts)]
+        return ["{"] + _indent(lines + [" ".join(st[:4]), " ".join(st[4:])]) + ["}"]
+
+
+MULHI_X86_C = r"""#if defined(MTVM_INT8_X86)
+/* (a * m) >> 32 per int32 lane: the high words of the exact 64-bit products (VPMULDQ
+ * on the even lanes, and on the odd ones shifted down). */
+static inline __m256i mtvm_mulhi_x86(__m256i a, __m256i m)
+{
+    const __m256i even = _mm256_srli_epi64(_mm256_mul_epi32(a, m), 32);
+    const __m256i odd = _mm256_mul_epi32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(m, 32));
+    return _mm256_blend_epi32(even, odd, 0xAA);
+}
+#endif"""
+
+
 def _col_pos(i: int, px, nb: int, tl: int) -> tuple[str, int]:
     """(base, offset) of tap i of pixel px in the column: 't' (blocks, pixel
     offset included) or 'tt' (the tail of pixel px, see tail_slot)."""
@@ -1111,15 +1235,45 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
     chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, " \
                 f"yp += {2 * ohw}) {{"
+    if mg >= 4:
+        # x86 hosts: four channels at a time (the column loads shared, more independent
+        # sums), then the last pair; the tail taps by the pair kernel with nb = 0
+        mm4 = mm4_x86_helper(k, w.dtype)
+        four = [f"int32_t a[8] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1],",
+                f"                 {bias.c}[o + 2], {bias.c}[o + 3], {bias.c}[o + 2], "
+                f"{bias.c}[o + 3] }};",
+                f"{mm4}(col, wp, wp + {2 * kk}, {nb}, a);"]
+        if tl:
+            four += [f"{mm2}(col + {8 * nb}, wp + {8 * nb}, 0, {tl}, 0, a);",
+                     f"{mm2}(col + {8 * nb}, wp + {2 * kk + 8 * nb}, 0, {tl}, 0, a + 4);"]
+        vec = store.x86_lines("a", "o", [f"yp[{r}]" for r in (0, ohw, 1, ohw + 1, 2 * ohw, 3 * ohw,
+                                                             2 * ohw + 1, 3 * ohw + 1)]) \
+            if w_zp is None and isinstance(store, _Store) else None
+        if vec:    # the eight outputs requantized in one vector
+            four += vec
+        for h_ in (0, 4) if not vec else ():
+            o_ = "o" if not h_ else "o + 2"
+            o1 = "o + 1" if not h_ else "o + 3"
+            r = 2 * ohw if h_ else 0
+            four += st(h_, o_, f"yp[{r}]", 0) + st(h_ + 1, o1, f"yp[{r + ohw}]", 0) + \
+                st(h_ + 2, o_, f"yp[{r + 1}]", 1) + st(h_ + 3, o1, f"yp[{r + ohw + 1}]", 1)
+        two_loop = ["#if defined(MTVM_INT8_X86)", "{",
+                    f"    size_t o = g * {mg};",
+                    f"    for (; o + 3 < (g + 1) * {mg}; o += 4, wp += {4 * kk}, yp += {4 * ohw}) {{"]
+        two_loop += _indent(four, 2) + ["    }"]
+        two_loop += [f"    for (; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, yp += {2 * ohw}) {{"]
+        two_loop += _indent(two, 2) + ["    }", "}", "#else", chan_loop] + _indent(two) + \
+            ["}", "#endif"]
+    else:
+        two_loop = [chan_loop] + _indent(two) + ["}"]
     if ohw % 2:
         one = [f"int32_t a[2] = {{ {bias.c}[o], {bias.c}[o + 1] }};",
                f"{mm1}(col, wp, {nb}, {tl}, {int(kk % 4 == 0)}, a);"] + st(0, "o", "yp[0]", 0) + \
             st(1, "o + 1", f"yp[{ohw}]", 0)
-        body += ["if (npx == 2) {", "    " + chan_loop] + _indent(two, 2) + ["    }", "} else {",
-                                                                           "    " + chan_loop] \
+        body += ["if (npx == 2) {"] + _indent(two_loop) + ["} else {", "    " + chan_loop] \
             + _indent(one, 2) + ["    }", "}"]
     else:
-        body += [chan_loop] + _indent(two) + ["}"]
+        body += two_loop
     if mg % 2:
         o = f"(g + 1) * {mg} - 1"
         body += ["{", f"    const size_t o = {o};",
