@@ -88,3 +88,18 @@ def models_dir() -> str:
 def have(tool: str) -> bool:
     import shutil
     return shutil.which(tool) is not None
+
+
+def run_on_board(lib, inputs: dict, out_dir, board: str = "mps2-an386") -> dict:
+    """One inference of compiled model `lib` on an emulated board: a host-driven
+    project generated in out_dir, built, flashed (QEMU), run over the serial
+    session, and the emulator stopped. Returns {output name: array}."""
+    import mtvm.project
+    proj = mtvm.project.generate(lib, board=board, out_dir=str(out_dir))
+    proj.build()
+    proj.flash()
+    try:
+        with proj.session() as s:
+            return s.executor.run(inputs)
+    finally:
+        proj.stop()

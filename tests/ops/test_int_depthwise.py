@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import mtvm
 from mtvm.interp import interpret
-from mtvm.testing import have
+from mtvm.testing import have, run_on_board
 
 # name, dtype, (C, H, W), depth multiplier, (kh, kw), strides, pads, dilations
 VARIANTS = [
@@ -232,19 +232,11 @@ def test_depthwise_compiles_strictly_for_cortex_m(cpu, fpu, tmp_path):
                     reason="QEMU or arm-none-eabi-gcc not installed")
 def test_depthwise_variants_on_mps2_an386_bit_identical(tmp_path):
     """The DSP path (Cortex-M4) equals the host's portable path byte for byte."""
-    import mtvm.project
     for i, make in enumerate((variants_model, clamped_model)):
         model, feeds = make()
         lib = mtvm.compile(model)
         host = lib.run_host(feeds)
-        proj = mtvm.project.generate(lib, board="mps2-an386", out_dir=str(tmp_path / f"p{i}"))
-        proj.build()
-        proj.flash()
-        try:
-            with proj.session() as s:
-                dev = s.executor.run(feeds)
-        finally:
-            proj.stop()
+        dev = run_on_board(lib, feeds, tmp_path / f"p{i}")
         assert set(dev) == set(host)
         for k in host:
             np.testing.assert_array_equal(dev[k], host[k], err_msg=k)

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import mtvm
 from mtvm.ops.quantize import quantize_ref
-from mtvm.testing import have
+from mtvm.testing import have, run_on_board
 
 SHAPE = (1, 3, 7, 11)   # 231 elements: four per pass plus a remainder of three
 
@@ -96,19 +96,11 @@ def test_quantize_edge_reference_matches_onnxruntime():
 @pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
                     reason="QEMU or arm-none-eabi-gcc not installed")
 def test_quantize_edge_on_mps2_an386_bit_identical(tmp_path):
-    import mtvm.project
     model, feeds = edge_model()
     lib = mtvm.compile(model)
-    proj = mtvm.project.generate(lib, board="mps2-an386", out_dir=str(tmp_path / "proj"))
-    proj.build()
+    dev = run_on_board(lib, feeds, tmp_path / "proj")
     text = open(next(p for p in (tmp_path / "proj").rglob("*_kernels.c"))).read()
     assert "mtvm_cvtr(" in text
-    proj.flash()
-    try:
-        with proj.session() as s:
-            dev = s.executor.run(feeds)
-    finally:
-        proj.stop()
     ref = expected(feeds)
     for k in ref:
         np.testing.assert_array_equal(dev[k], ref[k], err_msg=k)
