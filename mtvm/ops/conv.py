@@ -587,6 +587,16 @@ def _depthwise_direct(k, w, x, wt, bias, axes) -> int:
             masks.append((ok.reshape(tiles, 16) << np.arange(16)).sum(axis=1))
             offs.append(dy * aw.size + dx)
     table = np.stack(masks, axis=1)           # [tile][tap]
+    # Interior tiles [t_lo, t_hi): every lane a position, every tap's 16 loads
+    # inside the plane, so each tap's mask is its column's (kernel row 0's).
+    inside = [16 * t + 16 <= plane and all(0 <= 16 * t + o and 16 * t + o + 16 <= plane
+                                             for o in offs) and
+              all((table[t, i * kw_n:(i + 1) * kw_n] == table[t, :kw_n]).all()
+                  for i in range(kh_n)) for t in range(tiles)]
+    t_lo = inside.index(True) if any(inside) else 0
+    t_hi = t_lo
+    while t_hi < tiles and inside[t_hi]:
+        t_hi += 1
     w.line(f"/* Schedule (AVX-512): depthwise direct. Per channel, tiles of 16 positions\n"
            f" * p = oh * {aw.size} + ow read straight from the input, each tap at a constant "
            f"offset,\n * masked where it is padding (dw_mask[tile][tap]); result to scratch, "
@@ -607,16 +617,35 @@ def _depthwise_direct(k, w, x, wt, bias, axes) -> int:
         w.line("const uint16_t* mk = dw_mask[t];")
         w.line("const float* xt = x_c + t * 16;")
         w.line("/* one accumulator per kernel row: shorter dependency chains */")
-        for i in range(kh_n):
-            acc = f"a{i}"
-            for j in range(kw_n):
-                t_ = i * kw_n + j
-                load = f"_mm512_maskz_loadu_ps(mk[{t_}], xt {'-' if offs[t_] < 0 else '+'} " \
-                       f"{abs(offs[t_])})"
-                prev = ("_mm512_set1_ps(b)" if i == 0 else "_mm512_setzero_ps()") if j == 0 \
-                    else acc
-                decl = "__m512 " if j == 0 else ""
-                w.line(f"{decl}{acc} = _mm512_fmadd_ps(v{i}_{j}, {load}, {prev});")
+        w.line(f"__m512 {', '.join(f'a{i}' for i in range(kh_n))};")
+
+        def taps(interior: bool):
+            for i in range(kh_n):
+                for j in range(kw_n):
+                    t_ = i * kw_n + j
+                    at = f"xt {'-' if offs[t_] < 0 else '+'} {abs(offs[t_])}"
+                    prev = ("_mm512_set1_ps(b)" if i == 0 else "_mm512_setzero_ps()") \
+                        if j == 0 else f"a{i}"
+                    if interior:
+                        w.line(f"a{i} = _mm512_mask3_fmadd_ps(v{i}_{j}, _mm512_loadu_ps({at}), "
+                               f"{prev}, m{j});")
+                    else:
+                        w.line(f"a{i} = _mm512_fmadd_ps(v{i}_{j}, "
+                               f"_mm512_maskz_loadu_ps(mk[{t_}], {at}), {prev});")
+        if t_hi > t_lo:
+            # Interior tiles: plain loads (a masked one costs an extra uop on the FMA
+            # ports), the column masks (the same for every kernel row) on the FMAs.
+            w.line(f"if (t >= {t_lo} && t < {t_hi}) {{  /* every load inside the plane */")
+            w.depth += 1
+            w.line("const __mmask16 " + ", ".join(f"m{j} = mk[{j}]" for j in range(kw_n)) + ";")
+            taps(True)
+            w.depth -= 1
+            w.line("} else {")
+            w.depth += 1
+        taps(False)
+        if t_hi > t_lo:
+            w.depth -= 1
+            w.line("}")
         total = " + ".join(f"a{i}" for i in range(kh_n))
         sums = "a0"
         for i in range(1, kh_n):
