@@ -339,14 +339,15 @@ DIRECT_CASES = [
     ("dilation2", (1, 4, 9, 18), (8, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
     ("group2", (1, 4, 6, 16), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
 ]
-# Depthwise, stride 1, output size = input size, planes up to 256: depthwise direct
-# (a mask per tile and tap, partial last tiles).
+# Depthwise, stride 1, output size = input size: depthwise direct (a mask per tile
+# and tap, interior tiles with plain loads, partial last tiles).
 DEPTHWISE_DIRECT_CASES = [
     ("3x3_7x7", (1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}),
     ("one_partial_tile", (2, 4, 5, 3), (4, 1, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
     ("5x5_16x16", (1, 3, 16, 16), (3, 1, 5, 5), {"group": 3, "pads": [2, 2, 2, 2]}),
     ("dilation2_asym", (1, 4, 9, 11), (4, 1, 3, 2),
      {"group": 4, "pads": [2, 1, 2, 0], "dilations": [2, 1]}),
+    ("20x21_many_interior_tiles", (1, 3, 20, 21), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
 ]
 SIMD_CASES = [c + ("band GEMM",) for c in BAND_CASES] + \
     [c + ("direct GEMM",) for c in DIRECT_CASES] + \
