@@ -1237,7 +1237,8 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
         w.line(f"for (int oh0 = 0; oh0 < {ah.out}; oh0 += {rows}) {{  /* bands of rows */")
         w.depth += 1
         if ah.out % rows:
-            w.line(f"const int nb = ({ah.out} - oh0 < {rows} ? {ah.out} - oh0 : {rows}) * {aw.out};")
+            w.line(f"const int nb = ({ah.out} - oh0 < {rows} ? {ah.out} - oh0 : {rows})"
+                   f" * {aw.out};")
         else:
             w.line(f"const int nb = {band};")
         with w.loop("c", cg, "gather: input channel") as c:
@@ -1245,7 +1246,8 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
             for f, (at, nrows) in layout.items():
                 with w.loop("r", nrows, f"input rows of phase {f}" if ah.stride > 1
                             else "input rows") as r:
-                    w.line(f"const int ih = {lin(('oh0', ah.stride), (r, ah.stride), const=f - ah.pad_begin)};")
+                    ih = lin(("oh0", ah.stride), (r, ah.stride), const=f - ah.pad_begin)
+                    w.line(f"const int ih = {ih};")
                     w.line(f"float* dst = col + {lin((c, cs), (r, aw.out), const=at)};")
                     if clip_top or clip_bottom:
                         w.line(f"if ({_unsigned_lt('ih', ah.size)}) {{")

@@ -347,7 +347,8 @@ DEPTHWISE_DIRECT_CASES = [
     ("5x5_16x16", (1, 3, 16, 16), (3, 1, 5, 5), {"group": 3, "pads": [2, 2, 2, 2]}),
     ("dilation2_asym", (1, 4, 9, 11), (4, 1, 3, 2),
      {"group": 4, "pads": [2, 1, 2, 0], "dilations": [2, 1]}),
-    ("20x21_many_interior_tiles", (1, 3, 20, 21), (3, 1, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    ("20x21_many_interior_tiles", (1, 3, 20, 21), (3, 1, 3, 3),
+     {"group": 3, "pads": [1, 1, 1, 1]}),
 ]
 SIMD_CASES = [c + ("band GEMM",) for c in BAND_CASES] + \
     [c + ("direct GEMM",) for c in DIRECT_CASES] + \
