@@ -1292,8 +1292,141 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         lines += [f"            const int32_t npx = q + 1 < {ohw} ? 2 : 1;"]
     elif not pointwise or mg % 2 or w_zp is not None:
         lines += ["            const int32_t npx = 2;"]
-    lines += _indent(body, 3) + ["        }", "    }", "}"]
-    return lines
+    nest = _indent(body, 3) + ["        }", "    }", "}"]
+    direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
+        if pointwise and w_zp is None and k.inplace is None else None
+    if direct:
+        pre = lines.index("int16_t* col = (int16_t*)scratch;") + 1 + len(store.decls)
+        loops = lines[pre:] + nest
+        return lines[:pre] + ["#if defined(MTVM_INT8_X86) && defined(__AVX512BW__) && "
+                              "defined(__AVX512VNNI__)"] + direct + ["#else"] + loops + ["#endif"]
+    return lines + nest
+
+
+PK_INDEX_C = r"""/* Index of weight (j, t) (channel j of a group of mg, tap t of kk) in the group's
+ * packed rows (the inverse of conv_pack_index): per pair of channels, blocks of four
+ * taps pair-permuted (w0 w2 w1 w3), channel j's then j + 1's, then the tail taps
+ * interleaved in their column slots; an odd last channel keeps its own row. */
+static inline int32_t mtvm_pk_index(int32_t j, int32_t t, int32_t kk, int32_t mg)
+{
+    const int32_t nb = kk / 4, tl = kk % 4, q = t % 4;
+    const int32_t perm = q == 1 ? 2 : (q == 2 ? 1 : q);
+    if ((j & 1) == 0 && j + 1 == mg) {                        /* its own row */
+        return j * kk + (t < 4 * nb ? 4 * (t / 4) + perm : t);
+    }
+    if (t < 4 * nb) {
+        return (j & ~1) * kk + 8 * (t / 4) + 4 * (j & 1) + perm;
+    }
+    {
+        const int32_t r = t - 4 * nb;                         /* tail tap r */
+        const int32_t slot = tl == 3 && r ? 3 - r : r;
+        return (j & ~1) * kk + 8 * nb + 2 * slot + (j & 1);
+    }
+}"""
+
+
+def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | None:
+    """A pointwise conv not written in place, on x86 hosts with AVX-512 VNNI: 16
+    positions per vector, read straight from the input planes (no column), four output
+    channels at a time; the weights as int16 pairs (w[o][t], w[o][t + 1]) rebuilt from
+    the packed rows on the stack once per call, the input pairs (x[t][p], x[t + 1][p])
+    of a tile of 16 positions once per tile (stack: host only, not the arena).
+    None where it does not apply (see the caller; requantization: _Store's fast path)."""
+    cg, mg = c // group, oc // group
+    cp, nb_ = (cg + 1) // 2, cg // 4
+    if not isinstance(store, _Store) or store.mult is None or store.m is None or \
+            mg * cp > 4096 or cp > 128:
+        return None
+    xt, cvt = x.ctype, ("epi8" if x.dtype == np.int8 else "epu8")
+    wt = "int16_t" if w.dtype == np.int8 else "uint16_t"
+    m = store.m
+    k.helper("mtvm_x86_include", X86_INCLUDE_C)
+    pk = k.helper("mtvm_pk_index", PK_INDEX_C)
+    mult = per_channel(store.mult, "o")
+    if np.all(m == m[0]):
+        add = (1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0]))
+        rq = [f"v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32({add})), {int(m[0])});"]
+    else:
+        rq = [f"v = _mm512_srav_epi32(v, _mm512_set1_epi32(-2 - {per_channel(store.shift, 'o')}));",
+              f"v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32("
+              f"{2 * int(store.y_zp) + 1})), 1);"]
+    ch = ["{   /* requantize and store channel o's 16 positions (_Store's fast path) */",
+          f"    __m512i v = _mm512_mul_epi32(acc[i], _mm512_set1_epi32({mult}));",
+          f"    const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc[i], 32), "
+          f"_mm512_set1_epi32({mult}));",
+          "    v = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(v, 32), odd);"] + \
+        _indent(rq) + [
+          f"    v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32({int(store.lo)})), "
+          f"_mm512_set1_epi32({int(store.hi)}));",
+          "    _mm_mask_storeu_epi8((void*)(yq + (size_t)i * " + str(hw) + "), km, "
+          "_mm512_cvtepi32_epi8(v));",
+          "}"]
+    return [
+        "/* x86 (AVX-512 VNNI), a pointwise conv not in place: see pointwise_x86 */",
+        "(void)col;",
+        f"for (size_t b = 0; b < {n}; ++b) {{",
+        f"    for (size_t g = 0; g < {group}; ++g) {{",
+        f"        const {xt}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};",
+        f"        const {w.ctype}* wg = {w.c} + g * {mg * cg};",
+        f"        int32_t wq[{mg * cp}];   /* [o][t / 2]: (w[o][t], w[o][t + 1]) int16 */",
+        f"        for (int32_t j = 0; j < {mg}; ++j) {{",
+        f"            const int32_t own = (j & 1) == 0 && j + 1 == {mg};   /* its own row */",
+        f"            const {w.ctype}* r = wg + (own ? j : (j & ~1)) * {cg} + (own ? 0 : 4 * (j & 1));",
+        f"            int32_t* d = wq + j * {cp};",
+        f"            for (int32_t i = 0; i < {nb_}; ++i, r += own ? 4 : 8) {{   /* w0 w2 w1 w3 */",
+        f"                d[2 * i] = (int32_t)((uint32_t)(uint16_t)({wt})r[0] | "
+        f"(uint32_t)(uint16_t)({wt})r[2] << 16);",
+        f"                d[2 * i + 1] = (int32_t)((uint32_t)(uint16_t)({wt})r[1] | "
+        f"(uint32_t)(uint16_t)({wt})r[3] << 16);",
+        "            }",
+        f"            for (int32_t t = {4 * nb_}; t < {cg}; t += 2) {{   /* the tail taps */",
+        f"                const uint32_t lo = (uint16_t)({wt})wg[{pk}(j, t, {cg}, {mg})];",
+        f"                const uint32_t hi = t + 1 < {cg} ? "
+        f"(uint16_t)({wt})wg[{pk}(j, t + 1, {cg}, {mg})] : 0u;",
+        f"                d[t / 2] = (int32_t)(lo | hi << 16);",
+        "            }",
+        "        }",
+        f"        for (size_t q = 0; q < {hw}; q += 16) {{",
+        f"            const __mmask16 km = q + 16 <= {hw} ? (__mmask16)0xFFFF : "
+        f"(__mmask16)((1u << ({hw} - q)) - 1u);",
+        f"            __m512i xp[{cp}];   /* (x[2t][p], x[2t + 1][p]) int16, p < 16 */",
+        f"            for (size_t t = 0; t < {cp}; ++t) {{",
+        f"                const __m128i a = _mm_maskz_loadu_epi8(km, (const void*)(xg + 2 * t * {hw} + q));",
+        f"                const __m128i e = 2 * t + 1 < {cg} ? _mm_maskz_loadu_epi8(km, "
+        f"(const void*)(xg + (2 * t + 1) * {hw} + q)) : _mm_setzero_si128();",
+        f"                xp[t] = _mm512_cvt{cvt}_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, e), "
+        f"_mm_unpacklo_epi8(a, e)));",
+        "            }",
+        f"            for (size_t o0 = g * {mg}; o0 < (g + 1) * {mg}; o0 += 4) {{",
+        f"                const int32_t nc = (int32_t)((g + 1) * {mg} - o0 < 4 ? (g + 1) * {mg} - o0 : 4);",
+        f"                const int32_t* wj = wq + (o0 - g * {mg}) * {cp};",
+        f"                {k.out.ctype}* yq = out0 + (b * {oc} + o0) * {hw} + q;",
+        "                __m512i acc[4];",
+        f"                for (int32_t i = 0; i < 4; ++i) acc[i] = _mm512_set1_epi32(i < nc ? "
+        f"{bias.c}[o0 + (size_t)i] : 0);",
+        "                if (nc == 4) {",
+        f"                    for (size_t t = 0; t < {cp}; ++t) {{",
+        "                        for (int32_t i = 0; i < 4; ++i) {",
+        f"                            acc[i] = _mm512_dpwssd_epi32(acc[i], xp[t], "
+        f"_mm512_set1_epi32(wj[i * {cp} + (int32_t)t]));",
+        "                        }",
+        "                    }",
+        "                } else {",
+        f"                    for (size_t t = 0; t < {cp}; ++t) {{",
+        "                        for (int32_t i = 0; i < nc; ++i) {",
+        f"                            acc[i] = _mm512_dpwssd_epi32(acc[i], xp[t], "
+        f"_mm512_set1_epi32(wj[i * {cp} + (int32_t)t]));",
+        "                        }",
+        "                    }",
+        "                }",
+        "                for (int32_t i = 0; i < nc; ++i) {",
+        "                    const size_t o = o0 + (size_t)i;",
+        "                    (void)o;"] + _indent(ch, 5) + [
+        "                }",
+        "            }",
+        "        }",
+        "    }",
+        "}"]
 
 
 @register("QConv", domain=DOMAIN)

@@ -692,3 +692,34 @@ def test_im2col_x86_paths_bit_exact(xs, ws, attrs, dtype, monkeypatch):
                             host_runner.SANITIZE_FLAGS + ["-march=native"])
         got = list(lib.run_host({"x": x}, sanitize=True).values())[0]
         np.testing.assert_array_equal(got, expected, err_msg="sanitized, -march=native")
+
+
+@pytest.mark.parametrize("xs,ws,spread", [
+    ((1, 8, 7, 7), (16, 8, 1, 1), False),     # 49 positions: a partial tile of one
+    ((1, 7, 5, 4), (6, 7, 1, 1), True),       # odd input channels, 6 = 4 + 2 outputs
+    ((1, 33, 3, 11), (5, 33, 1, 1), True),    # a tail tap, one odd channel
+    ((1, 12, 4, 8), (10, 6, 1, 1), False),    # groups of 5 outputs
+])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_pointwise_x86_direct_bit_exact(xs, ws, spread, dtype):
+    """The x86 path of pointwise convs not written in place (16 positions per vector,
+    weights rebuilt from the packed rows): native, AVX2-only and portable builds equal
+    QConv.reference; symmetric int8 weights, one shift or one per channel."""
+    from mtvm.host_runner import HostModule
+    from mtvm.interp import interpret
+    x, w = qrand(dtype, xs), qrand(np.int8, ws)
+    oc = ws[0]
+    w_scale = (rng.random(oc) * (0.05 if spread else 0.002) + 0.002).astype(np.float32)
+    consts = dict(xs=np.float32(0.031), xz=zp(dtype), w=w, ws=w_scale, wz=np.zeros(oc, np.int8),
+                  ys=np.float32(0.173), yz=zp(dtype, -7 if dtype == np.int8 else 120),
+                  b=rng.integers(-3000, 3000, oc).astype(np.int32))
+    attrs = {"group": xs[1] // ws[1]} if xs[1] != ws[1] else {}
+    m = make_model("QLinearConv", {"x": x}, consts=consts, attrs=attrs,
+                   input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+    lib = mtvm.compile(m)
+    src = next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
+    assert "see pointwise_x86" in src
+    expected = list(interpret(lib.graph, {"x": x}).values())[-1]
+    for extra in _native_builds():
+        got = list(HostModule(lib, opt="-O3", extra=extra).run({"x": x}).values())[0]
+        np.testing.assert_array_equal(got, expected, err_msg=str(extra))
