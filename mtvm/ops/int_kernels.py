@@ -1303,7 +1303,8 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     return lines + nest
 
 
-PK_INDEX_C = r"""/* Index of weight (j, t) (channel j of a group of mg, tap t of kk) in the group's
+PK_INDEX_C = r"""#if defined(MTVM_INT8_X86)
+/* Index of weight (j, t) (channel j of a group of mg, tap t of kk) in the group's
  * packed rows (the inverse of conv_pack_index): per pair of channels, blocks of four
  * taps pair-permuted (w0 w2 w1 w3), channel j's then j + 1's, then the tail taps
  * interleaved in their column slots; an odd last channel keeps its own row. */
@@ -1322,7 +1323,8 @@ static inline int32_t mtvm_pk_index(int32_t j, int32_t t, int32_t kk, int32_t mg
         const int32_t slot = tl == 3 && r ? 3 - r : r;
         return (j & ~1) * kk + 8 * nb + 2 * slot + (j & 1);
     }
-}"""
+}
+#endif"""
 
 
 def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | None:
