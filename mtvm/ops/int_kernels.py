@@ -572,7 +572,7 @@ def mm4_x86_helper(k, w_dtype) -> str:
 /* acc[0..3] += the sums of mtvm_mm2x2_x86_{nb_} for the channel pair at w0, acc[4..7]
  * for the pair at w1, over nb blocks (one column block meets both pairs' weights). */
 static inline void {name}(const int16_t* c, const {tb}* w0, const {tb}* w1, int32_t nb,
-                                     int32_t* acc)
+                                     int32_t tl, int32_t* acc)
 {{
     const __m128i unperm = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
     __m128i d4, x4, e4, y4, s;
@@ -624,6 +624,24 @@ static inline void {name}(const int16_t* c, const {tb}* w0, const {tb}* w1, int3
             _mm_loadl_epi64((const __m128i*)(const void*)w0), unperm));
         const __m128i wb = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(
             _mm_loadl_epi64((const __m128i*)(const void*)w1), unperm));
+        d4 = _mm_add_epi32(d4, _mm_madd_epi16(wa, cv));
+        x4 = _mm_add_epi32(x4, _mm_madd_epi16(wa, cs));
+        e4 = _mm_add_epi32(e4, _mm_madd_epi16(wb, cv));
+        y4 = _mm_add_epi32(y4, _mm_madd_epi16(wb, cs));
+        c += 8, w0 += 8, w1 += 8;
+    }}
+    if (tl) {{   /* the tail words (tail_slot), made a block: [p0's slots][p1's] */
+        const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 8, 8, 8, 8, 8, 8, 8);
+        uint64_t ta = 0, tb = 0;   /* slot q: o's byte 2q, o1's 2q + 1 (zero past tl) */
+        __m128i cv, cs, wa, wb;
+        memcpy(&ta, w0, 2 * (size_t)tl);
+        memcpy(&tb, w1, 2 * (size_t)tl);
+        cv = tl <= 2 ? _mm_unpacklo_epi32(_mm_loadl_epi64((const __m128i*)(const void*)c),
+                                          _mm_setzero_si128())      /* two slots each */
+                     : _mm_loadu_si128((const __m128i*)(const void*)c);
+        cs = _mm_shuffle_epi32(cv, 0x4E);
+        wa = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128((long long)ta), split));
+        wb = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128((long long)tb), split));
         d4 = _mm_add_epi32(d4, _mm_madd_epi16(wa, cv));
         x4 = _mm_add_epi32(x4, _mm_madd_epi16(wa, cs));
         e4 = _mm_add_epi32(e4, _mm_madd_epi16(wb, cv));
@@ -1237,15 +1255,12 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                 f"yp += {2 * ohw}) {{"
     if mg >= 4:
         # x86 hosts: four channels at a time (the column loads shared, more independent
-        # sums), then the last pair; the tail taps by the pair kernel with nb = 0
+        # sums), then the last pair
         mm4 = mm4_x86_helper(k, w.dtype)
         four = [f"int32_t a[8] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1],",
                 f"                 {bias.c}[o + 2], {bias.c}[o + 3], {bias.c}[o + 2], "
                 f"{bias.c}[o + 3] }};",
-                f"{mm4}(col, wp, wp + {2 * kk}, {nb}, a);"]
-        if tl:
-            four += [f"{mm2}(col + {8 * nb}, wp + {8 * nb}, 0, {tl}, 0, a);",
-                     f"{mm2}(col + {8 * nb}, wp + {2 * kk + 8 * nb}, 0, {tl}, 0, a + 4);"]
+                f"{mm4}(col, wp, wp + {2 * kk}, {nb}, {tl}, a);"]
         vec = store.x86_lines("a", "o", [f"yp[{r}]" for r in (0, ohw, 1, ohw + 1, 2 * ohw, 3 * ohw,
                                                              2 * ohw + 1, 3 * ohw + 1)]) \
             if w_zp is None and isinstance(store, _Store) else None

@@ -651,6 +651,8 @@ X86_CASES = IM2COL_CASES + [  # x shape, w shape, attrs
     ((1, 8, 6, 5), (4, 4, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),   # 9 blocks per group
     ((1, 32, 4, 3), (5, 32, 1, 1), {}),                      # 8 blocks
     ((1, 33, 3, 3), (2, 33, 1, 1), {}),                      # 8 blocks and one tail tap
+    ((1, 3, 6, 5), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),    # 27 taps: a tail of 3
+    ((1, 5, 4, 3), (4, 5, 1, 1), {}),                        # a tail of 1
 ]
 
 
@@ -687,7 +689,7 @@ def test_im2col_x86_paths_bit_exact(xs, ws, attrs, dtype, monkeypatch):
     for extra in _native_builds():
         got = list(HostModule(lib, opt="-O3", extra=extra).run({"x": x}).values())[0]
         np.testing.assert_array_equal(got, expected, err_msg=str(extra))
-    if xs == (1, 7, 6, 6) or xs == (1, 2, 9, 8):
+    if ws in ((5, 6, 3, 3), (9, 7, 2, 2), (2, 2, 7, 5), (8, 3, 3, 3), (4, 5, 1, 1)):
         monkeypatch.setattr(host_runner, "SANITIZE_FLAGS",
                             host_runner.SANITIZE_FLAGS + ["-march=native"])
         got = list(lib.run_host({"x": x}, sanitize=True).values())[0]
