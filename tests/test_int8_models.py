@@ -16,7 +16,7 @@ from onnx import numpy_helper
 
 import mtvm
 from mtvm.interp import interpret
-from mtvm.testing import have, models_dir as _models_dir
+from mtvm.testing import have, models_dir as _models_dir, run_on_board
 
 MODELS_DIR = _models_dir()
 
@@ -270,7 +270,6 @@ def _uint8_variants_model():
 @pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
                     reason="QEMU or arm-none-eabi-gcc not installed")
 def test_uint8_kernel_variants_on_mps2_an386_bit_identical(tmp_path):
-    import mtvm.project
     import onnxruntime as ort
     model, feeds = _uint8_variants_model()
     lib = mtvm.compile(model)
@@ -279,14 +278,7 @@ def test_uint8_kernel_variants_on_mps2_an386_bit_identical(tmp_path):
     for (name, a), e in zip(host.items(), sess.run(None, feeds)):
         d = np.abs(a.astype(np.int32) - e.astype(np.int32))
         assert d.max() <= 1 and np.count_nonzero(d) <= max(1, d.size // 50), name
-    proj = mtvm.project.generate(lib, board="mps2-an386", out_dir=str(tmp_path / "proj"))
-    proj.build()
-    proj.flash()
-    try:
-        with proj.session() as s:
-            dev = s.executor.run(feeds)
-    finally:
-        proj.stop()
+    dev = run_on_board(lib, feeds, tmp_path / "proj")
     for k in host:
         np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
 
@@ -352,21 +344,13 @@ def test_im2col_conv_shapes_on_mps2_an386_bit_identical(dtype, tmp_path):
     padding masks, strides, dilations, groups, asymmetric weights) through the Cortex-M4
     DSP path (Thumb-2 micro-kernel) and the portable path: identical bytes, and equal
     to the bit-exact NumPy model (the interpreter)."""
-    import mtvm.project
     model, feeds = _im2col_shapes_model(dtype)
     lib = mtvm.compile(model)
     host = lib.run_host(feeds)
     ref = interpret(lib.graph, feeds)
     for k in host:
         np.testing.assert_array_equal(host[k], ref[k], err_msg=k)
-    proj = mtvm.project.generate(lib, board="mps2-an386", out_dir=str(tmp_path / "proj"))
-    proj.build()
-    proj.flash()
-    try:
-        with proj.session() as s:
-            dev = s.executor.run(feeds)
-    finally:
-        proj.stop()
+    dev = run_on_board(lib, feeds, tmp_path / "proj")
     for k in host:
         np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
 

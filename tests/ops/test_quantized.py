@@ -141,9 +141,8 @@ CONV_CASES = [  # x shape, w shape, attrs
 ]
 
 
-@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES, ids=range(len(CONV_CASES)))
-@pytest.mark.parametrize("dtype,per_channel", [(np.int8, True), (np.uint8, False)])
-def test_qlinearconv(xs, ws, attrs, dtype, per_channel):
+def qlinearconv_case(xs, ws, attrs, dtype, per_channel):
+    """A QLinearConv model with random data, its input and the reference to check with."""
     x, w = qrand(dtype, xs), qrand(np.int8 if dtype == np.int8 else np.uint8, ws)
     oc = ws[0]
     w_scale = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_channel else \
@@ -155,8 +154,14 @@ def test_qlinearconv(xs, ws, attrs, dtype, per_channel):
     m = make_model("QLinearConv", {"x": x}, consts=consts, attrs=attrs,
                    input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
     # onnx.reference broadcasts a per-channel scale wrongly for 1-D: onnxruntime there.
-    reference = "ort" if len(xs) == 3 and per_channel else "onnx"
-    check_q(m, {"x": x}, reference=reference, kinds=["QConv"], sanitize=xs == (1, 3, 12))
+    return m, {"x": x}, "ort" if len(xs) == 3 and per_channel else "onnx"
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES, ids=range(len(CONV_CASES)))
+@pytest.mark.parametrize("dtype,per_channel", [(np.int8, True), (np.uint8, False)])
+def test_qlinearconv(xs, ws, attrs, dtype, per_channel):
+    m, feeds, reference = qlinearconv_case(xs, ws, attrs, dtype, per_channel)
+    check_q(m, feeds, reference=reference, kinds=["QConv"], sanitize=xs == (1, 3, 12))
 
 
 # Shapes the int8 im2col kernel (QConv, folded=1) special-cases: odd output channel
@@ -183,18 +188,8 @@ IM2COL_CASES = [  # x shape, w shape, attrs
 @pytest.mark.parametrize("dtype,per_channel", [(np.int8, True), (np.uint8, False)])
 def test_qlinearconv_im2col_shapes(xs, ws, attrs, dtype, per_channel):
     """Against the reference, and under the address/undefined-behaviour sanitizers."""
-    x, w = qrand(dtype, xs), qrand(np.int8 if dtype == np.int8 else np.uint8, ws)
-    oc = ws[0]
-    w_scale = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_channel else \
-        np.float32(0.0071)
-    w_zp = np.zeros(oc, np.int8) if per_channel else np.uint8(124)
-    consts = dict(xs=np.float32(0.031), xz=zp(dtype), w=w, ws=w_scale, wz=w_zp,
-                  ys=np.float32(0.173), yz=zp(dtype, -7 if dtype == np.int8 else 120),
-                  b=rng.integers(-3000, 3000, oc).astype(np.int32))
-    m = make_model("QLinearConv", {"x": x}, consts=consts, attrs=attrs,
-                   input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
-    reference = "ort" if len(xs) == 3 and per_channel else "onnx"
-    check_q(m, {"x": x}, reference=reference, kinds=["QConv"], sanitize=True)
+    m, feeds, reference = qlinearconv_case(xs, ws, attrs, dtype, per_channel)
+    check_q(m, feeds, reference=reference, kinds=["QConv"], sanitize=True)
 
 
 @pytest.mark.parametrize("oc,kk,group", [(1, 1, 1), (5, 27, 1), (8, 16, 2), (6, 7, 3), (9, 40, 1)])
