@@ -53,8 +53,9 @@ def test_model_matches_reference(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FLOAT_MODELS)
-@pytest.mark.parametrize("cc,flags", [("cc", []), ("arm-none-eabi-gcc", ARM_FLAGS)],
-                         ids=["host", "cortex-m4"])
+@pytest.mark.parametrize("cc,flags", [("cc", []), ("cc", ["-O3", "-march=native"]),
+                                       ("arm-none-eabi-gcc", ARM_FLAGS)],
+                         ids=["host", "host-native", "cortex-m4"])
 def test_generated_c_is_warning_free(name, cc, flags, tmp_path):
     if not have(cc):
         pytest.skip(f"{cc} not installed")
@@ -62,6 +63,30 @@ def test_generated_c_is_warning_free(name, cc, flags, tmp_path):
     lib.export(tmp_path / "mlf")
     inc = [f"-I{tmp_path / 'mlf/codegen/host/include'}", f"-I{tmp_path / 'mlf/codegen/host/src'}"]
     for src in glob.glob(str(tmp_path / "mlf/codegen/host/src/*.c")):
-        p = subprocess.run([cc, *flags, *STRICT, *inc, src, "-o", os.devnull],
+        p = subprocess.run([cc, *STRICT, *flags, *inc, src, "-o", os.devnull],
                            capture_output=True, text=True)
         assert p.returncode == 0, p.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_light_resnet50_builds_native_and_matches(tmp_path, monkeypatch):
+    """The compile-time target's model (25 M parameters, opset 9: converted by the
+    frontend) builds as bench/compile_time.py builds it (cc -O3 -march=native, all
+    warnings errors: the AVX-512 schedules inline differently in a big file) and
+    gives onnx's stored output."""
+    import onnx
+    from onnx import numpy_helper
+    d = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
+    path = os.path.join(d, "light_resnet50.onnx")
+    if not os.path.exists(path):
+        pytest.skip("onnx's light_resnet50 test model is not installed")
+    monkeypatch.setenv("MTVM_CACHE_DIR", str(tmp_path))
+    lib = mtvm.compile(path)
+    assert any("converted to opset 11" in n for n in lib.metadata["notes"])
+    out = numpy_helper.to_array(onnx.load_tensor(os.path.join(d, "light_resnet50_output_0.pb")))
+    # onnx.backend's dummy input for light models: arange scaled into [0, 1)
+    shape = lib.metadata["inputs"][0]["shape"]
+    n = int(np.prod(shape))
+    x = (np.arange(n).reshape(shape) / n).astype(np.float32)
+    got = list(lib.run_host([x], opt="-O3", extra=["-march=native"]).values())[0]
+    assert_close(got, out, rtol=1e-4, what="light_resnet50")

@@ -293,6 +293,12 @@ def _band_source(name: str, mr: int) -> str:
         out += ["            }", "        }"]
         out += [f"        _mm512_storeu_ps(tile + {r * 32 + 16 * v}, c{r}_{v});"
                 for r in rows for v in range(nv)]
+        if nv == 1:
+            # The second halves too, with zeros: every lane of the tile is written, so
+            # gcc -O3 cannot see a read of it as uninitialized (-Werror=uninitialized
+            # fired on light_resnet50's 14-wide bands).
+            out += [f"        _mm512_storeu_ps(tile + {r * 32 + 16}, _mm512_setzero_ps());"
+                    for r in rows]
         return out
     L.append("    if (n > 16) {  /* two vectors */")
     L.append("        const __mmask16 k1 = (__mmask16)(n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u);")
