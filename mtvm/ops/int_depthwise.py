@@ -210,13 +210,9 @@ def common_shift(bias, w, w_zp, shift, y_zp, x) -> int | None:
     (still int16 lanes, sums far from overflow), the requantization then reads
     floor((acc 2^k mult + (2^(S-1) + zp 2^S) 2^32) / 2^(32+S)), the same integer.
     (Multipliers are normalized, so a layer's shifts differ by one or two.)"""
-    if shift.const is None or bias.const is None or w.const is None:
+    wv = _centered_weights(w, w_zp)
+    if shift.const is None or bias.const is None or wv is None:
         return None
-    wv = w.const.reshape(w.shape[0], -1).astype(np.int64)
-    if w_zp is not None:
-        if w_zp.const is None:
-            return None
-        wv = wv - np.asarray(w_zp.const, np.int64).reshape(-1, 1)
     sh = np.broadcast_to(-1 - np.asarray(shift.const, np.int64).ravel(), (wv.shape[0],))
     S = int(sh.max())
     kk = S - sh
@@ -324,15 +320,20 @@ def loop_s2x4_helper(k, x_dtype, kh: int, dh: int, row_w: int, sat: str,
                    ins)
 
 
-def _acc_bound(bias, w, w_zp, x_itemsize) -> np.ndarray | None:
-    """Per output channel, a bound on |acc| (bias + sum (x - zx)(w - zw)), or None."""
-    if bias.const is None or w.const is None:
+def _centered_weights(w, w_zp) -> np.ndarray | None:
+    """The constant weights minus their zero points, one int64 row per output
+    channel (None when either is computed at run time)."""
+    if w.const is None or (w_zp is not None and w_zp.const is None):
         return None
     wv = w.const.reshape(w.shape[0], -1).astype(np.int64)
-    if w_zp is not None:
-        if w_zp.const is None:
-            return None
-        wv = wv - np.asarray(w_zp.const, np.int64).reshape(-1, 1)
+    return wv if w_zp is None else wv - np.asarray(w_zp.const, np.int64).reshape(-1, 1)
+
+
+def _acc_bound(bias, w, w_zp, x_itemsize) -> np.ndarray | None:
+    """Per output channel, a bound on |acc| (bias + sum (x - zx)(w - zw)), or None."""
+    wv = _centered_weights(w, w_zp)
+    if bias.const is None or wv is None:
+        return None
     xmax = 255 if x_itemsize == 1 else (1 << 16)
     return np.abs(bias.const.astype(np.int64).ravel()) + xmax * np.abs(wv).sum(axis=1)
 

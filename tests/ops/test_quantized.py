@@ -667,17 +667,8 @@ def test_im2col_x86_paths_bit_exact(xs, ws, attrs, dtype, monkeypatch):
     from mtvm import host_runner
     from mtvm.host_runner import HostModule
     from mtvm.interp import interpret
-    x, w = qrand(dtype, xs), qrand(dtype, ws)
-    oc = ws[0]
-    per_channel = dtype == np.int8
-    w_scale = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_channel else \
-        np.float32(0.0071)
-    w_zp = np.zeros(oc, np.int8) if per_channel else np.uint8(124)
-    consts = dict(xs=np.float32(0.031), xz=zp(dtype), w=w, ws=w_scale, wz=w_zp,
-                  ys=np.float32(0.173), yz=zp(dtype, -7 if dtype == np.int8 else 120),
-                  b=rng.integers(-3000, 3000, oc).astype(np.int32))
-    m = make_model("QLinearConv", {"x": x}, consts=consts, attrs=attrs,
-                   input_order=["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"])
+    m, feeds, _ = qlinearconv_case(xs, ws, attrs, dtype, per_channel=dtype == np.int8)
+    x = feeds["x"]
     lib = mtvm.compile(m)
     assert [o["kind"] for o in lib.metadata["operators"]] == ["QConv"]
     expected = list(interpret(lib.graph, {"x": x}).values())[-1]
