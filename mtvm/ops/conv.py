@@ -414,10 +414,7 @@ def emit_conv_positions(w, k, axes, i, windows, p):
         bounds = [b for _, b in windows]
         tap_loops(w, axes, bounds, "x_c", ct,
                   lambda xe, kv, _: f"acc += {xe} * w_c[{weight_index(axes, kv)}];")
-    ep = k.epilogue("acc", "y_idx", lin((p["m"], 1)))
-    if ep:
-        w.line(ep)
-    w.line("out0[y_idx] = acc;")
+    store_acc(w, k, lin((p["m"], 1)))
 
 
 def weight_index(axes, taps) -> str:
@@ -517,6 +514,14 @@ def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
     if kind == "window":
         return emit_conv_window(k, x, wt, bias, axes, group)
     return emit_conv(k, x, wt, bias, axes, group)
+
+
+def store_acc(w, k, channel: str) -> None:
+    """C lines: the fused tail (epilogue) on `acc`, then out0[y_idx] = acc."""
+    ep = k.epilogue("acc", "y_idx", channel)
+    if ep:
+        w.line(ep)
+    w.line("out0[y_idx] = acc;")
 
 
 def _unsigned_lt(expr: str, bound: int) -> str:
@@ -657,10 +662,7 @@ def _depthwise_direct(k, w, x, wt, bias, axes) -> int:
         with w.loop("q", plane, "bias added above; epilogue, store") as q:
             w.line(f"const int y_idx = {lin(('y_c', 1), (q, 1))};")
             w.line(f"float acc = tmp[{q}];")
-            ep = k.epilogue("acc", "y_idx", lin((c, 1)))
-            if ep:
-                w.line(ep)
-            w.line("out0[y_idx] = acc;")
+            store_acc(w, k, lin((c, 1)))
     return 4 * tiles * 16
 
 
@@ -744,10 +746,7 @@ def _depthwise_flat(k, w, x, wt, bias, axes) -> int:
             with w.loop("ow", aw.out, "output column") as ow:
                 w.line(f"const int y_idx = {lin(('y_row', 1), (ow, 1))};")
                 w.line(f"float acc = t_row[{lin((ow, 1))}];")
-                ep = k.epilogue("acc", "y_idx", lin((c, 1)))
-                if ep:
-                    w.line(ep)
-                w.line("out0[y_idx] = acc;")
+                store_acc(w, k, lin((c, 1)))
     return 4 * (planes + flat)
 
 
@@ -798,10 +797,7 @@ def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
                 for t in terms:
                     w.line(t)
                 w.line(f"const int y_idx = {lin(('y_row', 1), (ow, 1))};")
-                ep = k.epilogue("acc", "y_idx", lin((c, 1)))
-                if ep:
-                    w.line(ep)
-                w.line("out0[y_idx] = acc;")
+                store_acc(w, k, lin((c, 1)))
 
             def border(ow):
                 taps = [j for j in range(kw_n)
@@ -979,10 +975,7 @@ def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):
         w.line("const int y_idx = y_row + q;")
         tile = "tile[q]" if r == 0 else f"tile[{r} * {width} + q]"
         w.line(f"float acc = {tile}{' + b' if bias is not None else ''};")
-        ep = k.epilogue("acc", "y_idx", "m")
-        if ep:
-            w.line(ep)
-        w.line("out0[y_idx] = acc;")
+        store_acc(w, k, "m")
         w.depth -= 1
         w.line("}")
 
