@@ -79,16 +79,22 @@ def test_kws_on_other_emulated_boards(board, models, projects_dir):
     session_check(build_project(models, projects_dir, "kws_dscnn", board), "kws_dscnn", models)
 
 
+def run_once(proj, x) -> np.ndarray:
+    """Flash (start the emulator), run x once over the serial session, stop: the
+    first output."""
+    proj.flash(progress=quiet)
+    try:
+        with proj.session() as s:
+            return list(s.executor.run([x]).values())[0]
+    finally:
+        proj.stop()
+
+
 def test_int8_kws_on_netduinoplus2_is_bit_identical_to_the_host(models, projects_dir):
     proj = build_project(models, projects_dir, "kws_dscnn_int8", "netduinoplus2")
     x, ref = models.reference("kws_dscnn_int8")
     host = list(models.get("kws_dscnn_int8").run_host([x]).values())[0]
-    proj.flash(progress=quiet)
-    try:
-        with proj.session() as s:
-            y = list(s.executor.run([x]).values())[0]
-    finally:
-        proj.stop()
+    y = run_once(proj, x)
     np.testing.assert_array_equal(y, host)
     assert np.abs(y - ref).max() <= 1.5 / 255       # within one output step of onnxruntime
 
@@ -191,12 +197,7 @@ def test_int8_models_on_an386(model, models, projects_dir):
     proj = build_project(models, projects_dir, model, "mps2-an386")
     x, ref = models.reference(model)
     host = list(models.get(model).run_host([x]).values())[0]
-    proj.flash(progress=quiet)
-    try:
-        with proj.session() as s:
-            y = list(s.executor.run([x]).values())[0]
-    finally:
-        proj.stop()
+    y = run_once(proj, x)
     np.testing.assert_array_equal(y, host)
     step = max(dequantize_steps(models.path(model)).values())
     assert np.abs(y - ref).max() <= step * 1.001, f"{model}: more than one step ({step}) off"
