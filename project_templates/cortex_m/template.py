@@ -21,7 +21,7 @@ QEMU_STATE = "build/qemu.json"
 
 # Files copied as they are (src/drivers/uart_<driver>.c is added per board).
 STATIC_FILES = ["src/startup.c", "src/cortex_m.h", "src/uart.h", "src/uart_ring.c",
-                "src/platform_cortex_m.c", "src/platform_cortex_m.h"]
+                "src/platform_cortex_m.c", "src/platform_cortex_m.h", "src/systick_count.h"]
 
 # nRF52 UARTE BAUDRATE register values (the PS's table; not a formula).
 NRF_UARTE_BAUD = {9600: 0x00275000, 19200: 0x004EA000, 38400: 0x009D0000, 57600: 0x00EB0000,

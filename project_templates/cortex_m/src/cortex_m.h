@@ -15,6 +15,7 @@
 #define SCB_CCR      MTVM_REG(0xE000ED14u)
 #define SCB_CPACR    MTVM_REG(0xE000ED88u)
 #define SCB_DEMCR    MTVM_REG(0xE000EDFCu)
+#define SCB_ICSR_PENDSTSET (1u << 26)   /* SysTick interrupt pending */
 
 /* NVIC: set-enable registers, one bit per external interrupt */
 #define NVIC_ISER(n) MTVM_REG(0xE000E100u + 4u * (n))
@@ -47,6 +48,17 @@ static inline void mtvm_dsb(void) { __asm__ volatile("dsb" ::: "memory"); }
 static inline void mtvm_isb(void) { __asm__ volatile("isb" ::: "memory"); }
 static inline void mtvm_irq_enable(void) { __asm__ volatile("cpsie i" ::: "memory"); }
 static inline void mtvm_irq_disable(void) { __asm__ volatile("cpsid i" ::: "memory"); }
+/* Masks interrupts and returns the previous PRIMASK for mtvm_irq_restore. */
+static inline uint32_t mtvm_irq_save(void)
+{
+    uint32_t primask;
+    __asm__ volatile("mrs %0, primask\n\tcpsid i" : "=r"(primask) : : "memory");
+    return primask;
+}
+static inline void mtvm_irq_restore(uint32_t primask)
+{
+    __asm__ volatile("msr primask, %0" : : "r"(primask) : "memory");
+}
 static inline void mtvm_wfi(void) { __asm__ volatile("wfi" ::: "memory"); }
 
 #endif /* MTVM_CORTEX_M_H_ */

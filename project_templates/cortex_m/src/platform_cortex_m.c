@@ -7,6 +7,7 @@
 #include "cortex_m.h"
 #include "mtvm_platform.h"
 #include "platform_cortex_m.h"
+#include "systick_count.h"
 #include "uart.h"
 
 /* ---- semihosting (emulated boards only: on real hardware without a
@@ -66,7 +67,7 @@ void mtvm_systick_handler(void)
 static void systick_init(void)
 {
     SYST_CSR = 0;
-    SYST_RVR = 0x00FFFFFFu;
+    SYST_RVR = MTVM_SYSTICK_RELOAD;
     SYST_CVR = 0;
     SYST_CSR = SYST_CSR_ENABLE | SYST_CSR_TICKINT | SYST_CSR_CLKSOURCE;
 }
@@ -93,17 +94,23 @@ static int dwt_init(void)
 #endif
 }
 
+/* SysTick: the wrap count and the counter read together, with interrupts
+ * masked (see systick_count.h for why the pending bit is read between two
+ * reads of the counter). */
 static uint64_t now_ticks(void)
 {
-    uint32_t wraps, value;
+    uint32_t primask, wraps, before, after;
+    int pending;
     if (use_dwt) {
         return DWT_CYCCNT;
     }
-    do {
-        wraps = systick_wraps;
-        value = SYST_CVR;
-    } while (wraps != systick_wraps);
-    return ((uint64_t)wraps << 24) + (0x00FFFFFFu - value);
+    primask = mtvm_irq_save();
+    wraps = systick_wraps;
+    before = SYST_CVR;
+    pending = (SCB_ICSR & SCB_ICSR_PENDSTSET) != 0u;
+    after = SYST_CVR;
+    mtvm_irq_restore(primask);
+    return mtvm_systick_compose(wraps, before, pending, after, MTVM_SYSTICK_RELOAD);
 }
 
 const char* mtvm_platform_timer_name(void)
