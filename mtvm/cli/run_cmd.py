@@ -147,47 +147,12 @@ def print_outputs(outputs: dict) -> None:
         print(f"  {text}")
 
 
-def compare(actual: np.ndarray, ref: np.ndarray) -> dict:
-    a = actual.astype(np.float64).ravel()
-    r = np.asarray(ref).astype(np.float64).ravel()
-    diff = np.abs(a - r)
-    denom = np.linalg.norm(a) * np.linalg.norm(r)
-    return {"max_abs": float(diff.max(initial=0.0)),
-            "rmse": float(np.sqrt(np.mean(diff ** 2))) if diff.size else 0.0,
-            "cosine": float(a @ r / denom) if denom else (1.0 if not diff.any() else 0.0),
-            "tolerance": 1e-4 * max(float(np.abs(r).max(initial=0.0)), 1.0)
-            if np.asarray(ref).dtype.kind == "f" else 0.0}
-
-
-def onnxruntime_outputs(model_path: str, inputs: dict) -> list:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise MtvmError("--validate needs onnxruntime (pip install onnxruntime)") from None
-    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
-    feeds = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
-    return sess.run(None, feeds)
-
-
 def dequantize_steps(model_path: str) -> dict:
-    """{output name: quantization step} for outputs made by DequantizeLinear
-    (int8 models): they may differ from onnxruntime by one step (the
-    compiler's accuracy contract for integer kernels)."""
-    import onnx
-    from onnx import numpy_helper
-    m = onnx.load(model_path, load_external_data=False)
-    inits = {t.name: t for t in m.graph.initializer}
-    consts = {n.output[0]: n.attribute[0].t for n in m.graph.node
-              if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value"}
-    producer = {o: n for n in m.graph.node for o in n.output}
-    steps = {}
-    for out in m.graph.output:
-        n = producer.get(out.name)
-        if n is not None and n.op_type == "DequantizeLinear" and len(n.input) > 1:
-            t = inits.get(n.input[1]) or consts.get(n.input[1])
-            if t is not None:
-                steps[out.name] = float(np.max(np.abs(numpy_helper.to_array(t))))
-    return steps
+    """{output name: quantization step} for the float outputs made by
+    DequantizeLinear (int8 models; the coarsest step of a per-axis scale)."""
+    from ..validate import output_steps
+    return {k: float(np.max(v.scale)) for k, v in output_steps(model_path).items()
+            if not (np.size(v.scale) == 1 and float(np.max(v.scale)) == 1.0)}
 
 
 def run_standalone(proj) -> int:
@@ -255,32 +220,22 @@ def run(args) -> int:
 
 
 def validate(proj, inputs: dict, outputs: dict, float_io_specs=None) -> int:
-    """Device outputs vs onnxruntime on the same inputs. With --float-io
-    (float_io_specs: the tensors), onnxruntime gets the quantized inputs and its
-    outputs are dequantized like the device's; the tolerance is one step."""
+    """Device outputs vs a reference run of the ONNX model on the same inputs
+    (mtvm.validate: onnxruntime without graph optimizations, or the ONNX
+    reference evaluator). Quantized outputs are compared in quantization steps
+    and pass within one step; with --float-io (float_io_specs: the tensors)
+    the reference gets the quantized inputs and its outputs are dequantized
+    like the device's."""
     from ..session import quant_io
-    quantized = {s.name: s for s in float_io_specs or [] if quant_io.is_quantized(s)}
-    inputs = {k: quant_io.quantize(v, quantized[k].quantization, quantized[k].dtype, k)
-              if k in quantized else v for k, v in inputs.items()}
+    from ..validate import validate_outputs
+    float_io = {s.name: s.quantization for s in float_io_specs or []
+                if quant_io.is_quantized(s)}
     model_path = proj.info.get("model_path")
     if not model_path or not os.path.exists(model_path):
         raise MtvmError(f"--validate needs the ONNX model; {model_path or 'no path'} recorded in "
                         f"{proj.dir}/mtvm_project.json is not there")
-    refs = onnxruntime_outputs(model_path, inputs)
-    steps = dequantize_steps(model_path)
-    for i, name in enumerate(outputs):
-        if name in quantized:
-            q = quantized[name].quantization
-            refs[i] = quant_io.dequantize(refs[i], q)
-            steps[name] = float(np.max(q["scale"]))
-    bad = 0
-    print("validation against onnxruntime:")
-    for (name, a), r in zip(outputs.items(), refs):
-        c = compare(a, r)
-        if name in steps and steps[name] * 1.001 > c["tolerance"]:
-            c["tolerance"] = steps[name] * 1.001       # int8 output: one quantization step
-        ok = c["max_abs"] <= c["tolerance"]
-        bad += not ok
-        print(f"  {name}: max abs err {c['max_abs']:.3g} (tolerance {c['tolerance']:.3g}), "
-              f"RMSE {c['rmse']:.3g}, cosine {c['cosine']:.8f}  {'OK' if ok else 'MISMATCH'}")
-    return 1 if bad else 0
+    ref, checks = validate_outputs(model_path, inputs, outputs, float_io)
+    print(f"validation against {ref.name}:")
+    for c in checks:
+        print(f"  {c.describe()}")
+    return 0 if all(c.ok for c in checks) else 1
