@@ -46,6 +46,9 @@ def _without_reorder(md, kib) -> str:
 
 def run(args) -> int:
     from .. import compile as mtvm_compile
+    if args.output:      # a path that cannot be written: one line, before compiling
+        from ..project.paths import check_output
+        check_output(args.output, "output", is_file=args.output.endswith(".tar"))
     lib = mtvm_compile(args.model, **compile_kwargs(args))
     if args.dump_ir:
         sys.stdout.write(lib.ir_text)

@@ -20,7 +20,11 @@ def add_parser(sub) -> None:
                    "sample and prints the outputs (default: host-driven)")
     g.add_argument("--sample", metavar="FILE", help="standalone: the sample input (.npz with "
                    "the input names or in_0.., or .npy); default: MODEL's .npz beside it")
-    g.add_argument("--force", action="store_true", help="overwrite a non-empty directory")
+    g.add_argument("--force", action="store_true", help="regenerate into a non-empty directory: "
+                   "replaces only the files mtvm wrote and nobody changed (see "
+                   ".mtvm-manifest.json); other files are kept")
+    g.add_argument("--overwrite-edited", action="store_true", help="with --force: also replace "
+                   "files that were edited since mtvm generated them")
     add_compile_options(g)
     g.set_defaults(func=generate)
 
@@ -38,7 +42,8 @@ def generate(args) -> int:
     module_name, profile = kw.pop("module_name"), kw.pop("profile")
     proj = project.generate(args.model, board=args.board, out_dir=args.output, kind=args.kind,
                             sample=args.sample, force=args.force, profile=profile,
-                            module_name=module_name, compile_options=kw)
+                            module_name=module_name, compile_options=kw,
+                            overwrite_edited=args.overwrite_edited)
     md = proj.metadata
     print(f"generated {proj.kind} project for model {md['model_name']} on board "
           f"{proj.board['name']}: {proj.dir}")
@@ -56,11 +61,13 @@ def build(args) -> int:
 
 def flash(args) -> int:
     from .. import project
-    project.load(args.dir).flash()
+    project.load(args.dir).flash(detach=True)     # runs on after this command
     return 0
 
 
 def stop(args) -> int:
     from .. import project
-    project.load(args.dir).stop()
+    proj = project.load(args.dir)
+    stopped = proj.stop()
+    print(f"stopped {stopped}" if stopped else f"nothing was running for {proj.dir}")
     return 0

@@ -12,15 +12,26 @@ measures instruction counts instead of host speed.
 run_to_exit() is the other way to run a firmware: UART to a file, wait for
 the program to end through semihosting, return its status and output (the
 standalone tests use it).
+
+Who owns the emulator: by default the Python process that started it. It
+is stopped when that process exits (an atexit hook, and on Linux the kernel
+sends it SIGTERM when its parent dies: PR_SET_PDEATHSIG), so a script or a
+test that forgets stop() leaves nothing running. start(detach=True) is for
+`mtvm project flash`: the emulator outlives the command, recorded in the
+state file (the project's pid file) for `mtvm run` and `mtvm project stop`.
+Every emulator carries MTVM_QEMU_STATE=<state file> in its environment, so
+it can be found and attributed (the test suite checks none survives).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -39,12 +50,17 @@ def find_qemu() -> str:
 
 
 def qemu_command(machine: str, elf: str, serial: str = "pty", icount: bool = False,
-                 extra: list[str] | None = None, monitor: str | None = None) -> list[str]:
-    """monitor: a unix socket path for QEMU's monitor (see monitor_command)."""
+                 extra: list[str] | None = None, monitor: str | None = None,
+                 guest_errors: bool = True) -> list[str]:
+    """monitor: a unix socket path for QEMU's monitor (see monitor_command).
+    guest_errors: QEMU logs the guest's invalid accesses and unimplemented
+    devices on stderr (shown when a board does not answer)."""
     mon = f"unix:{monitor},server=on,wait=off" if monitor else "none"
     argv = [find_qemu(), "-machine", machine, "-nographic", "-monitor", mon,
             "-serial", serial, "-semihosting-config", "enable=on,target=native",
             "-kernel", os.path.abspath(elf)]
+    if guest_errors:
+        argv += ["-d", "guest_errors,unimp"]
     if icount:
         # shift=0: 1 instruction = 1 ns of virtual time. (sleep=off would let
         # the idle core race through virtual time and burn a host CPU while
@@ -63,9 +79,44 @@ class QemuInstance:
     icount: bool
     started: float
     monitor: str | None = None
+    detached: bool = False
+    owner: int | None = None          # pid of the process that started it
 
     def alive(self) -> bool:
         return _pid_is(self.pid, self.elf)
+
+    def describe(self) -> str:
+        machine = self.argv[self.argv.index("-machine") + 1] if "-machine" in self.argv else "?"
+        return f"QEMU {machine} (pid {self.pid}, {os.path.relpath(self.elf)})"
+
+
+# Emulators this process started and owns: state path -> pid. Stopped at exit.
+_owned: dict[str, int] = {}
+
+
+def _stop_owned() -> None:
+    for state_path in list(_owned):
+        try:
+            stop(state_path)
+        except Exception:       # at exit: never raise
+            pass
+
+
+atexit.register(_stop_owned)
+
+
+def _die_with_parent(parent: int):
+    """preexec_fn (Linux): SIGTERM to the child when the parent dies."""
+    def hook():
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM)          # PR_SET_PDEATHSIG
+        except Exception:
+            return
+        if os.getppid() != parent:                  # the parent died already
+            os._exit(1)
+    return hook
 
 
 def _pid_is(pid: int, elf: str) -> bool:
@@ -92,10 +143,14 @@ def load_state(state_path: str) -> QemuInstance | None:
 
 
 def start(machine: str, elf: str, state_path: str, icount: bool = False,
-          timeout: float = 10.0, extra: list[str] | None = None) -> QemuInstance:
-    """Start QEMU in the background (its own session, so it outlives the
-    calling process); returns once the UART's pty is known. A QEMU started
-    earlier from the same state file is stopped first."""
+          timeout: float = 10.0, extra: list[str] | None = None,
+          detach: bool = False) -> QemuInstance:
+    """Start QEMU in the background; returns once the UART's pty is known. A
+    QEMU started earlier from the same state file is stopped first.
+
+    detach=False (the default): the emulator belongs to this process -- it is
+    stopped when the process exits or dies. detach=True: it runs in its own
+    session and outlives the caller until stop(state_path)."""
     if not os.path.isfile(elf):
         raise MtvmError(f"{elf} does not exist: build the project first")
     stop(state_path)
@@ -109,9 +164,17 @@ def start(machine: str, elf: str, state_path: str, icount: bool = False,
         os.remove(monitor)
     argv = qemu_command(machine, elf, "pty", icount, extra, monitor=monitor)
     os.makedirs(os.path.dirname(os.path.abspath(state_path)), exist_ok=True)
+    env = dict(os.environ, MTVM_QEMU_STATE=os.path.abspath(state_path))
+    opts = {"start_new_session": True}
+    if not detach:
+        opts = {"start_new_session": False}
+        if sys.platform.startswith("linux"):
+            opts["preexec_fn"] = _die_with_parent(os.getpid())
     with open(log, "wb") as logf:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                start_new_session=True)
+                                env=env, **opts)
+    if not detach:
+        _owned[os.path.abspath(state_path)] = proc.pid
     deadline = time.monotonic() + timeout
     pty = None
     while time.monotonic() < deadline:
@@ -128,9 +191,12 @@ def start(machine: str, elf: str, state_path: str, icount: bool = False,
         time.sleep(0.05)
     if pty is None:
         proc.kill()
+        proc.wait()
+        _owned.pop(os.path.abspath(state_path), None)
         raise MtvmError(f"QEMU did not report its UART pty within {timeout} s (log: {log})")
     inst = QemuInstance(pid=proc.pid, pty=pty, argv=argv, elf=os.path.abspath(elf), log=log,
-                        icount=icount, started=time.time(), monitor=monitor)
+                        icount=icount, started=time.time(), monitor=monitor, detached=detach,
+                        owner=None if detach else os.getpid())
     with open(state_path, "w") as f:
         json.dump(asdict(inst), f, indent=2)
     return inst
@@ -153,12 +219,34 @@ def running(state_path: str) -> QemuInstance:
     return inst
 
 
-def stop(state_path: str, timeout: float = 5.0) -> bool:
-    """Stop the QEMU recorded in state_path (only that process). Returns
-    True if one was running."""
+def log_tail(state_path: str, chars: int = 2000) -> str:
+    """The emulator's state and the end of its log (its stdout and stderr:
+    guest errors, a CPU lock-up, its exit), for an error message."""
+    inst = load_state(state_path)
+    log = inst.log if inst else os.path.splitext(state_path)[0] + ".log"
+    try:
+        with open(log, errors="replace") as f:
+            text = f.read().strip()
+    except OSError:
+        return ""
+    if inst is None:
+        state = "not running"
+    else:
+        state = "still running" if inst.alive() else "exited"
+    if len(text) > chars:
+        text = "..." + text[-chars:]
+    return (f"the emulator ({state}) logged in {os.path.relpath(log)}:\n{text}" if text
+            else f"the emulator ({state}) logged nothing ({os.path.relpath(log)})")
+
+
+def stop(state_path: str, timeout: float = 5.0) -> QemuInstance | None:
+    """Stop the QEMU recorded in state_path (only that process: its command
+    line must still be that QEMU with that firmware). Returns the instance
+    that was running, or None."""
+    _owned.pop(os.path.abspath(state_path), None)
     inst = load_state(state_path)
     if inst is None:
-        return False
+        return None
     was = inst.alive()
     if was:
         try:
@@ -174,13 +262,17 @@ def stop(state_path: str, timeout: float = 5.0) -> bool:
                 os.kill(inst.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    try:   # reap a child that exited by itself
+        os.waitpid(inst.pid, os.WNOHANG)
+    except (ChildProcessError, OSError):
+        pass
     for path in (state_path, inst.monitor):
         try:
             if path:
                 os.remove(path)
         except OSError:
             pass
-    return was
+    return inst if was else None
 
 
 def monitor_command(state_path: str, command: str, timeout: float = 5.0) -> str:
@@ -226,7 +318,12 @@ def run_to_exit(machine: str, elf: str, timeout: float = 60.0, icount: bool = Fa
     argv = qemu_command(machine, elf, f"file:{out_path}", icount)
     t0 = time.monotonic()
     try:
-        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+        opts = {}
+        if sys.platform.startswith("linux"):
+            opts["preexec_fn"] = _die_with_parent(os.getpid())
+        env = dict(os.environ, MTVM_QEMU_STATE=os.path.abspath(out_path))
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                           env=env, **opts)
         status, err = p.returncode, p.stdout.decode(errors="replace") + p.stderr.decode(
             errors="replace")
     except subprocess.TimeoutExpired as e:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import logging
 import os
 import shutil
+import tempfile
 
 import numpy as np
 
@@ -13,10 +15,15 @@ from .. import __version__
 from ..errors import MtvmError
 from ..session import protocol_table as PT
 from .boards import C_RUNTIME_DIR, load_board, template_dir
+from .paths import check_output, check_project_dir
 from .project import PROJECT_FILE, Project, default_progress, load_template
 
 log = logging.getLogger("mtvm.project")
 KINDS = ("host-driven", "standalone")
+# Every file generation wrote, with the SHA-256 of what it wrote: regenerating
+# replaces only these, and only while they are unchanged.
+MANIFEST = ".mtvm-manifest.json"
+BUILD_DIR = "build"           # the templates' build output (mtvm made it: may be cleared)
 
 
 class GenerateContext:
@@ -199,8 +206,18 @@ def random_inputs(md: dict, seed: int = 0) -> list:
 # -- generate -------------------------------------------------------------------------------
 def generate(model, board="host", out_dir=None, kind: str = "host-driven", sample=None,
              force: bool = False, profile: bool = False, module_name: str = "default",
-             compile_options: dict | None = None, progress=None) -> Project:
+             compile_options: dict | None = None, progress=None,
+             overwrite_edited: bool = False) -> Project:
     """Creates a project directory and returns the Project.
+
+    A non-empty out_dir needs force=True. Regenerating never deletes what mtvm
+    did not write: the project's manifest (.mtvm-manifest.json) holds the hash
+    of every file mtvm wrote; those still unchanged are replaced, the build
+    output is cleared, a running emulator of the project is stopped, and a file
+    that was edited (or that mtvm never wrote) is kept and reported
+    (Project.kept_files) unless overwrite_edited=True. A directory that is the
+    current directory or one of its parents, the home directory, or that holds
+    the model or the sample file is refused.
 
     model: path to an .onnx file, or a CompiledModel (then `profile` must match how it
     was compiled). sample (standalone): an .npz/.npy path, a {name: array} dict or a
@@ -213,17 +230,23 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
         raise MtvmError(f"unknown project kind {kind!r}; use one of {', '.join(KINDS)}")
     if out_dir is None:
         raise MtvmError("generate: out_dir is required")
-    out_dir = os.path.abspath(os.fspath(out_dir))
+    out_dir = check_output(out_dir, "project directory")
+    model_file = None if isinstance(model, CompiledModel) else os.path.abspath(os.fspath(model))
+    sample_file = (os.path.abspath(os.fspath(sample)) if isinstance(sample, (str, os.PathLike))
+                   else None)
+    existing_project = os.path.isfile(os.path.join(out_dir, PROJECT_FILE))
     if os.path.isdir(out_dir) and os.listdir(out_dir):
+        check_project_dir(out_dir, keep=(model_file, sample_file))
+        if not force and existing_project:
+            raise MtvmError(f"{out_dir} is not empty (an mtvm project); pass force=True "
+                            f"(--force) to regenerate it (only the files mtvm wrote and "
+                            f"nobody changed are replaced)")
         if not force:
-            raise MtvmError(f"{out_dir} is not empty; pass force=True (--force) to overwrite it")
-        if os.path.exists(os.path.join(out_dir, PROJECT_FILE)):
-            shutil.rmtree(out_dir)      # a previous project: regenerate from scratch
-        else:
-            log.warning("%s is not empty; overwriting the project's files in it (--force)",
-                        out_dir)
-    elif os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise MtvmError(f"{out_dir} exists and is not a directory")
+            raise MtvmError(f"{out_dir} is not empty and not an mtvm project; choose a new "
+                            f"directory, or pass force=True (--force) to add the project's "
+                            f"files to it (files already there are kept)")
+    elif os.path.isdir(out_dir):
+        check_project_dir(out_dir, keep=(model_file, sample_file))
     board_data = load_board(board)
     tdir = template_dir(board_data["template"])
     template = load_template(board_data["template"])
@@ -261,7 +284,24 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
             sample_source_name = "arrays"
 
     progress(f"generating {kind} project for board {board_data['name']} in {out_dir}")
-    os.makedirs(out_dir, exist_ok=True)
+    final_dir = out_dir
+    out_dir = tempfile.mkdtemp(prefix="mtvm-project-")     # staged, then merged
+    try:
+        _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, profile,
+                        model_path, sample_source_name)
+        if existing_project:
+            _stop_running(final_dir)
+        kept = _merge(out_dir, final_dir, overwrite_edited, existing_project, progress)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    proj = Project(final_dir)
+    proj.kept_files = kept
+    return proj
+
+
+def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, profile,
+                    model_path, sample_source_name) -> None:
+    md = cm.metadata
     cm.export(os.path.join(out_dir, "model"), force=True)
     for sub in ("include", "src"):
         shutil.copytree(os.path.join(C_RUNTIME_DIR, sub), os.path.join(out_dir, "c_runtime", sub),
@@ -293,4 +333,117 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     with open(os.path.join(out_dir, PROJECT_FILE), "w") as f:
         json.dump(info, f, indent=2)
         f.write("\n")
-    return Project(out_dir)
+
+
+# -- regenerating without losing the user's files --------------------------------------------
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 16), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _tree(root: str) -> dict:
+    """rel path -> sha256 of every file under root."""
+    files = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            full = os.path.join(d, n)
+            files[os.path.relpath(full, root).replace(os.sep, "/")] = _sha256(full)
+    return files
+
+
+def read_manifest(project_dir: str) -> dict:
+    """{rel path: sha256 of what mtvm wrote} of a project ({} when none)."""
+    try:
+        with open(os.path.join(project_dir, MANIFEST)) as f:
+            data = json.load(f)
+        return {str(k): str(v) for k, v in data.get("files", {}).items()}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _stop_running(project_dir: str) -> None:
+    """Regenerating over a project: stop the emulator it recorded (the pid file
+    lives in build/, which regeneration clears)."""
+    try:
+        stopped = Project(project_dir).stop()
+    except Exception as e:      # a broken old project: nothing to stop through it
+        log.debug("not stopping %s: %s", project_dir, e)
+        return
+    if stopped:
+        log.warning("stopped %s (it ran the project being regenerated)", stopped)
+
+
+def _merge(staged: str, out_dir: str, overwrite_edited: bool, existing_project: bool,
+           progress) -> list:
+    """Moves the staged files into out_dir: new files are added, files mtvm wrote
+    before and nobody changed are replaced (or removed when no longer
+    generated), files that differ from what mtvm wrote (or that mtvm never
+    wrote) are kept unless overwrite_edited. Returns the kept paths."""
+    new = _tree(staged)
+    old = read_manifest(out_dir)
+    always = {PROJECT_FILE}
+    # A project from before manifests: its model and runtime copies are mtvm's;
+    # any other file that differs may be the user's and is kept.
+    owned = ("model/", "c_runtime/") if existing_project and not old else ()
+    kept = []
+    os.makedirs(out_dir, exist_ok=True)
+    if existing_project:
+        shutil.rmtree(os.path.join(out_dir, BUILD_DIR), ignore_errors=True)
+    for rel, digest in sorted(new.items()):
+        dst = os.path.join(out_dir, *rel.split("/"))
+        if os.path.lexists(dst):
+            if os.path.isdir(dst) and not os.path.islink(dst):
+                kept.append(rel)
+                continue
+            current = _sha256(dst) if os.path.isfile(dst) else None
+            if current == digest:
+                continue
+            mine = (rel in always or bool(owned and rel.startswith(owned))
+                    or current == old.get(rel))
+            if not mine and not overwrite_edited:
+                kept.append(rel)
+                continue
+            os.remove(dst)
+        else:
+            parent = os.path.dirname(dst)
+            if os.path.exists(parent) and not os.path.isdir(parent):
+                kept.append(rel)
+                continue
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copyfile(os.path.join(staged, *rel.split("/")), dst)
+    for rel, digest in sorted(old.items()):      # generated before, not any more
+        if rel in new:
+            continue
+        dst = os.path.join(out_dir, *rel.split("/"))
+        if not os.path.isfile(dst):
+            continue
+        if _sha256(dst) == digest or overwrite_edited:
+            os.remove(dst)
+            _prune_empty(os.path.dirname(dst), out_dir)
+        else:
+            kept.append(rel)
+    with open(os.path.join(out_dir, MANIFEST), "w") as f:
+        json.dump({"format_version": 1, "mtvm_version": __version__,
+                   "note": "files mtvm generated and the SHA-256 of what it wrote; "
+                           "regenerating (--force) replaces only unchanged ones",
+                   "files": new}, f, indent=1, sort_keys=True)
+        f.write("\n")
+    if kept:
+        progress(f"kept {len(kept)} file(s) that differ from what mtvm generates "
+                 f"(edited, or not written by mtvm): {', '.join(kept[:8])}"
+                 + (" ..." if len(kept) > 8 else "")
+                 + "; pass overwrite_edited=True (--overwrite-edited) to replace them")
+    return kept
+
+
+def _prune_empty(d: str, root: str) -> None:
+    root = os.path.abspath(root)
+    while os.path.abspath(d).startswith(root + os.sep):
+        try:
+            os.rmdir(d)
+        except OSError:
+            return
+        d = os.path.dirname(d)

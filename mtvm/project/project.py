@@ -32,6 +32,22 @@ def default_progress(msg: str) -> None:
 
 
 class Project:
+    """A generated project directory (see docs/projects.md): the model's C, the
+    C runtime and a board template's files, plus mtvm_project.json.
+
+        proj = mtvm.project.generate("kws.onnx", board="mps2-an386", out_dir="kws-an386")
+        proj.build()
+        with proj.flash():                 # an emulator: stopped at the end of the block
+            with proj.session() as sess:
+                y = sess.executor.run({"input": x})
+
+    A Project is also a context manager: leaving `with proj:` (or `with
+    proj.flash():`) stops whatever flash() started. An emulator started from
+    Python belongs to the process that started it and stops when that process
+    exits, even without stop(); `mtvm project flash` starts a detached one that
+    runs until `mtvm project stop DIR`.
+    """
+
     def __init__(self, directory: str):
         self.dir = os.path.abspath(directory)
         path = os.path.join(self.dir, PROJECT_FILE)
@@ -50,6 +66,12 @@ class Project:
     def __repr__(self):
         return f"<mtvm Project {self.dir} ({self.kind}, board {self.board['name']})>"
 
+    def __enter__(self) -> "Project":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
     @property
     def template_data(self) -> dict:
         return self.info.setdefault("template_data", {})
@@ -64,23 +86,50 @@ class Project:
 
     # -- steps --------------------------------------------------------------------------
     def build(self, progress=None) -> "Project":
+        """Compiles the project with its template's tools (host cc, or make with
+        arm-none-eabi-gcc and a flash/RAM report that the linker checked).
+        Raises BuildError with the tool's output, or MtvmError naming the
+        memory region that overflowed. progress: a callable for status lines
+        (default: stderr). Returns the project."""
         progress = progress or default_progress
         t0 = time.monotonic()
         self.template.build(self, progress)
         progress(f"built {self.dir} in {time.monotonic() - t0:.1f} s")
         return self
 
-    def flash(self, progress=None) -> "Project":
+    def flash(self, progress=None, detach: bool = False, **kw) -> "Project":
+        """Puts the firmware on the board: runs the board's flash tool, or for an
+        emulated board starts QEMU with its UART on a pty (any emulator this
+        project ran before is stopped first). The host board has nothing to
+        flash. Returns the project, so `with proj.flash():` stops the emulator
+        at the end of the block.
+
+        detach: the emulator outlives this Python process (what `mtvm project
+        flash` does; stop it with stop() or `mtvm project stop DIR`). By
+        default it is stopped when this process exits. Template options
+        (cortex_m: icount, gdb) are passed through."""
         progress = progress or default_progress
         hook = getattr(self.template, "flash", None)
         if hook is not None:
-            hook(self, progress)
+            if detach:
+                kw["detach"] = True
+            hook(self, progress, **kw)
         return self
 
-    def stop(self) -> None:
+    def stop(self) -> str | None:
+        """Stops what flash() started (an emulator: only the process recorded in
+        the project's build/qemu.json, checked to still be that QEMU). Returns
+        a description of what was stopped, or None when nothing was running.
+        Safe to call more than once."""
         hook = getattr(self.template, "stop", None)
         if hook is not None:
-            hook(self)
+            return hook(self)
+        return None
+
+    def running(self) -> bool:
+        """True when an emulator flash() started for this project is running."""
+        hook = getattr(self.template, "running", None)
+        return bool(hook and hook(self))
 
     def open_transport(self, port=None, **kw):
         if self.kind != "host-driven":
@@ -90,9 +139,35 @@ class Project:
 
     def session(self, port=None, timeout: float | None = None, retries: int | None = None,
                 progress=None, **kw):
-        """An open mtvm.Session to the device (use as a context manager)."""
+        """An open mtvm.Session to the device (use as a context manager).
+
+        An emulated board whose emulator is not running (and no port given) is
+        flashed first, and the session owns that emulator: closing the session
+        stops it. When the device does not answer, the error carries the
+        emulator's log (guest errors, a CPU lock-up, its exit)."""
         from ..session import Session
-        transport = self.open_transport(port=port, **kw)
+        from ..session.errors import SessionTimeout, TransportClosed
+        owned = False
+        if port is None and getattr(self.template, "running", None) is not None \
+                and self.board.get("emulated") and self.kind == "host-driven" \
+                and not self.running():
+            self.flash(progress=progress or (lambda msg: None))
+            owned = True
+        try:
+            transport = self.open_transport(port=port, **kw)
+        except BaseException:
+            if owned:
+                self.stop()
+            raise
+        if owned:
+            close = transport.close
+
+            def close_and_stop():
+                try:
+                    close()
+                finally:
+                    self.stop()
+            transport.close = close_and_stop
         opts = {}
         if timeout is not None:
             opts["timeout"] = timeout
@@ -102,9 +177,23 @@ class Project:
             opts["retries"] = retries
         try:
             return Session(transport, metadata=self.metadata, progress=progress, **opts)
+        except (SessionTimeout, TransportClosed) as e:
+            diag = self.diagnostics()
+            transport.close()
+            if diag:
+                raise type(e)(f"{e}\n{diag}") from e
+            raise
         except BaseException:
             transport.close()
             raise
+
+    def diagnostics(self) -> str:
+        """What the board's side said (an emulator's log tail), or ""."""
+        hook = getattr(self.template, "diagnostics", None)
+        try:
+            return hook(self) if hook is not None else ""
+        except Exception:
+            return ""
 
     # -- helpers for templates ----------------------------------------------------------
     def run_command(self, argv, what: str, progress=None, cwd=None, env=None) -> str:

@@ -126,6 +126,13 @@ def generate(ctx):
                              baud=int(b.uart.get("baud", 115200)))
 
 
+def _regions(b, prefix: bool = True) -> dict:
+    """The board's memory for the fit checks: {key: (origin, size, label)}."""
+    flash, ram = b.flash.name or "flash", b.ram.name or "RAM"
+    return {"flash": (b.flash.origin, b.flash.size, f"FLASH ({flash})" if prefix else flash),
+            "ram": (b.ram.origin, b.ram.size, f"RAM ({ram})" if prefix else ram)}
+
+
 def build(project, progress):
     b = _board(project)
     kind = project.kind
@@ -136,26 +143,28 @@ def build(project, progress):
         project.run_command(["make", "-j", jobs], f"make: arm-none-eabi-gcc for {b.name}",
                             progress=progress)
     except MtvmError as e:
-        text = str(e)
-        if "overflow" in text or "will not fit" in text:
-            lines = [ln.strip() for ln in text.splitlines()
-                     if "overflow" in ln or "will not fit" in ln or "mtvm:" in ln]
-            raise MtvmError(f"the firmware does not fit on {b.name} (flash {b.flash.size:,} B, "
-                            f"RAM {b.ram.size:,} B):\n  " + "\n  ".join(dict.fromkeys(lines))
-                            ) from None
+        line = size.link_error(str(e), b.name, _regions(b, prefix=False))
+        if line is not None:
+            raise MtvmError(line) from None
         raise
-    rep = size.report(project.path(ELF), b.flash.size, b.ram.size, project.info["module_name"])
+    elf = project.path(ELF)
+    size.check_layout(elf, _regions(b), b.name)
+    rep = size.report(elf, b.flash.size, b.ram.size, project.info["module_name"],
+                      flash_origin=b.flash.origin, ram_origin=b.ram.origin)
     progress(rep.format(b.name))
     with open(project.path("build", "size.json"), "w") as f:
         json.dump(rep.as_dict(), f, indent=2)
     return rep
 
 
-def flash(project, progress, icount: bool | None = None, gdb: int | None = None, **kw):
+def flash(project, progress, icount: bool | None = None, gdb: int | None = None,
+          detach: bool = False, **kw):
     """icount (QEMU only): -icount shift=0, 1 instruction = 1 ns of virtual
     time; default from MTVM_QEMU_ICOUNT=1. gdb (QEMU only): a TCP port for
     arm-none-eabi-gdb (`target remote :PORT`), the core halted at reset until
-    the debugger continues; default from MTVM_QEMU_GDB=PORT."""
+    the debugger continues; default from MTVM_QEMU_GDB=PORT. detach (QEMU
+    only): the emulator outlives this process (`mtvm project flash`); by
+    default it is stopped when this process exits."""
     b = _board(project)
     elf = project.path(ELF)
     if not os.path.exists(elf):
@@ -176,12 +185,13 @@ def flash(project, progress, icount: bool | None = None, gdb: int | None = None,
             gdb = int(os.environ["MTVM_QEMU_GDB"])
         extra = ["-gdb", f"tcp::{int(gdb)}", "-S"] if gdb else None
         inst = qemu.start(b.qemu_machine, elf, project.path(QEMU_STATE), icount=icount,
-                          extra=extra)
+                          extra=extra, detach=detach)
         progress(f"QEMU {b.qemu_machine} running (pid {inst.pid}), UART on {inst.pty}"
                  + (" [icount: 1 instruction = 1 ns]" if icount else "")
                  + (f" [halted for gdb: arm-none-eabi-gdb {elf} -ex 'target remote :{gdb}']"
                     if gdb else "")
-                 + f"; stop it with `mtvm project stop {project.dir}`")
+                 + (f"; stop it with `mtvm project stop {project.dir}`" if detach
+                    else "; it stops with stop() or when this process exits"))
         return inst
     runners.flash(b, elf, project.path("build", "firmware.hex"),
                   project.path("build", "firmware.bin"), progress=progress)
@@ -210,18 +220,44 @@ def run_standalone(project, timeout: float = 300.0, icount: bool = False):
 
 
 def open_transport(project, port=None, **kw):
+    """port: a serial device, a pyserial URL or tcp://host:port (a board's UART
+    behind a TCP bridge); default: the emulator's pty, or the port found by
+    the board's USB vid/pid."""
     from mtvm.session import transport
     b = _board(project)
     baud = int(b.uart.get("baud", 115200))
     if port is None:
         port = qemu.running(project.path(QEMU_STATE)).pty if b.emulated else runners.find_port(b)
-    return transport.serial(port, baudrate=baud, **kw)
+    return transport.open_url(os.fspath(port), baudrate=baud, **kw)
 
 
-def stop(project):
+def diagnostics(project) -> str:
+    """What the emulator said (the tail of its log: guest errors, a lock-up,
+    its exit), for an error when the board does not answer."""
+    b = _board(project)
+    if not b.emulated:
+        return ""
+    return qemu.log_tail(project.path(QEMU_STATE))
+
+
+def stop(project) -> str | None:
+    """Stops the project's emulator (the pid recorded in build/qemu.json, if it
+    is still that QEMU); returns what was stopped, or None."""
     b = _board(project)
     if b.emulated:
-        qemu.stop(project.path(QEMU_STATE))
+        inst = qemu.stop(project.path(QEMU_STATE))
+        if inst is not None:
+            return inst.describe()
+    return None
+
+
+def running(project) -> bool:
+    """True when the project's emulator is running."""
+    b = _board(project)
+    if not b.emulated:
+        return False
+    inst = qemu.load_state(project.path(QEMU_STATE))
+    return inst is not None and inst.alive()
 
 
 def timing(project, result=None) -> str:

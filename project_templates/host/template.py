@@ -33,7 +33,7 @@ def executable(project) -> str:
     return exe
 
 
-def flash(project, progress) -> None:
+def flash(project, progress, **kw) -> None:
     executable(project)
     progress("host board: nothing to flash (the executable starts with each session)")
 

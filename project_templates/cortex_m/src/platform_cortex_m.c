@@ -66,10 +66,20 @@ void mtvm_systick_handler(void)
 
 static void systick_init(void)
 {
+    uint32_t i;
+    volatile uint32_t spin;
     SYST_CSR = 0;
     SYST_RVR = MTVM_SYSTICK_RELOAD;
     SYST_CVR = 0;
     SYST_CSR = SYST_CSR_ENABLE | SYST_CSR_TICKINT | SYST_CSR_CLKSOURCE;
+    /* The counter loads the reload value on its next tick; QEMU does it only
+     * when its timer thread gets there, which on a busy host can take
+     * milliseconds, and until then every reading is 0 (a time of 0 ticks).
+     * Wait for it, reading seldom so the emulator's thread gets its turn. */
+    for (i = 0; i < 2000u && SYST_CVR == 0u; ++i) {
+        for (spin = 0; spin < 1000u; spin = spin + 1u) {
+        }
+    }
 }
 
 static int dwt_init(void)
@@ -99,16 +109,18 @@ static int dwt_init(void)
  * reads of the counter). */
 static uint64_t now_ticks(void)
 {
-    uint32_t primask, wraps, before, after;
+    uint32_t primask, wraps, before, after, tries = 0;
     int pending;
     if (use_dwt) {
         return DWT_CYCCNT;
     }
     primask = mtvm_irq_save();
     wraps = systick_wraps;
-    before = SYST_CVR;
-    pending = (SCB_ICSR & SCB_ICSR_PENDSTSET) != 0u;
-    after = SYST_CVR;
+    do {
+        before = SYST_CVR;
+        pending = (SCB_ICSR & SCB_ICSR_PENDSTSET) != 0u;
+        after = SYST_CVR;
+    } while (mtvm_systick_ambiguous(before, pending, after) && ++tries < 100000u);
     mtvm_irq_restore(primask);
     return mtvm_systick_compose(wraps, before, pending, after, MTVM_SYSTICK_RELOAD);
 }

@@ -2,20 +2,26 @@
  * -> a 64-bit tick count that never runs backwards. Pure arithmetic, no
  * registers, so the host tests compile it (tests/device/test_timer.py).
  *
- * The race it closes: the counter reloads (wraps) and pends the SysTick
- * interrupt, but the handler has not yet counted the wrap (the interrupt is
- * taken a few instructions later, or later still when interrupts are masked;
- * under QEMU the wrap is even posted by another thread). A reader that
- * combines the old wrap count with the reloaded counter is one whole period
- * (2^24 ticks) behind, so a time measured across the wrap comes out
- * negative: 2^64 - 16 M ticks, "245956587649247353 us" per inference.
+ * The counter counts reload, ..., 1, 0, reload, ...; reaching 0 is the wrap:
+ * it sets the SysTick pending bit, and the handler counts it. So 0 is the
+ * first tick of the new period (phase 0), reload the second (phase 1).
  *
- * The reader therefore (with interrupts masked, so the wrap count holds
- * still) reads the counter (before), the SysTick pending bit, and the
- * counter again (after). Pending set: the wrap happened before the pending
- * bit was read, so `after` is past it and the wrap counts. Pending clear:
- * no uncounted wrap happened before the pending bit was read, so `before`
- * belongs with the wrap count. */
+ * The race this closes: the counter has wrapped and pended the interrupt,
+ * but the handler has not counted the wrap yet (the interrupt is taken a few
+ * instructions later, or later still when interrupts are masked; under QEMU
+ * the wrap is even posted by another thread). A reader that combines the old
+ * wrap count with the new counter value is one whole period (2^24 ticks)
+ * behind, and a time measured across the wrap comes out negative: 2^64 - 16 M
+ * ticks, "245956587649247353 us" per inference.
+ *
+ * The reader therefore, with interrupts masked so the wrap count holds
+ * still, reads the counter (before), the pending bit, and the counter again
+ * (after). Pending set: the wrap happened before the pending bit was read, so
+ * `after` is in the new period and the wrap counts. Pending clear: no
+ * uncounted wrap happened before the pending bit was read, so `before`
+ * belongs with the wrap count -- unless it is 0 with nothing pending, which
+ * an emulator shows between reaching 0 and delivering the wrap: the reader
+ * reads again (mtvm_systick_ambiguous). */
 #ifndef MTVM_SYSTICK_COUNT_H_
 #define MTVM_SYSTICK_COUNT_H_
 
@@ -26,15 +32,30 @@
 #define MTVM_SYSTICK_RELOAD 0x00FFFFFFu
 #endif
 
+/* Ticks since the wrap that started the current period. */
+static inline uint32_t mtvm_systick_phase(uint32_t value, uint32_t reload)
+{
+    if (value > reload) {          /* the counter never holds more than reload */
+        value = reload;
+    }
+    return value == 0u ? 0u : reload - value + 1u;
+}
+
+/* Nonzero: this reading cannot be placed; read again. */
+static inline int mtvm_systick_ambiguous(uint32_t before, int pending, uint32_t after)
+{
+    (void)after;
+    return !pending && before == 0u;
+}
+
 static inline uint64_t mtvm_systick_compose(uint32_t wraps, uint32_t before, int pending,
                                             uint32_t after, uint32_t reload)
 {
     uint64_t period = (uint64_t)reload + 1u;
-    uint32_t value = pending ? after : before;
-    if (value > reload) {          /* the counter never holds more than reload */
-        value = reload;
+    if (pending) {
+        return ((uint64_t)wraps + 1u) * period + mtvm_systick_phase(after, reload);
     }
-    return ((uint64_t)wraps + (pending ? 1u : 0u)) * period + (uint64_t)(reload - value);
+    return (uint64_t)wraps * period + mtvm_systick_phase(before, reload);
 }
 
 #endif /* MTVM_SYSTICK_COUNT_H_ */
