@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .codegen.names import ir_name
+
 
 @dataclass
 class QuantParams:
@@ -125,27 +127,28 @@ def _fmt_tensor(t: Tensor) -> str:
 def _fmt_attr(v) -> str:
     if isinstance(v, np.ndarray):
         return f"array{list(v.shape)}" if v.size > 8 else repr(v.tolist())
-    return repr(v)
+    return ascii(v)     # a string attribute's newlines and non-ASCII escaped
 
 
 def dump(g: Graph) -> str:
-    """Text form of the IR, one node per line (what `mtvm compile --dump-ir` prints)."""
-    lines = [f"graph {g.name} (opset {g.opset}) {{"]
+    """Text form of the IR, one node per line (what `mtvm compile --dump-ir` prints).
+    Names are written through ir_name: escaped, they cannot forge a line."""
+    lines = [f"graph {ir_name(g.name)} (opset {g.opset}) {{"]
     for i in g.inputs:
-        lines.append(f"  input  %{i}: {_fmt_tensor(g.tensors[i])}")
+        lines.append(f"  input  %{ir_name(i)}: {_fmt_tensor(g.tensors[i])}")
     consts = [t for t in g.tensors.values() if t.is_const]
     lines.append(f"  # {len(consts)} constants, {sum(t.nbytes for t in consts)} bytes")
     for n in g.nodes:
         for k, part in enumerate([n] + n.tail):
             attrs = ", ".join(f"{a}={_fmt_attr(v)}" for a, v in sorted(part.attrs.items()))
-            ins = ", ".join(f"%{i}" if i else "_" for i in part.inputs)
-            outs = ", ".join(f"%{o}: {_fmt_tensor(g.tensors[o])}" for o in part.outputs
+            ins = ", ".join(f"%{ir_name(i)}" if i else "_" for i in part.inputs)
+            outs = ", ".join(f"%{ir_name(o)}: {_fmt_tensor(g.tensors[o])}" for o in part.outputs
                              if o in g.tensors)
             prefix = "  " if k == 0 else "    ⤷ "
             tag = " (alias)" if part.alias else ""
             lines.append(f"{prefix}{outs} = {part.op}{tag}({ins})"
-                         + (f" {{{attrs}}}" if attrs else "") + f"  # {part.name}")
+                         + (f" {{{attrs}}}" if attrs else "") + f"  # {ir_name(part.name)}")
     for o in g.outputs:
-        lines.append(f"  output %{o}: {_fmt_tensor(g.tensors[o])}")
+        lines.append(f"  output %{ir_name(o)}: {_fmt_tensor(g.tensors[o])}")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -10,7 +10,7 @@ import tarfile
 import numpy as np
 
 from . import __version__
-from .codegen.names import unique_names
+from .codegen.names import interface_names
 from .errors import MtvmError
 from .ops.base import get_op
 from .passes.quantize import quantization_metadata
@@ -26,9 +26,9 @@ def _quant(t) -> dict | None:
             "axis": t.quant.axis}
 
 
-def _io(g, names) -> list[dict]:
+def _io(g, names, c_names) -> list[dict]:
     out = []
-    for name, c in zip(names, unique_names(names)):
+    for name, c in zip(names, c_names):
         t = g.tensors[name]
         out.append({"name": name, "c_name": c, "shape": list(t.shape),
                     "dtype": np.dtype(t.dtype).name, "size_bytes": t.nbytes,
@@ -76,13 +76,14 @@ class CompiledModel:
         const_names = {b.name for lk in self.kernels for _, b in lk.params
                        if b is not None and b.const is not None}
         const_bytes = sum(g.tensors[name].nbytes for name in const_names)
+        in_c, out_c = interface_names(g.inputs, g.outputs)   # as the header names them
         md = {
             "format_version": FORMAT_VERSION,
             "generator": f"mtvm {__version__}",
             "model_name": self.source_graph.name,
             "module_name": self.module_name,
-            "inputs": _io(g, g.inputs),
-            "outputs": _io(g, g.outputs),
+            "inputs": _io(g, g.inputs, in_c),
+            "outputs": _io(g, g.outputs, out_c),
             "workspace_bytes": self.plan.arena_bytes,
             "workspace_lower_bound": self.plan.lower_bound,
             # the bound in the graph's node order, as reorder=False plans it
@@ -125,7 +126,7 @@ class CompiledModel:
         for rel, text in files.items():
             full = os.path.join(path, rel)
             os.makedirs(os.path.dirname(full), exist_ok=True)
-            with open(full, "w") as f:
+            with open(full, "w", encoding="utf-8") as f:
                 f.write(text)
         return path
 

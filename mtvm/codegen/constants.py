@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops.base import c_literal, ctype
+from .names import c_comment
 
 READABLE_MAX = 64          # elements; above this the byte-string form is used
 _OCTAL = ["\\%03o" % i for i in range(256)]
@@ -62,7 +63,7 @@ def definition(sym: str, arr: np.ndarray, origin: str) -> str:
     if arr.dtype.name in ("float16", "bfloat16") or arr.dtype.name.startswith("float8") \
             or arr.dtype.name in ("float4_e2m1fn", "int4", "uint4", "int2", "uint2"):
         arr = arr.view(np.uint16 if arr.dtype.itemsize == 2 else np.uint8)  # stored as bits
-    head = f"/* {origin}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
+    head = f"/* {c_comment(origin)}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
     if _all_zero(arr):
         return head + "{ { 0 } };  /* all zeros */\n"
     finite = arr.dtype.kind != "f" or bool(np.isfinite(arr).all())

@@ -13,6 +13,7 @@ import json
 import os
 
 from mtvm.boards import board_from_dict
+from mtvm.codegen.names import c_comment, make_word
 from mtvm.errors import MtvmError
 from mtvm.firmware import qemu, runners, size
 
@@ -99,7 +100,8 @@ def generate(ctx):
     drv = b.uart["driver"]
     subs = dict(
         OBJCOPY="arm-none-eabi-objcopy", SIZE="arm-none-eabi-size", EXTRA_DEFINES="",
-        UART_DRIVER=drv, IRQS=b.irqs, CLOCK_HZ=b.clock_hz,
+        UART_DRIVER=make_word(drv, f"board {b.name}: uart.driver"), IRQS=b.irqs,
+        CLOCK_HZ=b.clock_hz,
         TIMER_DWT=1 if b.timer == "dwt" else 0, CACHES=1 if b.data.get("caches") else 0,
         SEMIHOSTING=1 if b.emulated else 0,
         UART_BASE=f"{_int(b.uart['base']):#010x}", UART_RX_IRQ=int(b.uart["rx_irq"]),
@@ -109,7 +111,7 @@ def generate(ctx):
         UART_EXTRA=uart_extra(b),
         FLASH_ORIGIN=f"{b.flash.origin:#010x}", FLASH_SIZE=b.flash.size,
         RAM_ORIGIN=f"{b.ram.origin:#010x}", RAM_SIZE=b.ram.size,
-        FLASH_NAME=b.flash.name or "flash", RAM_NAME=b.ram.name or "RAM",
+        FLASH_NAME=c_comment(b.flash.name or "flash"), RAM_NAME=c_comment(b.ram.name or "RAM"),
         STACK_BYTES=b.stack_bytes)
     ctx.render("Makefile.in", "Makefile", **subs)
     ctx.render("link.ld.in", "link.ld", **subs)
