@@ -8,6 +8,7 @@ import os
 from . import passes
 from .codegen.c_codegen import CModule, lower_kernels
 from .codegen.names import sanitize
+from .errors import MtvmError, internal_error
 from .frontend import load_onnx
 from .ir import Graph, Node
 from .memory.schedule import choose_order
@@ -36,6 +37,17 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
                   io_in_workspace: bool = False, reorder: bool = True) -> CompiledModel:
     """reorder: run independent branches in the order of lowest peak memory
     (memory.schedule); False keeps the graph's node order."""
+    try:
+        return _compile_graph(graph, module_name, profile, external_workspace, fuse,
+                              source_graph, io_in_workspace, reorder)
+    except MtvmError:
+        raise
+    except Exception as e:   # a bug: one line naming the node (the traceback with --verbose)
+        raise internal_error(e, graph.source, "compiling") from e
+
+
+def _compile_graph(graph, module_name, profile, external_workspace, fuse, source_graph,
+                   io_in_workspace, reorder) -> CompiledModel:
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
@@ -61,7 +73,14 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     docs/performance.md); reorder=False keeps the graph's node order instead
     of the order of lowest peak memory.
     """
-    graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
+    try:
+        graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
+    except MtvmError:
+        raise
+    except Exception as e:   # a bug: one line naming the node (the traceback with --verbose)
+        source = os.path.basename(os.fspath(model)) if isinstance(model, (str, os.PathLike)) \
+            else "model"
+        raise internal_error(e, source, "loading") from e
     if isinstance(model, (str, os.PathLike)):
         graph.name = sanitize(os.path.splitext(os.path.basename(os.fspath(model)))[0])
     return compile_graph(graph, module_name, profile=profile,

@@ -11,6 +11,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .codegen.names import ir_name
+from .errors import ShapeError
+
+# The largest tensor mtvm accepts (elements and bytes). Microcontrollers have
+# kilobytes to megabytes of RAM; the bound keeps compile time and memory
+# finite on absurd shapes (a 2^31-1 dim), which are refused, not attempted.
+MAX_TENSOR_ELEMENTS = 1 << 28
+MAX_TENSOR_BYTES = 1 << 28
+
+
+def check_tensor_size(t: "Tensor", what: str) -> None:
+    """A ShapeError naming `what` when t has a negative dim or is over the bounds."""
+    if any(int(d) < 0 for d in t.shape):
+        raise ShapeError(f"{what} has a negative dimension in shape {list(t.shape)}")
+    size = 1
+    for d in t.shape:
+        size *= int(d)       # Python ints: no overflow
+    nbytes = size * np.dtype(t.dtype).itemsize
+    if size > MAX_TENSOR_ELEMENTS or nbytes > MAX_TENSOR_BYTES:
+        raise ShapeError(f"{what} has shape {list(t.shape)} ({size} elements, {nbytes} bytes), "
+                         f"over the {MAX_TENSOR_ELEMENTS} elements / {MAX_TENSOR_BYTES >> 20} MiB "
+                         "mtvm accepts for one tensor; check the model's (or --input-shape's) dims")
 
 
 @dataclass

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 
 REGISTRY: dict[tuple[str, str], "Op"] = {}
 
@@ -100,11 +100,54 @@ class Op:
     def check(self, node, inputs: list) -> None:
         """Raise UnsupportedError for inputs or attributes the emitter cannot handle."""
 
+    def axis_ranks(self, node, inputs: list) -> dict[str, tuple[int, int]]:
+        """For each attribute of `node` that names axes: (rank, extra), its values
+        valid in [-rank, rank - 1 + extra] (normalize_axes checks them). Default:
+        the attributes in AXIS_ATTRS, against the rank of the first input."""
+        x = next((t for t in inputs if t is not None), None)
+        if x is None:
+            return {}
+        return {a: (len(x.shape), 0) for a in AXIS_ATTRS if node.attrs.get(a) is not None}
+
     def static_outputs(self, node, inputs: list) -> list | None:
         """Output values known from the input Tensors' static shapes and dtypes
         alone (Shape, Size), or None. Lets constant folding and need_const see
         through e.g. Reshape(x, Concat(Shape(x)[:1], [-1]))."""
         return None
+
+
+AXIS_ATTRS = ("axis", "axes", "batch_axis", "time_axis")
+
+
+def normalize_axis(axis, rank: int, what: str = "axis", extra: int = 0) -> int:
+    """`axis` in [-rank, rank - 1 + extra] as a non-negative index, or a
+    ShapeError (the one check every op with an axis attribute goes through)."""
+    try:
+        a = int(axis)
+    except (TypeError, ValueError):
+        raise ShapeError(f"{what}={axis!r} is not an integer") from None
+    hi = rank - 1 + extra
+    if not -rank <= a <= hi:
+        raise ShapeError(f"{what}={a} is out of range for a rank-{rank} tensor "
+                         f"(valid: {-rank}..{hi})")
+    return a + rank if a < 0 else a
+
+
+def normalize_axes(op, node, inputs: list) -> None:
+    """Check every axis attribute of `node` (op.axis_ranks says which, and the
+    rank each indexes) and store it non-negative; a list must not repeat an axis."""
+    for attr, (rank, extra) in op.axis_ranks(node, inputs).items():
+        value = node.attrs.get(attr)
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple, np.ndarray)):
+            axes = [normalize_axis(a, rank, attr, extra) for a in np.asarray(value).ravel()]
+            if len(set(axes)) != len(axes):
+                raise ShapeError(f"{attr}={list(np.asarray(value).ravel())} names an axis "
+                                 "more than once")
+            node.attrs[attr] = axes
+        else:
+            node.attrs[attr] = normalize_axis(value, rank, attr, extra)
 
 
 def bind_attrs(fn, attrs: dict, what: str) -> dict:

@@ -486,6 +486,9 @@ class OneHot(Op):
         node.attrs["depth"] = int(np.asarray(d).ravel()[0])
         node.inputs[1] = ""
 
+    def axis_ranks(self, node, inputs):   # an axis of the output: one more dim
+        return {"axis": (len(inputs[0].shape) + 1, 0)} if "axis" in node.attrs else {}
+
     def reference(self, indices, _unused, values, *, depth, axis=-1):
         idx = np.asarray(indices).astype(np.int64)
         idx = np.where(idx < 0, idx + depth, idx)

@@ -471,6 +471,10 @@ class QLinearSoftmax(MsOp):
 
 @register("QLinearConcat", domain=MS)
 class QLinearConcat(MsOp):
+    def axis_ranks(self, node, inputs):   # inputs 0, 1 are the output's scale and zero point
+        x = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+        return {"axis": (len(x.shape), 0)} if x is not None and "axis" in node.attrs else {}
+
     def reference(self, y_scale, y_zero_point, *xs, axis):
         parts = []
         for i in range(0, len(xs), 3):

@@ -22,8 +22,8 @@ import re
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from .base import Op, c_literal, register
+from ..errors import ShapeError, UnsupportedError
+from .base import Op, c_literal, normalize_axis, register
 from .int_kernels import DSP_INCLUDE_C
 
 # Round to nearest (even, in the FPSCR's default mode) with VCVTR on a Cortex-M
@@ -90,6 +90,35 @@ def per_axis(scale, x_ndim: int, axis: int):
     return axis, scale.reshape(shape)
 
 
+def check_qparams(node, x, scale, zero_point) -> None:
+    """The scale and zero point of a QuantizeLinear / DequantizeLinear against
+    its input `x` (Tensors): float scale, scalar or 1-D along a valid `axis` with
+    one value per channel, a zero point of the scale's shape. Per axis, the
+    node's axis is stored non-negative."""
+    if scale is None:
+        raise ShapeError("the scale input is missing")
+    if np.dtype(scale.dtype).kind != "f":
+        raise ShapeError(f"the scale must be a float tensor, it is {np.dtype(scale.dtype).name}")
+    if len(scale.shape) > 1:
+        raise UnsupportedError("blocked quantization (scale of rank > 1) is not supported")
+    n = int(np.prod(scale.shape, dtype=np.int64))
+    if n == 0:
+        raise ShapeError("the scale is empty")
+    if zero_point is not None:
+        zn = int(np.prod(zero_point.shape, dtype=np.int64))
+        if len(zero_point.shape) > 1 or zn != n:
+            raise ShapeError(f"the zero point has shape {list(zero_point.shape)} and the scale "
+                             f"{list(scale.shape)}; they must match")
+        qrange(zero_point.dtype)
+    if n == 1:
+        return
+    axis = normalize_axis(node.attrs.get("axis", 1), len(x.shape), "axis")
+    if x.shape[axis] != n:
+        raise ShapeError(f"the per-axis scale has {n} values but axis {axis} of the input has "
+                         f"{x.shape[axis]}")
+    node.attrs["axis"] = axis
+
+
 def quantize_ref(x, scale, zero_point, dtype, axis=1):
     """The ONNX QuantizeLinear formula in NumPy (float32 division, round half to even)."""
     _, s = per_axis(scale, x.ndim, axis)
@@ -140,6 +169,11 @@ class QuantizeLinear(Op):
     def check(self, node, inputs):
         if node.attrs.get("block_size", 0):
             raise UnsupportedError("blocked quantization (block_size) is not supported")
+        check_qparams(node, inputs[0], inputs[1] if len(inputs) > 1 else None,
+                      inputs[2] if len(inputs) > 2 else None)
+
+    def axis_ranks(self, node, inputs):
+        return {}   # check_qparams checks the axis when it matters (per axis)
 
     def reference(self, x, y_scale, y_zero_point=None, *, axis=1, saturate=1, block_size=0,
                   output_dtype=0):
@@ -242,6 +276,11 @@ class DequantizeLinear(Op):
         if node.attrs.get("block_size", 0):
             raise UnsupportedError("blocked quantization (block_size) is not supported")
         qrange(inputs[0].dtype)
+        check_qparams(node, inputs[0], inputs[1] if len(inputs) > 1 else None,
+                      inputs[2] if len(inputs) > 2 else None)
+
+    def axis_ranks(self, node, inputs):
+        return {}   # check_qparams checks the axis when it matters (per axis)
 
     def reference(self, x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
         return dequantize_ref(x, x_scale, x_zero_point, axis)

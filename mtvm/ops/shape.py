@@ -30,6 +30,9 @@ class Reshape(AliasOp):
 
 @register("Flatten")
 class Flatten(AliasOp):
+    def axis_ranks(self, node, inputs):
+        return {"axis": (len(inputs[0].shape), 1)} if "axis" in node.attrs else {}
+
     def reference(self, x, *, axis=1):
         axis = axis + x.ndim if axis < 0 else axis
         return x.reshape(int(np.prod(x.shape[:axis])), -1) if x.size else \
@@ -53,6 +56,10 @@ class Unsqueeze(AliasOp):
     def canonicalize(self, node, graph, opset):
         if opset >= 13:
             move_input_to_attr(graph, node, 1, "axes", lambda v: np.atleast_1d(v).tolist())
+
+    def axis_ranks(self, node, inputs):
+        axes = node.attrs.get("axes")
+        return {} if axes is None else {"axes": (len(inputs[0].shape) + len(axes), 0)}
 
     def reference(self, x, *, axes):
         rank = x.ndim + len(axes)

@@ -348,9 +348,14 @@ def rule_add_mul(ctx, p, acts, q, qy):
     return [Node("QMul", p.name, [a, b], [q.outputs[0]], attrs, domain=DOMAIN)]
 
 
+# The integer average pool keeps one (multiplier, shift) per window count, so
+# its constants grow with the window: larger windows stay float.
+MAX_AVGPOOL_WINDOW = 1 << 16
+
+
 def _avgpool_node(ctx, p, x_name, qx, qy, clamp, kernel, strides, pads, include_pad, out):
-    count = int(np.prod(kernel))
-    real = [0.0] + [qx.s / (qy.s * c) for c in range(1, count + 1)]
+    count = int(np.prod(kernel, dtype=np.int64))
+    real = [0.0] + (qx.s / (qy.s * np.arange(1, count + 1, dtype=np.float64))).tolist()
     m, s = quantize_multiplier(real)
     lo, hi = clamp
     attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads),
@@ -385,6 +390,8 @@ def rule_avgpool(ctx, p, acts, q, qy):
             return None
         kernel, strides = a["kernel_shape"], a.get("strides", [1] * len(a["kernel_shape"]))
         pads, include = a.get("pads", [0] * 2 * len(kernel)), a.get("count_include_pad", 0)
+    if np.prod(kernel, dtype=object) > MAX_AVGPOOL_WINDOW:
+        return None
     n = _avgpool_node(ctx, p, x_name, qx, qy, clamp, kernel, strides, pads, include,
                       q.outputs[0])
     # The kernel's geometry must give the float op's output size.
