@@ -1,10 +1,15 @@
 """Operators with state carried along the time axis: LinearAttention (linear,
-gated, delta and gated-delta update rules) and CausalConvWithState (a
-depthwise causal 1-D convolution whose left context is the past state).
+gated, delta and gated-delta update rules), CausalConvWithState (a
+depthwise causal 1-D convolution whose left context is the past state), and
+RNN, GRU and LSTM (every attribute: directions, layout, sequence_lens,
+activations with alpha/beta, clip, linear_before_reset, peepholes,
+input_forget; tests/ops/test_recurrent.py checks them against onnxruntime).
 
-The references are onnx.reference's (the spec's own loops); the kernels run
-one time step at a time, the LinearAttention state [B, H_kv, d_k, d_v] in
-scratch memory.
+LinearAttention's and CausalConvWithState's references are onnx.reference's
+(the spec's own loops); RNN/GRU/LSTM have their own (onnx.reference ignores
+sequence_lens, activations and clip). The kernels run one time step at a time,
+their state (LinearAttention's [B, H_kv, d_k, d_v], the recurrent hidden and
+cell states) in scratch memory.
 """
 from __future__ import annotations
 
@@ -134,24 +139,184 @@ def reference_via_onnx(op_type: str, inputs, attrs: dict, n_outputs: int):
     return tuple(ReferenceEvaluator(m).run(None, {}))
 
 
-_ACT = {"Sigmoid": "{one} / ({one} + {exp}(-({x})))", "Tanh": "{tanh}({x})",
-        "Relu": "(({x}) > {zero} ? ({x}) : {zero})"}
+# Activation functions of RNN/GRU/LSTM: NumPy form, C form (a C expression of
+# the variable `v`), and the defaults of alpha/beta (None: the function takes
+# none). Names are matched case-insensitively, as onnxruntime does. Affine,
+# ScaledTanh and ThresholdedRelu have no default the spec and onnxruntime agree
+# on (onnxruntime uses 0, which makes Affine and ScaledTanh output 0), so their
+# alpha/beta must be given.
+def _softplus(v):
+    return np.where(v > 0, v + np.log1p(np.exp(-np.abs(v))), np.log1p(np.exp(np.minimum(v, 0))))
 
 
-def _act(k, name: str, x: str) -> str:
-    if name not in _ACT:
-        raise UnsupportedError(f"recurrent activation {name} is not supported")
-    return _ACT[name].format(x=x, one=k.lit(1), zero=k.lit(0), exp=_libm(k, "exp"),
-                             tanh=_libm(k, "tanh"))
+_ACTS = {
+    "relu": (lambda v, a, b: np.maximum(v, 0), "(v > {z} ? v : {z})", None, None),
+    "tanh": (lambda v, a, b: np.tanh(v), "{tanh}(v)", None, None),
+    "sigmoid": (lambda v, a, b: 1 / (1 + np.exp(-v)), "{one} / ({one} + {exp}(-v))", None, None),
+    "affine": (lambda v, a, b: a * v + b, "{a} * v + {b}", "required", "required"),
+    "leakyrelu": (lambda v, a, b: np.where(v >= 0, v, a * v), "(v >= {z} ? v : {a} * v)",
+                  0.01, None),
+    "thresholdedrelu": (lambda v, a, b: np.where(v > a, v, 0), "(v > {a} ? v : {z})",
+                        "required", None),
+    "scaledtanh": (lambda v, a, b: a * np.tanh(b * v), "{a} * {tanh}({b} * v)",
+                   "required", "required"),
+    "hardsigmoid": (lambda v, a, b: np.clip(a * v + b, 0, 1),
+                    "({a} * v + {b} < {z} ? {z} : ({a} * v + {b} > {one} ? {one} : "
+                    "{a} * v + {b}))", 0.2, 0.5),
+    "elu": (lambda v, a, b: np.where(v >= 0, v, a * np.expm1(np.minimum(v, 0))),
+            "(v >= {z} ? v : {a} * {expm1}(v))", 1.0, None),
+    "softsign": (lambda v, a, b: v / (1 + np.abs(v)), "v / ({one} + {fabs}(v))", None, None),
+    "softplus": (lambda v, a, b: _softplus(v),
+                 "(v > {z} ? v + {log1p}({exp}(-v)) : {log1p}({exp}(v)))", None, None),
+}
+_DEFAULT_ACTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+# output_sequence (opset 1 only) said whether Y is computed; Y is simply an
+# optional output, so it changes nothing here.
+_ATTRS = {"hidden_size", "direction", "layout", "activations", "activation_alpha",
+          "activation_beta", "clip", "output_sequence"}
+_OP_ATTRS = {"RNN": _ATTRS, "GRU": _ATTRS | {"linear_before_reset"},
+             "LSTM": _ATTRS | {"input_forget"}}
+
+
+def _activations(op: str, dirs: int, activations, alpha, beta) -> list[list[tuple]]:
+    """[direction][f, g, h] -> (name, alpha, beta). alpha/beta are consumed in
+    the order of the functions that take them (the spec's and onnxruntime's
+    reading of "consumed in the order of activation functions"); values left
+    over are ignored, as onnxruntime does."""
+    names = list(activations) if activations else _DEFAULT_ACTS[op] * dirs
+    per = len(_DEFAULT_ACTS[op])
+    if len(names) != per * dirs:
+        raise UnsupportedError(
+            f"{op} with {dirs} direction(s) needs {per * dirs} activations, got {len(names)} "
+            f"({', '.join(names)})")
+    alphas, betas = list(alpha or []), list(beta or [])
+    out = []
+    for n in names:
+        key = str(n).lower()
+        if key not in _ACTS:
+            raise UnsupportedError(f"activation {n} is not supported; supported: "
+                                   + ", ".join(sorted(_ACTS)))
+        _, _, da, db = _ACTS[key]
+        vals = []
+        for default, given, what in ((da, alphas, "alpha"), (db, betas, "beta")):
+            if default is None:
+                vals.append(None)
+            elif given:
+                vals.append(float(given.pop(0)))
+            elif default == "required":
+                raise UnsupportedError(
+                    f"activation {n} needs its {what} in activation_{what} (its default "
+                    "differs between the ONNX spec and onnxruntime); give it explicitly")
+            else:
+                vals.append(default)
+        out.append((key, *vals))
+    return [out[d * per:(d + 1) * per] for d in range(dirs)]
+
+
+def _clamped_lens(seq_lens, B: int, S: int) -> np.ndarray:
+    if seq_lens is None:
+        return np.full(B, S, np.int64)
+    return np.clip(np.asarray(seq_lens).astype(np.int64).reshape(-1), 0, S)
+
+
+def recurrent_reference(op: str, x, w, r, b=None, sequence_lens=None, initial_h=None,
+                        initial_c=None, p=None, *, hidden_size=None, direction="forward",
+                        layout=0, activations=None, activation_alpha=None,
+                        activation_beta=None, clip=None, linear_before_reset=0, input_forget=0,
+                        output_sequence=0):
+    """RNN/GRU/LSTM as the spec defines them, with what onnxruntime does where the
+    spec is silent: time steps at or past a batch entry's sequence length are not
+    run and give zeros in Y; an entry of sequence length 0 gives zeros in Y_h and
+    Y_c (not the initial state). Lengths are clamped to [0, seq_length]."""
+    if layout:
+        x = np.swapaxes(x, 0, 1)
+        initial_h = None if initial_h is None else np.swapaxes(initial_h, 0, 1)
+        initial_c = None if initial_c is None else np.swapaxes(initial_c, 0, 1)
+    S, B, _ = x.shape
+    dirs, GH, _ = w.shape
+    H = int(hidden_size) if hidden_size else r.shape[-1]
+    dt = x.dtype
+    A = _activations(op, dirs, activations, activation_alpha, activation_beta)
+    lens = _clamped_lens(sequence_lens, B, S)
+
+    def cl(v):
+        return v if clip is None else np.clip(v, -clip, clip)
+
+    y = np.zeros((S, dirs, B, H), dt)
+    yh = np.zeros((dirs, B, H), dt)
+    yc = np.zeros((dirs, B, H), dt)
+    for d in range(dirs):
+        f = [lambda v, a=a: _ACTS[a[0]][0](v, a[1], a[2]).astype(dt) for a in A[d]]
+        rev = direction == "reverse" or (direction == "bidirectional" and d == 1)
+        bias = np.zeros(2 * GH, dt) if b is None else b[d]
+        wb, rb = bias[:GH], bias[GH:]
+        W, R = w[d], r[d]
+        h = np.zeros((B, H), dt) if initial_h is None else initial_h[d].astype(dt)
+        c = np.zeros((B, H), dt) if initial_c is None else initial_c[d].astype(dt)
+        P = np.zeros(3 * H, dt) if p is None else p[d]
+        for s in range(S):
+            on = s < lens
+            tt = np.clip(lens - 1 - s if rev else np.full(B, s), 0, S - 1)
+            xt = x[tt, np.arange(B)]
+            if op == "RNN":
+                hn, cn = f[0](cl(xt @ W.T + h @ R.T + wb + rb)), c
+            elif op == "GRU":
+                zr = xt @ W[:2 * H].T + h @ R[:2 * H].T + wb[:2 * H] + rb[:2 * H]
+                z, rg = f[0](cl(zr[:, :H])), f[0](cl(zr[:, H:]))
+                if linear_before_reset:
+                    pre = xt @ W[2 * H:].T + rg * (h @ R[2 * H:].T + rb[2 * H:]) + wb[2 * H:]
+                else:
+                    pre = xt @ W[2 * H:].T + (rg * h) @ R[2 * H:].T + rb[2 * H:] + wb[2 * H:]
+                hn, cn = (1 - z) * f[1](cl(pre)) + z * h, c
+            else:  # LSTM, gates i, o, f, c; peepholes i, o, f
+                g = xt @ W.T + h @ R.T + wb + rb
+                i = f[0](cl(g[:, :H] + P[:H] * c))
+                fg = 1 - i if input_forget else f[0](cl(g[:, 2 * H:3 * H] + P[2 * H:] * c))
+                cn = fg * c + i * f[1](cl(g[:, 3 * H:]))
+                o = f[0](cl(g[:, H:2 * H] + P[H:2 * H] * cn))
+                hn = o * f[2](cn)
+            h = np.where(on[:, None], hn, h).astype(dt)
+            c = np.where(on[:, None], cn, c).astype(dt)
+            for bi in np.flatnonzero(on):
+                y[tt[bi], d, bi] = h[bi]
+        yh[d] = np.where((lens > 0)[:, None], h, 0)
+        yc[d] = np.where((lens > 0)[:, None], c, 0)
+    if layout:
+        y, yh, yc = y.transpose(2, 0, 1, 3), yh.swapaxes(0, 1), yc.swapaxes(0, 1)
+    return (y, yh, yc) if op == "LSTM" else (y, yh)
+
+
+def _act_c(k, name: str, alpha, beta, pre: str) -> str:
+    """C expression: activation `name` of the expression `pre` (a static inline
+    helper per function and float type, declared once per source file)."""
+    t = k.ctype
+    expr = _ACTS[name][1].format(
+        z=k.lit(0), one=k.lit(1), a="a", b="b", exp=_libm(k, "exp"), expm1=_libm(k, "expm1"),
+        log1p=_libm(k, "log1p"), tanh=_libm(k, "tanh"), fabs=_libm(k, "fabs"))
+    fn = k.helper(f"mtvm_act_{name}_{t[0]}", (
+        f"static inline {t} mtvm_act_{name}_{t[0]}({t} v, {t} a, {t} b) {{\n"
+        f"    (void)a; (void)b;\n    return {expr};\n}}"))
+    return f"{fn}({pre}, {k.lit(alpha or 0)}, {k.lit(beta or 0)})"
 
 
 class _Recurrent(Op):
+    """RNN, GRU and LSTM: one kernel runs every direction, time step and batch
+    entry in turn; the hidden (and cell) state of each direction and batch entry
+    lives in scratch memory, with the gates of the current step."""
     gates = 1
-    default_acts = ["Tanh"]
 
-    def reference(self, *inputs, **attrs):
-        n = 3 if self.name == "LSTM" else 2
-        return reference_via_onnx(self.name, list(inputs), attrs, n)
+    def canonicalize(self, node, graph, opset):
+        # hidden_size is optional in the schema: it is R's last dimension.
+        if "hidden_size" not in node.attrs and len(node.inputs) > 2 and node.inputs[2]:
+            shape = graph.tensors[node.inputs[2]].shape
+            if len(shape) == 3:
+                node.attrs["hidden_size"] = int(shape[2])
+
+    def reference(self, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None,
+                  p=None, **attrs):
+        with np.errstate(over="ignore"):   # exp overflows to inf where sigmoid & co. want it
+            return recurrent_reference(self.name, x, w, r, b, sequence_lens, initial_h,
+                                       initial_c, p, **attrs)
 
     def infer(self, node, inputs, consts):
         x = inputs[0]
@@ -165,146 +330,212 @@ class _Recurrent(Op):
         yh = (dirs, B, H) if not layout else (B, dirs, H)
         return [(y, dt), (yh, dt), (yh, dt)][:len(node.outputs)]
 
+    def macs(self, node, inputs, outputs):
+        x, w, r = inputs[:3]
+        return int(np.prod(x.shape[:2], dtype=np.int64)) * w.shape[0] * w.shape[1] * (
+            w.shape[2] + r.shape[2])
+
     def check(self, node, inputs):
-        for a in node.attrs.get("activations", []):
-            if a not in _ACT:
-                raise UnsupportedError(f"{node.op}: activation {a} is not supported")
-        if node.attrs.get("clip") is not None or node.attrs.get("input_forget"):
-            raise UnsupportedError(f"{node.op}: clip / input_forget are not supported")
+        a, op = node.attrs, self.name
+        unknown = sorted(set(a) - _OP_ATTRS[op])
+        if unknown:
+            raise UnsupportedError(f"attribute(s) {', '.join(unknown)} are not {op} attributes")
+        n_in, n_out = (8, 3) if op == "LSTM" else (6, 2)
+        if len(inputs) < 3 or any(i is None for i in inputs[:3]) or len(inputs) > n_in:
+            raise UnsupportedError(f"{op} takes X, W, R and up to {n_in - 3} optional inputs, "
+                                   f"got {len(inputs)} inputs")
+        if len(node.outputs) > n_out:
+            raise UnsupportedError(f"{op} has at most {n_out} outputs, got {len(node.outputs)}")
+        direction = a.get("direction", "forward")
+        if direction not in ("forward", "reverse", "bidirectional"):
+            raise UnsupportedError(f"direction {direction!r} is not forward, reverse or "
+                                   "bidirectional")
+        layout = a.get("layout", 0)
+        if layout not in (0, 1):
+            raise UnsupportedError(f"layout {layout} is not 0 or 1")
+        if a.get("linear_before_reset", 0) not in (0, 1) or a.get("input_forget", 0) not in (0, 1):
+            raise UnsupportedError("linear_before_reset and input_forget must be 0 or 1")
+        clip = a.get("clip")
+        if clip is not None and not clip > 0:
+            raise UnsupportedError(f"clip must be a positive number, got {clip}")
+        x, w, r = inputs[:3]
+        opt = list(inputs[3:]) + [None] * (n_in - len(inputs))
+        if np.dtype(x.dtype).kind != "f":
+            raise UnsupportedError(f"X of dtype {np.dtype(x.dtype).name}: only floating-point "
+                                   "X is supported")
+        dirs = 2 if direction == "bidirectional" else 1
+        H = a.get("hidden_size")
+        if len(x.shape) != 3 or not isinstance(H, int) or H < 1:
+            raise UnsupportedError(f"X must be 3-D and hidden_size a positive integer "
+                                   f"(X {list(x.shape)}, hidden_size {H})")
+        S, B, I = (x.shape[1], x.shape[0], x.shape[2]) if layout else x.shape
+        if 0 in x.shape:
+            raise UnsupportedError(f"X has shape {list(x.shape)}: an empty sequence, batch or "
+                                   "input is not supported")
+        state = (B, dirs, H) if layout else (dirs, B, H)
+        want = [("W", w, (dirs, self.gates * H, I)), ("R", r, (dirs, self.gates * H, H)),
+                ("B", opt[0], (dirs, 2 * self.gates * H)), ("sequence_lens", opt[1], (B,)),
+                ("initial_h", opt[2], state)]
+        if op == "LSTM":
+            want += [("initial_c", opt[3], state), ("P", opt[4], (dirs, 3 * H))]
+        for what, t, shape in want:
+            if t is None:
+                continue
+            if tuple(t.shape) != shape:
+                raise UnsupportedError(
+                    f"{what} has shape {list(t.shape)}, expected {list(shape)} (X "
+                    f"{list(x.shape)}, hidden_size {H}, direction {direction}, layout {layout})")
+            if what != "sequence_lens" and np.dtype(t.dtype) != np.dtype(x.dtype):
+                raise UnsupportedError(f"{what} is {np.dtype(t.dtype).name} and X is "
+                                       f"{np.dtype(x.dtype).name}: they must be the same")
+        lens = opt[1]
+        if lens is not None:
+            if np.dtype(lens.dtype) != np.int32:
+                raise UnsupportedError(f"sequence_lens is {np.dtype(lens.dtype).name}; "
+                                       "it must be int32")
+            if lens.data is not None and np.any((lens.data < 0) | (lens.data > S)):
+                raise UnsupportedError(
+                    f"sequence_lens {lens.data.tolist()} are not all in [0, {S}] "
+                    "(X's sequence length)")
+        _activations(op, dirs, a.get("activations"), a.get("activation_alpha"),
+                     a.get("activation_beta"))
 
     def emit(self, k, *, hidden_size, direction="forward", layout=0, activations=None,
              activation_alpha=None, activation_beta=None, clip=None, linear_before_reset=0,
-             input_forget=0):
+             input_forget=0, output_sequence=0):
         x, w, r = k.ins[:3]
-        opt = (k.ins + [None] * 8)[3:8]
-        bias, seqlens, h0, c0, peep = opt
-        G, H = self.gates, hidden_size
-        lstm = self.name == "LSTM"
-        if layout:
-            B, S, I = x.shape
-        else:
-            S, B, I = x.shape
+        bias, seqlens, h0, c0, peep = (k.ins + [None] * 8)[3:8]
+        op, H, GH = self.name, hidden_size, self.gates * hidden_size
+        lstm = op == "LSTM"
+        B, S, I = x.shape if layout else (x.shape[1], x.shape[0], x.shape[2])
         dirs = 2 if direction == "bidirectional" else 1
-        acts = list(activations or self.default_acts * dirs)
+        A = _activations(op, dirs, activations, activation_alpha, activation_beta)
         t = k.ctype
-        k.scratch_bytes = (dirs * B * H * (2 if lstm else 1) + G * H + H) * np.dtype(
-            x.dtype).itemsize
-        xa = (f"(b * {S} + tt) * {I}" if layout else f"(tt * {B} + b) * {I}")
-        y_at = (f"((b * {S} + tt) * {dirs} + d) * {H}" if layout else
-                f"((tt * {dirs} + d) * {B} + b) * {H}")
-        yh_at = (f"(b * {dirs} + d) * {H}" if layout else f"(d * {B} + b) * {H}")
         y, yh, yc = (k.outs + [None] * 3)[:3]
-        lines = [f"{t}* hs = ({t}*)scratch;                 /* [dirs][B][H] */",
-                 f"{t}* cs = hs + {dirs * B * H};          /* LSTM cell state */" if lstm else
-                 "",
-                 f"{t}* gt = hs + {dirs * B * H * (2 if lstm else 1)};   /* gates of one step */",
-                 f"{t}* rh = gt + {G * H};                  /* GRU: R_h * h */"
-                 if self.name == "GRU" else ""]
-        lines = [s for s in lines if s]
-        init = f"in5[(d * {B} + b) * {H} + j]" if h0 is not None else k.lit(0)
-        lines += nest([dirs, B, H], ["const size_t d = i0, b = i1, j = i2;",
-                                     f"hs[(d * {B} + b) * {H} + j] = {init};"] + (
-            [f"cs[(d * {B} + b) * {H} + j] = "
-             f"{f'in6[(d * {B} + b) * {H} + j]' if c0 is not None else k.lit(0)};"]
-            if lstm else []))
-        if y is not None:
-            lines.append(f"memset(out0, 0, {y.size} * sizeof out0[0]);")
-        hb = f"hs[(d * {B} + b) * {H} + "
+        ns = dirs * B * H                                   # one state: [dirs][B][H]
+        k.scratch_bytes = (ns * (2 if lstm else 1) + GH + H) * np.dtype(x.dtype).itemsize
+        # Offsets of element (d, b, time tt, j) in X, Y and the states' inputs/outputs.
+        xa = f"(b * {S} + tt) * {I}" if layout else f"(tt * {B} + b) * {I}"
+        y_at = (f"((b * {S} + tt) * {dirs} + d) * {H} + j" if layout else
+                f"((tt * {dirs} + d) * {B} + b) * {H} + j")
+        st_at = f"(b * {dirs} + d) * {H} + j" if layout else f"(d * {B} + b) * {H} + j"
+
+        def wb(g):   # input bias Wb of gate row g
+            return f"{bias.c}[d * {2 * GH} + {g}]" if bias is not None else k.lit(0)
+
+        def rb(g):   # recurrent bias Rb of gate row g
+            return f"{bias.c}[d * {2 * GH} + {GH} + {g}]" if bias is not None else k.lit(0)
+
+        def dot(mat, n, row, vec):   # acc += mat[d][row][:] . vec
+            return (f"    for (size_t q = 0; q < {n}; ++q) "
+                    f"acc += {mat.c}[(d * {GH} + {row}) * {n} + q] * {vec};")
+
+        if clip is not None:
+            clip_fn = k.helper(f"mtvm_clip_{t[0]}", (
+                f"static inline {t} mtvm_clip_{t[0]}({t} v, {t} c) {{\n"
+                f"    return v < -c ? -c : (v > c ? c : v);\n}}"))
+
+        def act(j: int, pre: str, clipped: bool = True) -> str:
+            """Activation j (f, g, h) of direction d of `pre` (clipped: a gate's input)."""
+            if clip is not None and clipped:
+                pre = f"{clip_fn}({pre}, {k.lit(clip)})"
+            e = [_act_c(k, *A[dd][j], pre) for dd in range(dirs)]
+            return e[0] if len(set(e)) == 1 else f"(d == 0 ? {e[0]} : {e[1]})"
+
+        lines = [f"{t}* hs = ({t}*)scratch;   /* hidden state [dirs][B][H] */"]
+        if lstm:
+            lines.append(f"{t}* cs = hs + {ns};   /* cell state [dirs][B][H] */")
+        lines.append(f"{t}* gt = hs + {ns * (2 if lstm else 1)};   /* gates of one step */")
+        if op == "GRU":
+            lines.append(f"{t}* rh = gt + {GH};   /* r * h, or R_h h + Rb_h */")
+        init = [f"hs[(d * {B} + b) * {H} + j] = "
+                f"{f'{h0.c}[{st_at}]' if h0 is not None else k.lit(0)};"]
+        if lstm:
+            init.append(f"cs[(d * {B} + b) * {H} + j] = "
+                        f"{f'{c0.c}[{st_at}]' if c0 is not None else k.lit(0)};")
+        lines += nest([dirs, B, H], ["const size_t d = i0, b = i1, j = i2;"] + init)
+        if y is not None:   # steps past a sequence's length stay 0
+            lines.append(f"memset({y.c}, 0, {y.size} * sizeof {y.c}[0]);")
+        length = str(S)
+        if seqlens is not None:   # clamped to [0, S]: never reads outside X
+            sl = f"{seqlens.c}[b]"
+            length = f"{sl} < 0 ? 0 : ({sl} > {S} ? {S} : (size_t){sl})"
+        rev = {"forward": "0", "reverse": "1", "bidirectional": "d == 1"}[direction]
         step = ["const size_t d = i0, s = i1, b = i2;",
-                f"const size_t len = {f'(size_t)in4[b]' if seqlens is not None else S};",
+                f"const size_t len = {length};",
                 "if (s >= len) continue;",
-                f"const size_t tt = d == {1 if direction == 'bidirectional' else 0} && "
-                f"{1 if direction != 'forward' else 0} ? len - 1 - s : s;",
-                f"for (size_t g = 0; g < {G * H}; ++g) {{",
-                f"    {t} acc = {f'in3[d * {2 * G * H} + g] + in3[d * {2 * G * H} + {G * H} + g]' if bias is not None else k.lit(0)};",
-                f"    for (size_t i = 0; i < {I}; ++i) acc += in0[{xa} + i] * "
-                f"in1[(d * {G * H} + g) * {I} + i];"]
-        if self.name == "GRU":
-            # The h gate's recurrent part is kept apart (linear_before_reset).
-            step += [f"    {t} rr = {k.lit(0)};",
-                     f"    for (size_t q = 0; q < {H}; ++q) rr += {hb}q] * "
-                     f"in2[(d * {G * H} + g) * {H} + q];",
-                     f"    if (g < {2 * H}) acc += rr;",
-                     f"    else rh[g - {2 * H}] = rr;",
-                     "    gt[g] = acc;", "}"]
-        else:
-            step += [f"    for (size_t q = 0; q < {H}; ++q) acc += {hb}q] * "
-                     f"in2[(d * {G * H} + g) * {H} + q];",
-                     "    gt[g] = acc;", "}"]
-        A = [[acts[dd * (len(acts) // dirs) + j] for j in range(len(acts) // dirs)]
-             for dd in range(dirs)]
-
-        def act(j: int, e: str) -> str:
-            if dirs == 1 or A[0][j] == A[1][j]:
-                return _act(k, A[0][j], e)
-            return f"(d == 0 ? {_act(k, A[0][j], e)} : {_act(k, A[1][j], e)})"
-
-        upd = [f"for (size_t j = 0; j < {H}; ++j) {{"]
-        if self.name == "RNN":
-            upd += [f"    {hb}j] = {act(0, 'gt[j]')};"]
-        elif self.name == "GRU":
-            rb = (f"in3[d * {2 * G * H} + {G * H} + {2 * H} + j]" if bias is not None else
-                  k.lit(0))
-            upd += [f"    const {t} z = {act(0, 'gt[j]')};",
-                    f"    const {t} r = {act(0, f'gt[{H} + j]')};"]
+                f"const size_t tt = {rev} ? len - 1 - s : s;",
+                f"{t}* h = hs + (d * {B} + b) * {H};"]
+        if lstm:
+            step.append(f"{t}* c = cs + (d * {B} + b) * {H};")
+        # Gate rows with the whole recurrent term (all but GRU's h gate): W x + R h + biases.
+        full = 2 * H if op == "GRU" else GH
+        step += [f"for (size_t g = 0; g < {full}; ++g) {{",
+                 f"    {t} acc = {wb('g')} + {rb('g')};",
+                 dot(w, I, "g", f"{x.c}[{xa} + q]"),
+                 dot(r, H, "g", "h[q]"),
+                 "    gt[g] = acc;", "}"]
+        if op == "RNN":
+            step.append(f"for (size_t j = 0; j < {H}; ++j) h[j] = {act(0, 'gt[j]')};")
+        elif op == "GRU":
+            # z, r = f(...); h~ = g(...) into gt[2H..3H); h = (1 - z) h~ + z h.
+            step.append(f"for (size_t j = 0; j < {2 * H}; ++j) gt[j] = {act(0, 'gt[j]')};")
+            hrow = f"{2 * H} + j"
             if linear_before_reset:
-                upd += [f"    const {t} hh = {act(1, f'gt[{2 * H} + j] + r * (rh[j] + {rb})')};"]
+                # h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)): Rb_h only inside the product.
+                step += [f"for (size_t j = 0; j < {H}; ++j) {{",
+                         f"    {t} acc = {rb(hrow)};", dot(r, H, hrow, "h[q]"),
+                         "    rh[j] = acc;", "}",
+                         f"for (size_t j = 0; j < {H}; ++j) {{",
+                         f"    {t} acc = {wb(hrow)} + gt[{H} + j] * rh[j];",
+                         dot(w, I, hrow, f"{x.c}[{xa} + q]")]
             else:
-                # (r * h) * R_h: needs the whole r vector first: computed below.
-                upd = None
-            if upd is not None:
-                upd += [f"    {hb}j] = ({k.lit(1)} - z) * hh + z * {hb}j];"]
-        else:  # LSTM, gates i, o, f, c
-            pi = f"in7[d * {3 * H} + j] * " if peep is not None else None
-            pf = f"in7[d * {3 * H} + {2 * H} + j] * " if peep is not None else None
-            po = f"in7[d * {3 * H} + {H} + j] * " if peep is not None else None
-            cb = f"cs[(d * {B} + b) * {H} + j]"
-            upd += [f"    const {t} ig = {act(0, f'gt[j]' + (f' + {pi}{cb}' if pi else ''))};",
-                    f"    const {t} fg = {act(0, f'gt[{2 * H} + j]' + (f' + {pf}{cb}' if pf else ''))};",
-                    f"    const {t} cg = {act(1, f'gt[{3 * H} + j]')};",
-                    f"    {cb} = fg * {cb} + ig * cg;",
-                    f"    const {t} og = {act(0, f'gt[{H} + j]' + (f' + {po}{cb}' if po else ''))};",
-                    f"    {hb}j] = og * {act(2, cb)};"]
-        if upd is None:
-            # GRU, linear_before_reset = 0: h~ = g(W_h x + R_h (r * h) + biases).
-            wbh = (f"in3[d * {2 * G * H} + {2 * H} + j] + in3[d * {2 * G * H} + {G * H} + "
-                   f"{2 * H} + j]" if bias is not None else k.lit(0))
-            upd = [f"for (size_t j = 0; j < {H}; ++j) rh[j] = {act(0, f'gt[{H} + j]')} * {hb}j];",
-                   f"for (size_t j = 0; j < {H}; ++j) {{",
-                   f"    {t} acc = {wbh};",
-                   f"    for (size_t i = 0; i < {I}; ++i) acc += in0[{xa} + i] * "
-                   f"in1[(d * {G * H} + {2 * H} + j) * {I} + i];",
-                   f"    for (size_t q = 0; q < {H}; ++q) acc += rh[q] * "
-                   f"in2[(d * {G * H} + {2 * H} + j) * {H} + q];",
-                   f"    gt[{2 * H} + j] = acc;", "}",
-                   f"for (size_t j = 0; j < {H}; ++j) {{",
-                   f"    const {t} z = {act(0, 'gt[j]')};",
-                   f"    {hb}j] = ({k.lit(1)} - z) * {act(1, f'gt[{2 * H} + j]')} + z * {hb}j];"]
-        upd.append("}")
-        step += upd
+                # h~ = g(W_h x + R_h (r * h) + Wb_h + Rb_h)
+                step += [f"for (size_t j = 0; j < {H}; ++j) rh[j] = gt[{H} + j] * h[j];",
+                         f"for (size_t j = 0; j < {H}; ++j) {{",
+                         f"    {t} acc = {wb(hrow)} + {rb(hrow)};",
+                         dot(w, I, hrow, f"{x.c}[{xa} + q]"), dot(r, H, hrow, "rh[q]")]
+            step += [f"    gt[{2 * H} + j] = {act(1, 'acc')};", "}",
+                     f"for (size_t j = 0; j < {H}; ++j) "
+                     f"h[j] = ({k.lit(1)} - gt[j]) * gt[{2 * H} + j] + gt[j] * h[j];"]
+        else:
+            # LSTM, gate rows i, o, f, c; peepholes P i, o, f. c = f c + i g(.);
+            # o sees the new c; h = o h(c).
+            def pre(gate, peep_row=None):
+                e = f"gt[{gate * H} + j]"
+                if peep is not None and peep_row is not None:
+                    e += f" + {peep.c}[d * {3 * H} + {peep_row * H} + j] * c[j]"
+                return e
+            fg = f"{k.lit(1)} - ig" if input_forget else act(0, pre(2, 2))
+            step += [f"for (size_t j = 0; j < {H}; ++j) {{",
+                     f"    const {t} ig = {act(0, pre(0, 0))};",
+                     f"    const {t} fg = {fg};",
+                     f"    c[j] = fg * c[j] + ig * {act(1, pre(3))};",
+                     f"    h[j] = {act(0, pre(1, 1))} * {act(2, 'c[j]', clipped=False)};", "}"]
         if y is not None:
-            step.append(f"for (size_t j = 0; j < {H}; ++j) out0[{y_at} + j] = {hb}j];")
+            step.append(f"for (size_t j = 0; j < {H}; ++j) {y.c}[{y_at}] = h[j];")
         lines += nest([dirs, S, B], step)
         for o, src in ((yh, "hs"), (yc, "cs")):
-            if o is not None:
-                lines += nest([dirs, B, H], ["const size_t d = i0, b = i1, j = i2;",
-                                             f"{o.c}[{yh_at} + j] = {src}[(d * {B} + b) * {H} + j];"])
+            if o is None:
+                continue
+            value = f"{src}[(d * {B} + b) * {H} + j]"
+            if seqlens is not None:   # length 0 gives 0, as in onnxruntime
+                value = f"{seqlens.c}[b] > 0 ? {value} : {k.lit(0)}"
+            lines += nest([dirs, B, H], ["const size_t d = i0, b = i1, j = i2;",
+                                         f"{o.c}[{st_at}] = {value};"])
         return body(lines)
 
 
 @register("RNN")
 class RNN(_Recurrent):
     gates = 1
-    default_acts = ["Tanh"]
 
 
 @register("GRU")
 class GRU(_Recurrent):
     gates = 3
-    default_acts = ["Sigmoid", "Tanh"]
 
 
 @register("LSTM")
 class LSTM(_Recurrent):
     gates = 4
-    default_acts = ["Sigmoid", "Tanh", "Tanh"]
