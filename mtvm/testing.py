@@ -103,3 +103,69 @@ def run_on_board(lib, inputs: dict, out_dir, board: str = "mps2-an386") -> dict:
             return s.executor.run(inputs)
     finally:
         proj.stop()
+
+
+# -- intermediate tensors of whole models ----------------------------------------------------
+def quantized_activations(model: onnx.ModelProto) -> list[str]:
+    """Outputs of the QuantizeLinear nodes that quantize activations (not
+    weights): the 8-bit tensors of a QDQ model, in graph order."""
+    consts = {i.name for i in model.graph.initializer}
+    consts |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    return [n.output[0] for n in model.graph.node
+            if n.op_type == "QuantizeLinear" and n.input[0] not in consts]
+
+
+def expose_intermediates(model: onnx.ModelProto, names: list[str] | None = None):
+    """A copy of `model` whose intermediate tensors are graph outputs too:
+    `names`, or every node output (Constant nodes aside). Only tensors whose
+    type and shape shape inference knows can be exposed. Returns (model, the
+    exposed names in graph order)."""
+    m = onnx.shape_inference.infer_shapes(model)
+    vi = {v.name: v for v in m.graph.value_info}
+    have_out = {o.name for o in m.graph.output}
+    if names is None:
+        names = [o for n in m.graph.node if n.op_type != "Constant" for o in n.output if o]
+    exposed = []
+    for name in names:
+        v = vi.get(name)
+        if name in have_out or v is None or name in exposed:
+            continue
+        tt = v.type.tensor_type
+        if not tt.elem_type or not tt.HasField("shape") or \
+                not all(d.HasField("dim_value") for d in tt.shape.dim):
+            continue
+        exposed.append(name)
+    m.graph.output.extend(vi[o] for o in exposed)
+    return m, exposed
+
+
+def subgraph(model: onnx.ModelProto, output: str, frontier) -> onnx.ModelProto:
+    """The part of `model` that computes `output` from the tensors in
+    `frontier` (they become its inputs, with the model's value infos), so a
+    reference can run one step on mtvm's own inputs (no compounding of an
+    upstream difference)."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    infos = {v.name: v for v in list(model.graph.value_info) + list(model.graph.input)
+             + list(model.graph.output)}
+    inits = {i.name for i in model.graph.initializer}
+    frontier = set(frontier) - {output}
+    nodes, inputs, seen, stack = set(), [], set(), [output]
+    while stack:
+        t = stack.pop()
+        if t in seen or not t:
+            continue
+        seen.add(t)
+        if t in frontier and t not in inits:
+            inputs.append(t)
+            continue
+        n = producer.get(t)
+        if n is not None and id(n) not in nodes:
+            nodes.add(id(n))
+            stack += list(n.input)
+    keep = [n for n in model.graph.node if id(n) in nodes]
+    used = {i for n in keep for i in n.input}
+    g = helper.make_graph(keep, f"{model.graph.name}_{len(keep)}", [infos[i] for i in inputs],
+                          [infos[output]], [i for i in model.graph.initializer if i.name in used])
+    sub = helper.make_model(g, opset_imports=model.opset_import)
+    sub.ir_version = model.ir_version
+    return sub
