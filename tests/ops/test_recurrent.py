@@ -23,6 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 import mtvm
 from mtvm.errors import MtvmError
 from mtvm.interp import interpret
+from mtvm.testing import have, run_on_board
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -320,3 +321,22 @@ def test_pytorch_export_matches_torch_and_onnxruntime(kind):
                                    err_msg=f"{kind} {o.name} vs torch")
         np.testing.assert_allclose(got[o.name], from_ort[o.name], atol=TOL, rtol=0,
                                    err_msg=f"{kind} {o.name} vs onnxruntime")
+
+
+@pytest.mark.device
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="QEMU or arm-none-eabi-gcc not installed")
+@pytest.mark.parametrize("what", ["gru", "lstm", "activations"])
+def test_on_mps2_an386_matches_onnxruntime(what, tmp_path):
+    """The same C on a Cortex-M4 (newlib's expf, tanhf, expm1f, log1pf) under QEMU:
+    the PyTorch exports, and every activation with clip in one model."""
+    if what == "activations":
+        model, ort_model, feed = _models(_act_cases(), seed=5)
+    else:
+        model = ort_model = onnx.load(os.path.join(DATA, f"torch_{what}.onnx"))
+        data = np.load(os.path.join(DATA, f"torch_{what}.npz"))
+        feed = {i.name: data[f"in_{i.name}"] for i in model.graph.input}
+    expected = _onnxruntime(ort_model, feed)
+    got = run_on_board(mtvm.compile(model), feed, tmp_path / "proj")
+    for name, e in expected.items():
+        np.testing.assert_allclose(got[name], e, atol=TOL, rtol=0, err_msg=name)
