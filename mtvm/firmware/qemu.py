@@ -21,6 +21,8 @@ test that forgets stop() leaves nothing running. start(detach=True) is for
 state file (the project's pid file) for `mtvm run` and `mtvm project stop`.
 Every emulator carries MTVM_QEMU_STATE=<state file> in its environment, so
 it can be found and attributed (the test suite checks none survives).
+(PR_SET_PDEATHSIG fires when the *thread* that started QEMU ends: start an
+emulator that must outlive a worker thread with detach=True and stop it.)
 """
 from __future__ import annotations
 

@@ -56,6 +56,7 @@ class Project:
                             "create one with `mtvm project generate`")
         with open(path) as f:
             self.info = json.load(f)
+        self.kept_files: list[str] = []     # generate(): files it kept (edited / not mtvm's)
         self.board = self.info["board_data"]
         self.kind = self.info["kind"]
         self.template = load_template(self.info["template"])
@@ -151,7 +152,7 @@ class Project:
         if port is None and getattr(self.template, "running", None) is not None \
                 and self.board.get("emulated") and self.kind == "host-driven" \
                 and not self.running():
-            self.flash(progress=progress or (lambda msg: None))
+            self.flash(progress=lambda msg: None)   # `progress` here is for transfers
             owned = True
         try:
             transport = self.open_transport(port=port, **kw)
