@@ -184,13 +184,13 @@ def _activations(op: str, dirs: int, activations, alpha, beta) -> list[list[tupl
     if len(names) != per * dirs:
         raise UnsupportedError(
             f"{op} with {dirs} direction(s) needs {per * dirs} activations, got {len(names)} "
-            f"({', '.join(names)})")
+            f"({', '.join(map(repr, names))})")
     alphas, betas = list(alpha or []), list(beta or [])
     out = []
     for n in names:
         key = str(n).lower()
         if key not in _ACTS:
-            raise UnsupportedError(f"activation {n} is not supported; supported: "
+            raise UnsupportedError(f"activation {n!r} is not supported; supported: "
                                    + ", ".join(sorted(_ACTS)))
         _, _, da, db = _ACTS[key]
         vals = []
@@ -201,7 +201,7 @@ def _activations(op: str, dirs: int, activations, alpha, beta) -> list[list[tupl
                 vals.append(float(given.pop(0)))
             elif default == "required":
                 raise UnsupportedError(
-                    f"activation {n} needs its {what} in activation_{what} (its default "
+                    f"activation {n!r} needs its {what} in activation_{what} (its default "
                     "differs between the ONNX spec and onnxruntime); give it explicitly")
             else:
                 vals.append(default)
