@@ -25,8 +25,10 @@ def add_parser(sub) -> None:
     p.add_argument("--benchmark", type=int, metavar="N", help="time N back-to-back runs on "
                    "the device, --repeat times: mean/median/min/max per inference")
     p.add_argument("--repeat", type=int, default=3, help="benchmark repeats (default 3)")
-    p.add_argument("--profile", action="store_true", help="per-operator ticks of one run "
-                   "(the project must be generated with --profile)")
+    p.add_argument("--profile", nargs="?", const=10, type=_run_count, metavar="N",
+                   help="per-operator device time, the median of N runs (default 10) per "
+                   "kernel, with the ONNX nodes of each kernel (the project must be "
+                   "generated with --profile)")
     p.add_argument("--validate", action="store_true", help="compare the device's outputs with "
                    "onnxruntime: max abs error, RMSE, cosine similarity")
     p.add_argument("--float-io", action="store_true", help="a quantized model's inputs are "
@@ -39,6 +41,19 @@ def add_parser(sub) -> None:
     p.add_argument("--retries", type=int, help="resends before giving up (default 4)")
     p.add_argument("--seed", type=int, default=0, help="seed of random inputs (default 0)")
     p.set_defaults(func=run)
+
+
+def _run_count(text: str) -> int:
+    import argparse
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of runs, got {text!r} (write --profile after the project "
+            "directory, or give the count: --profile 10)") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"the number of runs must be >= 1, got {n}")
+    return n
 
 
 # -- inputs -----------------------------------------------------------------------------------
@@ -173,9 +188,13 @@ def run(args) -> int:
     proj = project.load(args.dir)
     if proj.kind == "standalone":
         return run_standalone(proj)
+    from .. import progress as _progress
     progress = TransferProgress()
-    with proj.session(port=args.port, timeout=args.timeout, retries=args.retries,
-                      progress=progress) as sess:
+    where = args.port or ("the emulator" if proj.board.get("emulated") else proj.board["name"])
+    with _progress.waiting(f"connecting to {where}"):     # a port opening, a board booting
+        sess = proj.session(port=args.port, timeout=args.timeout, retries=args.retries,
+                            progress=progress)
+    with sess:
         info = sess.info()
         print(info)
         ex = sess.executor
@@ -212,11 +231,46 @@ def run(args) -> int:
                 if note:
                     print(f"  timer: {note}")
         if args.profile:
-            prof = ex.profile()
-            print(f"profile of one run ({prof.ticks_per_second} Hz ticks, "
-                  f"total {fmt_seconds(prof.total_ticks / prof.ticks_per_second)}):")
-            print(prof.table())
+            print_profile(proj, ex.profile(runs=args.profile))
         return status
+
+
+def device_clock(proj) -> tuple[float | None, str]:
+    """(instructions per second of device time, or None; a note on what the
+    device's times mean). Under QEMU with -icount shift=0 every instruction
+    takes 1 ns of virtual time, so times convert to instructions exactly;
+    without icount the emulated timer follows the host's clock."""
+    if not proj.board.get("emulated"):
+        return None, ""
+    state = proj.template_data.get("qemu_state")
+    inst = None
+    if state:
+        from ..firmware import qemu
+        try:
+            inst = qemu.load_state(proj.path(state))
+        except Exception:
+            inst = None
+    if inst is not None and getattr(inst, "icount", False) and inst.alive():
+        return 1e9, ("QEMU -icount shift=0: 1 instruction = 1 ns of virtual time, so times "
+                     "are instruction counts")
+    return None, ("QEMU without icount: the timer follows the host's clock, so times and "
+                  "rates mean nothing for the board; flash with MTVM_QEMU_ICOUNT=1 "
+                  "(`mtvm project flash`) to count instructions")
+
+
+def print_profile(proj, prof) -> None:
+    from ..session.executor import fmt_seconds
+    ips, note = device_clock(proj)
+    prof.instructions_per_second = ips
+    prof.time_is_host_clock = bool(note) and ips is None
+    tps = prof.ticks_per_second
+    total = (f"{prof.instructions(prof.total_ticks):,} instructions" if ips and tps else
+             fmt_seconds(prof.total_ticks / tps) if tps else f"{prof.total_ticks} ticks")
+    print(f"profile: median of {prof.runs} run(s) per kernel ({tps} Hz ticks, total {total}; "
+          "spread = (max - min) / median):")
+    print(prof.table())
+    if note:
+        print(f"  timer: {note}")
 
 
 def validate(proj, inputs: dict, outputs: dict, float_io_specs=None) -> int:

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import statistics
 import struct
-from dataclasses import dataclass
+import time as _time
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import quant_io
+from .. import progress as _progress
 
 from ..errors import MtvmError
 from . import protocol as P
@@ -61,40 +63,84 @@ class BenchmarkResult:
 
 @dataclass
 class ProfileRow:
+    """One kernel of a profile: its median ticks over the profiled runs."""
     index: int
     name: str
     kind: str
-    ticks: int
+    ticks: int                  # median over the runs (the upper median for an even count)
     seconds: float
     share: float
     macs: int
+    nodes: list = field(default_factory=list)     # the ONNX node(s) fused into the kernel
+    min_ticks: int = 0
+    max_ticks: int = 0
 
     @property
     def macs_per_tick(self) -> float:
         return self.macs / self.ticks if self.ticks else 0.0
 
+    @property
+    def spread(self) -> float:
+        """(max - min) / median over the runs."""
+        return (self.max_ticks - self.min_ticks) / self.ticks if self.ticks else 0.0
+
+
+def _printable(text: str, width: int = 60) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
 
 @dataclass
 class ProfileResult:
+    """Per-kernel device ticks, the median of `runs` profiled runs.
+
+    instructions_per_second: set when device time is instructions (QEMU with
+    -icount: 1e9), so the table shows instructions and MACs per instruction.
+    time_is_host_clock: the device timer follows the host's clock (QEMU without
+    icount): no rate is shown, since MACs per host tick mean nothing."""
     rows: list
     ticks_per_second: int
+    runs: int = 1
+    instructions_per_second: float | None = None
+    time_is_host_clock: bool = False
 
     @property
     def total_ticks(self) -> int:
         return sum(r.ticks for r in self.rows)
 
+    def instructions(self, ticks) -> int:
+        return int(round(ticks / self.ticks_per_second * self.instructions_per_second))
+
     def table(self) -> str:
         w = max([len(r.name) for r in self.rows] + [8])
         kw = max([len(r.kind) for r in self.rows] + [4])
-        lines = [f"{'#':>3}  {'kernel':<{w}}  {'op':<{kw}}  {'ticks':>12}  {'us':>10}  "
-                 f"{'share':>6}  {'MACs':>10}  {'MACs/tick':>9}"]
+        icount = bool(self.instructions_per_second and self.ticks_per_second)
+        tps = self.ticks_per_second or 0
+        if icount:
+            unit, rate = "instructions", "MACs/instr"
+        else:
+            unit, rate = "us", "" if self.time_is_host_clock else "MACs/us"
+        uw = max(len(unit), 10)
+        head = (f"{'#':>3}  {'kernel':<{w}}  {'op':<{kw}}  {'ticks':>12}  {unit:>{uw}}  "
+                f"{'spread':>6}  {'share':>6}  {'MACs':>10}  ")
+        head += f"{rate:>10}  nodes" if rate else "nodes"
+        lines = [head]
+
+        def amount(ticks):
+            if icount:
+                return f"{self.instructions(ticks):>{uw}}"
+            return f"{ticks / tps * 1e6 if tps else 0.0:>{uw}.2f}"
         for r in self.rows:
-            lines.append(f"{r.index:>3}  {r.name:<{w}}  {r.kind:<{kw}}  {r.ticks:>12}  "
-                         f"{r.seconds * 1e6:>10.2f}  {r.share * 100:>5.1f}%  {r.macs:>10}  "
-                         f"{r.macs_per_tick:>9.3f}")
-        total_s = self.total_ticks / self.ticks_per_second if self.ticks_per_second else 0
+            line = (f"{r.index:>3}  {r.name:<{w}}  {r.kind:<{kw}}  {r.ticks:>12}  "
+                    f"{amount(r.ticks)}  {r.spread * 100:>5.0f}%  {r.share * 100:>5.1f}%  "
+                    f"{r.macs:>10}  ")
+            if rate:
+                per = (r.macs / self.instructions(r.ticks) if icount and self.instructions(r.ticks)
+                       else r.macs / (r.ticks / tps * 1e6) if tps and r.ticks else 0.0)
+                line += f"{per:>10.3f}  "
+            lines.append(line + _printable(", ".join(r.nodes)))
         lines.append(f"{'':>3}  {'total':<{w}}  {'':<{kw}}  {self.total_ticks:>12}  "
-                     f"{total_s * 1e6:>10.2f}  100.0%")
+                     f"{amount(self.total_ticks)}  {'':>6}  100.0%")
         return "\n".join(lines)
 
     __str__ = table
@@ -237,20 +283,56 @@ class Executor:
         self.sess._run_seconds = per
         return per
 
+    CHUNK_SECONDS = 0.5
+
+    def _time_ticks(self, number: int) -> tuple[int, int]:
+        """One TIME request: (runs, total device ticks)."""
+        body = self.sess.request(P.MsgType.TIME, struct.pack("<I", number),
+                                 timeout=self.sess.attempt_wait(number),
+                                 busy_wait=self.sess.run_wait(number))
+        n, total, _status = struct.unpack_from("<IQi", body)
+        tps = self.sess.info().ticks_per_second
+        if n and tps:
+            self.sess._run_seconds = total / n / tps
+        return n, total
+
     def benchmark(self, number: int = 10, repeat: int = 3, warmup: int = 1) -> BenchmarkResult:
+        """Seconds per inference, device-timed: `repeat` times `number` back-to-back
+        runs (after `warmup` runs). Each repeat's runs go to the device in chunks
+        of about half a second of wall clock, so a progress bar moves (on a
+        terminal) and an interrupt lands between chunks. The device times only
+        its runs, so a repeat's figure (its chunks' ticks summed, over
+        `number`) is the one a single TIME request of `number` runs gives."""
         if number < 1 or repeat < 1:
             raise MtvmError("benchmark: number and repeat must be >= 1")
+        tps = self.sess.info().ticks_per_second
+        wall_per_run = None
         if warmup:
-            self.time(warmup)
-        per = [self.time(number) for _ in range(repeat)]
-        return BenchmarkResult(per, number, self.sess.info().ticks_per_second)
+            t0 = _time.monotonic()
+            self._time_ticks(warmup)
+            wall_per_run = (_time.monotonic() - t0) / warmup
+        per = []
+        with _progress.bar(number * repeat, f"benchmark {repeat} x {number}", unit="run") as bar:
+            for _ in range(repeat):
+                done = ticks = 0
+                while done < number:
+                    chunk = number - done
+                    if wall_per_run is None:
+                        chunk = 1
+                    elif wall_per_run > 0:
+                        chunk = max(1, min(chunk, int(self.CHUNK_SECONDS / wall_per_run)))
+                    t0 = _time.monotonic()
+                    n, t = self._time_ticks(chunk)
+                    wall_per_run = (_time.monotonic() - t0) / max(n, 1)
+                    done += n
+                    ticks += t
+                    bar.update(n)
+                    if n == 0:
+                        raise MtvmError(f"benchmark: the device ran 0 of {chunk} runs")
+                per.append(ticks / done / tps)
+        return BenchmarkResult(per, number, tps)
 
-    def profile(self) -> ProfileResult:
-        """Per-kernel ticks of one run (the model must be compiled with profiling)."""
-        info = self.sess.info()
-        if not info.profiling:
-            raise MtvmError("this build was not compiled with profiling; regenerate the "
-                            "project with --profile (mtvm.project.generate(..., profile=True))")
+    def _profile_once(self) -> list[int]:
         ticks, start, total = [], 0, None
         while total is None or start < total:
             body = self.sess.request(P.MsgType.PROFILE,
@@ -262,19 +344,41 @@ class Executor:
             start = s0 + count
             if count == 0:
                 break
+        return ticks
+
+    def profile(self, runs: int = 10) -> ProfileResult:
+        """Per-kernel device ticks: the median of `runs` profiled runs (the model
+        must be compiled with profiling), each kernel with the ONNX node(s) it
+        computes (from metadata.json)."""
+        info = self.sess.info()
+        if not info.profiling:
+            raise MtvmError("this build was not compiled with profiling; regenerate the "
+                            "project with --profile (mtvm.project.generate(..., profile=True))")
+        if runs < 1:
+            raise MtvmError("profile: runs must be >= 1")
+        per_run = []
+        with _progress.bar(runs, "profile", unit="run") as bar:
+            for _ in range(runs):
+                per_run.append(self._profile_once())
+                bar.update(1)
         kernels = self.sess.kernels()
-        kinds = {}
+        ops = {}
         md = self.sess.metadata
         if md:
-            kinds = {op["function"]: op.get("kind", "") for op in md.get("operators", [])}
+            ops = {op["function"]: op for op in md.get("operators", [])}
         tps = info.ticks_per_second
-        tot = sum(ticks) or 1
+        n_k = min(len(t) for t in per_run)
+        med = [statistics.median_high(t[i] for t in per_run) for i in range(n_k)]
+        tot = sum(med) or 1
         rows = []
-        for i, t in enumerate(ticks):
+        for i, t in enumerate(med):
             name, macs = kernels[i] if i < len(kernels) else (f"kernel{i}", 0)
-            kind = kinds.get(name) or _kind_from_name(name)
-            rows.append(ProfileRow(i, name, kind, t, t / tps if tps else 0.0, t / tot, macs))
-        return ProfileResult(rows, tps)
+            op = ops.get(name, {})
+            kind = op.get("kind") or _kind_from_name(name)
+            runs_i = [r[i] for r in per_run]
+            rows.append(ProfileRow(i, name, kind, t, t / tps if tps else 0.0, t / tot, macs,
+                                   list(op.get("nodes", [])), min(runs_i), max(runs_i)))
+        return ProfileResult(rows, tps, runs)
 
 
 def _kind_from_name(name: str) -> str:
