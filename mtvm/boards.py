@@ -14,11 +14,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .datadirs import data_dir
 from .errors import MtvmError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BOARDS_DIR = os.path.join(ROOT, "boards")
-TEMPLATES_DIR = os.path.join(ROOT, "project_templates")
+# The built-in boards and templates (a checkout's top-level directories, or an
+# installed wheel's package data: mtvm.datadirs).
+BOARDS_DIR = data_dir("boards", must_exist=False)
+TEMPLATES_DIR = data_dir("project_templates", must_exist=False)
 
 _SIZE = re.compile(r"^\s*(0x[0-9a-fA-F]+|\d+)\s*([KkMm]i?[Bb]?)?\s*$")
 
@@ -41,7 +43,7 @@ def parse_int(v) -> int:
 
 def board_dirs() -> list[str]:
     extra = [d for d in os.environ.get("MTVM_BOARDS_PATH", "").split(os.pathsep) if d]
-    return extra + [BOARDS_DIR]
+    return extra + [data_dir("boards")]
 
 
 @dataclass
@@ -179,10 +181,10 @@ def _validate_cortex_m(b: Board):
     if missing:
         raise MtvmError(f"board {b.name} ({b.path}): missing field(s) {', '.join(missing)}")
     drv = b.uart.get("driver")
-    tpl = os.path.join(TEMPLATES_DIR, "cortex_m", "src", "drivers", f"uart_{drv}.c")
+    drivers = os.path.join(data_dir("project_templates"), "cortex_m", "src", "drivers")
+    tpl = os.path.join(drivers, f"uart_{drv}.c")
     if not os.path.isfile(tpl):
-        raise MtvmError(f"board {b.name}: no UART driver {drv!r} "
-                        f"(expected {os.path.relpath(tpl, ROOT)})")
+        raise MtvmError(f"board {b.name}: no UART driver {drv!r} (expected {tpl})")
     if b.timer not in ("dwt", "systick"):
         raise MtvmError(f"board {b.name}: timer must be 'dwt' or 'systick', not {b.timer!r}")
     if b.flash.size <= 0 or b.ram.size <= 0:

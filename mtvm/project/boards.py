@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import os
 
+from ..datadirs import data_dir
 from ..errors import MtvmError
 
-REPO_ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BOARDS_DIR = os.environ.get("MTVM_BOARDS_DIR", os.path.join(REPO_ROOT, "boards"))
-TEMPLATES_DIR = os.path.join(REPO_ROOT, "project_templates")
-C_RUNTIME_DIR = os.path.join(REPO_ROOT, "c_runtime")
+# A checkout's top-level directories, or an installed wheel's package data
+# (mtvm.datadirs); extra board directories come from MTVM_BOARDS_PATH.
+TEMPLATES_DIR = data_dir("project_templates", must_exist=False)
+C_RUNTIME_DIR = data_dir("c_runtime", must_exist=False)
 
 
 def list_boards() -> list[str]:
@@ -31,7 +32,7 @@ def load_board(board) -> dict:
 
 
 def template_dir(name: str) -> str:
-    d = os.path.join(TEMPLATES_DIR, name)
+    d = os.path.join(data_dir("project_templates"), name)
     if not os.path.isfile(os.path.join(d, "template.py")):
         raise MtvmError(f"template {name!r} not found (expected {d}/template.py)")
     return d

@@ -15,7 +15,8 @@ from .. import __version__
 from ..codegen.names import c_comment, c_string_literal, label, make_words
 from ..errors import MtvmError
 from ..session import protocol_table as PT
-from .boards import C_RUNTIME_DIR, load_board, template_dir
+from ..datadirs import data_dir
+from .boards import load_board, template_dir
 from .paths import check_output, check_project_dir
 from .project import PROJECT_FILE, Project, default_progress, load_template
 
@@ -323,8 +324,8 @@ def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, prof
     md = cm.metadata
     cm.export(os.path.join(out_dir, "model"), force=True)
     for sub in ("include", "src"):
-        shutil.copytree(os.path.join(C_RUNTIME_DIR, sub), os.path.join(out_dir, "c_runtime", sub),
-                        dirs_exist_ok=True)
+        shutil.copytree(os.path.join(data_dir("c_runtime"), sub),
+                        os.path.join(out_dir, "c_runtime", sub), dirs_exist_ok=True)
     max_packet = int(board_data.get("max_packet_bytes", PT.DEFAULT_MAX_PACKET_BYTES))
     subs = {
         "MODULE": cm.module_name, "MODULE_UPPER": cm.module_name.upper(),

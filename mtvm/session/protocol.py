@@ -9,6 +9,7 @@ import enum
 import os
 import struct
 
+from ..datadirs import data_dir
 from . import protocol_table as T
 
 PROTOCOL_VERSION = T.PROTOCOL_VERSION
@@ -51,8 +52,7 @@ def unpack_reply(payload: bytes):
     return t, v, seq, nonce, status, payload[REPLY_HEADER_BYTES:]
 
 
-HEADER_PATH = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "c_runtime",
-                                            "include", "mtvm_protocol.h"))
+HEADER_PATH = os.path.join(data_dir("c_runtime", must_exist=False), "include", "mtvm_protocol.h")
 
 
 def render_c_header() -> str:
