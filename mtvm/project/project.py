@@ -199,10 +199,12 @@ class Project:
     # -- helpers for templates ----------------------------------------------------------
     def run_command(self, argv, what: str, progress=None, cwd=None, env=None) -> str:
         """Runs a tool in the project directory; BuildError with its output on failure."""
+        from .. import progress as _progress
         (progress or default_progress)(what)
         try:
-            p = subprocess.run(argv, cwd=cwd or self.dir, capture_output=True, text=True,
-                               env=env)
+            with _progress.waiting(what):      # elapsed seconds, on a terminal only
+                p = subprocess.run(argv, cwd=cwd or self.dir, capture_output=True, text=True,
+                                   env=env)
         except OSError as e:
             raise BuildError(f"{what}: cannot run {argv[0]}: {e}") from e
         if p.returncode != 0:
