@@ -13,25 +13,33 @@ import numpy as np
 from .codegen.names import ir_name
 from .errors import ShapeError
 
-# The largest tensor mtvm accepts (elements and bytes). Microcontrollers have
-# kilobytes to megabytes of RAM; the bound keeps compile time and memory
-# finite on absurd shapes (a 2^31-1 dim), which are refused, not attempted.
-MAX_TENSOR_ELEMENTS = 1 << 28
-MAX_TENSOR_BYTES = 1 << 28
+# The largest tensor mtvm accepts: 2^31 elements and bytes for a constant (as
+# int32 indices and most toolchains' object sizes allow; the largest
+# conformance models hold 400 MB weight matrices), 256 MiB for a tensor
+# computed at run time (microcontrollers have kilobytes to megabytes of RAM).
+# The bounds keep compile time and memory finite on absurd shapes (a 2^31-1
+# dim), which are refused, not attempted.
+MAX_TENSOR_ELEMENTS = 1 << 31
+MAX_TENSOR_BYTES = 1 << 31
+MAX_ACTIVATION_BYTES = 1 << 28
 
 
-def check_tensor_size(t: "Tensor", what: str) -> None:
-    """A ShapeError naming `what` when t has a negative dim or is over the bounds."""
+def check_tensor_size(t: "Tensor", what: str, constant: bool = False) -> None:
+    """A ShapeError naming `what` when t has a negative dim or is over the
+    bounds (those of a constant when `constant`)."""
     if any(int(d) < 0 for d in t.shape):
         raise ShapeError(f"{what} has a negative dimension in shape {list(t.shape)}")
     size = 1
     for d in t.shape:
         size *= int(d)       # Python ints: no overflow
     nbytes = size * np.dtype(t.dtype).itemsize
-    if size > MAX_TENSOR_ELEMENTS or nbytes > MAX_TENSOR_BYTES:
+    limit = MAX_TENSOR_BYTES if constant else MAX_ACTIVATION_BYTES
+    if size > MAX_TENSOR_ELEMENTS or nbytes > limit:
+        kind = "a constant" if constant else "a tensor computed at run time"
         raise ShapeError(f"{what} has shape {list(t.shape)} ({size} elements, {nbytes} bytes), "
-                         f"over the {MAX_TENSOR_ELEMENTS} elements / {MAX_TENSOR_BYTES >> 20} MiB "
-                         "mtvm accepts for one tensor; check the model's (or --input-shape's) dims")
+                         f"over the {min(MAX_TENSOR_ELEMENTS, limit)} elements / {limit >> 20} "
+                         f"MiB mtvm accepts for {kind}; check the model's (or --input-shape's) "
+                         "dims")
 
 
 @dataclass

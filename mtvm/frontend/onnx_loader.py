@@ -622,5 +622,6 @@ def _add_node(g: Graph, node: Node, opset: int) -> None:
     for name, (shape, dtype) in zip(node.outputs, results):
         if name:
             g.tensors[name] = Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype))
-            check_tensor_size(g.tensors[name], f"output \"{name}\"")
+            check_tensor_size(g.tensors[name], f"output \"{name}\"", constant=all(
+                t is None or t.is_const for t in ins))
     g.nodes.append(node)
