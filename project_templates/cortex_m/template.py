@@ -215,8 +215,10 @@ def run_standalone(project, timeout: float = 300.0, icount: bool = False):
     r = qemu.run_to_exit(b.qemu_machine, elf, timeout=timeout, icount=icount,
                          workdir=project.path("build"))
     if r.status is None:
+        log = r.stderr.strip()[-2000:]
         raise MtvmError(f"the standalone app did not exit within {timeout:.0f} s on QEMU "
-                        f"{b.qemu_machine}; its output so far:\n{r.output}")
+                        f"{b.qemu_machine}; its output so far:\n{r.output}"
+                        + (f"\nQEMU's log:\n{log}" if log else ""))
     argv = qemu.qemu_command(b.qemu_machine, elf, "file:build/uart0.txt", icount)
     return subprocess.CompletedProcess(argv, r.status, r.output, r.stderr)
 
