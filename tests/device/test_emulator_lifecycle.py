@@ -234,13 +234,18 @@ def test_leaks_an_emulator():
 '''
 
 
-def test_a_leaked_emulator_fails_the_test_run(tmp_path):
-    """tests/conftest.py's session-end check, in a pytest run of its own."""
+@pytest.mark.parametrize("workers", [None, pytest.param(1, marks=pytest.mark.slow)])
+def test_a_leaked_emulator_fails_the_test_run(tmp_path, workers):
+    """tests/conftest.py's session-end check, in a pytest run of its own (and
+    with an xdist worker: the worker finds it, the controller fails the run)."""
     need_qemu()
+    xdist = ["-n", str(workers)] if workers else []
+    if workers:
+        pytest.importorskip("xdist")
     shutil.copy(os.path.join(ROOT, "tests", "conftest.py"), tmp_path / "conftest.py")
     (tmp_path / "test_leak.py").write_text(LEAKY_TEST)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MTVM_TEST_")}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *xdist,
                         str(tmp_path / "test_leak.py")], capture_output=True, text=True,
                        cwd=str(tmp_path), env=env, timeout=120)
     assert r.returncode != 0, r.stdout
