@@ -100,3 +100,32 @@ def write(msg: str, stream=None) -> None:
         tqdm.write(msg, file=stream)
     else:
         print(msg, file=stream, flush=True)
+
+
+class Transfers:
+    """A session's `progress(done, total, what)` callback (tensors going over a
+    slow serial link): one bar per transfer, in bytes, shown after `delay`."""
+
+    def __init__(self, stream=None, delay: float = DELAY):
+        self.stream = stream if stream is not None else sys.stderr
+        self.delay = delay
+        self.bars = {}
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        if not enabled(self.stream):
+            return
+        b = self.bars.get(what)
+        if b is None:
+            from tqdm import tqdm
+            b = self.bars[what] = tqdm(total=total, desc=what, unit="B", unit_scale=True,
+                                       file=self.stream, leave=False, delay=self.delay,
+                                       dynamic_ncols=True, mininterval=0.2)
+        b.update(max(0, min(done, total) - b.n))
+        if done >= total:
+            b.close()
+            del self.bars[what]
+
+    def close(self) -> None:
+        for b in self.bars.values():
+            b.close()
+        self.bars.clear()

@@ -198,6 +198,10 @@ def test_progress_only_on_a_terminal(monkeypatch):
     with progress.bar(3, "work", unit="run", stream=buf, delay=0) as b:
         b.update(3)
     assert "work:" in buf.getvalue() and "/3 [" in buf.getvalue()
+    t = progress.Transfers(stream=buf, delay=0)       # a session's transfer callback
+    for done in (1000, 2000, 2500):
+        t(done, 2500, "input x")
+    assert "input x" in buf.getvalue() and not t.bars
 
 
 def test_benchmark_in_chunks_on_the_host(profiled):

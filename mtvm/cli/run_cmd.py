@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -130,30 +129,6 @@ def random_inputs(specs, seed: int) -> dict:
     return out
 
 
-# -- progress ---------------------------------------------------------------------------------
-class TransferProgress:
-    """Shows transfers that take longer than a moment (slow serial links)."""
-
-    def __init__(self, stream=sys.stderr):
-        self.stream = stream
-        self.t0 = {}
-        self.shown = False
-
-    def __call__(self, done, total, what):
-        now = time.monotonic()
-        t0 = self.t0.setdefault(what, now)
-        if now - t0 < 0.5 and not (self.shown and done >= total):
-            return
-        self.shown = True
-        pct = 100 * done // max(total, 1)
-        end = "\n" if done >= total else ""
-        self.stream.write(f"\r[mtvm] {what}: {done}/{total} bytes ({pct}%)" + end)
-        self.stream.flush()
-        if done >= total:
-            self.t0.pop(what, None)
-            self.shown = False
-
-
 # -- reports ----------------------------------------------------------------------------------
 def print_outputs(outputs: dict) -> None:
     for name, a in outputs.items():
@@ -189,7 +164,7 @@ def run(args) -> int:
     if proj.kind == "standalone":
         return run_standalone(proj)
     from .. import progress as _progress
-    progress = TransferProgress()
+    progress = _progress.Transfers()      # inputs/outputs over a slow link
     where = args.port or ("the emulator" if proj.board.get("emulated") else proj.board["name"])
     with _progress.waiting(f"connecting to {where}"):     # a port opening, a board booting
         sess = proj.session(port=args.port, timeout=args.timeout, retries=args.retries,
