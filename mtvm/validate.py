@@ -247,8 +247,14 @@ def validate_outputs(model, inputs: dict, outputs: dict, float_io: dict | None =
         feeds[k] = v
     ref = reference_outputs(model, feeds)
     steps = output_steps(m)
+    names = [o.name for o in m.graph.output]
+    if len(ref.outputs) != len(outputs):
+        raise MtvmError(f"the model has {len(ref.outputs)} output(s) ({', '.join(names)}), "
+                        f"{len(outputs)} were given to validate")
+    by_name = dict(zip(names, ref.outputs))
     checks = []
-    for (name, a), r in zip(outputs.items(), ref.outputs):
+    for i, (name, a) in enumerate(outputs.items()):
+        r = by_name[name] if name in by_name else ref.outputs[i]
         step = steps.get(name)
         if name in float_io and np.asarray(r).dtype.kind in "iu":
             q = float_io[name]

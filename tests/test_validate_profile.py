@@ -120,6 +120,7 @@ def test_reference_evaluator_without_onnxruntime(tmp_path):
     assert p.stdout.rstrip().endswith("OK")
 
 
+@pytest.mark.slow
 @needs_models
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
     reason=COMPOUNDED[n], strict=True)) if n in COMPOUNDED else n for n in INT8_MODELS])
