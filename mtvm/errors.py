@@ -50,7 +50,7 @@ def internal_error(e: BaseException, model: str, stage: str) -> InternalError:
     where = ""
     if getattr(e, "mtvm_node", None):
         node, src, opset = e.mtvm_node
-        where = f" at {node_context(src, node, opset)}"
+        where = f" at {node_context(src, node, opset).removeprefix(f'{src}: ')}"
     else:
         from .ir import Node
         tb, found = e.__traceback__, None
@@ -61,7 +61,7 @@ def internal_error(e: BaseException, model: str, stage: str) -> InternalError:
                     break
             tb = tb.tb_next
         if found is not None:
-            where = f" at {node_context(model, found)}"
+            where = f" at {node_context(model, found).removeprefix(f'{model}: ')}"
     what = " ".join(str(e).split())[:200]
     kind = "out of memory" if isinstance(e, MemoryError) else "internal error"
     return InternalError(f"{model}: {kind} while {stage}{where} ({type(e).__name__}"

@@ -387,3 +387,18 @@ def test_scan_opset8_keeps_the_batch_axis():
     out = lib.run_host({"init": np.zeros((1, 2), np.float32), "x": x})
     assert_close(out["y"], x.sum(axis=1))
     assert_close(out["z"], np.cumsum(x, axis=1))
+
+
+def test_an_unexpected_exception_is_one_internal_error_line_naming_the_node():
+    """A graph the front end would never build (a node reading a tensor that does
+    not exist) makes a pass fail: one line naming the node, not a traceback."""
+    from mtvm.errors import InternalError
+    from mtvm.ir import Graph, Node, Tensor
+    f32 = np.dtype(np.float32)
+    g = Graph("g", {"x": Tensor("x", (2,), f32), "y": Tensor("y", (2,), f32)},
+              [Node("Add", "the_add", ["x", "ghost"], ["y"])], ["x"], ["y"], source="g.onnx")
+    with pytest.raises(InternalError) as e:
+        mtvm.compile_graph(g)
+    msg = str(e.value)
+    assert msg.startswith('g.onnx: internal error while compiling at node "the_add" (Add)')
+    assert "KeyError" in msg and "please report it" in msg and "\n" not in msg
