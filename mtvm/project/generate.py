@@ -403,8 +403,9 @@ def _merge(staged: str, out_dir: str, overwrite_edited: bool, existing_project: 
            progress) -> list:
     """Moves the staged files into out_dir: new files are added, files mtvm wrote
     before and nobody changed are replaced (or removed when no longer
-    generated), files that differ from what mtvm wrote (or that mtvm never
-    wrote) are kept unless overwrite_edited. Returns the kept paths."""
+    generated), files that differ from what mtvm wrote are kept unless
+    overwrite_edited, and files mtvm never wrote are always kept. Returns the
+    kept paths."""
     new = _tree(staged)
     old = read_manifest(out_dir)
     always = {PROJECT_FILE}
@@ -412,6 +413,7 @@ def _merge(staged: str, out_dir: str, overwrite_edited: bool, existing_project: 
     # any other file that differs may be the user's and is kept.
     owned = ("model/", "c_runtime/") if existing_project and not old else ()
     kept = []
+    manifest = {}      # what mtvm wrote (or would have, for files edited since)
     os.makedirs(out_dir, exist_ok=True)
     if existing_project:
         shutil.rmtree(os.path.join(out_dir, BUILD_DIR), ignore_errors=True)
@@ -423,11 +425,16 @@ def _merge(staged: str, out_dir: str, overwrite_edited: bool, existing_project: 
                 continue
             current = _sha256(dst) if os.path.isfile(dst) else None
             if current == digest:
+                manifest[rel] = digest
                 continue
             mine = (rel in always or bool(owned and rel.startswith(owned))
                     or current == old.get(rel))
-            if not mine and not overwrite_edited:
+            # edited since mtvm wrote it (replaced only when asked), or never mtvm's
+            wrote_it = rel in old or (existing_project and not old)
+            if not mine and not (overwrite_edited and wrote_it):
                 kept.append(rel)
+                if wrote_it:
+                    manifest[rel] = digest
                 continue
             os.remove(dst)
         else:
@@ -437,6 +444,7 @@ def _merge(staged: str, out_dir: str, overwrite_edited: bool, existing_project: 
                 continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copyfile(os.path.join(staged, *rel.split("/")), dst)
+        manifest[rel] = digest
     for rel, digest in sorted(old.items()):      # generated before, not any more
         if rel in new:
             continue
@@ -448,11 +456,12 @@ def _merge(staged: str, out_dir: str, overwrite_edited: bool, existing_project: 
             _prune_empty(os.path.dirname(dst), out_dir)
         else:
             kept.append(rel)
+            manifest[rel] = digest
     with open(os.path.join(out_dir, MANIFEST), "w") as f:
         json.dump({"format_version": 1, "mtvm_version": __version__,
                    "note": "files mtvm generated and the SHA-256 of what it wrote; "
                            "regenerating (--force) replaces only unchanged ones",
-                   "files": new}, f, indent=1, sort_keys=True)
+                   "files": manifest}, f, indent=1, sort_keys=True)
         f.write("\n")
     if kept:
         progress(f"kept {len(kept)} file(s) that differ from what mtvm generates "

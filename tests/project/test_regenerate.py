@@ -105,6 +105,10 @@ def test_refuses_directories_it_must_not_write(tmp_path, monkeypatch):
         mtvm.project.generate(EXAMPLE, out_dir=other, progress=quiet)
     p = mtvm.project.generate(EXAMPLE, out_dir=other, force=True, progress=quiet)
     assert (other / "Makefile").read_text() == "all:\n" and p.kept_files == ["Makefile"]
+    # never mtvm's: kept even when edited generated files are to be replaced
+    p = mtvm.project.generate(EXAMPLE, out_dir=other, force=True, overwrite_edited=True,
+                              progress=quiet)
+    assert (other / "Makefile").read_text() == "all:\n" and p.kept_files == ["Makefile"]
 
 
 def _cli_error(args, capsys) -> str:
