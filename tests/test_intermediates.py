@@ -13,7 +13,7 @@ optimizations (mtvm.validate: the operators' own semantics):
   mtvm's own inputs (the subgraph from the nearest quantized tensors, run by the
   reference): a step of rounding difference upstream may grow downstream
   (denoise_unet_int8: the float Resize rounds 166 of 131072 values one step the
-  other way, and the 1x1 output conv ends two steps off on 70 pixels), but each
+  other way, and 2 of the 4096 output pixels end two steps off), but each
   step on its own must stay within one step.
 """
 import glob

@@ -30,7 +30,7 @@ INT8_MODELS = sorted(f[:-5] for f in os.listdir(MODELS_DIR) if f.endswith("_int8
 # steps at the output through the two convolutions after it (tests/test_intermediates.py
 # checks each step on its own inputs: all within one step).
 COMPOUNDED = {"denoise_unet_int8": "a one-step float rounding tie in Resize grows to two "
-                                   "steps at the output (70 of 4096 values)"}
+                                   "steps at the output (2 of 4096 values)"}
 needs_models = pytest.mark.skipif(not INT8_MODELS, reason=f"no models in {MODELS_DIR}")
 needs_qemu = pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
                                 reason="QEMU or arm-none-eabi-gcc not installed")
