@@ -1,7 +1,70 @@
-"""mtvm: ahead-of-time deployment of ONNX models to microcontrollers."""
+"""mtvm: ahead-of-time deployment of ONNX models to microcontrollers.
+
+An ONNX model (float32 or int8) becomes standalone C (one function per fused
+operator, an AOT entry function with microTVM's C interface, weights as const
+data, one statically planned arena); a project puts that C on a board; a
+session runs it *on the device* from Python.
+
+Compiling
+    compile(model, module_name="default", input_shapes=None, bind=None, profile=False, ...)
+        -> CompiledModel: ONNX file/ModelProto -> C. `.export("kws.tar")` writes
+        Model Library Format, `.run_host({name: array})` builds and runs it on
+        this machine, `.metadata` has arena bytes, MACs, inputs and outputs.
+    compile_graph(graph, ...)   the same from mtvm's IR (mtvm.ir.Graph)
+    CompiledModel               the result of compile()
+
+Projects and boards (mtvm.project, docs/projects.md)
+    project.generate(model, board="host", out_dir=...) -> Project
+    project.load(dir) -> Project: .build(), .flash(), .session(), .stop()
+    project.list_boards(), project.load_board(name)    boards/*.json as data
+
+Sessions with a device (mtvm.session, docs/runtime.md)
+    Session(transport) -- .info(), .executor.run(inputs), .executor.benchmark(),
+    .executor.profile(); transport.serial(port), transport.open_url("tcp://host:port") ...
+
+Errors
+    MtvmError and its kinds ModelLoadError, UnsupportedError, ShapeError,
+    BuildError: one line a user can act on (the CLI prints it without a
+    traceback). Session errors: session.SessionError, SessionTimeout, DeviceReset.
+
+The command line is `mtvm` (`mtvm --help`; `mtvm ops` lists the operators).
+Submodules are imported on first use, so `import mtvm` is cheap.
+"""
+import importlib
+
 __version__ = "0.1.0"
 
-from .errors import MtvmError  # noqa: E402,F401
-from .compiler import compile, compile_graph  # noqa: E402,F401
-from .session import Session, transport  # noqa: E402,F401
-from . import project  # noqa: E402,F401
+__all__ = ["compile", "compile_graph", "CompiledModel", "project", "session", "Session",
+           "transport", "MtvmError", "ModelLoadError", "UnsupportedError", "ShapeError",
+           "BuildError", "__version__"]
+
+# name -> (module, attribute or None for the module itself), imported on first use
+_LAZY = {
+    "compile": (".compiler", "compile"),
+    "compile_graph": (".compiler", "compile_graph"),
+    "CompiledModel": (".model_library", "CompiledModel"),
+    "project": (".project", None),
+    "session": (".session", None),
+    "Session": (".session", "Session"),
+    "transport": (".session", "transport"),
+    "MtvmError": (".errors", "MtvmError"),
+    "ModelLoadError": (".errors", "ModelLoadError"),
+    "UnsupportedError": (".errors", "UnsupportedError"),
+    "ShapeError": (".errors", "ShapeError"),
+    "BuildError": (".errors", "BuildError"),
+}
+
+
+def __getattr__(name):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'mtvm' has no attribute {name!r}") from None
+    mod = importlib.import_module(module, __name__)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

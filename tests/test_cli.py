@@ -56,3 +56,150 @@ def test_compile_memory_table_and_io_in_workspace(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "live bytes" in p.stdout and "lower bound" in p.stdout
     assert "inputs/outputs in the arena" in p.stdout
+
+
+# -- issue 11: the CLI behaves -----------------------------------------------------------------
+import os  # noqa: E402
+import pydoc  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
+EXAMPLE = os.path.join(ROOT, "examples", "sensor_mlp.onnx")
+
+
+@pytest.fixture(scope="module")
+def host_project(tmp_path_factory):
+    """The example model in a built host-driven project, without profiling."""
+    d = tmp_path_factory.mktemp("cli") / "proj"
+    for args in (("project", "generate", EXAMPLE, "--board", "host", "-o", str(d)),
+                 ("project", "build", str(d))):
+        p = mtvm(*args)
+        assert p.returncode == 0, p.stderr
+    return d
+
+
+def test_version_and_verbose_after_the_subcommand(tmp_path):
+    import mtvm as pkg
+    p = mtvm("--version")
+    assert p.returncode == 0 and p.stdout.strip() == f"mtvm {pkg.__version__}"
+    bad = tmp_path / "bad.onnx"
+    bad.write_text("this is not protobuf")
+    for args in (("compile", str(bad), "--verbose"), ("compile", "-v", str(bad)),
+                 ("project", "build", str(tmp_path), "--verbose")):
+        p = mtvm(*args)
+        assert p.returncode == 1 and "Traceback" in p.stderr, (args, p.stderr)
+    quiet = mtvm("project", "build", str(tmp_path))      # without it: one line
+    assert quiet.returncode == 1 and quiet.stderr.count("\n") == 1
+
+
+def test_help_of_the_package_lists_the_api():
+    import mtvm as pkg
+    text = pydoc.render_doc(pkg, renderer=pydoc.plaintext)
+    for name in ("compile(", "CompiledModel", "Session", "project.generate", "MtvmError",
+                 "mtvm ops"):
+        assert name in text, name
+    assert {"compile", "project", "Session", "MtvmError"} <= set(pkg.__all__)
+    for name in pkg.__all__:
+        assert getattr(pkg, name) is not None
+
+
+def test_ops_lists_operators_and_the_unsupported_op_error_is_short(tmp_path):
+    p = mtvm("ops")
+    assert p.returncode == 0, p.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in p.stdout.splitlines()[2:-1]}
+    assert rows["Conv"][:2] == ["ai.onnx", "11-" + rows["Conv"][1].split("-")[1]]
+    assert rows["QLinearSoftmax"][0] == "com.microsoft"
+    assert "GRU" in rows and "If" in rows and "QConv" not in rows   # mtvm's own kernels: not
+    one = mtvm("ops", "gru")
+    assert [line.split()[0] for line in one.stdout.splitlines()[2:-1]] == ["GRU"]
+    h, f32 = onnx.helper, onnx.TensorProto.FLOAT
+    node = h.make_node("Frobnicate", ["x"], ["y"], name="frob", domain="com.example")
+    m = h.make_model(h.make_graph([node], "g", [h.make_tensor_value_info("x", f32, [2])],
+                                  [h.make_tensor_value_info("y", f32, [2])]),
+                     opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.example", 1)])
+    onnx.save(m, tmp_path / "m.onnx")
+    e = mtvm("compile", str(tmp_path / "m.onnx"))
+    assert e.returncode == 1 and e.stderr.count("\n") == 1 and len(e.stderr) < 200, e.stderr
+    assert "`mtvm ops`" in e.stderr and "Frobnicate" in e.stderr
+
+
+def test_bind_of_an_unknown_input_names_bind(tmp_path):
+    np.save(tmp_path / "v.npy", np.zeros(2, np.float32))
+    p = mtvm("compile", EXAMPLE, "--bind", f"foo={tmp_path / 'v.npy'}")
+    assert p.returncode == 1
+    assert '--bind names "foo", which is not an input (inputs: x)' in p.stderr, p.stderr
+    assert "--input-shape" not in p.stderr
+
+
+def test_analyze_reads_what_compile_writes(tmp_path, host_project):
+    for out in ("m.tar", "mlf"):
+        p = mtvm("compile", EXAMPLE, "-o", str(tmp_path / out))
+        assert p.returncode == 0, p.stderr
+    for target in (tmp_path / "m.tar", tmp_path / "mlf", host_project):
+        a = mtvm("analyze", str(target))
+        assert a.returncode == 0, (target, a.stderr)
+        assert "Gemm" in a.stdout and "total 1,668 MACs" in a.stdout
+    (tmp_path / "junk.tar").write_bytes(b"not a tar")
+    bad = mtvm("analyze", str(tmp_path / "junk.tar"))
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+    assert "not a tar written by mtvm compile" in bad.stderr
+
+
+def _closed_stdout(*args):
+    """`mtvm ARGS | head -0`: the reader of stdout has gone before mtvm writes."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, "-m", "mtvm", *args], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    return p
+
+
+def test_a_closed_pipe_is_quiet():
+    for args in (("boards",), ("ops",), ("analyze", EXAMPLE)):
+        p = _closed_stdout(*args)
+        assert p.stderr == "", (args, p.stderr)
+        assert p.returncode == 141, args
+
+
+def test_run_refuses_session_options_on_a_standalone_project(tmp_path):
+    d = tmp_path / "sa"
+    p = mtvm("project", "generate", EXAMPLE, "--kind", "standalone", "-o", str(d))
+    assert p.returncode == 0, p.stderr
+    for args in (("--input", "x.npy"), ("--validate",), ("--benchmark", "5"), ("--profile",),
+                 ("-o", "out.npz")):
+        r = mtvm("run", str(d), *args)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, (args, r.stderr)
+        assert "standalone project" in r.stderr and "prints its own outputs" in r.stderr
+        assert args[0] in r.stderr
+
+
+def test_profile_hint_is_the_cli_flag(host_project):
+    p = mtvm("run", str(host_project), "--profile")
+    assert p.returncode == 1 and "Traceback" not in p.stderr
+    assert "`mtvm project generate MODEL -o DIR --profile`" in p.stderr, p.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(host_project):
+    # twice: while Python imports mtvm (a traceback before), and during a long benchmark
+    for wait_for in ("numpy", "output probs"):
+        p = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "mtvm", "run",
+                              str(host_project), "--benchmark", "100000000"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stream = p.stderr if wait_for == "numpy" else p.stdout
+        seen = ""
+        while wait_for not in seen:
+            ready, _, _ = select.select([stream], [], [], 60)
+            line = stream.readline() if ready else ""
+            assert line, f"no {wait_for!r} from mtvm run: {seen[-500:]}"
+            seen += line
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+        err = "\n".join(line for line in err.splitlines() if not line.startswith("import time:"))
+        assert p.returncode == 130, (wait_for, err)
+        assert err.strip() == "mtvm: interrupted", (wait_for, err)

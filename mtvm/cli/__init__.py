@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ..errors import MtvmError
 
 # Subcommand modules, in the order `mtvm --help` lists them.
-COMMANDS = ["compile", "analyze", "project", "run", "boards"]
+COMMANDS = ["compile", "analyze", "project", "run", "boards", "ops"]
+
+VERBOSE_HELP = "show tracebacks and debug logs (anywhere on the command line)"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
     p = argparse.ArgumentParser(prog="mtvm", description="Ahead-of-time deployment of ONNX "
                                 "models to microcontrollers.")
-    p.add_argument("--verbose", "-v", action="store_true", help="show tracebacks and debug logs")
+    p.add_argument("--verbose", "-v", action="store_true", help=VERBOSE_HELP)
+    p.add_argument("--version", action="version", version=f"mtvm {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -25,25 +30,69 @@ def build_parser() -> argparse.ArgumentParser:
                 continue   # that subcommand is not built yet
             raise
         mod.add_parser(sub)
+    _verbose_everywhere(p)
     return p
 
 
-def main(argv=None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    import logging
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(message)s")
+def _verbose_everywhere(parser) -> None:
+    """`--verbose` after the subcommand too (`mtvm compile m.onnx -v`): every
+    subparser accepts it; SUPPRESS keeps a subparser from resetting the value
+    given before the subcommand."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for sp in set(action.choices.values()):
+            if "--verbose" not in sp._option_string_actions:
+                sp.add_argument("--verbose", "-v", action="store_true",
+                                default=argparse.SUPPRESS, help=VERBOSE_HELP)
+            _verbose_everywhere(sp)
+
+
+def _stdout_closed() -> bool:
+    """True when the reader of stdout has gone (`mtvm ops | head -1`), as opposed
+    to a broken pipe to a device process."""
+    import select
     try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _quiet_stdout() -> None:
+    # Python flushes stdout at exit; with the reader gone that flush would print
+    # "Exception ignored ... BrokenPipeError", so stdout goes to /dev/null.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv=None) -> int:
+    verbose = False
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        verbose = args.verbose
+        import logging
+        logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                            format="%(message)s")
         return args.func(args) or 0
     except MtvmError as e:
-        if args.verbose:
+        if verbose:
             raise
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("mtvm: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        if verbose or not _stdout_closed():
+            raise
+        _quiet_stdout()
+        return 141          # as if killed by SIGPIPE, like other commands in a pipeline
 
 
 if __name__ == "__main__":

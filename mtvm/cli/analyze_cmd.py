@@ -1,4 +1,5 @@
-"""`mtvm analyze MODEL|MLF_DIR`: per-operator MACs and memory from metadata.json."""
+"""`mtvm analyze MODEL|MLF_DIR|MLF.tar|PROJECT`: per-operator MACs and memory from
+metadata.json."""
 from __future__ import annotations
 
 import json
@@ -9,19 +10,46 @@ from .options import add_compile_options, compile_kwargs
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("analyze", help="per-operator MACs and memory of a model or MLF directory")
-    p.add_argument("model", help="ONNX file, or a directory written by mtvm compile")
+    p = sub.add_parser("analyze", help="per-operator MACs and memory of a model or of what "
+                       "mtvm compile wrote")
+    p.add_argument("model", help="ONNX file, or what mtvm compile wrote (a Model Library "
+                   "Format directory or .tar), or a project directory")
     add_compile_options(p)
     p.set_defaults(func=run)
 
 
+def _read_tar(path: str) -> dict:
+    import tarfile
+    try:
+        with tarfile.open(path) as tar:
+            for name in ("metadata.json", "./metadata.json"):
+                try:
+                    member = tar.getmember(name)
+                except KeyError:
+                    continue
+                return json.load(tar.extractfile(member))
+    except (tarfile.TarError, OSError, ValueError) as e:
+        reason = str(e).splitlines()[0].rstrip(":")
+        raise MtvmError(f"{path}: not a tar written by mtvm compile ({reason})") from None
+    raise MtvmError(f"{path}: no metadata.json in the tar (not written by mtvm compile)")
+
+
 def load_metadata(args) -> dict:
+    """metadata.json of an MLF directory, an MLF .tar or a project, or a compile of
+    an ONNX file."""
     if os.path.isdir(args.model):
-        path = os.path.join(args.model, "metadata.json")
-        if not os.path.exists(path):
-            raise MtvmError(f"{args.model}: no metadata.json (not a Model Library Format dir)")
-        with open(path) as f:
-            return json.load(f)
+        for rel in ("metadata.json", os.path.join("model", "metadata.json")):
+            path = os.path.join(args.model, rel)
+            if os.path.isfile(path):
+                try:
+                    with open(path) as f:
+                        return json.load(f)
+                except (OSError, ValueError) as e:
+                    raise MtvmError(f"{path}: cannot read it: {e}") from None
+        raise MtvmError(f"{args.model}: no metadata.json (not a Model Library Format "
+                        "directory or a project)")
+    if args.model.endswith(".tar") and os.path.isfile(args.model):
+        return _read_tar(args.model)
     from .. import compile as mtvm_compile
     return mtvm_compile(args.model, **compile_kwargs(args)).metadata
 

@@ -162,6 +162,14 @@ def run(args) -> int:
     from ..session.executor import fmt_seconds
     proj = project.load(args.dir)
     if proj.kind == "standalone":
+        refused = [flag for flag, given in (("--input", args.input), ("-o", args.output),
+                                            ("--validate", args.validate),
+                                            ("--benchmark", args.benchmark),
+                                            ("--profile", args.profile)) if given]
+        if refused:
+            raise MtvmError(f"{args.dir} is a standalone project: it runs its embedded sample "
+                            f"and prints its own outputs, so {', '.join(refused)} cannot apply "
+                            "(generate a host-driven project for them)")
         return run_standalone(proj)
     from .. import progress as _progress
     progress = _progress.Transfers()      # inputs/outputs over a slow link

@@ -11,7 +11,7 @@ from onnx import helper, numpy_helper
 from .. import ops  # noqa: F401  (registers every operator)
 from ..errors import ModelLoadError, ShapeError, UnsupportedError, node_context, processing
 from ..ir import MAX_TENSOR_BYTES, Graph, Node, Tensor, check_tensor_size
-from ..ops.base import bind_attrs, get_op, normalize_axes, supported_ops
+from ..ops.base import bind_attrs, get_op, normalize_axes
 from ..passes.widen import as_computed
 
 MIN_OPSET = 11
@@ -138,12 +138,15 @@ def _const_node_value(node: onnx.NodeProto) -> np.ndarray:
     raise UnsupportedError(f"Constant with attribute {a.name} is not supported")
 
 
-def _pin_shapes(model: onnx.ModelProto, input_shapes: dict, source: str) -> None:
+def _pin_shapes(model: onnx.ModelProto, input_shapes: dict, source: str,
+                bound=()) -> None:
+    """bound: the names of input_shapes that come from --bind (named so in errors)."""
+    flag = lambda name: "--bind" if name in bound else "--input-shape"  # noqa: E731
     inits = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in inits]
     for name in input_shapes:
         if name not in names:
-            raise ShapeError(f"{source}: --input-shape names \"{name}\", which is not an input "
+            raise ShapeError(f"{source}: {flag(name)} names \"{name}\", which is not an input "
                              f"(inputs: {', '.join(names)})")
     for vi in model.graph.input:
         if vi.name in inits:
@@ -152,13 +155,13 @@ def _pin_shapes(model: onnx.ModelProto, input_shapes: dict, source: str) -> None
         if vi.name in input_shapes:
             shape = input_shapes[vi.name]
             if len(shape) != len(dims):
-                raise ShapeError(f"{source}: --input-shape {vi.name} has rank {len(shape)}, "
+                raise ShapeError(f"{source}: {flag(vi.name)} {vi.name} has rank {len(shape)}, "
                                  f"the model's input has rank {len(dims)}")
             fixed = [d.dim_value if d.HasField("dim_value") else None for d in dims]
             if any(f is not None and f != int(v) for f, v in zip(fixed, shape)):
                 given = ",".join(str(int(v)) for v in shape)
                 model_dims = ",".join("?" if f is None else str(f) for f in fixed)
-                raise ShapeError(f"{source}: --input-shape {vi.name}:{given} contradicts the "
+                raise ShapeError(f"{source}: {flag(vi.name)} {vi.name}:{given} contradicts the "
                                  f"model's fixed shape [{model_dims}] of input \"{vi.name}\"; "
                                  "only symbolic dims (?) can be pinned")
             for d, v in zip(dims, shape):
@@ -275,7 +278,7 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
         model = inliner.inline_local_functions(model)
     bind = dict(bind or {})
     _pin_shapes(model, {k: v for k, v in (input_shapes or {}).items() if k not in bind}
-                | {k: np.shape(v) for k, v in bind.items()}, source)
+                | {k: np.shape(v) for k, v in bind.items()}, source, bound=set(bind))
 
     opsets = {(o.domain or ""): o.version for o in model.opset_import}
     opset = opsets.get("", opsets.get("ai.onnx", 0))
@@ -588,7 +591,8 @@ def _unroll_loop(g: Graph, pn, opsets: dict, opset: int, source: str, name: str)
 def _add_node(g: Graph, node: Node, opset: int) -> None:
     op = get_op(node.op, node.domain)
     if op is None:
-        raise UnsupportedError(f"operator not supported. Supported: {', '.join(supported_ops())}")
+        raise UnsupportedError("operator not supported by mtvm (`mtvm ops` lists the "
+                               "supported operators)")
     if opset < op.min_opset:
         raise UnsupportedError(f"opset {opset} is older than {op.min_opset}, the oldest this "
                                "operator supports; convert the model with onnx.version_converter")

@@ -353,7 +353,8 @@ class Executor:
         info = self.sess.info()
         if not info.profiling:
             raise MtvmError("this build was not compiled with profiling; regenerate the "
-                            "project with --profile (mtvm.project.generate(..., profile=True))")
+                            "project with `mtvm project generate MODEL -o DIR --profile` "
+                            "(from Python: mtvm.project.generate(..., profile=True))")
         if runs < 1:
             raise MtvmError("profile: runs must be >= 1")
         per_run = []
