@@ -235,8 +235,9 @@ def test_qemu_icount_profile_in_instructions_and_chunked_benchmark_unchanged(tmp
             one = ex.time(4)
             ex.CHUNK_SECONDS = 0.0
             chunked = ex.benchmark(number=4, repeat=1, warmup=0).median
-            # one timer start/stop per chunk: at most a tick each
-            assert abs(chunked - one) * tps <= 4 / 4 + 1e-9, (chunked, one)
+            # one timer start/stop per chunk: a tick each; a resent request arriving
+            # during a run (a loaded host) adds its UART interrupts: allow 0.1 %
+            assert abs(chunked - one) * tps <= max(1.0, 1e-3 * one * tps), (chunked, one)
         env = dict(os.environ, MTVM_PROGRESS="1")
         p = subprocess.run([sys.executable, "-m", "mtvm", "run", proj.dir, "--profile", "2",
                             "--benchmark", "100", "--repeat", "1"],
