@@ -276,8 +276,18 @@ def test_uint8_kernel_variants_on_mps2_an386_bit_identical(tmp_path):
     lib = mtvm.compile(model)
     host = lib.run_host(feeds)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    for (name, a), e in zip(host.items(), sess.run(None, feeds)):
-        d = np.abs(a.astype(np.int32) - e.astype(np.int32))
+    expected = dict(zip([o.name for o in model.graph.output], sess.run(None, feeds)))
+    # c3 (uint8 activations x int8 weights): onnxruntime's u8s8 kernels add products in
+    # pairs in int16 on AVX2 CPUs without VNNI (VPMADDUBSW saturates: 255 * 127 * 2 >
+    # 32767; its quantization docs suggest reduce_range), 19 steps off here, so c3 is
+    # checked against the exact integer formula on mtvm's own c1 instead.
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    acc = np.einsum("oc,nchw->nohw", init["w3"][:, :, 0, 0].astype(np.int64),
+                    host["c1"].astype(np.int64) - int(init["zy1"]))
+    mult = (init["sy1"].astype(np.float64) * init["s3"] / init["sy3"])[None, :, None, None]
+    expected["c3"] = np.clip(np.rint(acc * mult) + int(init["zy3"]), 0, 255)
+    for name, a in host.items():
+        d = np.abs(a.astype(np.int32) - expected[name].astype(np.int32))
         assert d.max() <= 1 and np.count_nonzero(d) <= max(1, d.size // 50), name
     dev = run_on_board(lib, feeds, tmp_path / "proj")
     for k in host:
