@@ -377,8 +377,8 @@ QUANTIZE_VARIANTS = [("QDQ", "QUInt8", "QUInt8", False), ("QDQ", "QUInt8", "QInt
 def test_quantize_static_variants(name, fmt, act, wt, per_channel, tmp_path):
     """The float models quantized here by onnxruntime in both formats (QDQ and
     QOperator: QLinearConv, QGemm, QLinearAdd, ...), uint8 and int8, per-tensor and
-    per-channel: all integer kernels, within one step of onnxruntime."""
-    import onnxruntime as ort
+    per-channel: all integer kernels, within one step of onnxruntime (run without
+    graph optimizations: its fused QDQ kernels round differently per CPU)."""
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
                                           quantize_static)
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -402,8 +402,8 @@ def test_quantize_static_variants(name, fmt, act, wt, per_channel, tmp_path):
     ops = lib.metadata["operators"]
     assert all(o["kind"].startswith("Q") for o in ops[1:-1]), [o["kind"] for o in ops]
     got = lib.run_host({"input": x})["output"]
-    expected = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
+    from mtvm.validate import reference_outputs      # the operators' semantics, any CPU
+    expected = reference_outputs(out, {"input": x}).outputs[0]
     m = onnx.load(out)
     inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
     last_q = [n for n in m.graph.node if n.op_type in ("QuantizeLinear", "QLinearSoftmax")][-1]

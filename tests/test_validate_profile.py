@@ -225,7 +225,8 @@ def test_qemu_icount_profile_in_instructions_and_chunked_benchmark_unchanged(tmp
     benchmark sent in one-run chunks gives the figure of one TIME request, and
     `mtvm run --profile` reports instructions (not MACs per host tick); with
     MTVM_PROGRESS=1 the benchmark shows a progress bar."""
-    proj = mtvm.project.generate(model_path("kws_dscnn_int8"), board="mps2-an386", out_dir=str(tmp_path / "p"),
+    proj = mtvm.project.generate(model_path("kws_dscnn_int8"), board="mps2-an386",
+                                 out_dir=str(tmp_path / "p"),
                                  profile=True, progress=quiet)
     proj.build(progress=quiet)
     with proj.flash(progress=quiet, icount=True):
