@@ -40,6 +40,7 @@ class Step:
     `axis`), in the units the tensor is compared in."""
     scale: np.ndarray
     axis: int | None = None
+    integer: bool = False       # an integer tensor: one step is one unit
 
     def broadcast(self, shape) -> np.ndarray:
         s = np.asarray(self.scale, np.float64)
@@ -113,7 +114,7 @@ def compare(actual, ref, step: Step | None = None, rtol: float = FLOAT_RTOL,
         float(af @ rf / denom) if denom else (1.0 if not diff.any() else 0.0),
         0.0, True, size=int(a.size))
     if step is None and r_arr.dtype.kind in "iu" and a_arr.dtype.kind in "iu":
-        step = Step(np.asarray(1.0))
+        step = Step(np.asarray(1.0), integer=True)
     if step is not None:
         unit = step.broadcast(a.shape)
         steps = diff / unit
@@ -163,7 +164,7 @@ def output_steps(model) -> dict:
         if n is None or n.domain not in ("", "ai.onnx"):
             continue
         if n.op_type == "QuantizeLinear":
-            steps[out.name] = Step(np.asarray(1.0))
+            steps[out.name] = Step(np.asarray(1.0), integer=True)
         elif n.op_type == "DequantizeLinear" and len(n.input) > 1:
             t = inits.get(n.input[1]) or consts.get(n.input[1])
             if t is None:

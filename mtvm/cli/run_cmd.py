@@ -142,7 +142,7 @@ def dequantize_steps(model_path: str) -> dict:
     DequantizeLinear (int8 models; the coarsest step of a per-axis scale)."""
     from ..validate import output_steps
     return {k: float(np.max(v.scale)) for k, v in output_steps(model_path).items()
-            if not (np.size(v.scale) == 1 and float(np.max(v.scale)) == 1.0)}
+            if not v.integer}
 
 
 def run_standalone(proj) -> int:
