@@ -5,6 +5,8 @@ broadcast strides, so the same `scalar` serves standalone kernels and fused
 epilogues."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .base import Op, register
@@ -107,8 +109,10 @@ class Relu(Op):
         return np.maximum(x, 0).astype(x.dtype)
 
     def scalar(self, k, args):
+        # NaN fails the comparison and passes through, as np.maximum(NaN, 0); on x86
+        # the same one compare-and-mask (or maxps(0, x)) as `x > 0 ? x : 0`.
         x = args[0]
-        return f"({x} > {k.lit(0)} ? {x} : {k.lit(0)})"
+        return f"({x} < {k.lit(0)} ? {k.lit(0)} : {x})"
 
 
 @register("Neg")
@@ -285,5 +289,22 @@ class MinMax(Binary):
         cmp = ">" if self.name == "Max" else "<"
         v = args[0]
         for b in args[1:]:   # variadic: fold left
-            v = f"({v} {cmp} {b} ? {v} : {b})"
+            v = nan_select(k, cmp, v, b)
         return v
+
+
+_NUMBER = re.compile(r"-?(\d[\d.]*(e[-+]?\d+)?f?|HUGE_VALF?)")
+
+
+def nan_select(k, cmp: str, a: str, b: str) -> str:
+    """max (cmp ">") or min ("<") of C expressions a and b with NumPy's NaN rule: a
+    NaN in either gives NaN. `p cmp q ? p : q` returns q when either is NaN, so a
+    constant that is a number goes on the left (one maxps/minps on x86); two
+    operands that may be NaN test the left one."""
+    if not _is_float(k):
+        return f"({a} {cmp} {b} ? {a} : {b})"
+    if _NUMBER.fullmatch(b):
+        a, b = b, a
+    if _NUMBER.fullmatch(a):
+        return f"({a} {cmp} {b} ? {a} : {b})"
+    return f"(({a} {cmp} {b} || isnan({a})) ? {a} : {b})"

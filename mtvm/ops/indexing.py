@@ -552,6 +552,10 @@ class ArgMinMax(Op):
         outer, n, inner = prod(x.shape[:a]), x.shape[a], prod(x.shape[a + 1:])
         cmp = ">" if self.name == "ArgMax" else "<"
         cmp += "=" if select_last_index else ""
+        take = f"v {cmp} best"
+        if np.dtype(x.dtype).kind == "f":   # the first (last) NaN wins, as np.argmax
+            take = (f"v {cmp} best || isnan(v)" if select_last_index else
+                    f"(v {cmp} best || isnan(v)) && !isnan(best)")
         if k.out.size == 0:
             return body([])
         return body(nest([outer, inner], [
@@ -560,7 +564,7 @@ class ArgMinMax(Op):
             "int64_t at = 0;",
             f"for (size_t r = 1; r < {n}; ++r) {{",
             f"    {x.ctype} v = in0[base + r * {inner}];",
-            f"    if (v {cmp} best) {{ best = v; at = (int64_t)r; }}",
+            f"    if ({take}) {{ best = v; at = (int64_t)r; }}",
             "}",
             f"out0[i0 * {inner} + i1] = at;"]))
 

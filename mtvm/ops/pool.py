@@ -17,6 +17,10 @@ check against it: onnx.reference (1.23) shifts the windows when the ceil_mode
 overhang is two or more elements (AveragePool kernel 3, stride 3, length 7),
 and its GlobalMaxPool reduces the wrong axes for inputs that are not 4-D.
 
+NaN propagates as in NumPy and the ONNX reference: a max pool over a window
+holding a NaN gives NaN, whatever its position (onnxruntime's result depends on
+where the NaN is: its x86 max instruction drops a NaN accumulator).
+
 Not supported (UnsupportedError / ShapeError at compile time): dtypes other
 than float32/float64 (plus int8/uint8/int16/uint16/int32 for the max pools);
 pads as large as the dilated kernel extent (a window entirely in padding;
@@ -128,8 +132,10 @@ class WindowPool(Op):
 @register("MaxPool")
 class MaxPool(WindowPool):
     """The optional Indices output holds the flat input index of each maximum
-    (the first one in scan order), spatial dims row-major (storage_order=0) or
-    column-major (1), batch and channel outermost, padding not counted."""
+    (the first one in scan order; a window holding NaN gives NaN and the index of
+    its first NaN, as np.max and np.argmax), spatial dims row-major
+    (storage_order=0) or column-major (1), batch and channel outermost, padding
+    not counted."""
 
     def check(self, node, inputs):
         check_max_dtype("MaxPool", inputs[0])
@@ -146,7 +152,7 @@ class MaxPool(WindowPool):
             if y is None:
                 y, arg = view.copy(), where.copy()
                 continue
-            take = (where >= 0) & ((view > y) | (arg < 0))
+            take = (where >= 0) & ((view > y) | (arg < 0) | (isnan(view) & ~isnan(y)))
             y, arg = np.where(take, view, y), np.where(take, where, arg)
         return y.astype(x.dtype), arg
 
@@ -155,14 +161,31 @@ class MaxPool(WindowPool):
 
     def accumulate(self, xe, positions, p):
         if not p["indices"]:
-            return f"if ({xe} > acc) acc = {xe};"
+            return max_step(xe, p["float"])
         sizes = p["sizes"]
         if p["storage_order"]:
             strides = [int(np.prod(sizes[:i], dtype=np.int64)) for i in range(len(sizes))]
         else:
             strides = [int(np.prod(sizes[i + 1:], dtype=np.int64)) for i in range(len(sizes))]
         index = lin(("x_base", 1), *zip(positions, strides))
-        return (f"if ({xe} > acc || arg < 0) {{\n    acc = {xe};\n    arg = {index};\n}}")
+        take = f"{xe} > acc || arg < 0"
+        if p["float"]:   # the first NaN of the window, as np.argmax
+            take = f"arg < 0 || (({xe} > acc || isnan({xe})) && !isnan(acc))"
+        return f"if ({take}) {{\n    acc = {xe};\n    arg = {index};\n}}"
+
+
+def isnan(a: np.ndarray) -> np.ndarray:
+    """np.isnan, all False for integers."""
+    return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, bool)
+
+
+def max_step(xe: str, is_float: bool) -> str:
+    """C statement acc = max(acc, xe) with NumPy's NaN rule for floats (a NaN
+    anywhere in the window gives NaN): a NaN xe is taken, and a NaN acc stays
+    because no comparison with it is true."""
+    if is_float:
+        return f"if ({xe} > acc || isnan({xe})) acc = {xe};"
+    return f"if ({xe} > acc) acc = {xe};"
 
 
 def input_indices(shape, storage_order: int) -> np.ndarray:
@@ -264,7 +287,8 @@ def emit_pool(k, op, axes, attrs) -> str:
             w.line(f"const int x_base = {base};  /* flat index of x_c[0] */")
         emit_pool_positions(w, k, op, axes, attrs, [], dict(
             n=n, c=c, chans=chans, out_plane=out_plane, ct=ct, indices=indices,
-            sizes=x.shape[2:], storage_order=attrs.get("storage_order", 0)))
+            sizes=x.shape[2:], storage_order=attrs.get("storage_order", 0),
+            float=np.dtype(x.dtype).kind == "f"))
     return w.text()
 
 
@@ -338,7 +362,8 @@ class GlobalPool(Op):
             w.line(f"{ct} acc = {k.lit(lowest(x.dtype) if self.is_max else 0)};")
             with w.loop("i", plane, "spatial position") as i:
                 xe = f"x_c[{lin((i, 1))}]"
-                w.line(f"if ({xe} > acc) acc = {xe};" if self.is_max else f"acc += {xe};")
+                w.line(max_step(xe, np.dtype(x.dtype).kind == "f") if self.is_max else
+                       f"acc += {xe};")
             if not self.is_max and plane > 1:
                 w.line(f"acc *= {k.lit(1.0 / plane)};  /* 1 / {plane} positions */")
             ep = k.epilogue("acc", "y_idx", lin((c, 1)))

@@ -10,6 +10,9 @@ Unsupported: axes computed at run time ("input 1 (axes) must be a constant;
 ... Bind it with --bind axes=VALUE.npy"); non-float inputs except for
 ReduceMax/ReduceMin ("ReduceSum on int32 is not supported (float32 only)").
 Accumulation is in the input type (float32), not in double.
+NaN propagates as in NumPy and the ONNX reference: a NaN in the reduced set gives
+NaN for every reduction, ReduceMax/ReduceMin too (onnxruntime's ReduceMax keeps
+or drops it depending on its position).
 
 Also the loop helpers shared by the other "along an axis" families
 (softmax.py, normalization.py).
@@ -287,10 +290,18 @@ def _extreme(x, axes, keep, fn, sign):
     return fn(x, axis=axes, keepdims=keep)
 
 
+def _extreme_step(k, cmp: str, acc: str, x: str) -> str:
+    """acc cmp x: the new accumulator. Floats as np.max/np.min: a NaN is taken, and
+    a NaN accumulator stays (no comparison with it is true)."""
+    if k.ctype in ("float", "double"):
+        return f"({x} {cmp} {acc} || isnan({x})) ? {x} : {acc}"
+    return f"{x} {cmp} {acc} ? {x} : {acc}"
+
+
 reduce_op("ReduceMax", lambda x, a, kd: _extreme(x, a, kd, np.max, -1), any_dtype=True,
-          init=lambda k: _lowest(k, -1), combine=lambda k, acc, x: f"{x} > {acc} ? {x} : {acc}")
+          init=lambda k: _lowest(k, -1), combine=lambda k, acc, x: _extreme_step(k, ">", acc, x))
 reduce_op("ReduceMin", lambda x, a, kd: _extreme(x, a, kd, np.min, 1), any_dtype=True,
-          init=lambda k: _lowest(k, 1), combine=lambda k, acc, x: f"{x} < {acc} ? {x} : {acc}")
+          init=lambda k: _lowest(k, 1), combine=lambda k, acc, x: _extreme_step(k, "<", acc, x))
 reduce_op("ReduceProd", lambda x, a, kd: np.prod(x, axis=a, keepdims=kd),
           init=lambda k: k.lit(1), combine=lambda k, acc, x: f"{acc} * {x}")
 reduce_op("ReduceL1", lambda x, a, kd: np.sum(np.abs(x), axis=a, keepdims=kd),

@@ -8,6 +8,10 @@ contiguous block the op runs along (rank - 1 for the old semantics, `axis`
 for the new). Both are then the same (outer, n, inner) row loop.
 
 Softmax is numerically stable: exp(x - max(x)) / sum. float32/float64 only.
+NaN and infinities as NumPy and onnxruntime: a NaN or a +inf in a row makes
+the whole row NaN (Softmax, LogSoftmax; x - max is NaN there), -inf gives 0
+(Softmax) or -inf (LogSoftmax); Hardmax marks the first NaN, as np.argmax
+(onnxruntime's depends on the NaN's position).
 """
 from __future__ import annotations
 
@@ -114,7 +118,7 @@ class LogSoftmax(AlongAxis):
 
 @register("Hardmax")
 class Hardmax(AlongAxis):
-    """1 at the first maximum of each row, 0 elsewhere."""
+    """1 at the first maximum of each row (the first NaN if there is one), 0 elsewhere."""
 
     @staticmethod
     def np_rows(x):
@@ -128,7 +132,7 @@ class Hardmax(AlongAxis):
                  f"{t} mx = {xc}[base];",
                  f"for (size_t r = 1; r < {n}; ++r) {{",
                  f"    const {t} x = {xc}[{at('base', 'r', inner)}];",
-                 "    if (x > mx) {",
+                 "    if (x > mx || (isnan(x) && !isnan(mx))) {",
                  "        mx = x;",
                  "        best = r;",
                  "    }",
