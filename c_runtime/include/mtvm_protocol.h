@@ -3,7 +3,7 @@
 #ifndef MTVM_PROTOCOL_H_
 #define MTVM_PROTOCOL_H_
 
-#define MTVM_PROTOCOL_VERSION 1
+#define MTVM_PROTOCOL_VERSION 2
 #define MTVM_RUNTIME_VERSION "0.1.0"
 #define MTVM_REQUEST_HEADER_BYTES 4
 #define MTVM_REPLY_HEADER_BYTES 10
@@ -13,21 +13,24 @@
 
 /* Message types. */
 #define MTVM_MSG_INFO 0x01  /* u16 item -> item 0: device/model summary; 1..n: tensors; then kernels */
-#define MTVM_MSG_WRITE_INPUT 0x02  /* u16 index, u32 offset, bytes -> (empty) */
+#define MTVM_MSG_WRITE_INPUT 0x02  /* u16 index, u32 offset, u32 crc32, bytes -> (empty) */
 #define MTVM_MSG_RUN 0x03  /* (empty) -> u64 ticks of the run, i32 model status */
-#define MTVM_MSG_READ_OUTPUT 0x04  /* u16 index, u32 offset, u32 length -> bytes */
+#define MTVM_MSG_READ_OUTPUT 0x04  /* u16 index, u32 offset, u32 length -> u32 crc32, bytes */
 #define MTVM_MSG_TIME 0x05  /* u32 number -> u32 number, u64 total ticks */
 #define MTVM_MSG_PROFILE 0x06  /* u8 run_first, u16 start -> u16 total, u16 start, u16 count, u64 ticks[] */
 #define MTVM_MSG_ECHO 0x07  /* bytes -> the same bytes */
 #define MTVM_MSG_RESET 0x08  /* u32 new_nonce -> (empty); clears tensors and the reply cache */
+#define MTVM_MSG_CANCEL 0x09  /* (empty) -> (empty), once the device is idle; stops a running TIME */
 #define MTVM_MSG_LOG 0x40  /* device -> host, unrequested: u8 level, UTF-8 text */
 #define MTVM_MSG_BUSY 0x41  /* device -> host, unrequested: request seq is executing (RUN/TIME/PROFILE) */
+#define MTVM_MSG_NAK 0x42  /* device -> host, unrequested: a packet failed its CRC (seq 0): resend now */
 
 /* Status codes: category << 8 | code. */
 #define MTVM_STATUS_OK 0x0000  /* success */
 #define MTVM_STATUS_BAD_CRC 0x0101  /* packet CRC mismatch */
 #define MTVM_STATUS_PACKET_TOO_LARGE 0x0102  /* packet larger than the device's maximum packet size */
 #define MTVM_STATUS_SHORT_PACKET 0x0103  /* packet shorter than a message header */
+#define MTVM_STATUS_BAD_DATA_CRC 0x0104  /* tensor data CRC-32 mismatch (the chunk was not stored) */
 #define MTVM_STATUS_UNKNOWN_REQUEST 0x0201  /* unknown request type */
 #define MTVM_STATUS_BAD_VERSION 0x0202  /* protocol version mismatch */
 #define MTVM_STATUS_BAD_LENGTH 0x0203  /* request body has the wrong length */
@@ -35,6 +38,7 @@
 #define MTVM_STATUS_OUT_OF_RANGE 0x0205  /* offset/length outside the tensor */
 #define MTVM_STATUS_NOT_SUPPORTED 0x0206  /* not supported by this build (e.g. PROFILE without profiling) */
 #define MTVM_STATUS_BAD_ARGUMENT 0x0207  /* invalid argument */
+#define MTVM_STATUS_CANCELLED 0x0208  /* stopped by a CANCEL request */
 #define MTVM_STATUS_MODEL_FAILED 0x0301  /* the model's run function returned a nonzero status */
 #define MTVM_STATUS_PLATFORM_ERROR 0x0401  /* platform failure */
 #define MTVM_STATUS_BAD_MODEL_DESCRIPTOR 0x0402  /* the model descriptor is inconsistent */

@@ -51,6 +51,13 @@ typedef struct mtvm_server {
     uint32_t requests;         /* executed requests (diagnostics) */
     uint32_t replays;          /* replies re-sent from the cache */
     uint32_t bad_packets;      /* CRC errors and malformed packets */
+    /* Cancel polling during TIME (see mtvm_server_set_poll). */
+    size_t (*poll)(uint8_t* buf, size_t max_bytes);
+    uint8_t cancel_pending;
+    uint16_t cancel_seq;
+    uint16_t cancel_request_crc;
+    uint32_t cancel_request_bytes;
+    uint32_t dropped_while_busy;   /* packets other than CANCEL received during TIME */
     uint8_t rx[MTVM_MAX_PACKET_BYTES];
     uint8_t reply[MTVM_MAX_PACKET_BYTES];
 } mtvm_server_t;
@@ -64,6 +71,14 @@ void mtvm_server_init(mtvm_server_t* server, const mtvm_model_t* model,
 
 /* Pushes received bytes; executes every request they complete. */
 void mtvm_server_feed(mtvm_server_t* server, const uint8_t* data, size_t size_bytes);
+
+/* Optional: a non-blocking read (returns the bytes available now, up to
+ * max_bytes, or 0) the server calls between the runs of a TIME request to
+ * notice a CANCEL from the host, so a long benchmark can be interrupted.
+ * Bytes of other packets read this way are dropped (the host retries them).
+ * On a UART ring buffer this is the ring's read function. Without it, TIME
+ * runs to completion. */
+void mtvm_server_set_poll(mtvm_server_t* server, size_t (*poll)(uint8_t* buf, size_t max_bytes));
 
 /* Sends an unrequested LOG packet (level MTVM_LOG_*). Text longer than a
  * packet is truncated. Must not be called from inside an interrupt. */

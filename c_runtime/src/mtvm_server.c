@@ -56,7 +56,47 @@ static uint32_t put_str(uint8_t* body, uint32_t pos, const char* s)
     return pos + 1 + n;
 }
 
-/* -- sending ------------------------------------------------------------------ */
+/* CRC-32 (IEEE 802.3, reflected, as zlib.crc32): the end-to-end check of
+ * tensor data, over u16 index | u32 offset | bytes. 16-entry table. */
+static const uint32_t crc32_nibble[16] = {
+    0x00000000u, 0x1db71064u, 0x3b6e20c8u, 0x26d930acu, 0x76dc4190u, 0x6b6b51f4u,
+    0x4db26158u, 0x5005713cu, 0xedb88320u, 0xf00f9344u, 0xd6d6a3e8u, 0xcb61b38cu,
+    0x9b64c2b0u, 0x86d3d2d4u, 0xa00ae278u, 0xbdbdf21cu};
+
+static uint32_t crc32_update(uint32_t crc, const uint8_t* p, uint32_t n)
+{
+    uint32_t i;
+    for (i = 0; i < n; ++i) {
+        crc ^= p[i];
+        crc = (crc >> 4) ^ crc32_nibble[crc & 15u];
+        crc = (crc >> 4) ^ crc32_nibble[crc & 15u];
+    }
+    return crc;
+}
+
+static uint32_t data_crc(uint16_t index, uint32_t offset, const uint8_t* data, uint32_t n)
+{
+    uint8_t head[6];
+    uint32_t crc;
+    put_u16(head, index);
+    put_u32(head + 2, offset);
+    crc = crc32_update(0xFFFFFFFFu, head, 6);
+    return crc32_update(crc, data, n) ^ 0xFFFFFFFFu;
+}
+
+/* -- sending ----
+ * Every packet is followed by 2 zero bytes (ignored between packets): if the
+ * line lost a byte of the packet they complete it, so the host sees a bad
+ * CRC at once instead of waiting for its timeout. */
+static void send_packet(const uint8_t* head, size_t head_bytes, const uint8_t* body,
+                        size_t body_bytes)
+{
+    static const uint8_t pad[2] = {0, 0};
+    mtvm_frame_write(head, head_bytes, body, body_bytes);
+    mtvm_platform_write(pad, sizeof(pad));
+}
+
+/* ----------------------------------------------------------------- */
 static void fill_header(mtvm_server_t* s, uint8_t* h, uint8_t type, uint16_t seq,
                         uint16_t status)
 {
@@ -79,7 +119,7 @@ void mtvm_server_log(mtvm_server_t* s, uint8_t level, const char* text)
 #ifdef MTVM_USE_PLATFORM_LOG
     mtvm_platform_log(text);
 #endif
-    mtvm_frame_write(head, sizeof(head), (const uint8_t*)text, n);
+    send_packet(head, sizeof(head), (const uint8_t*)text, n);
 }
 
 /* -- request handlers: body in, reply body out; return a status ------------- */
@@ -155,12 +195,15 @@ static uint16_t do_write_input(mtvm_server_t* s, call_t* c)
 {
     uint32_t index, offset, n;
     const mtvm_tensor_t* t;
-    if (c->in_bytes < 6) {
+    if (c->in_bytes < 10) {
         return MTVM_STATUS_BAD_LENGTH;
     }
     index = get_u16(c->in);
     offset = get_u32(c->in + 2);
-    n = c->in_bytes - 6;
+    n = c->in_bytes - 10;
+    if (data_crc((uint16_t)index, offset, c->in + 10, n) != get_u32(c->in + 6)) {
+        return MTVM_STATUS_BAD_DATA_CRC;    /* corrupted on the way: not stored */
+    }
     if (index >= s->model->num_inputs) {
         return MTVM_STATUS_BAD_INDEX;
     }
@@ -169,7 +212,7 @@ static uint16_t do_write_input(mtvm_server_t* s, call_t* c)
         return MTVM_STATUS_OUT_OF_RANGE;
     }
     if (n) {
-        memcpy((uint8_t*)t->data + offset, c->in + 6, n);
+        memcpy((uint8_t*)t->data + offset, c->in + 10, n);
     }
     return MTVM_STATUS_OK;
 }
@@ -188,16 +231,17 @@ static uint16_t do_read_output(mtvm_server_t* s, call_t* c)
         return MTVM_STATUS_BAD_INDEX;
     }
     t = &s->model->outputs[index];
-    if (n > BODY_CAP) {
+    if (n > BODY_CAP - 4) {
         return MTVM_STATUS_BAD_ARGUMENT;
     }
     if (offset > t->size_bytes || n > t->size_bytes - offset) {
         return MTVM_STATUS_OUT_OF_RANGE;
     }
     if (n) {
-        memcpy(c->out, (const uint8_t*)t->data + offset, n);
+        memcpy(c->out + 4, (const uint8_t*)t->data + offset, n);
     }
-    c->out_bytes = n;
+    put_u32(c->out, data_crc((uint16_t)index, offset, c->out + 4, n));
+    c->out_bytes = 4 + n;
     return MTVM_STATUS_OK;
 }
 
@@ -215,11 +259,52 @@ static uint16_t do_run(mtvm_server_t* s, call_t* c)
     return status ? MTVM_STATUS_MODEL_FAILED : MTVM_STATUS_OK;
 }
 
+/* During a long request: reads the bytes that arrived meanwhile (if main
+ * gave a poll function) and returns nonzero once a CANCEL came. Other
+ * packets are dropped (the host retries them); a packet cut by the end of the
+ * request continues in mtvm_server_feed(). The request being executed has
+ * been decoded already, so the receive buffer may be reused. */
+static int poll_cancel(mtvm_server_t* s)
+{
+    uint8_t buf[32];
+    size_t n, i;
+    const uint8_t* p = s->rx;
+    if (s->poll == NULL) {
+        return 0;
+    }
+    while (!s->cancel_pending && (n = s->poll(buf, sizeof(buf))) > 0) {
+        for (i = 0; i < n; ++i) {
+            switch (mtvm_unframer_push(&s->unframer, buf[i])) {
+            case MTVM_UNFRAME_PACKET:
+                if (s->unframer.length >= MTVM_REQUEST_HEADER_BYTES && p[0] == MTVM_MSG_CANCEL
+                    && p[1] == MTVM_PROTOCOL_VERSION && !s->cancel_pending) {
+                    s->cancel_pending = 1;
+                    s->cancel_seq = get_u16(p + 2);
+                    s->cancel_request_crc = mtvm_crc16_update(0xFFFFu, p, s->unframer.length);
+                    s->cancel_request_bytes = s->unframer.length;
+                } else {
+                    ++s->dropped_while_busy;
+                }
+                break;
+            case MTVM_UNFRAME_TOO_LARGE:
+                ++s->dropped_while_busy;
+                break;
+            case MTVM_UNFRAME_BAD_CRC:
+                ++s->bad_packets;
+                break;
+            default:
+                break;
+            }
+        }
+    }
+    return s->cancel_pending;
+}
+
 static uint16_t do_time(mtvm_server_t* s, call_t* c)
 {
     const mtvm_model_t* m = s->model;
     uint32_t number, i;
-    uint64_t total = 0, ticks;
+    uint64_t total = 0, ticks, polled = 0, poll_every;
     int32_t status = 0;
     if (c->in_bytes != 4) {
         return MTVM_STATUS_BAD_LENGTH;
@@ -228,23 +313,44 @@ static uint16_t do_time(mtvm_server_t* s, call_t* c)
     if (number == 0) {
         return MTVM_STATUS_BAD_ARGUMENT;
     }
+    /* Between runs, at most every 1/64 s of timed runs, the server reads the
+     * bytes that arrived meanwhile and stops on a CANCEL. */
+    poll_every = mtvm_platform_ticks_per_second() / 64u;
     if (m->profile_ticks) {
         for (i = 0; i < number && status == 0; ++i) {
             status = mtvm_model_run_timed(m, &ticks);
             total += ticks;
+            if (total - polled >= poll_every) {
+                polled = total;
+                if (poll_cancel(s)) {
+                    ++i;
+                    break;
+                }
+            }
         }
     } else {
         mtvm_platform_timer_start();
         for (i = 0; i < number && status == 0; ++i) {
             status = m->run();
+            ticks = mtvm_platform_timer_stop_ticks();
+            if (ticks - polled >= poll_every) {
+                if (poll_cancel(s)) {
+                    ++i;
+                    break;
+                }
+                polled = ticks;
+            }
         }
         total = mtvm_platform_timer_stop_ticks();
     }
-    put_u32(c->out, number);
+    put_u32(c->out, i);
     put_u64(c->out + 4, total);
     put_u32(c->out + 12, (uint32_t)status);
     c->out_bytes = 16;
-    return status ? MTVM_STATUS_MODEL_FAILED : MTVM_STATUS_OK;
+    if (status) {
+        return MTVM_STATUS_MODEL_FAILED;
+    }
+    return s->cancel_pending ? MTVM_STATUS_CANCELLED : MTVM_STATUS_OK;
 }
 
 static uint16_t do_profile(mtvm_server_t* s, call_t* c)
@@ -318,12 +424,20 @@ static void send_busy(mtvm_server_t* s, uint16_t seq)
 {
     uint8_t head[MTVM_REPLY_HEADER_BYTES];
     fill_header(s, head, MTVM_MSG_BUSY, seq, MTVM_STATUS_OK);
-    mtvm_frame_write(head, sizeof(head), NULL, 0);
+    send_packet(head, sizeof(head), NULL, 0);
+}
+
+/* A request failed its CRC: the host resends at once instead of timing out. */
+static void send_nak(mtvm_server_t* s)
+{
+    uint8_t head[MTVM_REPLY_HEADER_BYTES];
+    fill_header(s, head, MTVM_MSG_NAK, 0, MTVM_STATUS_BAD_CRC);
+    send_packet(head, sizeof(head), NULL, 0);
 }
 
 static void send_reply(mtvm_server_t* s)
 {
-    mtvm_frame_write(s->reply, s->reply_bytes, NULL, 0);
+    send_packet(s->reply, s->reply_bytes, NULL, 0);
 }
 
 static void handle_packet(mtvm_server_t* s, uint32_t length, int too_large)
@@ -369,10 +483,14 @@ static void handle_packet(mtvm_server_t* s, uint32_t length, int too_large)
         case MTVM_MSG_PROFILE: status = do_profile(s, &c); break;
         case MTVM_MSG_ECHO: status = do_echo(&c); break;
         case MTVM_MSG_RESET: status = do_reset(s, &c); break;
+        case MTVM_MSG_CANCEL:   /* nothing running: answered at once */
+            status = c.in_bytes ? MTVM_STATUS_BAD_LENGTH : MTVM_STATUS_OK;
+            break;
         default: status = MTVM_STATUS_UNKNOWN_REQUEST; break;
         }
     }
-    if (status != MTVM_STATUS_OK && status != MTVM_STATUS_MODEL_FAILED) {
+    if (status != MTVM_STATUS_OK && status != MTVM_STATUS_MODEL_FAILED
+        && status != MTVM_STATUS_CANCELLED) {
         c.out_bytes = 0;
     }
     fill_header(s, s->reply, (uint8_t)(type | MTVM_REPLY_FLAG), seq, status);
@@ -382,6 +500,23 @@ static void handle_packet(mtvm_server_t* s, uint32_t length, int too_large)
     s->cached_request_crc = req_crc;
     s->cached_request_bytes = length;
     send_reply(s);
+    if (s->cancel_pending) {
+        /* The CANCEL that stopped it is answered now that the device is idle
+         * (and cached, so a retry of it is answered again). */
+        s->cancel_pending = 0;
+        fill_header(s, s->reply, (uint8_t)(MTVM_MSG_CANCEL | MTVM_REPLY_FLAG), s->cancel_seq,
+                    MTVM_STATUS_OK);
+        s->reply_bytes = MTVM_REPLY_HEADER_BYTES;
+        s->cached_seq = s->cancel_seq;
+        s->cached_request_crc = s->cancel_request_crc;
+        s->cached_request_bytes = s->cancel_request_bytes;
+        send_reply(s);
+    }
+}
+
+void mtvm_server_set_poll(mtvm_server_t* s, size_t (*poll)(uint8_t* buf, size_t max_bytes))
+{
+    s->poll = poll;
 }
 
 void mtvm_server_init(mtvm_server_t* s, const mtvm_model_t* model, const char* board,
@@ -410,7 +545,8 @@ void mtvm_server_feed(mtvm_server_t* s, const uint8_t* data, size_t size_bytes)
             handle_packet(s, s->unframer.length, 1);
             break;
         case MTVM_UNFRAME_BAD_CRC:
-            ++s->bad_packets;       /* dropped: the host retries on timeout */
+            ++s->bad_packets;       /* dropped; the NAK makes the host resend now */
+            send_nak(s);
             break;
         default:
             break;

@@ -9,12 +9,14 @@ import time
 from dataclasses import dataclass, field
 
 from . import protocol as P
-from .errors import DeviceError, DeviceReset, SessionError, SessionTimeout
+from . import protocol_table as T
+from .errors import DeviceError, DeviceReset, SessionError, SessionTimeout, TransportClosed
 from .framing import BAD_CRC, PACKET, TOO_LARGE, Unframer, encode
 
 log = logging.getLogger("mtvm.session")
 device_log = logging.getLogger("mtvm.device")
 wire_log = logging.getLogger("mtvm.wire")     # DEBUG: a hex log of every byte on the wire
+PAD = bytes(T.PAD_BYTES)          # zero bytes after every packet (see protocol_table)
 
 
 @dataclass
@@ -84,8 +86,6 @@ class Session:
     wait (later ones adapt to the measured run time).
     """
 
-    MAX_STRETCH = 30.0
-
     def __init__(self, transport, timeout: float = 1.0, retries: int = 4,
                  run_timeout: float = 60.0, metadata: dict | None = None,
                  connect: bool = True, progress=None):
@@ -101,28 +101,50 @@ class Session:
         self.nonce: int | None = None
         self._info: DeviceInfo | None = None
         self._kernels = None
-        self._need_sync = True
+        # "new": handshake on the next call; "ok"; "check": a request timed out,
+        # the next call first checks the device's nonce; "reset": the device
+        # rebooted, every call raises DeviceReset until reconnect().
+        self._state = "new"
+        self._reset_message = ""
+        self._old_nonces: set = set()
         self._run_seconds: float | None = None
-        self.stats = {"requests": 0, "resends": 0, "bad_packets": 0, "stale": 0, "busy": 0}
+        self.chunk_bytes: int | None = None     # tensor chunk size now (None: the largest)
+        self._chunk_streak = 0
+        self._busy_until = None
+        self.stats = {"requests": 0, "resends": 0, "bad_packets": 0, "stale": 0, "busy": 0,
+                      "bad_data": 0, "cancels": 0, "naks": 0}
         self.executor = Executor(self)
         if connect:
             self.connect()
 
     # -- lifecycle ---------------------------------------------------------------
     def connect(self) -> DeviceInfo:
-        """Handshake: assign a fresh nonce, read the device's info."""
+        """Handshake: assign a fresh nonce, read the device's info. The only
+        place a session takes on a device that rebooted (see reconnect)."""
+        if self.nonce is not None:
+            self._old_nonces.add(self.nonce)
         self.nonce = None
+        self._state = "new"
+        self.unframer = Unframer()
         token = random.randrange(1, 1 << 32)
-        body = self._request(P.MsgType.INFO, struct.pack("<HI", 0, token), check_nonce=False)
+        try:
+            body = self._request(P.MsgType.INFO, struct.pack("<HI", 0, token),
+                                 check_nonce=False)
+        except DeviceError as e:
+            if e.code == P.Status.BAD_VERSION:
+                raise SessionError(f"the device on {self.transport.name} speaks another mtvm "
+                                   f"protocol than this mtvm ({P.PROTOCOL_VERSION}): "
+                                   "regenerate and rebuild its project") from None
+            raise
         self.nonce = token
-        self._need_sync = False
         info = self._parse_summary(body)
         if info.protocol_version != P.PROTOCOL_VERSION:
-            self._need_sync = True
             raise SessionError(f"the device on {self.transport.name} speaks mtvm protocol "
                                f"{info.protocol_version}, this mtvm speaks "
                                f"{P.PROTOCOL_VERSION}: regenerate and rebuild its project")
+        self._state = "ok"
         self._info = info
+        self.chunk_bytes = None
         for i in range(sum(info._counts)):
             t = self._parse_tensor(self.request(P.MsgType.INFO, struct.pack("<H", 1 + i)))
             (info.outputs if t.is_output else info.inputs).append(t)
@@ -133,6 +155,23 @@ class Session:
                 t.quantization = known.get(t.name, {}).get("quantization")
         self._kernels = None
         return info
+
+    def reconnect(self) -> DeviceInfo:
+        """Takes on the device as it is now, after a DeviceReset (its inputs
+        are zeroed: write them again). Until this is called every request of
+        a session whose device rebooted raises DeviceReset."""
+        return self.connect()
+
+    def _ready(self) -> None:
+        """Before a request: handshake, or (after a timeout) check that the
+        device is the one this session set up; never adopts a new nonce."""
+        if self._state == "reset":
+            raise DeviceReset(self._reset_message)
+        if self._state == "new":
+            self.connect()
+        elif self._state == "check":
+            self._request(P.MsgType.INFO, struct.pack("<H", 0))     # DeviceReset if rebooted
+            self._state = "ok"
 
     def close(self) -> None:
         self.transport.close()
@@ -145,8 +184,8 @@ class Session:
 
     # -- info ----------------------------------------------------------------------
     def info(self) -> DeviceInfo:
-        if self._need_sync or self._info is None:
-            self.connect()
+        if self._state != "ok" or self._info is None:
+            self._ready()
         return self._info
 
     def kernels(self) -> list[tuple[str, int]]:
@@ -200,59 +239,145 @@ class Session:
         return self._info.max_packet_bytes if self._info else P.MIN_PACKET_BYTES
 
     def request(self, msg: int, body: bytes = b"", timeout: float | None = None,
-                busy_wait: float | None = None) -> bytes:
+                busy_wait: float | None = None, attempts: int | None = None) -> bytes:
         """Sends one request (retrying as needed); returns the reply body.
         timeout: wait per attempt; busy_wait: how long to wait once the device
-        said BUSY (it is executing the request). Raises DeviceError on an
-        error status, DeviceReset, SessionTimeout."""
-        if self._need_sync:
-            self.connect()
-        return self._request(msg, body, timeout=timeout, busy_wait=busy_wait)
+        said BUSY (it is executing the request); attempts: sends before
+        SessionTimeout (default retries + 1; a smaller number is a partial try
+        that the caller retries itself, e.g. with a smaller chunk). Raises
+        DeviceError on an error status, DeviceReset, SessionTimeout.
+
+        If a request that runs the model (RUN, TIME, PROFILE) ends in any
+        other way than a reply -- KeyboardInterrupt, a timeout after its
+        BUSY -- the device is told to CANCEL and awaited idle before the exception goes on."""
+        if self._state != "ok":
+            self._ready()
+        if int(msg) not in (P.MsgType.RUN, P.MsgType.TIME, P.MsgType.PROFILE):
+            return self._request(msg, body, timeout=timeout, busy_wait=busy_wait,
+                                 attempts=attempts, partial=attempts is not None)
+        try:
+            return self._request(msg, body, timeout=timeout, busy_wait=busy_wait)
+        except (DeviceError, DeviceReset, TransportClosed):
+            raise
+        except SessionError:
+            if self._busy_until is not None:     # it said BUSY: it may still be running
+                self.cancel()
+            raise
+        except BaseException:                    # KeyboardInterrupt and the like
+            self.cancel()
+            raise
+
+    CANCEL_WAIT = 5.0
+
+    def cancel(self, wait: float | None = None) -> bool:
+        """Stops what the device is running (a TIME between two runs) and waits
+        until it is idle (its CANCEL reply), at most `wait` seconds (default
+        CANCEL_WAIT). True once the device answered. Interrupting this
+        (a second Ctrl-C) gives up waiting."""
+        wait = self.CANCEL_WAIT if wait is None else wait
+        self.stats["cancels"] += 1
+        seq = self._next_seq()
+        wire = encode(P.pack_request(P.MsgType.CANCEL, seq)) + PAD
+        end = time.monotonic() + wait
+        try:
+            while time.monotonic() < end:
+                self.transport.write(wire)
+                attempt_end = min(end, time.monotonic() + self.timeout)
+                try:
+                    reply = self._wait(P.MsgType.CANCEL, seq, attempt_end, False)
+                except DeviceReset:
+                    return False
+                if reply is not None:
+                    return True
+        except (SessionError, OSError) as e:
+            log.debug("cancel failed: %s", e)
+            return False
+        log.warning("the device on %s did not confirm a CANCEL within %.1f s",
+                    self.transport.name, wait)
+        if self._state == "ok":
+            self._state = "check"
+        return False
+
+    # -- tensor chunk size: halves when a transfer needed a resend, doubles back
+    # after CHUNK_GROW_AFTER clean ones (on a noisy line a big packet almost
+    # never arrives intact; small ones do).
+    MIN_CHUNK_BYTES = 16
+    CHUNK_GROW_AFTER = 8
+
+    def chunk_limit(self, cap: int) -> int:
+        """Bytes of tensor data for the next WRITE_INPUT/READ_OUTPUT chunk."""
+        return cap if self.chunk_bytes is None else max(1, min(cap, self.chunk_bytes))
+
+    def chunk_done(self, cap: int | None, used: int | None, clean: bool) -> None:
+        """After a chunk: clean (no resend, data CRC good) or not."""
+        if not clean:
+            now = used if used is not None else (self.chunk_bytes or self.max_packet_bytes)
+            self.chunk_bytes = max(self.MIN_CHUNK_BYTES, now // 2)
+            self._chunk_streak = 0
+            return
+        self._chunk_streak += 1
+        if self.chunk_bytes is not None and self._chunk_streak >= self.CHUNK_GROW_AFTER:
+            self._chunk_streak = 0
+            self.chunk_bytes *= 2
+            if cap is not None and self.chunk_bytes >= cap:
+                self.chunk_bytes = None
 
     def _next_seq(self) -> int:
         self.seq = self.seq % 0xFFFF + 1          # 1..65535, never 0 (LOG uses 0)
         return self.seq
 
     def _request(self, msg, body: bytes, timeout: float | None = None,
-                 check_nonce: bool = True, busy_wait: float | None = None) -> bytes:
+                 check_nonce: bool = True, busy_wait: float | None = None,
+                 attempts: int | None = None, partial: bool = False) -> bytes:
         seq = self._next_seq()
         payload = P.pack_request(msg, seq, body)
         if self._info is not None and len(payload) > self._info.max_packet_bytes:
             raise SessionError(f"{_msg_name(msg)} request of {len(payload)} bytes exceeds "
                                f"the device's max packet size {self._info.max_packet_bytes}")
-        wire = encode(payload)
+        wire = encode(payload) + PAD
         timeout = self.timeout if timeout is None else timeout
+        attempts = self.retries + 1 if attempts is None else attempts
         name = _msg_name(msg)
         self.stats["requests"] += 1
         t0 = time.monotonic()
-        for attempt in range(self.retries + 1):
+        # A wall-clock budget, whatever arrives: (retries + 1) x timeout, moved
+        # only by a BUSY for this request (the device is running it).
+        self._busy_until = None
+        budget_end = t0 + attempts * timeout
+        attempt = 0
+        while attempt < attempts and time.monotonic() < budget_end:
             if attempt:
                 self.stats["resends"] += 1
                 log.debug("resending %s seq %d (attempt %d)", name, seq, attempt + 1)
+            attempt += 1
             if wire_log.isEnabledFor(logging.DEBUG):
                 wire_log.debug("tx %s", wire.hex(" "))
             self.transport.write(wire)
-            reply = self._wait(msg, seq, time.monotonic() + timeout, check_nonce, timeout,
-                               busy_wait)
+            end = time.monotonic() + timeout
+            if self._busy_until is None:
+                end = min(end, budget_end)
+            reply = self._wait(msg, seq, end, check_nonce, busy_wait)
+            if self._busy_until is not None:
+                budget_end = max(budget_end, self._busy_until)
             if reply is None:
                 continue
             status, rbody = reply
             if status != P.Status.OK:
                 raise DeviceError(status, f"{P.status_message(status)} (request {name})")
             return rbody
-        self._need_sync = True
+        if self._state == "ok" and not partial:
+            self._state = "check"
         raise SessionTimeout(
             f"no valid reply to {name} from {self.transport.name} after "
-            f"{self.retries + 1} attempts in {time.monotonic() - t0:.1f} s "
+            f"{attempt} attempt(s) in {time.monotonic() - t0:.1f} s "
             f"(timeout {timeout:g} s each); is the device running and the port right?")
 
-    def _wait(self, msg, seq, deadline, check_nonce, quiet=None, busy_wait=None):
-        """The (status, body) of the reply to seq, or None to resend. While
-        bytes are arriving (slow links, big replies) the deadline moves to
-        `quiet` seconds after the last byte, up to MAX_STRETCH seconds; a BUSY
-        for seq moves it busy_wait seconds ahead."""
+    def _wait(self, msg, seq, deadline, check_nonce, busy_wait=None):
+        """The (status, body) of the reply to seq, or None to resend. The
+        deadline is wall clock: bytes that are not the reply (noise, a debug
+        print, the wrong baud rate) do not move it; only a BUSY for seq moves
+        it busy_wait seconds ahead (recorded in self._busy_until)."""
         want = int(msg) | P.REPLY_FLAG
-        limit = deadline + self.MAX_STRETCH
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -262,8 +387,6 @@ class Session:
                 continue
             if wire_log.isEnabledFor(logging.DEBUG):
                 wire_log.debug("rx %s", data.hex(" "))
-            if quiet is not None:
-                deadline = max(deadline, min(time.monotonic() + quiet, limit))
             corrupted = False
             result = None
             for ev, payload in self.unframer.feed(data):
@@ -280,18 +403,26 @@ class Session:
                 rtype, _, rseq, nonce, status, rbody = hdr
                 if self.nonce is not None and nonce != self.nonce and (check_nonce or
                                                                        rtype == P.MsgType.LOG):
-                    self._need_sync = True
+                    if rseq != seq and nonce in self._old_nonces:
+                        self.stats["stale"] += 1        # from before a reconnect
+                        continue
+                    self._state = "reset"
                     self.unframer = Unframer()
-                    raise DeviceReset(
+                    self._reset_message = (
                         f"device {self.transport.name} restarted (nonce {nonce:#010x}, "
-                        f"expected {self.nonce:#010x}); inputs written before are lost")
+                        f"expected {self.nonce:#010x}): the inputs written before are lost; "
+                        "call reconnect() to go on with it")
+                    raise DeviceReset(self._reset_message)
                 if rtype == P.MsgType.LOG:
                     self._device_log(rbody)
+                elif rtype == P.MsgType.NAK:
+                    self.stats["naks"] += 1
+                    corrupted = True                    # our request arrived damaged
                 elif rtype == P.MsgType.BUSY:
                     if rseq == seq and busy_wait is not None:
                         self.stats["busy"] += 1
                         deadline = time.monotonic() + busy_wait
-                        limit = deadline + self.MAX_STRETCH
+                        self._busy_until = deadline
                 elif rtype == want and rseq == seq and result is None:
                     result = (status, rbody)
                 else:

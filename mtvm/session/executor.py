@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import statistics
 import struct
+import zlib
 import time as _time
 from dataclasses import dataclass, field
 
@@ -13,6 +14,7 @@ from .. import progress as _progress
 
 from ..errors import MtvmError
 from . import protocol as P
+from .errors import DeviceError, SessionError, SessionTimeout
 
 
 def fmt_seconds(s: float) -> str:
@@ -172,6 +174,13 @@ class Executor:
         a = np.asarray(array)
         want = np.dtype(t.dtype)
         if tuple(a.shape) != tuple(t.shape):
+            # Same elements in the same order, up to dims of size 1 (a 0-d
+            # scalar for [1], [1] for a 0-d tensor, [3, 16] for [1, 3, 16]),
+            # as run_host; other shapes (a transposed layout) are refused.
+            if a.size == int(np.prod(t.shape, dtype=np.int64)) and \
+                    [d for d in a.shape if d != 1] == [d for d in t.shape if d != 1]:
+                a = a.reshape(t.shape)
+        if tuple(a.shape) != tuple(t.shape):
             raise MtvmError(f"input \"{t.name}\": expected {_fmt_shape(want, t.shape)}, got "
                             f"{_fmt_shape(a.dtype, a.shape)} (shape mismatch)")
         if a.dtype != want:
@@ -187,11 +196,59 @@ class Executor:
     def set_input(self, key, array) -> None:
         t = self._input(key)
         data = self.check_input(t, array).tobytes()
-        chunk = self.sess.max_packet_bytes - P.REQUEST_HEADER_BYTES - 6
-        for off in range(0, len(data), chunk) or [0]:
-            self.sess.request(P.MsgType.WRITE_INPUT,
-                              struct.pack("<HI", t.index, off) + data[off:off + chunk])
-            self._progress(min(off + chunk, len(data)), len(data), f"input {t.name}")
+        cap = self.sess.max_packet_bytes - P.REQUEST_HEADER_BYTES - 10
+        off, bad = 0, 0
+        while True:
+            # Each chunk carries a CRC-32 of index|offset|data that the device
+            # checks before storing it; the chunk size shrinks on a noisy line.
+            def body(n, off=off):
+                part = data[off:off + n]
+                head = struct.pack("<HI", t.index, off)
+                return head + struct.pack("<I", zlib.crc32(part, zlib.crc32(head))) + part, \
+                    len(part)
+            try:
+                _, used = self._chunk_request(P.MsgType.WRITE_INPUT, body, cap)
+            except DeviceError as e:
+                if e.code != P.Status.BAD_DATA_CRC:
+                    raise
+                bad = self._bad_data(bad, f"input {t.name}", off)
+                continue
+            bad = 0
+            off += used
+            self._progress(off, len(data), f"input {t.name}")
+            if off >= len(data):
+                break
+
+    def _chunk_request(self, msg, build, cap):
+        """One chunk of a tensor transfer: build(n) -> (request body, bytes of
+        data). While the chunk can still shrink, a chunk that gets no reply in
+        2 attempts is sent again half as big (a new request); the last size
+        gets the session's full retries. -> (reply body, bytes of data)."""
+        while True:
+            n = self.sess.chunk_limit(cap)
+            body, used = build(n)
+            last = n <= self.sess.MIN_CHUNK_BYTES
+            resends = self.sess.stats["resends"]
+            try:
+                reply = self.sess.request(msg, body, attempts=None if last else 2)
+            except SessionTimeout:
+                if last:
+                    raise
+                self.sess.chunk_done(cap, used, False)
+                continue
+            self.sess.chunk_done(cap, used, self.sess.stats["resends"] == resends)
+            return reply, used
+
+    def _bad_data(self, bad: int, what: str, off: int) -> int:
+        """A chunk whose CRC-32 failed: count it, shrink the chunk size, retry
+        (a new request) up to sess.retries times in a row."""
+        self.sess.stats["bad_data"] += 1
+        self.sess.chunk_done(None, None, False)
+        if bad >= self.sess.retries:
+            raise SessionError(f"{what}: the chunk at byte {off} failed its CRC-32 "
+                               f"{bad + 1} times in a row on {self.sess.transport.name}; "
+                               "the link is too noisy")
+        return bad + 1
 
     def get_output(self, key) -> np.ndarray:
         info = self.sess.info()
@@ -202,14 +259,21 @@ class Executor:
             if not matches:
                 raise MtvmError(f"the model has no output {key!r}")
             t = matches[0]
-        chunk = self.sess.max_packet_bytes - P.REPLY_HEADER_BYTES
-        parts, off = [], 0
+        cap = self.sess.max_packet_bytes - P.REPLY_HEADER_BYTES - 4
+        parts, off, bad = [], 0, 0
         while off < t.size_bytes:
-            n = min(chunk, t.size_bytes - off)
-            body = self.sess.request(P.MsgType.READ_OUTPUT, struct.pack("<HII", t.index, off, n))
-            if len(body) != n:
-                raise MtvmError(f"output {t.name}: asked {n} bytes at {off}, got {len(body)}")
-            parts.append(body)
+            # The device sends a CRC-32 of index|offset|data with each chunk.
+            def ask(n, off=off):
+                n = min(n, t.size_bytes - off)
+                return struct.pack("<HII", t.index, off, n), n
+            body, n = self._chunk_request(P.MsgType.READ_OUTPUT, ask, cap)
+            head = struct.pack("<HI", t.index, off)
+            if len(body) != 4 + n or \
+                    zlib.crc32(body[4:], zlib.crc32(head)) != struct.unpack_from("<I", body)[0]:
+                bad = self._bad_data(bad, f"output {t.name}", off)
+                continue
+            bad = 0
+            parts.append(body[4:])
             off += n
             self._progress(off, t.size_bytes, f"output {t.name}")
         return np.frombuffer(b"".join(parts), np.dtype(t.dtype).newbyteorder("<")) \

@@ -149,7 +149,8 @@ def test_device_reset_is_detected_over_the_serial_link(models, projects_dir):
             qemu.monitor_command(proj.path("build", "qemu.json"), "system_reset")
             with pytest.raises(DeviceReset):
                 s.executor.run([x])
-            y = list(s.executor.run([x]).values())[0]     # re-synchronized
+            s.reconnect()                                  # explicit: the only way on
+            y = list(s.executor.run([x]).values())[0]
     finally:
         proj.stop()
     assert np.abs(y - ref).max() <= tolerance(ref)

@@ -49,6 +49,33 @@ static const char* const names[2] = {"k0", "k1"};
 static const uint64_t macs[2] = {10, 20};
 static mtvm_model_t model = {"fake", "default", 1, 1, ins, outs, 64, run, 2, names, macs, 0};
 
+/* -- cancel polling: bytes handed to the server during a TIME ------------------ */
+static uint8_t pending[256];
+static size_t pending_n, pending_pos;
+static int polls;
+static size_t poll_bytes(uint8_t* buf, size_t max)
+{
+    size_t n = pending_n - pending_pos;
+    ++polls;
+    if (n > max) n = max;
+    memcpy(buf, pending + pending_pos, n);
+    pending_pos += n;
+    return n;
+}
+
+/* CRC-32 (zlib), bit by bit: the reference for the server's table version. */
+static uint32_t crc32_ref(const uint8_t* p, size_t n, uint32_t crc)
+{
+    size_t i;
+    int k;
+    crc = ~crc;
+    for (i = 0; i < n; ++i) {
+        crc ^= p[i];
+        for (k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+    }
+    return ~crc;
+}
+
 /* -- helpers --------------------------------------------------------------------- */
 static int failures, checks;
 #define CHECK(c) do { ++checks; if (!(c)) { ++failures; \
@@ -124,15 +151,32 @@ int main(void)
     CHECK(n == 1 && r[0].type == (MTVM_MSG_INFO | 0x80) && r[0].seq == 1);
     CHECK(r[0].nonce == 0x12345678u && r[0].status == MTVM_STATUS_OK);
 
-    /* WRITE_INPUT, RUN: BUSY then the reply; a retry is replayed, not re-run */
+    /* CRC-32 of "123456789" is the standard check value */
+    CHECK(crc32_ref((const uint8_t*)"123456789", 9, 0) == 0xCBF43926u);
+
+    /* WRITE_INPUT carries a CRC-32 of index|offset|data: a bad one is refused
+     * (nothing stored), a good one stored. */
     memcpy(body, "\0\0\0\0\0\0", 6);
     {
-        uint8_t b[6 + 16];
+        uint8_t b[10 + 16];
+        uint32_t crc;
         memcpy(b, body, 6);
-        memcpy(b + 6, in, 16);
+        memcpy(b + 10, in, 16);
+        crc = crc32_ref(b, 6, 0);
+        crc = crc32_ref(b + 10, 16, crc);
+        memcpy(b + 6, &crc, 4);
+        b[12] ^= 0x40;                                  /* a data bit flipped */
+        n = request(r, 8, MTVM_MSG_WRITE_INPUT, 99, b, sizeof(b));
+        CHECK(n == 1 && r[0].status == MTVM_STATUS_BAD_DATA_CRC && x[0] == 0.0f);
+        b[12] ^= 0x40;
+        b[2] ^= 4;                                      /* the offset corrupted */
+        n = request(r, 8, MTVM_MSG_WRITE_INPUT, 98, b, sizeof(b));
+        CHECK(n == 1 && r[0].status == MTVM_STATUS_BAD_DATA_CRC && x[1] == 0.0f);
+        b[2] ^= 4;
         n = request(r, 8, MTVM_MSG_WRITE_INPUT, 2, b, sizeof(b));
         CHECK(n == 1 && r[0].status == MTVM_STATUS_OK && x[3] == -4.0f);
     }
+    /* WRITE_INPUT, RUN: BUSY then the reply; a retry is replayed, not re-run */
     n = request(r, 8, MTVM_MSG_RUN, 3, NULL, 0);
     CHECK(n == 2 && r[0].type == MTVM_MSG_BUSY && r[0].seq == 3);
     CHECK(r[1].type == (MTVM_MSG_RUN | 0x80) && r[1].status == MTVM_STATUS_OK && runs == 1);
@@ -147,9 +191,13 @@ int main(void)
     {
         uint8_t b[10] = {0, 0, 8, 0, 0, 0, 8, 0, 0, 0};
         float v[2];
+        uint32_t crc;
+        uint8_t head[6] = {0, 0, 8, 0, 0, 0};
         n = request(r, 8, MTVM_MSG_READ_OUTPUT, 5, b, 10);
-        memcpy(v, r[0].body, 8);
-        CHECK(n == 1 && r[0].body_n == 8 && v[0] == 6.0f && v[1] == -8.0f);
+        memcpy(v, r[0].body + 4, 8);
+        memcpy(&crc, r[0].body, 4);
+        CHECK(n == 1 && r[0].body_n == 4 + 8 && v[0] == 6.0f && v[1] == -8.0f);
+        CHECK(crc == crc32_ref(r[0].body + 4, 8, crc32_ref(head, 6, 0)));
         b[2] = 12;
         n = request(r, 8, MTVM_MSG_READ_OUTPUT, 6, b, 10);
         CHECK(n == 1 && r[0].status == MTVM_STATUS_OUT_OF_RANGE && r[0].body_n == 0);
@@ -177,6 +225,32 @@ int main(void)
     n = request(r, 8, MTVM_MSG_PROFILE, 12, "\0\x01\0", 3);     /* page from kernel 1 */
     CHECK(n == 1 && r[0].body[2] == 1 && r[0].body[4] == 1 && r[0].body[6] == 4);
 
+    /* CANCEL: idle, answered at once; during a TIME (polled between runs), the
+     * TIME stops early with CANCELLED and the number of runs done, then the
+     * CANCEL is answered; other packets read meanwhile are dropped. */
+    n = request(r, 8, MTVM_MSG_CANCEL, 30, NULL, 0);
+    CHECK(n == 1 && r[0].type == (MTVM_MSG_CANCEL | 0x80) && r[0].status == MTVM_STATUS_OK);
+    model.profile_ticks = NULL;
+    mtvm_server_set_poll(&srv, poll_bytes);
+    pending_n = frame(pending, MTVM_MSG_ECHO, 31, "x", 1);
+    pending_n += frame(pending + pending_n, MTVM_MSG_CANCEL, 32, NULL, 0);
+    pending_pos = 0;
+    memcpy(body, "\xff\xff\xff\x7f", 4);            /* 2^31 - 1 runs */
+    runs = 0;
+    n = request(r, 8, MTVM_MSG_TIME, 33, body, 4);
+    CHECK(n == 3 && r[0].type == MTVM_MSG_BUSY && r[1].type == (MTVM_MSG_TIME | 0x80)
+          && r[1].status == MTVM_STATUS_CANCELLED && r[2].type == (MTVM_MSG_CANCEL | 0x80)
+          && r[2].seq == 32 && r[2].status == MTVM_STATUS_OK);
+    CHECK(runs > 0 && runs < 100 && srv.dropped_while_busy == 1);
+    CHECK((int)(r[1].body[0] | r[1].body[1] << 8) == runs);
+    n = request(r, 8, MTVM_MSG_CANCEL, 32, NULL, 0);       /* its retry: replayed */
+    CHECK(n == 1 && r[0].seq == 32 && r[0].status == MTVM_STATUS_OK);
+    pending_n = pending_pos = 0;
+    memcpy(body, "\x03\0\0\0", 4);
+    n = request(r, 8, MTVM_MSG_TIME, 34, body, 4);     /* nothing pending: runs to the end */
+    CHECK(n == 2 && r[1].status == MTVM_STATUS_OK && r[1].body[0] == 3 && polls > 0);
+    model.profile_ticks = prof;
+
     /* INFO items: tensor, kernel, out of range */
     n = request(r, 8, MTVM_MSG_INFO, 13, "\x02\0", 2);
     CHECK(n == 1 && r[0].body[0] == 1 && r[0].body[2] == 2 && r[0].body[16] == 1
@@ -186,11 +260,19 @@ int main(void)
     n = request(r, 8, MTVM_MSG_INFO, 15, "\x05\0", 2);
     CHECK(n == 1 && r[0].status == MTVM_STATUS_BAD_INDEX);
 
-    /* bad CRC: dropped, no reply; then a good request works */
+    /* bad CRC: dropped, answered by a NAK (seq 0) so the host resends at once;
+     * then a good request works */
     len = frame(wire, MTVM_MSG_ECHO, 16, "hi", 2);
     wire[len - 1] ^= 1;
     mtvm_server_feed(&srv, wire, len);
-    CHECK(decode(r, 8) == 0 && srv.bad_packets == 1);
+    n = decode(r, 8);
+    CHECK(n == 1 && r[0].type == MTVM_MSG_NAK && r[0].seq == 0 && srv.bad_packets == 1);
+    CHECK(r[0].status == MTVM_STATUS_BAD_CRC);
+    /* every packet the server sends is followed by 2 zero bytes */
+    len = frame(wire, MTVM_MSG_ECHO, 40, "x", 1);
+    mtvm_server_feed(&srv, wire, len);
+    CHECK(out_n > 2 && out[out_n - 1] == 0 && out[out_n - 2] == 0 && out[out_n - 3] != 0);
+    CHECK(decode(r, 8) == 1);
     n = request(r, 8, MTVM_MSG_ECHO, 16, "hi", 2);
     CHECK(n == 1 && r[0].body_n == 2 && memcmp(r[0].body, "hi", 2) == 0);
 

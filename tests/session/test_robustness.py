@@ -81,9 +81,13 @@ def check_run(s):
 
 
 def test_corrupted_request_crc_is_retried(sess, link):
-    link.tx = once(lambda b: b[:-1] + bytes([b[-1] ^ 0x55]))
+    sess.info()
+    link.tx = once(lambda b: b[:-3] + bytes([b[-3] ^ 0x55]) + b[-2:])   # CRC byte, not padding
+    t0 = time.monotonic()
     assert sess.echo(b"hello") == b"hello"
     assert sess.stats["resends"] == 1
+    assert sess.stats["naks"] == 1                      # the device said so: resent at once
+    assert time.monotonic() - t0 < FAST["timeout"]
     check_run(sess)
 
 
@@ -182,9 +186,11 @@ def test_device_restarting_mid_session_raises_device_reset(sess, link):
     check_run(sess)
     link.restart()
     x, _ = reference()
-    with pytest.raises(DeviceReset, match="restarted"):
-        sess.executor.run({"x": x})
-    check_run(sess)                                      # re-synchronized, works again
+    for _ in range(2):                  # every call, not once: the inputs are gone
+        with pytest.raises(DeviceReset, match="restarted.*reconnect"):
+            sess.executor.run({"x": x})
+    sess.reconnect()                                     # explicit: take on the new device
+    check_run(sess)
 
 
 def test_device_reset_detected_from_reply_nonce(sess, link):
@@ -193,7 +199,46 @@ def test_device_reset_detected_from_reply_nonce(sess, link):
     link.rx = once(lambda b: b"")                        # swallow the reboot LOG packet
     with pytest.raises(DeviceReset):
         sess.echo(b"who are you")
+    with pytest.raises(DeviceReset):
+        sess.echo(b"x")
+    sess.reconnect()
     assert sess.echo(b"x") == b"x"
+
+
+@pytest.mark.parametrize("lose_boot_log", [False, True])
+def test_reboot_during_a_link_outage_is_never_taken_on_silently(sess, link, lose_boot_log):
+    """set_input, the link goes down, RUN times out, the device reboots, the
+    link returns: run_only/get_output/run(None)/info all raise DeviceReset
+    (they used to re-handshake and return the output of zeroed inputs) until
+    reconnect()."""
+    x, ref = reference()
+    sess.executor.set_input("x", x)
+    link.pause()                                         # link down
+    with pytest.raises(SessionTimeout):
+        sess.executor.run_only()
+    link.restart()                                       # the device reboots meanwhile
+    if lose_boot_log:
+        link.rx = once(lambda b: b"")                    # its "ready" LOG is lost too
+    for call in (sess.executor.run_only, lambda: sess.executor.get_output(0),
+                 lambda: sess.executor.run(None), sess.info, sess.kernels):
+        with pytest.raises(DeviceReset, match="restarted"):
+            call()
+    sess.reconnect()
+    assert not sess.executor.get_output(0).any()         # a new device: zeroed, as said
+    check_run(sess)
+
+
+def test_timeout_without_reboot_resynchronizes(sess, link):
+    """A timeout alone (same device, same nonce) is not a reset: the next call
+    checks the nonce and goes on, with the inputs written before."""
+    x, ref = reference()
+    sess.executor.set_input("x", x)
+    link.pause()
+    with pytest.raises(SessionTimeout):
+        sess.executor.run_only()
+    link.resume()
+    y = sess.executor.run(None)["probs"]
+    np.testing.assert_allclose(y, ref, atol=1e-5)
 
 
 def test_device_process_exit_is_a_clear_error(sess, link):

@@ -1,6 +1,7 @@
 """The session API against the real C server in a real process."""
 import logging
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -56,8 +57,17 @@ def test_float64_input_is_cast(sess):
 
 def test_wrong_shape_names_input_and_both_shapes(sess):
     with pytest.raises(MtvmError, match=r'input "x": expected float32\[1, 3, 16\], got '
-                                        r'float32\[3, 16\]'):
-        sess.executor.run({"x": np.zeros((3, 16), np.float32)})
+                                        r'float32\[16, 3\]'):
+        sess.executor.run({"x": np.zeros((16, 3), np.float32)})
+    with pytest.raises(MtvmError, match=r'got float32\[1, 3, 15\]'):
+        sess.executor.run({"x": np.zeros((1, 3, 15), np.float32)})
+
+
+def test_shapes_that_differ_only_by_dims_of_size_1_are_accepted(sess):
+    """As run_host: the same elements in the same order ([3, 16] for [1, 3, 16])."""
+    x, ref = reference()
+    np.testing.assert_allclose(sess.executor.run({"x": x.reshape(3, 16)})["probs"], ref,
+                               atol=1e-5)
 
 
 def test_wrong_dtype_is_rejected(sess):
@@ -93,8 +103,13 @@ def test_device_error_statuses(sess):
         sess.request(MsgType.READ_OUTPUT, struct.pack("<HII", 7, 0, 4))
     assert e.value.code == Status.BAD_INDEX and "BAD_INDEX" in str(e.value)
     with pytest.raises(DeviceError) as e:
-        sess.request(MsgType.WRITE_INPUT, struct.pack("<HI", 0, 190) + b"12345")
+        head = struct.pack("<HI", 0, 190)
+        sess.request(MsgType.WRITE_INPUT,
+                     head + struct.pack("<I", zlib.crc32(b"12345", zlib.crc32(head))) + b"12345")
     assert e.value.code == Status.OUT_OF_RANGE
+    with pytest.raises(DeviceError) as e:      # a data CRC-32 that does not match
+        sess.request(MsgType.WRITE_INPUT, struct.pack("<HII", 0, 0, 1234) + b"12345")
+    assert e.value.code == Status.BAD_DATA_CRC
     with pytest.raises(DeviceError) as e:
         sess.request(0x33)
     assert e.value.code == Status.UNKNOWN_REQUEST
