@@ -31,6 +31,7 @@ The command line is `mtvm` (`mtvm --help`; `mtvm ops` lists the operators).
 Submodules are imported on first use, so `import mtvm` is cheap.
 """
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
@@ -56,11 +57,11 @@ _LAZY = {
 
 
 def __getattr__(name):
-    try:
-        module, attr = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'mtvm' has no attribute {name!r}") from None
-    mod = importlib.import_module(module, __name__)
+    module, attr = _LAZY.get(name, (f".{name}", None))
+    if name not in _LAZY and (name.startswith("_")
+                              or importlib.util.find_spec(f"{__name__}.{name}") is None):
+        raise AttributeError(f"module 'mtvm' has no attribute {name!r}")
+    mod = importlib.import_module(module, __name__)   # any submodule: mtvm.interp, ...
     value = mod if attr is None else getattr(mod, attr)
     globals()[name] = value
     return value

@@ -188,9 +188,13 @@ def test_profile_hint_is_the_cli_flag(host_project):
 def test_ctrl_c_is_one_line_and_exit_130(host_project):
     # twice: while Python imports mtvm (a traceback before), and during a long benchmark
     for wait_for in ("numpy", "output probs"):
-        p = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "mtvm", "run",
-                              str(host_project), "--benchmark", "100000000"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # -X importtime shows when numpy is being imported; unbuffered stdout shows the
+        # session's first lines at once
+        trace = ["-X", "importtime"] if wait_for == "numpy" else []
+        p = subprocess.Popen([sys.executable, *trace, "-m", "mtvm", "run", str(host_project),
+                              "--benchmark", "100000000"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
         stream = p.stderr if wait_for == "numpy" else p.stdout
         seen = ""
         while wait_for not in seen:
