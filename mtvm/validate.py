@@ -186,15 +186,21 @@ def _quantized_ops(m) -> bool:
                or n.op_type.startswith("QLinear") for n in m.graph.node)
 
 
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
 def reference_outputs(model, inputs: dict) -> Reference:
     """Outputs of the ONNX model (a path or a ModelProto) on `inputs` ({name:
-    array}): onnxruntime with graph optimizations off, or without onnxruntime
-    the ONNX reference evaluator."""
+    array}): onnxruntime with graph optimizations off; the ONNX reference
+    evaluator when onnxruntime is not installed or cannot run the model."""
     import onnx
     try:
         import onnxruntime as ort
     except ImportError:
         ort = None
+    why = "onnxruntime is not installed"
     if ort is not None:
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -202,25 +208,19 @@ def reference_outputs(model, inputs: dict) -> Reference:
         src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
         try:
             sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
-        except Exception as e:          # onnxruntime rejects it: say so in one line
-            msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-            raise MtvmError(f"the reference (onnxruntime {ort.__version__}) cannot load the "
-                            f"model: {msg}") from None
-        feeds = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
-        return Reference(sess.run(None, feeds), f"onnxruntime {ort.__version__} (graph "
-                         "optimizations off: the ONNX operators' own semantics)")
+            feeds = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
+            return Reference(sess.run(None, feeds), f"onnxruntime {ort.__version__} (graph "
+                             "optimizations off: the ONNX operators' own semantics)")
+        except Exception as e:          # onnxruntime cannot: the reference evaluator may
+            why = f"onnxruntime {ort.__version__} cannot run the model: {_first_line(e)}"
     from onnx.reference import ReferenceEvaluator
-    m = _to_model(model)
     try:
-        outs = ReferenceEvaluator(m).run(None, dict(inputs))
+        outs = ReferenceEvaluator(_to_model(model)).run(None, dict(inputs))
     except Exception as e:
-        msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        raise MtvmError(f"the ONNX reference evaluator (onnx {onnx.__version__}) cannot run "
-                        f"the model: {msg}; install onnxruntime (pip install onnxruntime) for "
-                        "validation") from None
+        raise MtvmError(f"no reference for validation: {why}; the ONNX reference evaluator "
+                        f"(onnx {onnx.__version__}) cannot either: {_first_line(e)}") from None
     return Reference([np.asarray(o) for o in outs],
-                     f"the ONNX reference evaluator (onnx {onnx.__version__}; onnxruntime "
-                     "is not installed)")
+                     f"the ONNX reference evaluator (onnx {onnx.__version__}; {why})")
 
 
 def validate_outputs(model, inputs: dict, outputs: dict, float_io: dict | None = None,

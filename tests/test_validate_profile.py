@@ -120,6 +120,18 @@ def test_reference_evaluator_without_onnxruntime(tmp_path):
     assert p.stdout.rstrip().endswith("OK")
 
 
+def test_no_reference_is_one_clear_error():
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph([helper.make_node("Frob", ["x"], ["y"], domain="acme")], "frob",
+                          [vi("x", TensorProto.FLOAT, [2])], [vi("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("acme", 1)])
+    m.ir_version = 8
+    with pytest.raises(mtvm.MtvmError, match=r"no reference for validation: onnxruntime .* "
+                       r"cannot run the model: .*the ONNX reference evaluator .* cannot either"):
+        reference_outputs(m, {"x": np.zeros(2, np.float32)})
+
+
 @pytest.mark.slow
 @needs_models
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
