@@ -301,7 +301,7 @@ class Session:
     # -- tensor chunk size: halves when a transfer needed a resend, doubles back
     # after CHUNK_GROW_AFTER clean ones (on a noisy line a big packet almost
     # never arrives intact; small ones do).
-    MIN_CHUNK_BYTES = 16
+    MIN_CHUNK_BYTES = 32
     CHUNK_GROW_AFTER = 8
 
     def chunk_limit(self, cap: int) -> int:

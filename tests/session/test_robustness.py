@@ -12,6 +12,7 @@ from mtvm.session import (DeviceError, DeviceReset, MsgType, SessionTimeout, Sta
                           TransportClosed)
 from mtvm.session.framing import PACKET, Unframer, encode
 from mtvm.session.protocol import REPLY_FLAG, pack_request, unpack_reply
+from mtvm.session.transport import Transport
 
 from session_helpers import EXAMPLE_NPZ, link, server_project  # noqa: F401 (fixtures)
 
@@ -312,3 +313,80 @@ def test_device_that_stops_before_a_run_times_out_quickly(sess, link):
         sess.executor.run_only()                         # no BUSY: not the 60 s run wait
     assert time.monotonic() - t0 < 5 * FAST["timeout"] + 1
     link.resume()
+
+
+class GarbageForever(Transport):
+    """A line that never stops delivering bytes that are not frames (a debug
+    print, the wrong baud rate): every read returns noise at once."""
+
+    name = "garbage"
+
+    def __init__(self):
+        self.rng = random.Random(7)
+
+    def write(self, data):
+        pass
+
+    def read(self, max_bytes, timeout):
+        time.sleep(0.002)
+        return bytes(self.rng.randrange(256) for _ in range(64)) + b"mtvm debug print\r\n"
+
+
+def test_time_limit_is_wall_clock_whatever_arrives():
+    """Used to stall (retries + 1) x 30 s: every byte moved the deadline."""
+    sess = mtvm.Session(GarbageForever(), timeout=0.3, retries=2, connect=False)
+    t0 = time.monotonic()
+    with pytest.raises(SessionTimeout, match="INFO"):
+        sess.connect()
+    assert time.monotonic() - t0 < 3 * 0.3 + 0.5
+
+
+def test_time_with_a_huge_count_is_cancelled_on_interrupt(sess, link):
+    """An exception raised in the main thread (here from a signal sent by
+    another thread, as Ctrl-C would) during TIME of 2^31 runs: the client
+    sends CANCEL and waits for the device to be idle before re-raising, and
+    the next request is answered at once (it used to wait for the whole run)."""
+    import signal
+    import threading
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Interrupted()
+    check_run(sess)
+    old = signal.signal(signal.SIGUSR1, handler)
+    try:
+        timer = threading.Timer(0.5, lambda: signal.pthread_kill(threading.main_thread().ident,
+                                                                signal.SIGUSR1))
+        timer.start()
+        t0 = time.monotonic()
+        with pytest.raises(Interrupted):
+            sess.executor.time(2 ** 31 - 1)
+        timer.join()
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    assert time.monotonic() - t0 < 2.0
+    assert sess.stats["cancels"] == 1
+    times = replies(link, MsgType.TIME)
+    assert times and times[-1][4] == Status.CANCELLED           # stopped between two runs
+    assert replies(link, MsgType.CANCEL)                         # and said so once idle
+    t1 = time.monotonic()
+    assert sess.echo(b"idle?") == b"idle?"
+    assert time.monotonic() - t1 < FAST["timeout"]
+    check_run(sess)
+
+
+def test_keyboard_interrupt_during_time_leaves_the_device_idle(sess, link):
+    import _thread
+    import threading
+    check_run(sess)
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        sess.executor.time(2 ** 31 - 1)
+    timer.join()
+    assert sess.stats["cancels"] == 1
+    t1 = time.monotonic()
+    check_run(sess)
+    assert time.monotonic() - t1 < 1.0

@@ -190,3 +190,27 @@ def test_profile_pages_with_many_kernels(tmp_path):
         prof = s.executor.profile()
         assert len(prof.rows) == 9 and all(r.kind == "Softmax" for r in prof.rows)
         assert [k for k, _ in s.kernels()] == [r.name for r in prof.rows]
+
+
+def test_scalar_input_and_output(tmp_path):
+    """A model with a 0-d input and output: the session takes a 0-d array and
+    a one-element array (as run_host does; it used to refuse the latter with
+    'expected int64[], got int64[1]') and returns a 0-d array."""
+    from onnx import TensorProto, helper, numpy_helper, save
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "three"], ["y"], name="mul")], "scalar",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [])],
+        [numpy_helper.from_array(np.array(3, np.int64), "three")])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+         str(tmp_path / "scalar.onnx"))
+    proj = mtvm.project.generate(str(tmp_path / "scalar.onnx"), board="host",
+                                 out_dir=tmp_path / "proj", progress=_quiet)
+    proj.build(progress=_quiet)
+    with proj.session() as s:
+        assert s.info().inputs[0].shape == () and s.info().outputs[0].shape == ()
+        for x in (np.array(5), np.array([5]), 5):
+            y = s.executor.run({"x": x})["y"]
+            assert y.shape == () and y.dtype == np.int64 and int(y) == 15
+        with pytest.raises(MtvmError, match=r"expected int64\[\], got int64\[2\]"):
+            s.executor.run({"x": np.array([5, 6])})
