@@ -62,7 +62,8 @@ def table(md: dict) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     fmt = lambda r: "  ".join(c.rjust(w) if i != 1 else c.ljust(w)  # noqa: E731
                               for i, (c, w) in enumerate(zip(r, widths)))
-    return "\n".join([fmt(rows[0]), fmt(tuple("-" * w for w in widths))] + [fmt(r) for r in rows[1:]])
+    return "\n".join([fmt(rows[0]), fmt(tuple("-" * w for w in widths))]
+                     + [fmt(r) for r in rows[1:]])
 
 
 def run(args) -> int:

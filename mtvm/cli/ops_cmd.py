@@ -61,6 +61,7 @@ def run(args) -> int:
         if i == 0:
             print("  ".join("-" * w for w in widths))
     from ..frontend.onnx_loader import MIN_OPSET
-    print(f"{len(rows)} operator{'s' if len(rows) != 1 else ''}; a model of opset < {MIN_OPSET} is first converted to opset "
-          f"{MIN_OPSET} (onnx.version_converter); dtypes per operator: docs/operators.md")
+    plural = "s" if len(rows) != 1 else ""
+    print(f"{len(rows)} operator{plural}; a model of opset < {MIN_OPSET} is first converted to "
+          f"opset {MIN_OPSET} (onnx.version_converter); dtypes per operator: docs/operators.md")
     return 0
