@@ -42,8 +42,9 @@ def _verbose_everywhere(parser) -> None:
         if not isinstance(action, argparse._SubParsersAction):
             continue
         for sp in set(action.choices.values()):
-            if "--verbose" not in sp._option_string_actions:
-                sp.add_argument("--verbose", "-v", action="store_true",
+            flags = [f for f in ("--verbose", "-v") if f not in sp._option_string_actions]
+            if "--verbose" in flags:
+                sp.add_argument(*flags, dest="verbose", action="store_true",
                                 default=argparse.SUPPRESS, help=VERBOSE_HELP)
             _verbose_everywhere(sp)
 
