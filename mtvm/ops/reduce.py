@@ -218,23 +218,34 @@ def sum_in_lanes(k, x, base: str, count: int) -> list[str]:
     t = k.ctype
     z = k.lit(0)
     s = [f"s{j}" for j in range(SUM_LANES)]
+    main = count // SUM_LANES * SUM_LANES
     lines = [f"const {t}* xr = {x.c} + {base or '0'};",
              *(f"{t} " + ", ".join(f"{v} = {z}" for v in s[i:i + 4]) + ";"
                for i in range(0, SUM_LANES, 4)),
-             "size_t r = 0;",
-             f"for (; r + {SUM_LANES} <= {count}; r += {SUM_LANES}) {{"]
+             f"for (size_t r = 0; r < {main}; r += {SUM_LANES}) {{"]
     lines += ["    " + " ".join(f"{v} += xr[r + {j}];" if j else f"{v} += xr[r];"
                                 for j, v in enumerate(s[i:i + 4], start=i))
               for i in range(0, SUM_LANES, 4)]
     pairs = s
     while len(pairs) > 1:
         pairs = [f"({a} + {b})" for a, b in zip(pairs[::2], pairs[1::2])]
-    lines += ["}", f"{t} acc = {pairs[0][1:-1]};", f"for (; r < {count}; ++r) acc += xr[r];"]
+    lines += ["}", f"{t} acc = {pairs[0][1:-1]};"]
+    # Constant bounds, and no tail loop when there is no tail: gcc 12 -O3 proved a
+    # `for (; r < count; ++r)` after a loop ending at r == count dead and refused it
+    # under -Werror ("iteration ... invokes undefined behavior").
+    if main < count:
+        lines.append(f"for (size_t r = {main}; r < {count}; ++r) acc += xr[r];")
     return lines
 
 
 def reduce_nest(x, reduced, base: str, stmt: str, k) -> list[str]:
-    """Loops over the reduced dims binding `x` to each element, then `stmt`."""
+    """Loops over the reduced dims binding `x` to each element, then `stmt`; a block
+    of its own when nothing is reduced (one element: ReduceLogSumExp's two nests
+    would declare `x` twice in one scope)."""
+    if not reduced:
+        terms = [base] if base else []
+        return ["{", f"    const {k.ctype} x = {x.c}[{' + '.join(terms) or '0'}];",
+                f"    {stmt}", "}"]
     terms = [base] if base else []
     lines = []
     for j, (size, st) in enumerate(reduced):

@@ -94,4 +94,54 @@ def test_runtime_axes_is_an_error():
 @pytest.mark.parametrize("dtype", [np.int8, np.int32, np.bool_])
 def test_reduce_max_min_integer_and_bool(op, dtype):
     x = rng.integers(-100, 100, (3, 5)).astype(dtype)
-    check_model(reduce_model(op, x, [1], 1, 18), {"x": x})
+    opset = 20 if dtype == np.bool_ else 18   # bool from opset 20 (the checker says so)
+    check_model(reduce_model(op, x, [1], 1, opset), {"x": x})
+
+
+# -- every row length 1..300 at -O3 -Werror ----------------------------------------------------
+
+LENGTHS = range(1, 301)
+# ReduceSum/Mean (and LogSum, the same sum) take the eight-lane loop over a contiguous
+# row (16 and longer, a scalar tail when the length is not a multiple of 8); the others
+# one loop.
+LANE_OPS = ["ReduceSum", "ReduceMean"]
+LOOP_OPS = [op for op in OPS if op not in LANE_OPS]
+
+
+def lengths_model(ops):
+    """One model: for each length n an input x<n> of shape [1, n] and one node per op
+    reducing axis 1 (one row: gcc sees the whole reduction's trip count)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    nodes = [helper.make_node(op, [f"x{n}", "axes"], [f"{op}_{n}"], keepdims=0)
+             for n in LENGTHS for op in ops]
+    g = helper.make_graph(
+        nodes, "reduce_lengths",
+        [helper.make_tensor_value_info(f"x{n}", onnx.TensorProto.FLOAT, [1, n])
+         for n in LENGTHS],
+        [helper.make_tensor_value_info(nd.output[0], onnx.TensorProto.UNDEFINED, None)
+         for nd in nodes],
+        [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    return onnx.shape_inference.infer_shapes(m)
+
+
+@pytest.mark.parametrize("ops", [LANE_OPS, pytest.param(LOOP_OPS, marks=pytest.mark.slow)],
+                         ids=["lanes", "loops"])
+def test_reduce_every_row_length(ops):
+    """Every row length 1..300, built with -O3 -Werror, against onnx.reference. gcc 12
+    refused the eight-lane sum of a length that is a multiple of 8 and >= 64 (a dead
+    tail loop: "iteration ... invokes undefined behavior"), and ReduceLogSumExp over
+    one element declared `x` twice in one scope."""
+    import mtvm
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
+    m = lengths_model(ops)
+    # Data in [0.9, 1.1]: a product of 300 stays in range, LogSum's sum is positive.
+    xs = {f"x{n}": (0.9 + 0.2 * rng.random((1, n))).astype(np.float32) for n in LENGTHS}
+    lib = mtvm.compile(m, reorder=False)   # 300 * ops independent nodes: keep their order
+    got = HostModule(lib, opt="-O3").run(xs)
+    expected = reference_outputs(m, xs)
+    for out, e in zip(m.graph.output, expected):
+        assert_close(got[out.name], e, what=out.name)
