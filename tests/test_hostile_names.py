@@ -363,3 +363,23 @@ def test_labels_and_ir_names(text):
     ir = names.ir_name(text)
     assert ir.isascii() and "\n" not in ir and "\r" not in ir
     assert (json.loads(ir) if ir.startswith('"') else ir) == text
+
+
+def test_standalone_app_prints_names_as_data(hostile):
+    """The standalone app prints model and tensor names with non-printable bytes
+    as '?': a newline in a name cannot forge lines of its output."""
+    cm, m, inputs, marker, d = hostile
+    proj = mtvm.project.generate(cm, board="host", out_dir=d / "app", kind="standalone",
+                                 sample={i.name: inputs[i.name] for i in m.graph.input},
+                                 progress=quiet)
+    proj.build(progress=quiet)
+    p = subprocess.run([proj.path("build", "mtvm_app")], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert not os.path.exists(marker)
+    lines = p.stdout.splitlines()
+    # a model line, one line per output, the time, done: nothing else
+    assert len(lines) == 2 + len(m.graph.output) + 1, p.stdout
+    assert lines[0].startswith("mtvm standalone: model ") and "?" in lines[0]
+    assert all(ln.startswith(f"output {i} ") for i, ln in enumerate(lines[1:4]))
+    assert p.stdout.isascii()

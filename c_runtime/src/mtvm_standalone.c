@@ -146,6 +146,25 @@ static uint32_t fmt_value(char* b, uint32_t pos, uint32_t cap, const mtvm_tensor
     }
 }
 
+/* Names come from the model: print them with every byte outside printable ASCII as '?', so a
+ * name holding a newline or a control sequence cannot forge lines of this app's output. */
+static void print_name(const char* name)
+{
+    char chunk[33];
+    uint32_t n = 0;
+    for (; *name != '\0'; ++name) {
+        unsigned char c = (unsigned char)*name;
+        chunk[n++] = (c >= 0x20u && c < 0x7fu) ? (char)c : '?';
+        if (n == sizeof(chunk) - 1) {
+            chunk[n] = '\0';
+            mtvm_print(chunk);
+            n = 0;
+        }
+    }
+    chunk[n] = '\0';
+    mtvm_print(chunk);
+}
+
 static void print_output(uint32_t index, const mtvm_tensor_t* t)
 {
     char line[96];
@@ -154,7 +173,7 @@ static void print_output(uint32_t index, const mtvm_tensor_t* t)
     pos = mtvm_fmt_u64(line, pos, sizeof(line), index);
     pos = mtvm_fmt_str(line, pos, sizeof(line), " ");
     mtvm_print(line);
-    mtvm_print(t->name);
+    print_name(t->name);
     pos = mtvm_fmt_str(line, 0, sizeof(line), " ");
     pos = mtvm_fmt_str(line, pos, sizeof(line), dtype_name(t->dtype));
     pos = mtvm_fmt_str(line, pos, sizeof(line), "[");
@@ -187,9 +206,9 @@ int32_t mtvm_standalone_run(const mtvm_model_t* m, const mtvm_sample_t* sample, 
     if (runs == 0) {
         runs = 1;
     }
-    pos = mtvm_fmt_str(line, 0, sizeof(line), "mtvm standalone: model ");
-    pos = mtvm_fmt_str(line, pos, sizeof(line), m->name);
-    pos = mtvm_fmt_str(line, pos, sizeof(line), ", ");
+    mtvm_print("mtvm standalone: model ");
+    print_name(m->name);
+    pos = mtvm_fmt_str(line, 0, sizeof(line), ", ");
     pos = mtvm_fmt_u64(line, pos, sizeof(line), runs);
     mtvm_fmt_str(line, pos, sizeof(line), " run(s)\n");
     mtvm_print(line);
