@@ -175,6 +175,9 @@ def _region(name, d, board) -> Region:
         raise MtvmError(f"board {board}: memory.{name} needs origin and size ({e})") from None
 
 
+_PLAIN_NAME = re.compile(r"[a-z0-9_]+")
+
+
 def _validate_cortex_m(b: Board):
     missing = [k for k in ("cpu", "cflags", "memory", "uart", "timer", "runner")
                if k not in b.data]
@@ -224,6 +227,12 @@ def board_from_dict(d: dict, path: str = "") -> Board:
         uart=dict(d.get("uart") or {}), timer=d.get("timer", ""),
         runner=load_runner(d["runner"]) if isinstance(d.get("runner"), str) else None,
         runner_args=dict(d.get("runner_args") or {}), usb=d.get("usb"), notes=d.get("notes", ""))
+    # The template and UART driver names select files (template.py is imported): plain words
+    # only, so a board file cannot point outside project_templates/.
+    for key, value in (("template", b.template), ("uart.driver", b.uart.get("driver", "x"))):
+        if not isinstance(value, str) or not _PLAIN_NAME.fullmatch(value):
+            raise MtvmError(f"board {bname!r}: {key} must be a plain name "
+                            f"([a-z0-9_]+), not {value!r}")
     if b.template == "cortex_m":
         _validate_cortex_m(b)
     return b

@@ -285,6 +285,13 @@ def test_board_strings_that_a_makefile_cannot_take_are_refused(tmp_path):
     with pytest.raises(MtvmError, match="board name"):
         mtvm.project.generate(cm, board=dict(board, name='h"st'), out_dir=tmp_path / "n",
                               progress=quiet)
+    # names that select files (a template's template.py is imported) are plain words
+    arm = load_board("mps2-an386")
+    for bad in (dict(board, template="../../tmp/evil"), dict(board, template="/tmp"),
+                dict(arm, uart=dict(arm["uart"], driver="../../../tmp/x"))):
+        with pytest.raises(MtvmError, match="plain name"):
+            mtvm.project.generate(cm, board=bad, out_dir=tmp_path / "t", progress=quiet)
+    assert not (tmp_path / "t").exists()
 
 
 # -- the functions, property-based ------------------------------------------------------------
