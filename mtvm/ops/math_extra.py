@@ -45,7 +45,8 @@ class Sign(_Elementwise):
         x, z = args[0], k.lit(0)
         if k.ctype.startswith("uint"):
             return f"({x} > {z} ? {k.lit(1)} : {z})"
-        return f"({x} > {z} ? {k.lit(1)} : ({x} < {z} ? {k.lit(-1)} : {z}))"
+        # Neither > 0 nor < 0: 0 or NaN, returned as it is (np.sign(NaN) is NaN).
+        return f"({x} > {z} ? {k.lit(1)} : ({x} < {z} ? {k.lit(-1)} : {x}))"
 
 
 @register("Round")
@@ -143,7 +144,8 @@ class Celu(_Elementwise):
     def scalar(self, k, args, *, alpha=1.0):
         x, a, z = args[0], k.lit(alpha), k.lit(0)
         neg = f"{a} * ({_fn(k, 'exp')}({x} / {a}) - {k.lit(1)})"
-        return f"(({x} > {z} ? {x} : {z}) + ({neg} < {z} ? {neg} : {z}))"
+        # max(x, 0) + min(0, neg), a NaN passing both (NumPy's maximum and minimum).
+        return f"(({x} < {z} ? {z} : {x}) + ({neg} > {z} ? {z} : {neg}))"
 
 
 @register("ThresholdedRelu")

@@ -146,7 +146,7 @@ def reference_via_onnx(op_type: str, inputs, attrs: dict, n_outputs: int):
 # on (onnxruntime uses 0, which makes Affine and ScaledTanh output 0), so their
 # alpha/beta must be given.
 _ACTS = {
-    "relu": (lambda v, a, b: np.maximum(v, 0), "(v > {z} ? v : {z})", None, None),
+    "relu": (lambda v, a, b: np.maximum(v, 0), "(v < {z} ? {z} : v)", None, None),  # NaN: NaN
     "tanh": (lambda v, a, b: np.tanh(v), "{tanh}(v)", None, None),
     "sigmoid": (lambda v, a, b: 1 / (1 + np.exp(-v)), "{one} / ({one} + {exp}(-v))", None, None),
     "affine": (lambda v, a, b: a * v + b, "{a} * v + {b}", "required", "required"),
