@@ -207,3 +207,18 @@ def test_ctrl_c_is_one_line_and_exit_130(host_project):
         err = "\n".join(line for line in err.splitlines() if not line.startswith("import time:"))
         assert p.returncode == 130, (wait_for, err)
         assert err.strip() == "mtvm: interrupted", (wait_for, err)
+
+
+def test_an_error_naming_a_hostile_node_stays_one_line(tmp_path):
+    """A node name holding newlines and escape sequences is shown escaped: the
+    error is still one line of printable text."""
+    h, f32 = onnx.helper, onnx.TensorProto.FLOAT
+    node = h.make_node("Frobnicate", ["x"], ["y"], name="a\nerror: forged\r\x1b[2Jb",
+                       domain="com.example")
+    m = h.make_model(h.make_graph([node], "g", [h.make_tensor_value_info("x", f32, [2])],
+                                  [h.make_tensor_value_info("y", f32, [2])]),
+                     opset_imports=[h.make_opsetid("", 17), h.make_opsetid("com.example", 1)])
+    onnx.save(m, tmp_path / "m.onnx")
+    e = mtvm("compile", str(tmp_path / "m.onnx"))
+    assert e.returncode == 1 and e.stderr.count("\n") == 1, e.stderr
+    assert e.stderr.rstrip("\n").isprintable() and "\\n" in e.stderr

@@ -49,6 +49,12 @@ def _verbose_everywhere(parser) -> None:
             _verbose_everywhere(sp)
 
 
+def one_line(text: str) -> str:
+    """An error message as one line of printable text: names from a model may hold
+    newlines or control characters, which are shown as escapes instead."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def _stdout_closed() -> bool:
     """True when the reader of stdout has gone (`mtvm ops | head -1`), as opposed
     to a broken pipe to a device process."""
@@ -84,7 +90,7 @@ def main(argv=None) -> int:
     except MtvmError as e:
         if verbose:
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {one_line(str(e))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("mtvm: interrupted", file=sys.stderr)
