@@ -618,6 +618,10 @@ class TopK(Op):
         if x.dtype.kind == "u" and largest:
             key = np.iinfo(x.dtype).max - x
         order = np.argsort(key, axis=a, kind="stable")
+        if x.dtype.kind == "f" and largest:
+            # NaN is the largest value (ONNX reference, onnxruntime): first, by index
+            nan = np.isnan(np.take_along_axis(x, order, axis=a))
+            order = np.take_along_axis(order, np.argsort(~nan, axis=a, kind="stable"), axis=a)
         idx = np.take(order, range(k), axis=a)
         return np.take_along_axis(x, idx, axis=a), idx.astype(np.int64)
 
@@ -632,6 +636,12 @@ class TopK(Op):
         # that comes after pick t-1 in the order (value, then lower index first).
         before = (lambda p, q: f"(in0[base + {p} * {inner}] {cmp} in0[base + {q} * {inner}] || "
                   f"(in0[base + {p} * {inner}] == in0[base + {q} * {inner}] && {p} < {q}))")
+        if np.dtype(x.dtype).kind == "f":   # NaN ranks above every number, ties by index
+            def before(p, q):
+                xp, xq = f"in0[base + {p} * {inner}]", f"in0[base + {q} * {inner}]"
+                first, second = (xp, xq) if largest else (xq, xp)
+                return (f"({xp} {cmp} {xq} || (isnan({first}) && !isnan({second})) || "
+                        f"(({xp} == {xq} || (isnan({xp}) && isnan({xq}))) && {p} < {q}))")
         out_idx = f"i0 * {k * inner} + t * {inner} + i1"
         lines = nest([outer, inner], [
             f"const size_t base = i0 * {n * inner} + i1;",

@@ -447,6 +447,31 @@ def test_reductions_argmax_softmax():
                 assert_same_specials(got[name], expected[name], f"{name}, {build}")
 
 
+def test_topk_ranks_nan_above_every_number():
+    """TopK as the ONNX reference and onnxruntime: NaN is larger than +inf (first with
+    largest=1, last with largest=0), equal values and NaNs in index order. Before,
+    the selection's comparisons skipped NaN and could pick an element twice."""
+    x, xt = ROWS, np.ascontiguousarray(ROWS.T)
+    nodes, outs = [], []
+    for largest in (1, 0):
+        for src, ax, k in (("x", 1, 5), ("xt", 0, ROW)):
+            v, i = f"v{largest}_{src}", f"i{largest}_{src}"
+            nodes.append(helper.make_node("TopK", [src, f"k{k}"], [v, i], axis=ax,
+                                          largest=largest))
+            outs += [v, i]
+    inputs = {"x": x, "xt": xt}
+    consts = {"k5": np.array([5], np.int64), f"k{ROW}": np.array([ROW], np.int64)}
+    m = graph_model(nodes, inputs, outs, consts, opset=18)
+    expected = reference_outputs(m, inputs)
+    for name, o, e in zip(outs, ort_outputs(m, inputs), expected):
+        np.testing.assert_array_equal(o, e, err_msg=f"{name}: onnxruntime")
+    assert np.isnan(expected[0][1, 0]) and np.isnan(expected[6][-1, 1])
+    lib = mtvm.compile(m)
+    for build, got in run_builds(lib, inputs):
+        for name, e in zip(outs, expected):
+            np.testing.assert_array_equal(got[name], e, err_msg=f"{name}, {build}")
+
+
 # -- a whole model -----------------------------------------------------------------------
 
 def kws_model():
