@@ -12,9 +12,9 @@ optimizations (mtvm.validate: the operators' own semantics):
 - int8: within one quantization step. A tensor further off is checked again on
   mtvm's own inputs (the subgraph from the nearest quantized tensors, run by the
   reference): a step of rounding difference upstream may grow downstream
-  (denoise_unet_int8: the float Resize rounds 166 of 131072 values one step the
-  other way, and 2 of the 4096 output pixels end two steps off), but each
-  step on its own must stay within one step.
+  (a float op between DequantizeLinear and QuantizeLinear that rounds a tie the
+  other way, as denoise_unet_int8's Resize did before it multiplied in
+  onnxruntime's order), but each step on its own must stay within one step.
 """
 import glob
 import os

@@ -26,11 +26,6 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "sensor_mlp.onnx")
 INT8_MODELS = sorted(f[:-5] for f in os.listdir(MODELS_DIR) if f.endswith("_int8.onnx")) \
     if os.path.isdir(MODELS_DIR) else []
-# One step of a float tie in the float Resize (166 of 131072 values) grows to two
-# steps at the output through the two convolutions after it (tests/test_intermediates.py
-# checks each step on its own inputs: all within one step).
-COMPOUNDED = {"denoise_unet_int8": "a one-step float rounding tie in Resize grows to two "
-                                   "steps at the output (2 of 4096 values)"}
 needs_models = pytest.mark.skipif(not INT8_MODELS, reason=f"no models in {MODELS_DIR}")
 needs_qemu = pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
                                 reason="QEMU or arm-none-eabi-gcc not installed")
@@ -134,8 +129,7 @@ def test_no_reference_is_one_clear_error():
 
 @pytest.mark.slow
 @needs_models
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    reason=COMPOUNDED[n], strict=True)) if n in COMPOUNDED else n for n in INT8_MODELS])
+@pytest.mark.parametrize("name", INT8_MODELS)
 def test_int8_models_within_one_step_of_the_operators_semantics(name):
     """Every shared int8 model on its stored input: within one step (most are
     bit-exact); onnxruntime's default fused kernels were 1 to 133 steps away."""

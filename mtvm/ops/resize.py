@@ -154,7 +154,10 @@ class _ResizeBase(Op):
         if nearest:
             inner = [f"out0[{o_idx}] = in0[{' + '.join(s.replace(f't{a}]', '0]') for a, s in enumerate(src_terms)) or '0'}];"]
         else:
-            core = [f"acc += ({acc_t})in0[{src}] * {' * '.join(weights)};"]
+            # the weights' product first, then times the input (onnxruntime's order: float
+            # results equal its bit for bit where the weights are exact, so a quantized model
+            # rounds its ties the same way)
+            core = [f"acc += {' * '.join(weights)} * ({acc_t})in0[{src}];"]
             for a in sorted(taps, reverse=True):
                 core = [f"for (size_t t{a} = 0; t{a} < {taps[a]}; ++t{a}) {{"] + \
                     ["    " + s for s in core] + ["}"]
