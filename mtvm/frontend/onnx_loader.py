@@ -323,25 +323,65 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
     return g
 
 
+def _checker_error(model: onnx.ModelProto, full: bool) -> str | None:
+    """The ONNX checker's complaint about the model, or None. Run in a forked
+    child where the OS allows: onnx's C++ shape inference aborts the whole
+    process on some malformed models (a failed assertion), which must end in
+    an error line, not a crash."""
+    def check() -> str | None:
+        try:
+            onnx.checker.check_model(model, full_check=full)
+            return None
+        except Exception as e:
+            return " ".join(str(e).split()) or type(e).__name__
+    if not hasattr(os, "fork"):
+        return check()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: report through the pipe, never return
+        status = 1
+        try:
+            os.close(r)
+            import faulthandler
+            faulthandler.disable()   # an abort's report (and the C++ assertion text) is
+            null = os.open(os.devnull, os.O_WRONLY)   # this error line's, not stderr's
+            os.dup2(null, 2)
+            err = check()
+            os.write(w, (err or "").encode("utf-8", "replace"))
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 1 << 16):
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else \
+            f"exit status {os.WEXITSTATUS(status)}"
+        return (f"it crashed checking the model ({how}; a malformed model onnx's shape "
+                "inference does not survive)")
+    return b"".join(chunks).decode() or None
+
+
 def _check(model: onnx.ModelProto, source: str) -> None:
     """What the ONNX checker and onnxruntime reject, mtvm rejects: the checker
     with strict shape inference (types and shapes that contradict the graph,
     bad attributes), and node names used twice."""
     for full in (True, False):
-        try:
-            onnx.checker.check_model(model, full_check=full)
+        text = _checker_error(model, full)
+        if text is None:
             break
-        except Exception as e:
-            text = " ".join(str(e).split()) or type(e).__name__
-            # Models over 2 GB cannot be checked in memory. ONNX's inference of a
-            # function-defined op's body (an error nested in another) has false
-            # alarms (MeanVarianceNormalization at IR 7): mtvm infers that op
-            # itself, so the model only has to pass the plain check.
-            if "2GB" in text:
-                break
-            if not (full and text.count("Inference error(s)") > 1):
-                raise ModelLoadError(f"{source}: the ONNX checker rejects the model: "
-                                     f"{text[:400]}") from None
+        # Models over 2 GB cannot be checked in memory. ONNX's inference of a
+        # function-defined op's body (an error nested in another) has false
+        # alarms (MeanVarianceNormalization at IR 7): mtvm infers that op
+        # itself, so the model only has to pass the plain check.
+        if "2GB" in text:
+            break
+        if not (full and text.count("Inference error(s)") > 1):
+            raise ModelLoadError(f"{source}: the ONNX checker rejects the model: "
+                                 f"{text[:400]}")
     seen: dict[str, int] = {}
     for i, n in enumerate(model.graph.node):
         if n.name and n.name in seen:
