@@ -516,6 +516,7 @@ def pool():
     print(f"\nfuzzed models: {STATS}")
 
 
+@pytest.mark.slow    # ~1.5-3 min on 2 cores for 2,048 models
 @settings(max_examples=max(1, -(-N_MODELS // BATCH)), deadline=None, derandomize=True,
           database=None, phases=[Phase.explicit, Phase.generate],
           suppress_health_check=list(HealthCheck))
