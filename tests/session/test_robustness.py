@@ -179,7 +179,7 @@ def test_device_that_stops_answering_times_out(sess, link):
         sess.echo(b"anyone?")
     assert time.monotonic() - t0 < 5 * FAST["timeout"] + 1
     link.resume()
-    assert sess.echo(b"back") == b"back"                 # re-handshake, stale replies ignored
+    assert sess.echo(b"back") == b"back"                 # nonce checked (same device), stale replies ignored
     check_run(sess)
 
 
