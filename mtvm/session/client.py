@@ -78,12 +78,19 @@ def _msg_name(msg: int) -> str:
         return f"request 0x{int(msg):02x}"
 
 
+# _wait's answer when the request or its reply arrived damaged (resend at once)
+_DAMAGED = object()
+
+
 class Session:
     """A connection to a device running the mtvm RPC server.
 
-    timeout: seconds to wait for a reply before resending (same seq);
-    retries: resends before SessionTimeout; run_timeout: the first RUN/TIME
-    wait (later ones adapt to the measured run time).
+    timeout, retries: a request gets (retries + 1) x timeout seconds of wall
+    clock, whatever arrives. Within that, each try waits a few round trips as
+    measured on this link (at most `timeout`) before resending the same seq, and
+    a request or reply that arrived damaged is resent at once -- so a noisy
+    line slows a session down instead of failing it. run_timeout: the first
+    RUN/TIME wait (later ones adapt to the measured run time).
     """
 
     def __init__(self, transport, timeout: float = 1.0, retries: int = 4,
@@ -108,6 +115,9 @@ class Session:
         self._reset_message = ""
         self._old_nonces: set = set()
         self._run_seconds: float | None = None
+        # Seconds per byte on the wire (the reply time of requests answered at the first
+        # try, over their bytes plus a fixed cost): sets how long a resend waits.
+        self._seconds_per_byte: float | None = None
         self.chunk_bytes: int | None = None     # tensor chunk size now (None: the largest)
         self._chunk_streak = 0
         self._busy_until = None
@@ -335,20 +345,31 @@ class Session:
             raise SessionError(f"{_msg_name(msg)} request of {len(payload)} bytes exceeds "
                                f"the device's max packet size {self._info.max_packet_bytes}")
         wire = encode(payload) + PAD
-        timeout = self.timeout if timeout is None else timeout
+        adaptive = timeout is None
+        budget = (self.retries + 1 if attempts is None else attempts) * \
+            (self.timeout if adaptive else timeout)
+        if adaptive:
+            # Each try waits a few round trips as measured on this link (at most
+            # self.timeout), and tries go on until the wall-clock budget is spent: a
+            # lost packet on a noisy line costs milliseconds, not a whole timeout.
+            reply_bytes = self.max_packet_bytes if msg == P.MsgType.READ_OUTPUT else len(wire)
+            timeout = self._try_timeout(len(wire) + reply_bytes)
         attempts = self.retries + 1 if attempts is None else attempts
+        if adaptive and not partial:
+            attempts = 1 << 30                      # bounded by the budget alone
         name = _msg_name(msg)
         self.stats["requests"] += 1
         t0 = time.monotonic()
         # A wall-clock budget, whatever arrives: (retries + 1) x timeout, moved
         # only by a BUSY for this request (the device is running it).
         self._busy_until = None
-        budget_end = t0 + attempts * timeout
-        attempt = 0
+        budget_end = t0 + budget
+        attempt = sent = 0
         while attempt < attempts and time.monotonic() < budget_end:
-            if attempt:
+            if sent:
                 self.stats["resends"] += 1
                 log.debug("resending %s seq %d (attempt %d)", name, seq, attempt + 1)
+            sent += 1
             attempt += 1
             if wire_log.isEnabledFor(logging.DEBUG):
                 wire_log.debug("tx %s", wire.hex(" "))
@@ -359,9 +380,19 @@ class Session:
             reply = self._wait(msg, seq, end, check_nonce, busy_wait)
             if self._busy_until is not None:
                 budget_end = max(budget_end, self._busy_until)
+            if reply is _DAMAGED:
+                # A damaged request (NAK) or reply (bad CRC) is known at once: resending it
+                # costs no timeout, so on a noisy line it does not use up an attempt -- the
+                # wall-clock budget bounds it. A partial try (a chunk that can still shrink)
+                # counts it, so that the caller shrinks the chunk instead.
+                if not partial:
+                    attempt -= 1
+                continue
             if reply is None:
                 continue
             status, rbody = reply
+            if sent == 1 and self._busy_until is None:
+                self._measure(time.monotonic() - t0, len(wire) + len(rbody))
             if status != P.Status.OK:
                 raise DeviceError(status, f"{P.status_message(status)} (request {name})")
             return rbody
@@ -369,8 +400,25 @@ class Session:
             self._state = "check"
         raise SessionTimeout(
             f"no valid reply to {name} from {self.transport.name} after "
-            f"{attempt} attempt(s) in {time.monotonic() - t0:.1f} s "
+            f"{sent} attempt(s) in {time.monotonic() - t0:.1f} s "
             f"(timeout {timeout:g} s each); is the device running and the port right?")
+
+    # a request's fixed cost (the device's turnaround, the OS), counted as this many bytes
+    _FIXED_BYTES = 256
+
+    def _measure(self, seconds: float, nbytes: int) -> None:
+        """Learn the link's speed from a reply that came at the first try."""
+        spb = seconds / (nbytes + self._FIXED_BYTES)
+        old = self._seconds_per_byte
+        # a slow reply counts at once (better to wait too long than resend too early)
+        self._seconds_per_byte = spb if old is None or spb > old else 0.9 * old + 0.1 * spb
+
+    def _try_timeout(self, nbytes: int) -> float:
+        """How long one try of a request of about nbytes (request + reply) waits."""
+        if self._seconds_per_byte is None:
+            return self.timeout
+        est = self._seconds_per_byte * (nbytes + self._FIXED_BYTES)
+        return min(self.timeout, max(0.02, 8 * est))
 
     def _wait(self, msg, seq, deadline, check_nonce, busy_wait=None):
         """The (status, body) of the reply to seq, or None to resend. The
@@ -430,7 +478,7 @@ class Session:
             if result is not None:
                 return result
             if corrupted:
-                return None                              # resend now instead of timing out
+                return _DAMAGED                          # resend now instead of timing out
 
     @staticmethod
     def _device_log(body: bytes) -> None:

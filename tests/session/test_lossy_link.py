@@ -19,9 +19,9 @@ from mtvm.session import DeviceReset, SessionError, SessionTimeout
 from lossy_relay import LossyRelay
 from session_helpers import EXAMPLE_MODEL, EXAMPLE_NPZ, _quiet, server_project  # noqa: F401
 
-# A noisy line needs more attempts per request than a clean one; each attempt
-# is short because the device answers in well under a millisecond here.
-NOISY = dict(timeout=0.05, retries=30)
+# The session's defaults: each try waits a few measured round trips, and tries
+# go on for (retries + 1) x timeout seconds of wall clock.
+NOISY = dict(timeout=1.0, retries=4)
 
 
 def reference():
