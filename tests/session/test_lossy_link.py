@@ -5,8 +5,9 @@ inferences complete, none returns a wrong result, none hangs. Before the
 tensor chunks shrank on retries, the NAK/padding and the CRC-32 of tensor
 data, not one inference in 200 completed at this rate.
 
-Host board: 200 inferences (~45 s: marked slow). mps2-an386 under QEMU: 40
-inferences (device), and a reboot during a link outage (system_reset)."""
+Host board: 200 inferences (~60-120 s: marked slow). mps2-an386 under QEMU:
+200 inferences (~90 s: slow, device), and a reboot during a link outage
+(system_reset)."""
 import shutil
 import time
 
@@ -108,6 +109,7 @@ def qemu_pty(proj):
     return qemu.load_state(proj.path("build", "qemu.json")).pty
 
 
+@pytest.mark.slow
 @pytest.mark.device
 def test_lossy_line_on_an_emulated_board(qemu_project):
     proj = qemu_project
@@ -116,15 +118,15 @@ def test_lossy_line_on_an_emulated_board(qemu_project):
         with LossyRelay.for_tty(qemu_pty(proj), loss=0.01, flip=0.01, seed=5) as relay:
             sess = open_session(relay)
             t0 = time.monotonic()
-            ok, wrong, failed, slowest = run_many(sess, 40)
+            ok, wrong, failed, slowest = run_many(sess, 200)
             took = time.monotonic() - t0
             sess.close()
     finally:
         proj.stop()
-    print(f"mps2-an386 under QEMU, 1 % loss + 1 % flips each way: {ok}/40 complete, "
+    print(f"mps2-an386 under QEMU, 1 % loss + 1 % flips each way: {ok}/200 complete, "
           f"{wrong} wrong, {failed} failed in {took:.1f} s (slowest {slowest:.2f} s); "
           f"{sess.stats}; relay {relay.stats}")
-    assert wrong == 0 and ok >= 39
+    assert wrong == 0 and ok >= 198
 
 
 @pytest.mark.device
