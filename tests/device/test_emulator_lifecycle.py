@@ -252,3 +252,35 @@ def test_a_leaked_emulator_fails_the_test_run(tmp_path, workers):
     assert "1 passed" in r.stdout
     assert "emulator process(es) started by the tests still running" in r.stdout
     assert "qemu-system-arm -machine mps2-an386" in r.stdout
+
+
+def test_ctrl_c_during_a_benchmark_leaves_the_board_idle(proj, tmp_path):
+    """Ctrl-C during `mtvm run --benchmark` on a flashed (detached) board: one
+    line, exit 130, and the board is left idle -- the next `mtvm run` is
+    answered at once (it used to wait out the benchmark, 25 s, and fail)."""
+    import select
+    np.save(tmp_path / "x.npy", X)
+    r = cli("project", "flash", proj.dir)
+    assert r.returncode == 0, r.stderr
+    try:
+        p = subprocess.Popen([sys.executable, "-m", "mtvm", "run", proj.dir, "--benchmark",
+                              "100000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        seen = ""
+        while "output " not in seen:           # the device's info: the session is up
+            ready, _, _ = select.select([p.stdout], [], [], 60)
+            chunk = os.read(p.stdout.fileno(), 65536).decode(errors="replace") if ready else ""
+            assert chunk, f"no device info from mtvm run: {seen[-500:]}"
+            seen += chunk
+        time.sleep(2.0)                          # well inside the benchmark
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        assert "Traceback" not in err and err.strip().splitlines()[-1] == "mtvm: interrupted", err
+        t0 = time.monotonic()
+        r = cli("run", proj.dir, "--input", str(tmp_path / "x.npy"))
+        took = time.monotonic() - t0
+        assert r.returncode == 0, r.stderr
+        assert "output" in r.stdout and took < 20, (took, r.stdout, r.stderr)
+    finally:
+        qemu.stop(proj.path(STATE))
