@@ -4,8 +4,8 @@ to boot, building a project.
 
 Shown on stderr only when it is a terminal, so pipes, logs and CI stay clean;
 MTVM_PROGRESS=1 forces them on (e.g. to see them in a log), MTVM_PROGRESS=0 off.
-A bar appears only once its step has lasted `delay` seconds (default 1): quick
-steps print nothing.
+A bar appears only once its step has lasted `delay` seconds (default 1, or
+MTVM_PROGRESS_DELAY): quick steps print nothing.
 
     with progress.bar(200, "benchmark", unit="run") as b:
         b.update(50)
@@ -20,7 +20,16 @@ import sys
 import threading
 import time
 
-DELAY = 1.0
+
+
+def _delay_from_env(default: float = 1.0) -> float:
+    try:
+        return max(0.0, float(os.environ.get("MTVM_PROGRESS_DELAY", default)))
+    except ValueError:
+        return default
+
+
+DELAY = _delay_from_env()     # MTVM_PROGRESS_DELAY=0: every bar at once (tests, logs)
 
 
 def enabled(stream=None) -> bool:
