@@ -69,12 +69,15 @@ class SizeReport:
         ])
 
 
+def _output_rows(argv: list) -> list[list[str]]:
+    """A binutils tool's output, each line split into its words."""
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    return [line.split() for line in out.splitlines()]
+
+
 def _symbol_sizes(elf: str, nm: str) -> dict[str, int]:
-    out = subprocess.run([nm, "-S", "--size-sort", elf], capture_output=True, text=True,
-                         check=True).stdout
     sizes: dict[str, int] = {}
-    for line in out.splitlines():
-        parts = line.split()
+    for parts in _output_rows([nm, "-S", "--size-sort", elf]):
         if len(parts) == 4:
             _, size, _, name = parts
             sizes[name] = sizes.get(name, 0) + int(size, 16)
@@ -110,11 +113,8 @@ class Segment:
 
 def elf_sections(elf: str, prefix: str = "arm-none-eabi-") -> list[Section]:
     """The ELF's sections with their run (VMA) and load (LMA) addresses."""
-    out = subprocess.run([_tool(prefix + "objdump"), "-h", "-w", elf], capture_output=True,
-                         text=True, check=True).stdout
     result = []
-    for line in out.splitlines():
-        parts = line.split()
+    for parts in _output_rows([_tool(prefix + "objdump"), "-h", "-w", elf]):
         if len(parts) >= 7 and parts[0].isdigit() and parts[1].startswith("."):
             flags = frozenset(f.strip(",") for f in parts[7:]) if len(parts) > 7 else frozenset()
             result.append(Section(parts[1], int(parts[2], 16), int(parts[3], 16),
@@ -123,11 +123,8 @@ def elf_sections(elf: str, prefix: str = "arm-none-eabi-") -> list[Section]:
 
 
 def load_segments(elf: str, prefix: str = "arm-none-eabi-") -> list[Segment]:
-    out = subprocess.run([_tool(prefix + "readelf"), "-l", "-W", elf], capture_output=True,
-                         text=True, check=True).stdout
     segs = []
-    for line in out.splitlines():
-        parts = line.split()
+    for parts in _output_rows([_tool(prefix + "readelf"), "-l", "-W", elf]):
         if len(parts) >= 6 and parts[0] == "LOAD":
             _, _off, vaddr, paddr, filesz, memsz = parts[:6]
             segs.append(Segment(int(vaddr, 16), int(paddr, 16), int(filesz, 16),
@@ -226,11 +223,8 @@ def report(elf: str, flash_size: int, ram_size: int, module_name: str = "default
     linker laid out (load addresses in flash, run addresses in RAM, alignment
     gaps included); else the sum of the sections."""
     size_tool, nm = _tool(prefix + "size"), _tool(prefix + "nm")
-    out = subprocess.run([size_tool, "-A", elf], capture_output=True, text=True,
-                         check=True).stdout
     sections: dict[str, int] = {}
-    for line in out.splitlines():
-        parts = line.split()
+    for parts in _output_rows([size_tool, "-A", elf]):
         if len(parts) >= 3 and parts[0].startswith(".") and parts[1].isdigit():
             sections[parts[0]] = int(parts[1])
     syms = _symbol_sizes(elf, nm)
