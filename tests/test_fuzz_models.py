@@ -46,6 +46,7 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from mtvm import testing
+from mtvm.frontend.onnx_loader import in_forked_child
 
 N_MODELS = int(os.environ.get("MTVM_FUZZ_MODELS", "2048"))
 BATCH = 256                    # cases per hypothesis example (one pool map)
@@ -374,26 +375,13 @@ def _retype_outputs(m: onnx.ModelProto) -> None:
 def _retyped(m: onnx.ModelProto) -> onnx.ModelProto:
     """_retype_outputs in a forked child: ONNX's C++ shape inference can abort
     the process (a failed assertion) on a mutated model; then m stays as it is."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:   # the child: never returns
-        os.close(r)
-        try:
-            os.close(2)
-            _retype_outputs(m)
-            os.write(w, m.SerializeToString())
-        except BaseException:
-            pass
-        os._exit(0)
-    os.close(w)
-    chunks = []
-    while chunk := os.read(r, 1 << 20):
-        chunks.append(chunk)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    if status == 0 and chunks:
+    def produce() -> bytes:
+        _retype_outputs(m)
+        return m.SerializeToString()
+    data, _ = in_forked_child(produce)
+    if data:
         out = onnx.ModelProto()
-        out.ParseFromString(b"".join(chunks))
+        out.ParseFromString(data)
         return out
     return m
 

@@ -323,19 +323,12 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
     return g
 
 
-def _checker_error(model: onnx.ModelProto, full: bool) -> str | None:
-    """The ONNX checker's complaint about the model, or None. Run in a forked
-    child where the OS allows: onnx's C++ shape inference aborts the whole
-    process on some malformed models (a failed assertion), which must end in
-    an error line, not a crash."""
-    def check() -> str | None:
-        try:
-            onnx.checker.check_model(model, full_check=full)
-            return None
-        except Exception as e:
-            return " ".join(str(e).split()) or type(e).__name__
-    if not hasattr(os, "fork"):
-        return check()
+def in_forked_child(produce) -> tuple[bytes | None, str | None]:
+    """Runs produce() -> bytes in a forked child with stderr silenced and hands
+    its bytes back: onnx's C++ shape inference aborts the whole process on some
+    malformed models (a failed assertion), which must not take this one with it.
+    -> (the bytes, None), or (None, how the child ended) when produce() raised
+    or the child died."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:   # the child: report through the pipe, never return
@@ -343,11 +336,10 @@ def _checker_error(model: onnx.ModelProto, full: bool) -> str | None:
         try:
             os.close(r)
             import faulthandler
-            faulthandler.disable()   # an abort's report (and the C++ assertion text) is
-            null = os.open(os.devnull, os.O_WRONLY)   # this error line's, not stderr's
-            os.dup2(null, 2)
-            err = check()
-            os.write(w, (err or "").encode("utf-8", "replace"))
+            faulthandler.disable()   # an abort's report (and the C++ assertion text)
+            null = os.open(os.devnull, os.O_WRONLY)   # belongs to the caller's error,
+            os.dup2(null, 2)                          # not to stderr
+            os.write(w, produce())
             status = 0
         finally:
             os._exit(status)
@@ -358,11 +350,28 @@ def _checker_error(model: onnx.ModelProto, full: bool) -> str | None:
     os.close(r)
     _, status = os.waitpid(pid, 0)
     if status != 0:
-        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else \
-            f"exit status {os.WEXITSTATUS(status)}"
+        return None, (f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else
+                      f"exit status {os.WEXITSTATUS(status)}")
+    return b"".join(chunks), None
+
+
+def _checker_error(model: onnx.ModelProto, full: bool) -> str | None:
+    """The ONNX checker's complaint about the model, or None. Run in a forked
+    child where the OS allows (in_forked_child), so a checker that aborts ends
+    in an error line, not a crash."""
+    def check() -> str | None:
+        try:
+            onnx.checker.check_model(model, full_check=full)
+            return None
+        except Exception as e:
+            return " ".join(str(e).split()) or type(e).__name__
+    if not hasattr(os, "fork"):
+        return check()
+    out, how = in_forked_child(lambda: (check() or "").encode("utf-8", "replace"))
+    if how is not None:
         return (f"it crashed checking the model ({how}; a malformed model onnx's shape "
                 "inference does not survive)")
-    return b"".join(chunks).decode() or None
+    return out.decode() or None
 
 
 def _check(model: onnx.ModelProto, source: str) -> None:
