@@ -6,13 +6,15 @@ import os
 
 
 from . import passes
-from .codegen.c_codegen import CModule, lower_kernels
+from .codegen.c_codegen import CModule, kernel_scratch, lower_kernels
 from .codegen.names import sanitize
 from .errors import MtvmError, internal_error
 from .frontend import load_onnx
 from .ir import Graph, Node
 from .memory.schedule import choose_order
 from .model_library import CompiledModel
+from .schedules import ScheduleConfig
+from .target import Target
 
 
 def materialize_outputs(g: Graph) -> Graph:
@@ -34,12 +36,15 @@ def materialize_outputs(g: Graph) -> Graph:
 def compile_graph(graph: Graph, module_name: str = "default", profile: bool = False,
                   external_workspace: bool = False, fuse: bool = True,
                   source_graph: Graph | None = None,
-                  io_in_workspace: bool = False, reorder: bool = True) -> CompiledModel:
+                  io_in_workspace: bool = False, reorder: bool = True,
+                  target=None, schedule_config=None) -> CompiledModel:
     """reorder: run independent branches in the order of lowest peak memory
-    (memory.schedule); False keeps the graph's node order."""
+    (memory.schedule); False keeps the graph's node order. target: see compile()."""
+    target = Target.resolve(target)
     try:
         return _compile_graph(graph, module_name, profile, external_workspace, fuse,
-                              source_graph, io_in_workspace, reorder)
+                              source_graph, io_in_workspace, reorder, target,
+                              schedule_config)
     except MtvmError:
         raise
     except Exception as e:   # a bug: one line naming the node (the traceback with --verbose)
@@ -47,24 +52,31 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
 
 
 def _compile_graph(graph, module_name, profile, external_workspace, fuse, source_graph,
-                   io_in_workspace, reorder) -> CompiledModel:
+                   io_in_workspace, reorder, target, schedule_config) -> CompiledModel:
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
-    s = choose_order(g, lambda h, inplace: lower_kernels(h, mod, inplace),
+    schedule_config = ScheduleConfig.resolve(schedule_config)
+    s = choose_order(g, lambda h, inplace: kernel_scratch(h, mod, inplace, target,
+                                                          schedule_config),
                      io_in_workspace=io_in_workspace, reorder=reorder)
-    g, plan, kernels = s.graph, s.plan, s.kernels
+    g, plan = s.graph, s.plan
+    kernels = lower_kernels(g, mod, s.inplace, target, schedule_config)
+    for lk in kernels:   # the plan was made from the pure scratch sizes
+        if lk.kernel.scratch_bytes != s.scratch.get(lk.step, 0):
+            raise AssertionError(f"kernel {lk.kernel.fname}: {lk.kernel.scratch_bytes} bytes "
+                                 f"of scratch emitted, {s.scratch.get(lk.step, 0)} planned")
     cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace,
-                   io_in_workspace=io_in_workspace)
+                   io_in_workspace=io_in_workspace, target=target)
     return CompiledModel(mod, source_graph or graph, g, plan, kernels, cmod.sources(),
                          profile=profile, external_workspace=external_workspace,
-                         io_in_workspace=io_in_workspace)
+                         io_in_workspace=io_in_workspace, target=target)
 
 
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,
             bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
             fuse: bool = True, io_in_workspace: bool = False,
-            reorder: bool = True) -> CompiledModel:
+            reorder: bool = True, target=None, schedule_config=None) -> CompiledModel:
     """Compile an ONNX model (path or ModelProto) to a C module.
 
     input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns
@@ -72,7 +84,15 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     io_in_workspace places the model's inputs and outputs in the arena (see
     docs/performance.md); reorder=False keeps the graph's node order instead
     of the order of lowest peak memory.
+
+    target (mtvm.target): what the C runs on -- "c" (the default: portable C
+    with every ISA variant under #if), "host", "x86-64-v3", "cortex-m4", ...
+    or a Target; the schedules are chosen for it and the C of other targets
+    left out. schedule_config (mtvm.schedules.ScheduleConfig or its dict
+    form) sets schedule knobs per schedule or per kernel.
     """
+    target = Target.resolve(target)           # a bad target: one line, before loading
+    schedule_config = ScheduleConfig.resolve(schedule_config)
     try:
         graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
     except MtvmError:
@@ -85,7 +105,8 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
         graph.name = sanitize(os.path.splitext(os.path.basename(os.fspath(model)))[0])
     return compile_graph(graph, module_name, profile=profile,
                          external_workspace=external_workspace, fuse=fuse,
-                         io_in_workspace=io_in_workspace, reorder=reorder)
+                         io_in_workspace=io_in_workspace, reorder=reorder, target=target,
+                         schedule_config=schedule_config)
 
 
 __all__ = ["compile", "compile_graph"]

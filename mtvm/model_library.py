@@ -38,8 +38,11 @@ def _io(g, names, c_names) -> list[dict]:
 
 class CompiledModel:
     def __init__(self, module_name, source_graph, graph, plan, kernels, sources,
-                 profile=False, external_workspace=False, io_in_workspace=False):
+                 profile=False, external_workspace=False, io_in_workspace=False,
+                 target=None):
+        from .target import Target
         self.module_name = module_name
+        self.target = Target.resolve(target)
         self.source_graph = source_graph     # as imported
         self.graph = graph                   # after passes
         self.plan = plan
@@ -70,6 +73,7 @@ class CompiledModel:
                         "nodes": [p.name for p in [n] + n.tail], "macs": macs,
                         "output_bytes": sum(g.tensors[o].nbytes for o in n.kernel_outputs if o),
                         "workspace_bytes": lk.kernel.scratch_bytes,
+                        "schedule": lk.kernel.schedule,
                         "live_bytes": self.plan.live_bytes[lk.step]
                         if lk.step < len(self.plan.live_bytes) else 0})
         # Each constant is stored once however many kernels read it.
@@ -82,6 +86,7 @@ class CompiledModel:
             "generator": f"mtvm {__version__}",
             "model_name": self.source_graph.name,
             "module_name": self.module_name,
+            "target": self.target.to_json(),
             "inputs": _io(g, g.inputs, in_c),
             "outputs": _io(g, g.outputs, out_c),
             "workspace_bytes": self.plan.arena_bytes,

@@ -17,9 +17,13 @@ import numpy as np
 from ..ir import Graph
 from ..memory import MemoryPlan
 from ..ops.base import get_op
+from .. import schedules
+from ..target import GENERIC, Target
 from . import constants as cst
+from . import kernel_library
 from .kernel import Kernel
 from .names import c_comment, interface_names, sanitize, unique_names
+from .specialize import specialize
 
 KERNEL_INCLUDES = "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n"
 
@@ -37,24 +41,70 @@ def kernel_name(mod: str, i: int, node) -> str:
     return f"tvmgen_{mod}_{i:03d}_" + "_".join(sanitize(p).lower() for p in parts)
 
 
-def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None
-                  ) -> list[LoweredKernel]:
+def make_kernel(g: Graph, step: int, mod: str, inplace: dict | None = None,
+                target: Target = GENERIC, config=None) -> Kernel:
+    """The Kernel of node `step` (before emission): its buffers, target,
+    schedule config and in-place decision."""
+    n = g.nodes[step]
+    k = Kernel(g, n, kernel_name(mod, step, n), target=target, config=config)
+    v = (inplace or {}).get(step)
+    k.inplace = v if isinstance(v, int) else None
+    k.inplace_tail = v if isinstance(v, str) else None
+    return k
+
+
+def kernel_scratch(g: Graph, mod: str, inplace: dict | None = None,
+                   target: Target = GENERIC, config=None) -> dict[int, int]:
+    """{step: scratch bytes} of each kernel, from the schedules' (or ops') pure
+    scratch_bytes; memory planning calls this, never the emitters."""
+    out = {}
+    for step, n in enumerate(g.nodes):
+        if n.alias:
+            continue
+        out[step] = _scratch(make_kernel(g, step, mod, inplace, target, config))
+    return out
+
+
+def _scratch(k: Kernel) -> int:
+    n = k.node
+    if all(b is None or b.size == 0 for b in k.outs):
+        return 0
+    sched = schedules.choose(k)
+    if sched is not None:
+        return int(sched.scratch_bytes(k, **n.attrs))
+    b = get_op(n.op, n.domain).scratch_bytes(k, **n.attrs)
+    if b is None:   # not declared yet: emit to find out (kept until every op declares it)
+        get_op(n.op, n.domain).emit(k, **n.attrs)
+        b = k.scratch_bytes
+    return int(b)
+
+
+def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None,
+                  target: Target = GENERIC, config=None) -> list[LoweredKernel]:
     """`inplace`: {node index: input index} of the kernels whose output is
-    written over that input (memory.inplace_steps); their emitters see k.inplace."""
+    written over that input (memory.inplace_steps); their emitters see k.inplace.
+    `target` and `config` (mtvm.schedules.ScheduleConfig) choose the schedules."""
     out = []
     for step, n in enumerate(g.nodes):
         if n.alias:
             continue
-        k = Kernel(g, n, kernel_name(mod, step, n))
-        v = (inplace or {}).get(step)
-        k.inplace = v if isinstance(v, int) else None
-        k.inplace_tail = v if isinstance(v, str) else None
+        k = make_kernel(g, step, mod, inplace, target, config)
         op = get_op(n.op, n.domain)
         if all(b is None or b.size == 0 for b in k.outs):
             # Empty outputs (a dimension of 0): nothing to compute.
             body = "\n".join(f"(void){b.c};" for b in k.outs if b is not None)
         else:
-            body = op.emit(k, **n.attrs)
+            sched = schedules.choose(k)
+            if sched is not None:
+                k.scratch_bytes = int(sched.scratch_bytes(k, **n.attrs))
+                planned = k.scratch_bytes
+                body = sched.emit(k, **n.attrs)
+            else:
+                planned = op.scratch_bytes(k, **n.attrs)
+                body = op.emit(k, **n.attrs)
+            if planned is not None and k.scratch_bytes != planned:
+                raise AssertionError(f"{sched or n.op}: emitted {k.scratch_bytes} bytes of "
+                                     f"scratch, scratch_bytes() said {planned}")
             # An output the body never writes (e.g. an empty split piece).
             unused = [b.c for b in k.outs
                       if b is not None and not re.search(rf"\b{b.c}\b", body)]
@@ -84,8 +134,14 @@ class CModule:
 
     def __init__(self, g: Graph, plan: MemoryPlan, kernels: list[LoweredKernel], mod: str,
                  profile: bool = False, external_workspace: bool = False,
-                 io_in_workspace: bool = False):
+                 io_in_workspace: bool = False, target: Target = GENERIC):
         self.g, self.plan, self.kernels, self.mod = g, plan, kernels, mod
+        self.target = target
+        self.libraries: list[str] = []
+        for lk in kernels:
+            for name in lk.kernel.libraries:
+                if name not in self.libraries:
+                    self.libraries.append(name)
         self.MOD = mod.upper()
         self.profile, self.external_workspace = profile, external_workspace
         self.io_in_workspace = io_in_workspace
@@ -157,14 +213,17 @@ class CModule:
         return "\n".join(lines)
 
     def kernels_source(self) -> str:
-        head = (f"/* Generated by mtvm: the operators of model \"{c_comment(self.g.name)}\". */\n"
-                + KERNEL_INCLUDES + f'#include "tvmgen_{self.mod}_internal.h"\n\n')
+        head = (f"/* Generated by mtvm: the operators of model \"{c_comment(self.g.name)}\" "
+                f"for target {self.target.name}. */\n" + KERNEL_INCLUDES)
+        head += "".join(f'#include "{name}"\n' for name in self.libraries if name.endswith(".h"))
+        head += f'#include "tvmgen_{self.mod}_internal.h"\n\n'
         helpers: dict[str, str] = {}
         for lk in self.kernels:
             for name, code in lk.kernel.helpers.items():
                 helpers.setdefault(name, code)
         head += "".join(code.rstrip("\n") + "\n\n" for code in helpers.values())
-        return head + "\n".join(kernel_source(lk, self.g) for lk in self.kernels)
+        text = head + "\n".join(kernel_source(lk, self.g) for lk in self.kernels)
+        return specialize(text, self.target.macros())
 
     def constants_source(self) -> str:
         parts = [f"/* Generated by mtvm: the weights of model \"{c_comment(self.g.name)}\" "
@@ -264,4 +323,5 @@ class CModule:
             f"codegen/host/src/tvmgen_{m}.c": self.entry_source(),
             f"codegen/host/src/tvmgen_{m}_kernels.c": self.kernels_source(),
             f"codegen/host/src/tvmgen_{m}_constants.c": self.constants_source(),
+            **kernel_library.module_files(self.libraries, self.target),
         }

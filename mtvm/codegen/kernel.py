@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ops.base import c_literal, ctype, get_op
+from ..target import GENERIC, Target
 
 
 @dataclass
@@ -57,8 +58,15 @@ def epilogue_mode(out_shape, operand_shape) -> str | None:
 class Kernel:
     """One fused kernel: anchor node + elementwise tail, as a C function."""
 
-    def __init__(self, graph, node, fname: str):
+    def __init__(self, graph, node, fname: str, target: Target = GENERIC,
+                 config=None):
         self.graph, self.node, self.fname = graph, node, fname
+        self.target = target           # what the C runs on (mtvm.target)
+        # Knob values chosen for this kernel's schedule (mtvm.schedules.ScheduleConfig;
+        # None: every schedule's defaults).
+        self.config = config
+        self.schedule = None           # name of the schedule that emitted it, if any
+        self.knobs: dict = {}          # that schedule's knob values
         self.ins: list[Buf | None] = []
         for i, name in enumerate(node.inputs):
             self.ins.append(self._buf(f"in{i}", name) if name else None)
@@ -76,6 +84,7 @@ class Kernel:
         # Name of a fused tail operand (a residual) the output is written over.
         self.inplace_tail: str | None = None
         self.helpers: dict[str, str] = {}  # file-scope C the body calls, by name (see helper())
+        self.libraries: list[str] = []     # kernel library files it needs (see library())
 
     def _buf(self, c, name) -> Buf:
         t = self.graph.tensors[name]
@@ -140,6 +149,14 @@ class Kernel:
         uses; emitted once per source file however many kernels ask. Returns name."""
         self.helpers.setdefault(name, code)
         return name
+
+    def library(self, *files: str) -> None:
+        """Use files of the kernel library (c_runtime/kernels/, e.g.
+        "mtvm_gemm_f32.h"): they are copied into the module, specialized for
+        the target, and the kernels source includes the headers."""
+        for f in files:
+            if f not in self.libraries:
+                self.libraries.append(f)
 
     # -- assembling the function ----------------------------------------------
     def params(self, body: str) -> list[tuple[str, Buf | None]]:

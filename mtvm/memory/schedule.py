@@ -292,17 +292,20 @@ class Scheduled:
     """A graph in its chosen order, lowered and planned."""
     graph: Graph
     inplace: dict
-    kernels: list
+    kernels: list                   # filled by the caller (compiler) after the choice
     scratch: dict[int, int]
     peak: int                       # the order's lower bound (planner.order_peak)
     plan: MemoryPlan | None = None
 
 
-def choose_order(g: Graph, lower, io_in_workspace: bool = False, reorder: bool = True) -> Scheduled:
-    """Lower and plan g; with reorder, in the order (and with the in-place
+def choose_order(g: Graph, scratch_of, io_in_workspace: bool = False,
+                 reorder: bool = True) -> Scheduled:
+    """Order and plan g; with reorder, in the order (and with the in-place
     writes, planner.trim_inplace) of the lowest peak, kept only if its arena is
-    strictly smaller than the graph order's. lower(graph, inplace) -> kernels
-    (with .step and .kernel.scratch_bytes)."""
+    strictly smaller than the graph order's. scratch_of(graph, inplace) ->
+    {step: scratch bytes} is pure (the schedules' scratch_bytes): planning never
+    emits C. The caller lowers the chosen graph once."""
+    lower = scratch_of
     io = io_in_workspace
     original = _lowered(g, inplace_steps(g), lower, io)
     best = original
@@ -337,10 +340,9 @@ def _candidates(g: Graph, scratch, lower, io_in_workspace: bool, depth_first: bo
                      io_in_workspace) for h in graphs]
 
 
-def _lowered(h: Graph, inplace: dict, lower, io_in_workspace: bool) -> Scheduled:
-    kernels = lower(h, inplace)
-    scratch = {lk.step: lk.kernel.scratch_bytes for lk in kernels if lk.kernel.scratch_bytes}
-    return Scheduled(h, inplace, kernels, scratch, order_peak(h, scratch, inplace, io_in_workspace))
+def _lowered(h: Graph, inplace: dict, scratch_of, io_in_workspace: bool) -> Scheduled:
+    scratch = {step: b for step, b in scratch_of(h, inplace).items() if b}
+    return Scheduled(h, inplace, [], scratch, order_peak(h, scratch, inplace, io_in_workspace))
 
 
 def _trimmed(c: Scheduled, lower, io_in_workspace: bool) -> Scheduled:

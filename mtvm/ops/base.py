@@ -75,6 +75,13 @@ class Op:
         return 0
 
     # -- code generation ----------------------------------------------------
+    def scratch_bytes(self, k, **attrs) -> int | None:
+        """Arena scratch emit() will ask for (k.scratch_bytes): a pure function of
+        the kernel's shapes, target and in-place decision, which memory planning
+        calls instead of emitting. None: not declared (planning emits to find
+        out; to be removed once every op with scratch declares it)."""
+        return None
+
     def scalar(self, k, args: list[str], **attrs) -> str:
         """C expression of one output element from the input elements `args`
         (elementwise ops only). `k` gives the dtype: k.ctype, k.lit(value)."""

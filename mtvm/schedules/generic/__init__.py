@@ -1,0 +1,1 @@
+"""generic schedules (see mtvm/schedules/__init__.py). Importing this package registers them."""

@@ -1,0 +1,1 @@
+"""x86 schedules (see mtvm/schedules/__init__.py). Importing this package registers them."""
