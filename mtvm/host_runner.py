@@ -69,9 +69,21 @@ def _cc() -> str:
     return os.environ.get("CC", "cc")
 
 
+def target_flags(model) -> list[str]:
+    """The flags that make the host compiler see the model's target (none for
+    target "c"); one line when the model was compiled for another machine."""
+    t = model.target
+    if not t.runs_on_host():
+        from .target import host_target
+        raise MtvmError(f"model {model.module_name} was compiled for target {t.name}, which "
+                        f"does not run on this machine ({host_target().name}); compile it "
+                        f"with target=\"host\" or \"c\" to run it here")
+    return t.cflags()
+
+
 def build_shared(model, opt: str = "-O2", extra: list[str] | None = None) -> str:
     """The model as a shared library in the cache; returns its path."""
-    flags = [opt, "-fPIC", "-shared"] + WARN_FLAGS + (extra or [])
+    flags = [opt, "-fPIC", "-shared"] + WARN_FLAGS + target_flags(model) + (extra or [])
     key = hashlib.sha256(("\0".join(flags) + _cc()).encode())
     for rel, text in sorted(model.sources.items()):
         key.update(rel.encode() + b"\0" + text.encode())
@@ -261,7 +273,8 @@ def run_sanitized(model, inputs) -> dict:
             f.write(src)
         exe = os.path.join(tmp, "model_test")
         inc = os.path.join(tmp, "codegen/host/include")
-        compile_c([_cc(), "-O1"] + SANITIZE_FLAGS + WARN_FLAGS[1:] + ["-std=c11", "-I", inc]
+        compile_c([_cc(), "-O1"] + SANITIZE_FLAGS + WARN_FLAGS[1:] + target_flags(model)
+                  + ["-std=c11", "-I", inc]
                   + srcs + [harness, "-o", exe, "-lm"], f"building sanitized {m}")
         argv = [exe]
         for i, a in enumerate(arrays):

@@ -14,6 +14,8 @@ def add_parser(sub) -> None:
                        "mtvm compile wrote")
     p.add_argument("model", help="ONNX file, or what mtvm compile wrote (a Model Library "
                    "Format directory or .tar), or a project directory")
+    p.add_argument("--board", help="compile for this board's target (see `mtvm boards`); "
+                   "--target overrides it")
     add_compile_options(p)
     p.set_defaults(func=run)
 

@@ -16,6 +16,8 @@ def add_parser(sub) -> None:
     p.add_argument("--force", action="store_true", help="overwrite a non-empty output")
     p.add_argument("--memory", action="store_true",
                    help="print each kernel's MACs, output and live bytes (as mtvm analyze)")
+    p.add_argument("--board", help="compile for this board's target (see `mtvm boards`); "
+                   "--target overrides it")
     add_compile_options(p)
     p.set_defaults(func=run)
 
@@ -23,8 +25,9 @@ def add_parser(sub) -> None:
 def summary(lib) -> str:
     md = lib.metadata
     kib = lambda n: f"{n / 1024:.1f} KiB"  # noqa: E731
+    target = md.get("target", {}).get("name", "c")
     lines = [f"model {md['model_name']}: {len(md['operators'])} kernels, "
-             f"{md['total_macs'] / 1e6:.2f} M MACs",
+             f"{md['total_macs'] / 1e6:.2f} M MACs, target {target}",
              f"  arena {kib(md['workspace_bytes'])} (lower bound "
              f"{kib(md['workspace_lower_bound'])}{_without_reorder(md, kib)}), "
              f"constants {kib(md['constant_bytes'])}"

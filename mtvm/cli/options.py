@@ -28,7 +28,12 @@ def parse_bind(text: str) -> tuple[str, np.ndarray]:
         raise MtvmError(f"--bind {name}: cannot read {path}: {e.strerror or e}")
 
 
-def add_compile_options(p) -> None:
+def add_compile_options(p, target: bool = True) -> None:
+    if target:
+        p.add_argument("--target", metavar="TARGET",
+                       help="what the C runs on: c (portable, every ISA under #if; the default "
+                            "without --board), host, x86-64-v3, x86-64-v4, cortex-m4, ... "
+                            "(`mtvm targets` lists them); --board implies the board's")
     p.add_argument("--module-name", default="default",
                    help="C name prefix: tvmgen_<name>_run (default: default)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
@@ -58,4 +63,16 @@ def compile_kwargs(args) -> dict:
         "fuse": not args.no_fuse,
         "io_in_workspace": getattr(args, "io_in_workspace", False),
         "reorder": not getattr(args, "no_reorder", False),
+        **({"target": t} if (t := target_of(args)) is not None else {}),
     }
+
+
+def target_of(args):
+    """--target, else the target of --board (when the command has one), else None."""
+    from ..target import Target
+    if getattr(args, "target", None):
+        return Target.parse(args.target)
+    if getattr(args, "board", None):
+        from ..boards import load_board
+        return Target.from_board(load_board(args.board))
+    return None

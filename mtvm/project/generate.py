@@ -15,6 +15,7 @@ from .. import __version__
 from ..codegen.names import c_comment, c_string_literal, label, make_words
 from ..errors import MtvmError
 from ..session import protocol_table as PT
+from ..target import Target
 from ..datadirs import data_dir
 from .boards import load_board, template_dir
 from .paths import check_output, check_project_dir
@@ -271,17 +272,27 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     tdir = template_dir(board_data["template"])
     template = load_template(board_data["template"])
 
+    board_target = Target.from_board(board_data)
+    compile_options = dict(compile_options or {})
     if isinstance(model, CompiledModel):
         cm, model_path = model, None
         profile = cm.profile
+        if not cm.target.compatible_with(board_target):
+            raise MtvmError(f"the model was compiled for target {cm.target.name}, which does not "
+                            f"run on board {board_data['name']} ({board_target.name}); compile "
+                            f"it with target={board_target.name!r} (or \"c\")")
     else:
         model_path = os.path.abspath(os.fspath(model))
         if not os.path.exists(model_path):
             raise MtvmError(f"model file {model} not found")
         progress(f"compiling {os.path.basename(model_path)}"
                  + (" with profiling" if profile else ""))
-        cm = mtvm_compile(model_path, module_name=module_name, profile=profile,
-                          **(compile_options or {}))
+        target = Target.resolve(compile_options.pop("target", None) or board_target)
+        if not target.compatible_with(board_target):
+            raise MtvmError(f"target {target.name} does not run on board {board_data['name']} "
+                            f"({board_target.name}); leave --target out to use the board's")
+        cm = mtvm_compile(model_path, module_name=module_name, profile=profile, target=target,
+                          **compile_options)
     md = cm.metadata
 
     samples = None
@@ -319,6 +330,15 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     return proj
 
 
+def _cflags(board_data: dict, target: Target) -> list[str]:
+    """The board's cflags; on the host, plus what makes the compiler see the
+    model's target (-march=x86-64-v3 ...), whose intrinsics the C uses."""
+    flags = list(board_data.get("cflags", []))
+    if board_data.get("template") == "host":
+        flags += target.cflags()
+    return flags
+
+
 def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, profile,
                     model_path, sample_source_name) -> None:
     md = cm.metadata
@@ -334,7 +354,7 @@ def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, prof
         "KIND_C": kind.replace("-", "_").upper(), "MAX_PACKET_BYTES": max_packet,
         "STANDALONE_RUNS": int(board_data.get("standalone_runs", 10)),
         "CC": make_words(board_data.get("cc", "cc"), f"board {board_data['name']}: cc"),
-        "CFLAGS": make_words(board_data.get("cflags", []), f"board {board_data['name']}: cflags"),
+        "CFLAGS": make_words(_cflags(board_data, cm.target), f"board {board_data['name']}: cflags"),
         "LDFLAGS": make_words(board_data.get("ldflags", []),
                               f"board {board_data['name']}: ldflags"),
     }
