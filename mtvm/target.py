@@ -79,8 +79,12 @@ _ARM_FEATURES = ("dsp", "mve", "mve.fp", "fp")
 # kernel's own) is left to the C compiler.
 _ARM_MACROS = ("__arm__", "__thumb__", "__thumb2__", "__ARM_ARCH", "__ARM_FEATURE_DSP",
                "__ARM_FEATURE_SIMD32", "__ARM_FEATURE_MVE", "__ARM_ARCH_6M__",
-               "__ARM_ARCH_7M__", "__ARM_ARCH_7EM__", "__ARM_ARCH_8M_MAIN__",
-               "__ARM_ARCH_8_1M_MAIN__")
+               "__ARM_ARCH_7M__", "__ARM_ARCH_7EM__", "__ARM_ARCH_8M_MAIN__", "__ARM_FP")
+# __ARM_FP (bit 2: single, bit 3: double, bit 1: half precision) of each FPU
+_ARM_FP = {"fpv4-sp-d16": 4, "fpv5-sp-d16": 4, "fpv5-d16": 14, "auto": 14}
+# The features that decide mtvm's schedules (what `mtvm targets` shows).
+_SHOWN = frozenset({"sse4.2", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "dsp", "mve",
+                    "mve.fp"})
 _X86_ALL_MACROS = tuple(_X86_MACROS.values()) + ("__x86_64__", "__i386__")
 
 
@@ -114,9 +118,9 @@ class Target:
     def describe(self) -> str:
         if self.is_generic:
             return "portable C: every ISA variant under #if, chosen by the C compiler's flags"
-        feats = ", ".join(sorted(self.features)) or "no SIMD"
+        shown = sorted(self.features & _SHOWN) or (["SSE2 only"] if self.is_x86 else ["no SIMD"])
         fpu = f", FPU {self.fpu}" if self.fpu else (", soft float" if self.is_arm else "")
-        return f"{self.isa} {self.cpu}: {feats}{fpu}"
+        return ", ".join(shown) + fpu
 
     def to_json(self) -> dict:
         return {"name": self.name, "isa": self.isa, "cpu": self.cpu,
@@ -144,10 +148,15 @@ class Target:
             out["__ARM_ARCH"] = core.arch_number
             if core.thumb2:
                 out["__thumb2__"] = 1
+            # gcc 12 names Armv8.1-M mainline __ARM_ARCH_8M_MAIN__ too
             arch_macro = {"armv6-m": "__ARM_ARCH_6M__", "armv7-m": "__ARM_ARCH_7M__",
                           "armv7e-m": "__ARM_ARCH_7EM__", "armv8-m.main": "__ARM_ARCH_8M_MAIN__",
-                          "armv8.1-m.main": "__ARM_ARCH_8_1M_MAIN__"}[core.arch]
+                          "armv8.1-m.main": "__ARM_ARCH_8M_MAIN__"}[core.arch]
             out[arch_macro] = 1
+            if self.fpu in _ARM_FP:
+                out["__ARM_FP"] = _ARM_FP[self.fpu]
+            elif self.fpu is not None:
+                del out["__ARM_FP"]        # an FPU this table does not know: undecided
             if self.has("dsp"):
                 out["__ARM_FEATURE_DSP"] = out["__ARM_FEATURE_SIMD32"] = 1
             if self.has("mve"):
@@ -163,8 +172,9 @@ class Target:
             level = self.cpu
             extra = [f"-m{f}" for f in sorted(self.features) if f in _X86_EXTRA]
             return [f"-march={level}"] + extra
-        no_mve = self.cpu in ("cortex-m55", "cortex-m85") and not self.has("mve")
-        flags = [f"-mcpu={self.cpu}" + ("+nomve" if no_mve else ""), "-mthumb"]
+        core = _ARM_CORES[self.cpu]
+        mods = [f"+no{f}" for f in ("mve", "dsp") if f in core.features and not self.has(f)]
+        flags = [f"-mcpu={self.cpu}" + "".join(mods), "-mthumb"]
         if self.fpu and self.fpu != "auto":
             flags += ["-mfloat-abi=hard", f"-mfpu={self.fpu}"]
         elif self.fpu == "auto":
@@ -172,6 +182,18 @@ class Target:
         else:
             flags += ["-mfloat-abi=soft"]
         return flags
+
+    def compatible_with(self, other: "Target") -> bool:
+        """Whether C compiled for self runs on `other` (generic C runs anywhere;
+        otherwise the same ISA family and no feature `other` lacks)."""
+        if self.is_generic:
+            return True
+        if self.is_x86 != other.is_x86 or self.is_arm != other.is_arm:
+            return False
+        if self.is_arm and (self.cpu != other.cpu and _ARM_CORES[self.cpu].arch !=
+                            _ARM_CORES[other.cpu].arch):
+            return False
+        return self.features <= other.features
 
     def runs_on_host(self) -> bool:
         """Whether code for this target runs on this machine."""
@@ -201,22 +223,29 @@ class Target:
     def from_board(board) -> "Target":
         """The target a board's cpu, fpu, dsp and mve fields describe (the host
         board: this machine)."""
-        cpu = getattr(board, "cpu", "") or ""
-        if cpu in ("", "native") or getattr(board, "template", "") == "host":
+        def field(key, default=None):   # a Board, or its dict (project.boards.load_board)
+            if isinstance(board, dict):
+                return board.get(key, default)
+            return getattr(board, key, default)
+
+        cpu = field("cpu", "") or ""
+        if field("target"):             # a board may name its target outright
+            return Target.parse(field("target"))
+        if cpu in ("", "native") or field("template", "") == "host":
             return host_target()
         if cpu not in _ARM_CORES:
-            raise MtvmError(f"board {board.name}: cpu {cpu!r} is not a known target "
+            raise MtvmError(f"board {field('name', '?')}: cpu {cpu!r} is not a known target "
                             f"(known: {', '.join(_ARM_CORES)})")
         core = _ARM_CORES[cpu]
         feats = set(core.features)
         for flag, feature in (("dsp", "dsp"), ("mve", "mve")):
-            if getattr(board, flag, False):
+            if field(flag, False):
                 feats.add(feature)
             else:
                 feats.discard(feature)
         if "mve" not in feats:
             feats.discard("mve.fp")
-        fpu = getattr(board, "fpu", None) or None
+        fpu = field("fpu", None) or None
         mods = [f for f in sorted(feats - set(core.features))]
         mods += [f"no{f}" for f in sorted(set(core.features) - feats) if f != "mve.fp"
                  or "mve" in feats]
@@ -264,6 +293,9 @@ def _arm(cpu: str, mods: list[str], text: str, fpu: str | None = "default") -> T
         if f not in _ARM_FEATURES:
             raise MtvmError(f"target {text!r}: unknown feature {m!r} "
                             f"(known: {', '.join(_ARM_FEATURES)}, or no<feature>)")
+        if f == "dsp" and off and core.arch == "armv7e-m":
+            raise MtvmError(f"target {text!r}: an Armv7E-M core always has the DSP "
+                            "extension (for a core without it use cortex-m3)")
         if f == "fp":
             has_fp = not off
         elif off:

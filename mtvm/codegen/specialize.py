@@ -250,7 +250,7 @@ def specialize(text: str, macros: dict) -> str:
             cond = (rest if kind == "if" else
                     f"defined({rest.split()[0]})" if kind == "ifdef" else
                     f"!defined({rest.split()[0]})")
-            _branch(f, evaluate(cond, now), out, "if")
+            _branch(f, evaluate(cond, now), out, "if", line, cond)
         elif kind == "elif":
             f = stack[-1]
             if not f.parent_active:
@@ -258,7 +258,7 @@ def specialize(text: str, macros: dict) -> str:
             if f.taken:
                 f.active = False
                 continue
-            _branch(f, evaluate(rest, now), out, "elif")
+            _branch(f, evaluate(rest, now), out, "elif", line, rest)
         elif kind == "else":
             f = stack[-1]
             if not f.parent_active:
@@ -291,8 +291,9 @@ def specialize(text: str, macros: dict) -> str:
     return "\n".join(out)
 
 
-def _branch(f: _Frame, value, out: list[str], kind: str) -> None:
-    """Start a branch of frame f whose condition evaluated to `value`."""
+def _branch(f: _Frame, value, out: list[str], kind: str, line: str, cond: str) -> None:
+    """Start a branch of frame f whose condition evaluated to `value`; an
+    undecided condition keeps its original line when nothing was resolved."""
     if value is False:
         f.active = False
         return
@@ -303,7 +304,10 @@ def _branch(f: _Frame, value, out: list[str], kind: str) -> None:
             out.append("#else")
         return
     f.active = True
-    out.append(f"#{'elif' if f.emitted_if else 'if'} {value}")
+    same_kind = (kind == "elif") == f.emitted_if
+    unchanged = value == " ".join(cond.split()) or value == cond.strip()
+    out.append(line.strip() if same_kind and unchanged else
+               f"#{'elif' if f.emitted_if else 'if'} {value}")
     f.emitted_if = True
 
 
