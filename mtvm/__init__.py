@@ -6,8 +6,11 @@ data, one statically planned arena); a project puts that C on a board; a
 session runs it *on the device* from Python.
 
 Compiling
-    compile(model, module_name="default", input_shapes=None, bind=None, profile=False, ...)
-        -> CompiledModel: ONNX file/ModelProto -> C. `.export("kws.tar")` writes
+    compile(model, module_name="default", input_shapes=None, bind=None, profile=False,
+            target=None, ...)
+        -> CompiledModel: ONNX file/ModelProto -> C for a target ("c", the default:
+        portable C with every ISA variant under #if; "host", "x86-64-v3",
+        "cortex-m4", ... or a Target; `mtvm targets` lists them). `.export("kws.tar")` writes
         Model Library Format, `.run_host({name: array})` builds and runs it on
         this machine, `.metadata` has arena bytes, MACs, inputs and outputs.
     compile_graph(graph, ...)   the same from mtvm's IR (mtvm.ir.Graph)
@@ -35,7 +38,7 @@ import importlib.util
 
 __version__ = "0.1.0"
 
-__all__ = ["compile", "compile_graph", "CompiledModel", "project", "session", "Session",
+__all__ = ["compile", "compile_graph", "CompiledModel", "Target", "project", "session", "Session",
            "transport", "MtvmError", "ModelLoadError", "UnsupportedError", "ShapeError",
            "BuildError", "__version__"]
 
@@ -44,6 +47,7 @@ _LAZY = {
     "compile": (".compiler", "compile"),
     "compile_graph": (".compiler", "compile_graph"),
     "CompiledModel": (".model_library", "CompiledModel"),
+    "Target": (".target", "Target"),
     "project": (".project", None),
     "session": (".session", None),
     "Session": (".session", "Session"),
