@@ -69,14 +69,67 @@ def closure(names: list[str]) -> list[str]:
     return out
 
 
+def for_target(name: str, target) -> bool:
+    """Whether a library file can matter on target: x86/ files only on x86 (and
+    the generic target), arm_dsp/ files only on Arm."""
+    family = os.path.basename(os.path.dirname(_path(name) or ""))
+    if target.is_generic:
+        return True
+    return {"x86": target.is_x86, "arm_dsp": target.is_arm}.get(family, True)
+
+
+def needed(names: list[str], target) -> list[str]:
+    """closure(names) without the files of other targets."""
+    return [n for n in closure(names) if for_target(n, target)]
+
+
 def module_files(names: list[str], target) -> dict[str, str]:
     """{MLF path: text} of the library files `names` need, specialized for target."""
     files = {}
-    for name in closure(names):
-        text = specialize(_read(name), target.macros())
+    for name in needed(names, target):
+        text = specialize(_strip_foreign_includes(_read(name), target), target.macros())
         where = "include" if name.endswith(".h") else "src"
         files[f"codegen/host/{where}/{name}"] = text
     return files
 
 
-__all__ = ["library_dir", "closure", "module_files"]
+def _strip_foreign_includes(text: str, target) -> str:
+    """Drop `#include "x"` of library files that are not shipped for this target."""
+    def keep(m):
+        name = m.group(1)
+        return m.group(0) if _path(name) is None or for_target(name, target) else ""
+    return _INCLUDE.sub(keep, text)
+
+
+_GUARD = re.compile(r"^\s*#\s*ifndef\s+(\w+)\s*\n\s*#\s*define\s+\1\b[^\n]*\n", re.M)
+
+
+def _unguarded(text: str) -> str:
+    """A header without its include guard, so that what it defines counts as
+    unconditional when the including source is specialized."""
+    m = _GUARD.search(text)
+    if not m:
+        return text
+    end = text.rstrip().rfind("#endif")
+    return text[:m.start()] + text[m.end():end]
+
+
+_SPLIT = "/*@@ mtvm: end of the library headers @@*/"
+
+
+def specialize_source(text: str, names: list[str], target) -> str:
+    """Specialize a generated source that includes library headers: the macros
+    the headers define (MTVM_F32_NR, MTVM_INT8_X86, ...) are learned first, so
+    the source's own #if on them resolves too."""
+    macros = target.macros()
+    if not macros:
+        return text
+    # Every header, those of other targets too: what only they define (e.g.
+    # MTVM_INT8_X86 on a Cortex-M) is thereby known to be undefined here.
+    headers = [_unguarded(_read(n)) for n in closure(names) if n.endswith(".h")]
+    joined = specialize("\n".join(headers + [_SPLIT, text]), macros)
+    return joined.split(_SPLIT + "\n", 1)[1] if _SPLIT + "\n" in joined else \
+        joined.split(_SPLIT, 1)[1]
+
+
+__all__ = ["library_dir", "closure", "needed", "module_files", "specialize_source"]

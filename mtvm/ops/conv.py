@@ -448,7 +448,7 @@ def weight_index(axes, taps) -> str:
 # Weights of the GEMM schedules are re-packed at compile time in the order the
 # micro-kernel reads them: per group, per block of MR output channels,
 # [tap][MR]. The per-target part (NR, SIMD) is chosen by the C preprocessor
-# (microkernels.PRELUDE).
+# (c_runtime/kernels/generic/mtvm_f32_prelude.h).
 
 SCHEDULE = {
     "gemm_mr": MR,                 # output channels per register block (weight packing)

@@ -23,36 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from .base import c_literal
-from .int_kernels import (_EXT, _EXT_ROR8, DSP_INCLUDE_C, ROR8_C, _indent, per_channel,
+from .int_kernels import (_EXT, _EXT_ROR8, _indent, per_channel,
                           ties_impossible)
-
-DW_DSP_C = r"""#if defined(__ARM_FEATURE_DSP)
-/* PKHBT: the bottom half of a, the top half of b (gcc 12 does not form it from C). */
-static inline int32_t mtvm_pkhbt(int32_t a, int32_t b)
-{
-#if defined(__GNUC__)
-    int32_t r;
-    __asm__("pkhbt %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-#else
-    return (int32_t)(((uint32_t)a & 0xFFFFu) | ((uint32_t)b & 0xFFFF0000u));
-#endif
-}
-#endif
-
-/* (high word of acc * mult + rnd) >> sh: requantization with the rounding and the
- * output zero point folded into rnd (SMMLA + ASR on a DSP core; exactly the same
- * integers in C, as rnd * 2^32 has no low bits). */
-static inline int32_t mtvm_dw_requantize(int32_t acc, int32_t mult, int32_t rnd, int32_t sh)
-{
-#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
-    int32_t r;
-    __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(acc), "r"(mult), "r"(rnd));
-    return r >> sh;
-#else
-    return ((int32_t)(((int64_t)acc * mult) >> 32) + rnd) >> sh;
-#endif
-}"""
 
 
 def _mid(half: str, wsel: str) -> str:
@@ -67,9 +39,9 @@ def row_helper(k, x_dtype, stride: int, npix: int, wsel: str) -> str:
     top (wsel 't') half. Reads exactly the bytes the window covers."""
     tx, nx, xx = _EXT[np.dtype(x_dtype).name]
     xr = _EXT_ROR8[xx]
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-    k.helper("mtvm_ror8", ROR8_C)
-    k.helper("mtvm_dw_dsp", DW_DSP_C)
+    k.library("mtvm_dsp.h")
+    k.library("mtvm_ror8.h")
+    k.library("mtvm_depthwise_s8_dsp.h")
     name = f"mtvm_dw3x{npix}s{stride}{wsel}_{nx}"
     accs = ", ".join(f"int32_t* a{i}" for i in range(npix))
     b, t = _mid("b", wsel), _mid("t", wsel)
@@ -137,8 +109,8 @@ static inline void {name}(const {tx}* p, int32_t w0, int32_t w1, int32_t w2, int
 def unpack_helper(k, x_dtype) -> str:
     """DSP only: the even and odd bytes of p[0..3] as two pairs of int16 lanes."""
     tx, nx, xx = _EXT[np.dtype(x_dtype).name]
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-    k.helper("mtvm_ror8", ROR8_C)
+    k.library("mtvm_dsp.h")
+    k.library("mtvm_ror8.h")
     name = f"mtvm_dw_unpack_{nx}"
     return k.helper(name, f"""#if defined(__ARM_FEATURE_DSP)
 /* (p0, p2) and (p1, p3) as int16 lanes, from one (unaligned) word load. */
@@ -154,7 +126,7 @@ static inline void {name}(const {tx}* p, int32_t* lo, int32_t* hi)
 
 def mac2_helper(k, wsel: str) -> str:
     """DSP only: one unpacked row x one weight row, two neighbouring output pixels."""
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    k.library("mtvm_dsp.h")
     name = f"mtvm_dw_mac2{wsel}"
     return k.helper(name, f"""#if defined(__ARM_FEATURE_DSP)
 /* *a0 += p0 w0 + p1 w1 + p2 w2, *a1 += p1 w0 + p2 w1 + p3 w2 with lo = (p0, p2),
@@ -421,8 +393,8 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                   f"        const int32_t sh_o = -1 - {per_channel(shift, 'o')};",
                   "        const int32_t rnd_o = (1 << (sh_o - 1))"
                   + (f" + {y_zp} * (1 << sh_o)" if y_zp else "") + ";"]
-        k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-        k.helper("mtvm_dw_dsp", DW_DSP_C)
+        k.library("mtvm_dsp.h")
+        k.library("mtvm_depthwise_s8_dsp.h")
     elif mult is not None and mult.size > 1:
         lines.append(f"        const int32_t mult_o = {mult.c}[o], shift_o = {shift.c}[o];")
     # Thumb-2 loops (DSP cores): the channel's parameters in one block they index

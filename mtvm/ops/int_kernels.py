@@ -42,40 +42,6 @@ DOMAIN = "mtvm"
 
 # -- fixed-point requantization ----------------------------------------------------
 
-REQUANTIZE_C = r"""/* round(v / 2^n), n in [1, 62], halves to even (as ONNX's QuantizeLinear rounds). */
-static inline int64_t mtvm_round_shift(int64_t v, int32_t n)
-{
-    int64_t half = (int64_t)1 << (n - 1);
-    return (v + half - 1 + ((v >> n) & 1)) >> n;
-}
-
-/* round(acc * mult * 2^(shift - 31)) from the exact 64-bit product with one
- * rounding (TFLite's TFLITE_SINGLE_ROUNDING and CMSIS-NN's
- * CMSIS_NN_USE_SINGLE_ROUNDING requantization, but ties to even). mult in
- * [2^30, 2^31), shift in [-31, 30]; the result saturates to int32. */
-static inline int32_t mtvm_requantize(int32_t acc, int32_t mult, int32_t shift)
-{
-    int64_t prod = (int64_t)acc * mult;
-    if (shift < 0) {
-        /* Shift by n = 31 - shift >= 32 on the high word (|hi| < 2^30), with
-         * the low word deciding ties: the same result in 32-bit arithmetic. */
-        int32_t hi = (int32_t)(prod >> 32);
-        uint32_t lo = (uint32_t)prod;
-        int32_t m = -1 - shift;                                   /* n - 32 */
-        if (m == 0) {
-            return hi + ((lo > 0x80000000u || (lo == 0x80000000u && (hi & 1))) ? 1 : 0);
-        }
-        return (hi + (1 << (m - 1)) - ((((hi >> m) & 1) == 0 && lo == 0) ? 1 : 0)) >> m;
-    }
-    int64_t r = mtvm_round_shift(prod, 31 - shift);
-    return r > INT32_MAX ? INT32_MAX : (r < INT32_MIN ? INT32_MIN : (int32_t)r);
-}"""
-
-DSP_INCLUDE_C = r"""/* Cortex-M DSP extension (M4, M7, M33, M55): SIMD multiply-accumulate. */
-#if defined(__ARM_FEATURE_DSP)
-#include <arm_acle.h>
-#endif"""
-
 
 def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
     """real ~= mult * 2^(shift - 31) with mult in [2^30, 2^31) (int32 arrays)."""
@@ -135,8 +101,8 @@ def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
     output channels (CMSIS-NN's 1x4 blocking)."""
     ta, na, xa = _EXT[np.dtype(a_dtype).name]
     tb, nb, xb = _EXT[np.dtype(b_dtype).name]
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-    k.helper("mtvm_ror8", ROR8_C)
+    k.library("mtvm_dsp.h")
+    k.library("mtvm_ror8.h")
     name = f"mtvm_dot_{na}_{nb}"
     k.helper(name, f"""/* sum of a[i] * b[i], i < n ({ta} x {tb}, int32 accumulation). The DSP path
  * widens four bytes into two pairs of 16-bit lanes (SXTB16, SXTB16 ROR #8) and
@@ -304,8 +270,8 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
     """The micro-kernel of QConv's im2col path: `pixels` (2 or 1) output pixels x two
     output channels over an int16 column block (see QConv.emit for the layouts)."""
     tb, nb_, xb = _EXT[np.dtype(w_dtype).name]
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-    k.helper("mtvm_ror8", ROR8_C)
+    k.library("mtvm_dsp.h")
+    k.library("mtvm_ror8.h")
     name = f"mtvm_mm{pixels}x2_s16_{nb_}"
     ext = "sxtb16" if xb == "__sxtb16" else "uxtb16"
     s_names = [f"s{p}{c}" for p in range(pixels) for c in range(2)]
@@ -482,21 +448,12 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
     return k.helper(name, "\n".join(code))
 
 
-X86_INCLUDE_C = r"""/* x86 hosts (the same C benchmarked against onnxruntime): the int8 im2col
- * blocks in AVX2 (VPMADDWD) or AVX-512 VNNI (VPDPWSSD). MTVM_NO_SIMD forces the
- * portable loops. */
-#if defined(__AVX2__) && !defined(MTVM_NO_SIMD) && !defined(__ARM_FEATURE_DSP)
-#include <immintrin.h>
-#define MTVM_INT8_X86 1
-#endif"""
-
-
 def mm_x86_helper(k, w_dtype) -> str:
     """The nb blocks of mtvm_mm2x2 / mtvm_mm1x2 on x86 (AVX2, AVX-512 VNNI): the same
     packed weights and column, vectorized along the taps."""
     tb, nb_, _ = _EXT[np.dtype(w_dtype).name]
     cvt = "epi8" if tb == "int8_t" else "epu8"
-    k.helper("mtvm_x86_include", X86_INCLUDE_C)
+    k.library("mtvm_int8_x86.h")
     name = f"mtvm_mm2x2_x86_{nb_}"
     return k.helper(name, f"""#if defined(MTVM_INT8_X86)
 /* acc[0..3] += (p0.w_o, p0.w_o1, p1.w_o, p1.w_o1) over nb blocks (pixels 1: the p1
@@ -661,7 +618,7 @@ static inline void {name}(const int16_t* c, const {tb}* w0, const {tb}* w1, int3
 
 def st16x2_helper(k) -> str:
     """Store two sign-extended values as one word of two int16 lanes (PKHBT)."""
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+    k.library("mtvm_dsp.h")
     return k.helper("mtvm_st16x2", r"""/* t[0] = a, t[1] = b (int16). On a DSP core one PKHBT and one word store (gcc
  * builds the word with UXTH + ORR, or merges halfword stores through spills). */
 static inline void mtvm_st16x2(int16_t* t, int32_t a, int32_t b)
@@ -680,8 +637,8 @@ static inline void mtvm_st16x2(int16_t* t, int32_t a, int32_t b)
 def mm1_helper(k, w_dtype) -> str:
     """The last output channel of a group with an odd channel count (1 or 2 pixels)."""
     tb, nb_, xb = _EXT[np.dtype(w_dtype).name]
-    k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-    k.helper("mtvm_ror8", ROR8_C)
+    k.library("mtvm_dsp.h")
+    k.library("mtvm_ror8.h")
     name = f"mtvm_mmx1_s16_{nb_}"
     return k.helper(name, f"""/* acc[p] += p-th pixel's column . w for npx (1 or 2) pixels; w: one channel's
  * row, blocks of four taps pair-permuted, then the tl tail taps in order (the
@@ -723,50 +680,9 @@ static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t t
 }}""")
 
 
-ROR8_C = r"""/* x rotated right by 8 bits. */
-static inline uint32_t mtvm_ror8(uint32_t x)
-{
-    return (x >> 8) | (x << 24);
-}
-
-#if defined(__ARM_FEATURE_DSP)
-/* Sign/zero-extend bytes 1 and 3 into two 16-bit lanes: one SXTB16/UXTB16 with its
- * ROR #8 operand (what CMSIS-Core's __SXTB16_RORn does; gcc 12 does not fold the
- * rotate into the ACLE intrinsic by itself). */
-#if defined(__GNUC__)
-static inline int32_t mtvm_sxtb16_ror8(int32_t x)
-{
-    int32_t r;
-    __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
-    return r;
-}
-static inline int32_t mtvm_uxtb16_ror8(int32_t x)
-{
-    int32_t r;
-    __asm__("uxtb16 %0, %1, ror #8" : "=r"(r) : "r"(x));
-    return r;
-}
-#else
-static inline int32_t mtvm_sxtb16_ror8(int32_t x) { return __sxtb16((int32_t)mtvm_ror8((uint32_t)x)); }
-static inline int32_t mtvm_uxtb16_ror8(int32_t x) { return __uxtb16((int32_t)mtvm_ror8((uint32_t)x)); }
-#endif
-#endif"""
-
-
 def requantize_helper(k) -> str:
-    return k.helper("mtvm_requantize", REQUANTIZE_C)
-
-
-REQUANTIZE_NT_C = r"""/* mtvm_requantize for multipliers whose product with an int32 is never an exact
- * tie (mult has fewer than -shift trailing zero bits, shift <= -2; checked at
- * compile time): rounding half up then equals rounding half to even, and needs
- * only the high word of the product. */
-static inline int32_t mtvm_requantize_nt(int32_t acc, int32_t mult, int32_t shift)
-{
-    int32_t hi = (int32_t)(((int64_t)acc * mult) >> 32);
-    int32_t m = -1 - shift;                                       /* 1 .. 30 */
-    return (hi + (1 << (m - 1))) >> m;
-}"""
+    k.library("mtvm_requantize.h")
+    return "mtvm_requantize"
 
 
 def ties_impossible(mult, shift) -> bool:
@@ -786,7 +702,8 @@ def requantize_fn(k, mult, shift) -> str:
     if mult is not None and shift is not None and mult.const is not None and \
             shift.const is not None and ties_impossible(mult.const, shift.const):
         requantize_helper(k)
-        return k.helper("mtvm_requantize_nt", REQUANTIZE_NT_C)
+        k.library("mtvm_requantize_nt.h")
+        return "mtvm_requantize_nt"
     return requantize_helper(k)
 
 
@@ -805,7 +722,7 @@ def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift,
     sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(act_min), int(act_max)))
     lines = [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};"]
     if sat:   # the whole 8-bit range: one saturating instruction on a DSP core
-        k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+        k.library("mtvm_dsp.h")
         lines += ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else", clamp,
                   "#endif"]
     else:
@@ -853,6 +770,7 @@ class IntOp(Op):
 
 
 # -- convolution ------------------------------------------------------------------------
+
 
 def conv_geometry(x_shape, w_shape, strides, pads, dilations):
     """(H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw) for a 1-D or 2-D convolution."""
@@ -983,7 +901,7 @@ class _Store:
         clamp = f"{acc} = {acc} < {self.lo} ? {self.lo} : ({acc} > {self.hi} ? {self.hi} : {acc});"
         sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(self.lo), int(self.hi)))
         if sat:
-            k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
+            k.library("mtvm_dsp.h")
             lines += ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else",
                       clamp, "#endif"]
         else:
@@ -998,7 +916,7 @@ class _Store:
         if self.mult is None or self.m is None:
             return None
         k, m = self.k, self.m
-        k.helper("mtvm_mulhi_x86", MULHI_X86_C)
+        k.library("mtvm_mulhi_s32_x86.h")
 
         def lanes(buf):
             if buf.const is not None and buf.size == 1:
@@ -1023,18 +941,6 @@ class _Store:
                   "_mm256_storeu_si256((__m256i*)(void*)r, v);"]
         st = [f"{d} = ({k.out.ctype})r[{i}];" for i, d in enumerate(dsts)]
         return ["{"] + _indent(lines + [" ".join(st[:4]), " ".join(st[4:])]) + ["}"]
-
-
-MULHI_X86_C = r"""#if defined(MTVM_INT8_X86)
-/* (a * m) >> 32 per int32 lane: the high words of the exact 64-bit products (VPMULDQ
- * on the even lanes, and on the odd ones shifted down). */
-static inline __m256i mtvm_mulhi_x86(__m256i a, __m256i m)
-{
-    const __m256i even = _mm256_srli_epi64(_mm256_mul_epi32(a, m), 32);
-    const __m256i odd = _mm256_mul_epi32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(m, 32));
-    return _mm256_blend_epi32(even, odd, 0xAA);
-}
-#endif"""
 
 
 def _col_pos(i: int, px, nb: int, tl: int) -> tuple[str, int]:
@@ -1320,30 +1226,6 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     return lines + nest
 
 
-PK_INDEX_C = r"""#if defined(MTVM_INT8_X86)
-/* Index of weight (j, t) (channel j of a group of mg, tap t of kk) in the group's
- * packed rows (the inverse of conv_pack_index): per pair of channels, blocks of four
- * taps pair-permuted (w0 w2 w1 w3), channel j's then j + 1's, then the tail taps
- * interleaved in their column slots; an odd last channel keeps its own row. */
-static inline int32_t mtvm_pk_index(int32_t j, int32_t t, int32_t kk, int32_t mg)
-{
-    const int32_t nb = kk / 4, tl = kk % 4, q = t % 4;
-    const int32_t perm = q == 1 ? 2 : (q == 2 ? 1 : q);
-    if ((j & 1) == 0 && j + 1 == mg) {                        /* its own row */
-        return j * kk + (t < 4 * nb ? 4 * (t / 4) + perm : t);
-    }
-    if (t < 4 * nb) {
-        return (j & ~1) * kk + 8 * (t / 4) + 4 * (j & 1) + perm;
-    }
-    {
-        const int32_t r = t - 4 * nb;                         /* tail tap r */
-        const int32_t slot = tl == 3 && r ? 3 - r : r;
-        return (j & ~1) * kk + 8 * nb + 2 * slot + (j & 1);
-    }
-}
-#endif"""
-
-
 def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | None:
     """A pointwise conv not written in place, on x86 hosts with AVX-512 VNNI: 16
     positions per vector, read straight from the input planes (no column), four output
@@ -1359,8 +1241,9 @@ def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | N
     xt, cvt = x.ctype, ("epi8" if x.dtype == np.int8 else "epu8")
     wt = "int16_t" if w.dtype == np.int8 else "uint16_t"
     m = store.m
-    k.helper("mtvm_x86_include", X86_INCLUDE_C)
-    pk = k.helper("mtvm_pk_index", PK_INDEX_C)
+    k.library("mtvm_int8_x86.h")
+    k.library("mtvm_pk_index_x86.h")
+    pk = "mtvm_pk_index"
     mult = per_channel(store.mult, "o")
     if np.all(m == m[0]):
         add = (1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0]))
@@ -1542,6 +1425,7 @@ class QConv(IntOp):
 
 # -- matrix product ---------------------------------------------------------------------
 
+
 @register("QMatMul", domain=DOMAIN)
 class QMatMul(IntOp):
     """x [..., M, K] times constant w stored transposed [N, K]: y [..., M, N].
@@ -1593,6 +1477,7 @@ class QMatMul(IntOp):
 
 # -- elementwise --------------------------------------------------------------------------
 
+
 def _broadcast_index(b, out_shape) -> tuple[list[str], str]:
     """(C lines computing the offset, C expression) of input `b` at flat output i."""
     from .elementwise import broadcast_strides
@@ -1636,7 +1521,7 @@ class QAdd(IntOp):
         return np.clip(round_shift(acc, shift) + y_zp, act_min, act_max).astype(out_dtype)
 
     def emit(self, k, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128, act_max=127):
-        k.helper("mtvm_requantize", REQUANTIZE_C)
+        k.library("mtvm_requantize.h")
         la, ea = _broadcast_index(k.ins[0], k.out.shape)
         lb, eb = _broadcast_index(k.ins[1], k.out.shape)
         body = la + lb + [
@@ -1728,6 +1613,7 @@ class QLut(IntOp):
 
 
 # -- pooling ------------------------------------------------------------------------------
+
 
 @register("QAvgPool", domain=DOMAIN)
 class QAvgPool(IntOp):
@@ -1912,6 +1798,7 @@ class QSoftmax(IntOp):
 
 
 # -- matrix product of two activations ----------------------------------------------------
+
 
 def _batch_offsets(shape, batch_out) -> list[tuple[int, int]]:
     """(dim index, element stride) terms of a [..., R, C] operand's batch offset."""

@@ -10,7 +10,7 @@ The micro-kernel computes one MR x NR tile of a matrix product
 NR activations for MR * NR multiply-accumulates.
 
 The per-target part of the schedule is chosen by the C preprocessor, in one
-place (`PRELUDE`), so one generated source serves every target:
+place (c_runtime/kernels/generic/mtvm_f32_prelude.h), so one generated source serves every target:
 
   * x86 with AVX2 + FMA (the host, cc -march=native):  NR = 16, two 8-float
     vectors per row; MR rows -> 2 * MR vector accumulators; a partial tile
@@ -24,33 +24,13 @@ Define MTVM_NO_SIMD to force the portable path.
 """
 from __future__ import annotations
 
-PRELUDE = """\
-/* mtvm float schedules: the per-target part, chosen here once.
- * MTVM_FMAF: fused multiply-add where the FPU has it (Cortex-M4F vfma, x86 FMA),
- * else multiply and add (never a libm call). MTVM_F32_NR: output columns per
- * register block: 16 (two AVX vectors) on x86 with AVX2+FMA, else 4 scalars. */
-#if defined(__FP_FAST_FMAF)
-#define MTVM_FMAF(a, b, c) fmaf((a), (b), (c))
-#else
-#define MTVM_FMAF(a, b, c) ((a) * (b) + (c))
-#endif
-#if defined(__AVX512F__) && !defined(MTVM_NO_SIMD)
-#include <immintrin.h>
-#define MTVM_F32_NR 16
-#elif defined(__AVX2__) && defined(__FMA__) && !defined(MTVM_NO_SIMD)
-#include <immintrin.h>
-#define MTVM_F32_NR 8
-#else
-#define MTVM_F32_NR 4
-#endif"""
-
 # Schedule knobs of the micro-kernel (the tuning issue will search them).
-# `mr` is emitted in Python (rows of the tile); NR is per target (PRELUDE).
+# `mr` is emitted in Python (rows of the tile); NR is per target (mtvm_f32_prelude.h).
 MR = 8
 
 
 def prelude(k) -> None:
-    k.helper("mtvm_f32_prelude", PRELUDE)
+    k.library("mtvm_f32_prelude.h")
 
 
 def gemm_ukernel(k, mr: int) -> str:
@@ -159,24 +139,13 @@ def _ukernel_source(name: str, mr: int, offsets: bool = False) -> str:
 
 # -- GEMV: one row of activations times a row-major matrix -------------------------
 
-GEMV_PRELUDE = """\
-/* Output columns per GEMV block: 64 (4 x 16, AVX-512), 32 (4 x 8, AVX2), else 8
- * scalar accumulators. */
-#if MTVM_F32_NR == 16
-#define MTVM_F32_GEMV_COLS 64
-#elif MTVM_F32_NR == 8
-#define MTVM_F32_GEMV_COLS 32
-#else
-#define MTVM_F32_GEMV_COLS 8
-#endif"""
-
 
 def gemv_ukernel(k) -> str:
     """Declare the GEMV helper: out[q] = sum_t x[t] * b[t * ldb + q], q < n <=
     MTVM_F32_GEMV_COLS (b row-major: each step reads consecutive columns, every
     weight once). Returns its name."""
     prelude(k)
-    k.helper("mtvm_f32_gemv_prelude", GEMV_PRELUDE)
+    k.library("mtvm_gemv_f32_prelude.h")
     name = "mtvm_f32_gemv"
     if name not in k.helpers:
         k.helper(name, _gemv_source(name))
@@ -249,6 +218,7 @@ def _gemv_source(name: str) -> str:
 
 # -- band: a tile of 2 x 16 flat positions, AVX-512 only ------------------------------
 
+
 def band_ukernel(k, mr: int) -> str:
     """Declare the AVX-512 band micro-kernel (only compiled where MTVM_F32_NR == 16):
 
@@ -311,27 +281,6 @@ def _band_source(name: str, mr: int) -> str:
 
 # -- direct: same-size stride-1 convolution on the flat plane, AVX-512 only -----------
 
-DIRECT_MASKS = """\
-#if MTVM_F32_NR == 16
-/* Lanes [lo, hi) of the 16 starting at position base, as a mask. */
-static inline __mmask16 mtvm_lanes16(int lo, int hi, int base)
-{
-    lo -= base; hi -= base;
-    lo = lo < 0 ? 0 : lo > 16 ? 16 : lo;
-    hi = hi < 0 ? 0 : hi > 16 ? 16 : hi;
-    return (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-}
-
-/* Lanes of the 16 positions from p whose column p % w plus dx is inside [0, w). */
-static inline __mmask16 mtvm_cols16(int p, int w, int dx)
-{
-    unsigned m = 0;
-    int ow = p % w;
-    for (int l = 0; l < 16; ++l, ow = ow + 1 == w ? 0 : ow + 1)
-        m |= (unsigned)((unsigned)(ow + dx) < (unsigned)w) << l;
-    return (__mmask16)m;
-}
-#endif"""
 
 def direct_ukernel(k, mr: int) -> str:
     """Declare the AVX-512 direct micro-kernel (only compiled where MTVM_F32_NR == 16)
@@ -347,7 +296,7 @@ def direct_ukernel(k, mr: int) -> str:
 
     r < mr, q < n <= 32 (0 where the tap is padding). Returns its name."""
     prelude(k)
-    k.helper("mtvm_f32_direct_masks", DIRECT_MASKS)
+    k.library("mtvm_direct_f32_masks_x86.h")
     name = f"mtvm_f32_direct_{mr}x32"
     if name not in k.helpers:
         k.helper(name, _direct_source(name, mr))

@@ -24,23 +24,9 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, c_literal, normalize_axis, register
-from .int_kernels import DSP_INCLUDE_C
 
 # Round to nearest (even, in the FPSCR's default mode) with VCVTR on a Cortex-M
 # single-precision FPU; MTVM_CVTR says the fast QuantizeLinear loop may use it.
-CVTR_C = r"""#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FP) && (__ARM_FP & 4) && \
-    defined(__GNUC__)
-#define MTVM_CVTR 1
-/* VCVTR.S32.F32: v rounded in the current rounding mode, saturated to int32. */
-static inline int32_t mtvm_cvtr(float v)
-{
-    int32_t r;
-    float t;   /* a scratch register: v itself stays usable (no VMOV copy) */
-    __asm__("vcvtr.s32.f32 %1, %2\n\tvmov %0, %1" : "=r"(r), "=&t"(t) : "t"(v));
-    return r;
-}
-#endif"""
-
 _SAT = {"int8": "__ssat", "uint8": "__usat", "int16": "__ssat", "uint16": "__usat"}
 
 
@@ -222,8 +208,8 @@ class QuantizeLinear(Op):
         # saturates to int32; QADD adds the zero point without overflow, SSAT/USAT
         # clamp. A NaN is first replaced by -2^22 (an ordered compare fails), so it
         # ends at the low end as above. Four elements per pass.
-        k.helper("mtvm_dsp_include", DSP_INCLUDE_C)
-        k.helper("mtvm_cvtr", CVTR_C)
+        k.library("mtvm_dsp.h")
+        k.library("mtvm_cvtr_f32_dsp.h")
 
         bits = sat_bits(out.dtype.name)
 

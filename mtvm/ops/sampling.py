@@ -11,25 +11,6 @@ from ..errors import UnsupportedError
 from .base import Op, move_input_to_attr, register
 from .indexing import body, nest, prod
 
-REFLECT = r"""static inline float mtvm_reflect(float x, float lo, float hi)
-{
-    /* Reflect x by the nearer border until it lies in [lo, hi]. */
-    const float rng = hi - lo;
-    if (x < lo) {
-        const float dx = lo - x;
-        const int n = (int)(dx / rng);
-        const float r = dx - (float)n * rng;
-        return (n % 2 == 0) ? lo + r : hi - r;
-    }
-    if (x > hi) {
-        const float dx = x - hi;
-        const int n = (int)(dx / rng);
-        const float r = dx - (float)n * rng;
-        return (n % 2 == 0) ? hi - r : lo + r;
-    }
-    return x;
-}"""
-
 
 def _cubic(x: str, A: float = -0.75) -> list[str]:
     """C expressions of the four Keys cubic coefficients for fraction x."""
@@ -65,7 +46,7 @@ class GridSample(Op):
         out_sp = list(grid.shape[1:-1])
         t = k.ctype
         if padding_mode == "reflection":
-            k.helper("mtvm_reflect", REFLECT)
+            k.library("mtvm_reflect_f32.h")
         lo = [0.0 if align_corners else -0.5 for _ in dims]
         hi = [d - 1.0 if align_corners else d - 0.5 for d in dims]
         P = prod(out_sp)

@@ -1,0 +1,20 @@
+/* mtvm_mulhi_s32_x86.h: High words of int32 x int32 products, eight lanes at a time.
+ * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
+#ifndef MTVM_MULHI_S32_X86_H_
+#define MTVM_MULHI_S32_X86_H_
+
+#include <stdint.h>
+#include "mtvm_int8_x86.h"
+
+#if defined(MTVM_INT8_X86)
+/* (a * m) >> 32 per int32 lane: the high words of the exact 64-bit products (VPMULDQ
+ * on the even lanes, and on the odd ones shifted down). */
+static inline __m256i mtvm_mulhi_x86(__m256i a, __m256i m)
+{
+    const __m256i even = _mm256_srli_epi64(_mm256_mul_epi32(a, m), 32);
+    const __m256i odd = _mm256_mul_epi32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(m, 32));
+    return _mm256_blend_epi32(even, odd, 0xAA);
+}
+#endif
+
+#endif  /* MTVM_MULHI_S32_X86_H_ */
