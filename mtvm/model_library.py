@@ -62,6 +62,7 @@ class CompiledModel:
 
     def _metadata(self) -> dict:
         g = self.graph
+        from .schedules import workload_key
         ops = []
         for i, lk in enumerate(self.kernels):
             n = lk.kernel.node
@@ -73,7 +74,9 @@ class CompiledModel:
                         "nodes": [p.name for p in [n] + n.tail], "macs": macs,
                         "output_bytes": sum(g.tensors[o].nbytes for o in n.kernel_outputs if o),
                         "workspace_bytes": lk.kernel.scratch_bytes,
-                        "schedule": lk.kernel.schedule,
+                        **({"schedule": lk.kernel.schedule, "knobs": lk.kernel.knobs,
+                            "workload_key": workload_key(lk.kernel)}
+                           if lk.kernel.schedule else {}),
                         "live_bytes": self.plan.live_bytes[lk.step]
                         if lk.step < len(self.plan.live_bytes) else 0})
         # Each constant is stored once however many kernels read it.

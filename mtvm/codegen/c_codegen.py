@@ -69,11 +69,10 @@ def _scratch(k: Kernel) -> int:
     if all(b is None or b.size == 0 for b in k.outs):
         return 0
     sched = schedules.choose(k)
-    if sched is not None:
-        return int(sched.scratch_bytes(k, **n.attrs))
-    b = get_op(n.op, n.domain).scratch_bytes(k, **n.attrs)
+    impl = sched if sched is not None else get_op(n.op, n.domain)
+    b = impl.scratch_bytes(k, **n.attrs)
     if b is None:   # not declared yet: emit to find out (kept until every op declares it)
-        get_op(n.op, n.domain).emit(k, **n.attrs)
+        impl.emit(k, **n.attrs)
         b = k.scratch_bytes
     return int(b)
 
@@ -94,13 +93,11 @@ def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None,
             body = "\n".join(f"(void){b.c};" for b in k.outs if b is not None)
         else:
             sched = schedules.choose(k)
-            if sched is not None:
-                k.scratch_bytes = int(sched.scratch_bytes(k, **n.attrs))
-                planned = k.scratch_bytes
-                body = sched.emit(k, **n.attrs)
-            else:
-                planned = op.scratch_bytes(k, **n.attrs)
-                body = op.emit(k, **n.attrs)
+            impl = sched if sched is not None else op
+            planned = impl.scratch_bytes(k, **n.attrs)
+            if planned is not None:
+                k.scratch_bytes = int(planned)
+            body = impl.emit(k, **n.attrs)
             if planned is not None and k.scratch_bytes != planned:
                 raise AssertionError(f"{sched or n.op}: emitted {k.scratch_bytes} bytes of "
                                      f"scratch, scratch_bytes() said {planned}")

@@ -450,7 +450,12 @@ def weight_index(axes, taps) -> str:
 # [tap][MR]. The per-target part (NR, SIMD) is chosen by the C preprocessor
 # (c_runtime/kernels/generic/mtvm_f32_prelude.h).
 
-SCHEDULE = {
+# The knobs of the float Conv schedules and their defaults. They are per kernel:
+# the schedules registered in mtvm/schedules/generic/conv_f32.py and
+# mtvm/schedules/x86/conv_f32.py put the values chosen for a kernel (defaults,
+# overridden by a ScheduleConfig per schedule or per layer) in k.knobs, and
+# every function below reads them from there (knobs_of).
+DEFAULT_KNOBS = {
     "gemm_mr": MR,                 # output channels per register block (weight packing)
     "gemm_min_channels": 8,        # fewer output channels per group: direct conv
     "im2col_cols": 16,             # output positions per im2col block, at least
@@ -471,10 +476,16 @@ SCHEDULE = {
 }
 
 
-def schedule_of(x, wt, axes, group) -> str:
-    """'depthwise', 'pointwise', 'window', 'im2col' or 'direct' (the table above).
-    x, wt: anything with .shape and .dtype; wt's value is needed (constant)."""
-    s = SCHEDULE
+def knobs_of(k) -> dict:
+    """The float Conv knob values of kernel k (DEFAULT_KNOBS overridden by k.knobs)."""
+    return {**DEFAULT_KNOBS, **(getattr(k, "knobs", None) or {})}
+
+
+
+def schedule_of(x, wt, axes, group, s: dict = DEFAULT_KNOBS) -> str:
+    """'depthwise', 'pointwise', 'window', 'im2col' or 'direct' (the table above)
+    with knob values s. x, wt: anything with .shape and .dtype; wt's value is
+    needed (constant)."""
     c_in, m_out = x.shape[1], wt.shape[0]
     mg = m_out // group
     const = getattr(wt, "const", getattr(wt, "data", None)) is not None
@@ -495,20 +506,34 @@ def schedule_of(x, wt, axes, group) -> str:
     return "window"
 
 
-def emit_conv_scheduled(k, x, wt, bias, axes, group) -> str:
-    """Emit the Conv with its schedule (see the table above)."""
-    kind = schedule_of(x, wt, axes, group)
+def avx512_variant(x, wt, axes, group, s: dict) -> str | None:
+    """The AVX-512 micro-kernel a Conv gets besides its portable schedule, with
+    knob values s: "direct", "band", or None (schedules/x86/conv_f32.py)."""
+    kind = schedule_of(x, wt, axes, group, s)
+    if kind not in ("window", "im2col"):
+        return None
+    if s["direct_min_cols"] <= axes[1].out < s["direct_below_cols"] and \
+            wt.shape[2] * wt.shape[3] <= 64 and all(a.stride == 1 and a.out == a.size
+                                                    for a in axes):
+        return "direct"
+    if axes[1].out < s["band_below_cols"]:
+        return "band"
+    return None
+
+
+def emit_conv_scheduled(k, x, wt, bias, axes, group, simd: bool = True) -> str:
+    """Emit the Conv with its schedule (see the table above); with simd, also its
+    AVX-512 variant (avx512_variant) under `#if MTVM_F32_NR == 16`."""
+    s = knobs_of(k)
+    kind = schedule_of(x, wt, axes, group, s)
     if kind == "depthwise":
         return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
     if kind == "pointwise" and k.inplace is not None:
         return emit_conv_pointwise_inplace(k, x, wt, bias, axes)
-    s = SCHEDULE
-    if kind in ("window", "im2col") and s["direct_min_cols"] <= axes[1].out < \
-            s["direct_below_cols"] and wt.shape[2] * wt.shape[3] <= 64 and \
-            all(a.stride == 1 and a.out == a.size for a in axes):
-        return emit_conv_simd_or(k, x, wt, bias, axes, group, kind, _conv_direct)
-    if kind in ("window", "im2col") and axes[1].out < s["band_below_cols"]:
-        return emit_conv_simd_or(k, x, wt, bias, axes, group, kind, _conv_band)
+    variant = avx512_variant(x, wt, axes, group, s) if simd else None
+    if variant is not None:
+        return emit_conv_simd_or(k, x, wt, bias, axes, group, kind,
+                                 _conv_direct if variant == "direct" else _conv_band)
     if kind in ("pointwise", "im2col"):
         return emit_conv_gemm(k, x, wt, bias, axes, group)
     if kind == "window":
@@ -549,7 +574,7 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
     w.line(conv_comment(x, wt, k.out, axes, x.shape[1]))
     flat = ah.stride == aw.stride
     direct = all(a.stride == 1 and a.out == a.size for a in axes) and \
-        ah.size * aw.size <= SCHEDULE["depthwise_direct_max_plane"]
+        ah.size * aw.size <= knobs_of(k)["depthwise_direct_max_plane"]
     direct_bytes = 0
     if direct:
         w.lines.append("#if MTVM_F32_NR == 16")
@@ -842,9 +867,8 @@ def pack_weights(k, wt, group: int, mr: int):
     return k.ins[1]
 
 
-def im2col_block(taps: int, positions: int) -> int:
+def im2col_block(taps: int, positions: int, s: dict = DEFAULT_KNOBS) -> int:
     """Output positions per im2col block: a multiple of 16 (the widest NR)."""
-    s = SCHEDULE
     nb = max(s["im2col_cols"], s["im2col_max_bytes"] // (4 * taps) // 16 * 16)
     return min(nb, ceil_div(positions, 16) * 16)
 
@@ -858,7 +882,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     kh_n, kw_n = wt.shape[2], wt.shape[3]
     taps = cg * kh_n * kw_n
     in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
-    mr = SCHEDULE["gemm_mr"]
+    mr = knobs_of(k)["gemm_mr"]
     pointwise = kh_n == kw_n == 1 and all(a.stride == 1 and a.pad_begin == a.pad_end == 0
                                           for a in axes)
     wp = pack_weights(k, wt, group, mr)
@@ -869,7 +893,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                f"\n * input channels; register blocks of {mr} output channels x MTVM_F32_NR"
                f"\n * positions; weights packed [channel block][c][{mr}]. */")
     else:
-        nb = im2col_block(taps, out_plane)
+        nb = im2col_block(taps, out_plane, knobs_of(k))
         k.scratch_bytes = 4 * taps * nb
         w.line(f"/* Schedule: im2col GEMM. Blocks of {nb} output positions are gathered into\n"
                f" * scratch col[t][j], t = (c, kh, kw) ({taps} taps, 0 in the padding), then\n"
@@ -1061,7 +1085,7 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
     kh_n, kw_n = wt.shape[2], wt.shape[3]
     taps = cg * kh_n * kw_n
     in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
-    mr = SCHEDULE["gemm_mr"]
+    mr = knobs_of(k)["gemm_mr"]
     plen, row_len, kw_off = window_row_layout(aw, kw_n)
     rows = cg * kh_n
     k.scratch_bytes = 4 * rows * row_len
@@ -1174,10 +1198,10 @@ def band_layout(ah: Axis, aw: Axis, kh_n: int, kw_n: int, rows: int):
     return at, kw_n * at, off, layout
 
 
-def band_rows(ah: Axis, aw: Axis, cg: int, kh_n: int, kw_n: int) -> int:
+def band_rows(ah: Axis, aw: Axis, cg: int, kh_n: int, kw_n: int,
+              s: dict = DEFAULT_KNOBS) -> int:
     """Output rows per band: band_cols positions (at least a row), fewer if the
     scratch would pass band_max_bytes."""
-    s = SCHEDULE
     rows = max(1, min(ah.out, s["band_cols"] // aw.out))
     while rows > 1 and 4 * cg * band_layout(ah, aw, kh_n, kw_n, rows)[1] > s["band_max_bytes"]:
         rows -= 1
@@ -1214,8 +1238,8 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
     cg, mg = c_in // group, m_out // group
     taps = cg * kh_n * kw_n
     in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
-    mr = SCHEDULE["gemm_mr"]
-    rows = band_rows(ah, aw, cg, kh_n, kw_n)
+    mr = knobs_of(k)["gemm_mr"]
+    rows = band_rows(ah, aw, cg, kh_n, kw_n, knobs_of(k))
     ks, cs, off, layout = band_layout(ah, aw, kh_n, kw_n, rows)
     band = rows * aw.out
     w.line(f"/* Schedule (AVX-512): band GEMM. Bands of {rows} output rows ({band} flat\n"
@@ -1287,7 +1311,7 @@ def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
     cg, mg = c_in // group, m_out // group
     taps = cg * kh_n * kw_n
     plane = ah.size * aw.size
-    mr = SCHEDULE["gemm_mr"]
+    mr = knobs_of(k)["gemm_mr"]
     w.line(f"/* Schedule (AVX-512): direct GEMM on the flat plane. Per block of {mr} output\n"
            f" * channels, tiles of 32 positions p = oh * {aw.size} + ow (any rows): tap (c, kh, kw)"
            f"\n * reads the input at p + (kh * {ah.dilation} - {ah.pad_begin}) * {aw.size} + "
@@ -1344,11 +1368,11 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
     w = CWriter()
     c_in, m_out = x.shape[1], wt.shape[0]
     plane = int(np.prod(x.shape[2:]))
-    mr = SCHEDULE["gemm_mr"]
+    mr = knobs_of(k)["gemm_mr"]
     # AVX-512 with pointwise_inplace_cols 32: tiles of 32 positions, two vectors per
     # row (the one-vector kernel is bound by its loads); else MTVM_F32_NR (at most
     # 16). Scratch: the widest tile (32 doubles it, which can raise the arena).
-    wide = SCHEDULE["pointwise_inplace_cols"] == 32 and plane > 16
+    wide = knobs_of(k)["pointwise_inplace_cols"] == 32 and plane > 16
     k.scratch_bytes = 4 * c_in * (32 if wide else 16)
     wp = pack_weights(k, wt, 1, mr)
     w.line(conv_comment(x, wt, y, axes, 1))

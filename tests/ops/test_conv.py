@@ -68,7 +68,7 @@ CASES = [
      True, True),
     ("3d_depthwise_dilation", (1, 2, 5, 5, 5), (2, 1, 2, 2, 2),
      {"group": 2, "dilations": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0]}, False, False),
-    # The float schedules (mtvm/ops/conv.py SCHEDULE): pointwise GEMM with full and
+    # The float schedules (mtvm/ops/conv.py DEFAULT_KNOBS, mtvm/schedules/*/conv_f32.py): pointwise GEMM with full and
     # partial tiles and a channel remainder, im2col GEMM with padding/stride/dilation/
     # groups, depthwise with border columns, rows from the zero row, strides.
     ("sched_pointwise", (1, 8, 5, 5), (16, 8, 1, 1), {}, True, True),
@@ -402,8 +402,6 @@ def test_conv_pointwise_two_vector_tiles(plane, inplace_cols, monkeypatch):
     tile, full tiles, a channel remainder), on a model input and in place (after a
     Relu whose output dies there, before a Softmax), with pointwise_inplace_cols 16
     and 32."""
-    from mtvm.ops import conv
-    monkeypatch.setitem(conv.SCHEDULE, "pointwise_inplace_cols", inplace_cols)
     x = randn(1, 12, *plane)
     m = graph_model([helper.make_node("Conv", ["x", "w0", "b0"], ["c0"]),
                      helper.make_node("Relu", ["c0"], ["r0"]),
@@ -411,7 +409,7 @@ def test_conv_pointwise_two_vector_tiles(plane, inplace_cols, monkeypatch):
                      helper.make_node("Softmax", ["c1"], ["y"], axis=1)],
                     {"x": x}, {"w0": randn(20, 12, 1, 1), "b0": randn(20),
                                "w1": randn(12, 20, 1, 1), "b1": randn(12)})
-    lib = mtvm.compile(m)
+    lib = mtvm.compile(m, schedule_config={"conv2d_f32": {"pointwise_inplace_cols": inplace_cols}})
     src = kernel_source(lib)
     assert "pointwise GEMM in place" in src and "mtvm_f32_band_8x32" in src
     _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
@@ -421,12 +419,11 @@ def test_conv_pointwise_two_vector_tiles(plane, inplace_cols, monkeypatch):
 def test_conv_band_scratch_cap(monkeypatch):
     """band_max_bytes smaller than a full band: fewer rows per band, same result."""
     from mtvm.host_runner import HostModule
-    from mtvm.ops import conv
     from mtvm.testing import assert_close, reference_outputs
-    monkeypatch.setitem(conv.SCHEDULE, "band_max_bytes", 16 * 4 * 3 * 5 * 8)
     x, w = randn(1, 16, 8, 8), randn(8, 16, 3, 3)
     m = make_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1]}, consts={"w": w})
-    lib = mtvm.compile(m)
+    lib = mtvm.compile(m, schedule_config={"conv2d_f32.avx512": {"band_max_bytes":
+                                                                 16 * 4 * 3 * 5 * 8}})
     assert "Bands of 3 output rows" in kernel_source(lib)
     got = HostModule(lib, opt="-O3", extra=["-march=native"]).run({"x": x})
     assert_close(list(got.values())[0], reference_outputs(m, {"x": x})[0])

@@ -1,0 +1,65 @@
+"""Float Conv (1-D and 2-D, any group) in portable C: depthwise (row and flat),
+pointwise GEMM (in place too), window, im2col and the direct loop nest, as
+chosen by mtvm.ops.conv.schedule_of from the kernel's knobs.
+
+The AVX-512 micro-kernels that some window/im2col layers also get live in
+mtvm/schedules/x86/conv_f32.py; this schedule is what every other target
+(and every layer they do not cover) runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops import conv
+from .. import Knob, Schedule, register
+
+# What a tuner may try for each knob (the default is always among them).
+_CHOICES = {
+    "gemm_min_channels": (4, 8, 16),
+    "im2col_cols": (16, 32, 64),
+    "im2col_max_bytes": (4096, 8192, 16384, 32768),
+    "kxk": ("window", "im2col"),
+    "window_min_cols": (4, 8, 16),
+    "pointwise_inplace_cols": (16, 32),
+    "depthwise_max_taps": (9, 25, 49),
+    "depthwise_max_border": (2, 4, 8),
+    "depthwise_direct_max_plane": (1024, 4096, 16384),
+}
+_X86_ONLY = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
+             "band_max_bytes")
+
+
+def float_conv(k) -> bool:
+    """Float32 data and constant weights: what the conv schedules compute (the
+    rest goes to the op's own direct loop nest)."""
+    x, wt = k.ins[0], k.ins[1]
+    return np.dtype(x.dtype) == np.float32 and wt.const is not None and len(x.shape) in (3, 4)
+
+
+def geometry(k, attrs: dict):
+    x, wt = k.ins[0], k.ins[1]
+    return conv.conv_geometry(x.shape, wt.shape, **attrs)
+
+
+@register
+class ConvF32(Schedule):
+    op = "Conv"
+    name = "conv2d_f32"
+    family = "generic"
+    priority = 0
+    knobs = tuple(Knob(n, v, _CHOICES.get(n, (v,))) for n, v in conv.DEFAULT_KNOBS.items()
+                  if n not in _X86_ONLY)
+
+    def applies(self, k, **attrs) -> bool:
+        return float_conv(k)
+
+    def emit(self, k, **attrs) -> str:
+        x, wt = k.ins[0], k.ins[1]
+        bias = k.ins[2] if len(k.ins) > 2 else None
+        axes, group = geometry(k, attrs)
+        return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=False)
+
+    # scratch_bytes: not declared yet (the float conv emitters size their
+    # scratch while emitting); mtvm.codegen.c_codegen._scratch emits to learn it.
+    def scratch_bytes(self, k, **attrs):
+        return None

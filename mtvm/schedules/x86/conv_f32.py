@@ -1,0 +1,52 @@
+"""Float Conv layers that AVX-512 runs with its own micro-kernels: the "band"
+(2 x 16 flat positions per tile, for outputs narrower than band_below_cols)
+and the "direct" one (stride 1, same-size outputs of 16..31 columns, masked
+loads instead of a gathered copy).
+
+Each is emitted under `#if MTVM_F32_NR == 16` with the portable schedule as
+the #else, so the generic target ("c") keeps one source that is fast on an
+AVX-512 host and correct everywhere; on an x86-64-v4 target the #else is left
+out, and on every other target this schedule does not apply at all.
+"""
+from __future__ import annotations
+
+from ...ops import conv
+from .. import Knob, Schedule, register
+from ..generic.conv_f32 import ConvF32, float_conv, geometry
+
+_CHOICES = {
+    "direct_min_cols": (8, 16),
+    "direct_below_cols": (24, 32, 48),
+    "band_below_cols": (16, 32, 64),
+    "band_cols": (16, 32, 64),
+    "band_max_bytes": (16384, 65536, 262144),
+}
+
+
+@register
+class ConvF32Avx512(Schedule):
+    op = "Conv"
+    name = "conv2d_f32.avx512"
+    family = "x86"
+    priority = 10
+    knobs = ConvF32.knobs + tuple(Knob(n, conv.DEFAULT_KNOBS[n], v) for n, v in _CHOICES.items())
+
+    def applies(self, k, **attrs) -> bool:
+        if not (k.target.is_generic or k.target.has("avx512f")) or not float_conv(k):
+            return False
+        x, wt = k.ins[0], k.ins[1]
+        if len(x.shape) != 4 or (k.inplace is not None and
+                                 conv.schedule_of(x, wt, *geometry(k, attrs),
+                                                  conv.knobs_of(k)) == "pointwise"):
+            return False
+        axes, group = geometry(k, attrs)
+        return conv.avx512_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
+
+    def emit(self, k, **attrs) -> str:
+        x, wt = k.ins[0], k.ins[1]
+        bias = k.ins[2] if len(k.ins) > 2 else None
+        axes, group = geometry(k, attrs)
+        return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=True)
+
+    def scratch_bytes(self, k, **attrs):
+        return None      # sized while emitting, as ConvF32
