@@ -51,7 +51,7 @@ class QOp(Op):
     @staticmethod
     def params(ctx, node, i_scale, i_zp, data):
         """QP of (scale, zero point) inputs i_scale / i_zp for tensor `data`, or None."""
-        from ..passes.quantize import QP
+        from ..qparams import QP
         scale = ctx.const(node.inputs[i_scale])
         if scale is None:
             return None
@@ -73,7 +73,7 @@ class QOp(Op):
 
     @staticmethod
     def annotate(ctx, name, qp):
-        from ..passes.quantize import _qparams
+        from ..qparams import to_quant_params as _qparams
         ctx.g.tensors[name].quant = _qparams(qp)
 
 
@@ -103,7 +103,7 @@ def _conv_int(x, x_zp, w, w_zp, attrs):
 
 
 def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
-    from ..passes.quantize import dense_node
+    from ..qparams import dense_node
     w = ctx.const(w_name)
     if w is None or qx is None or qw is None or (requant and qy is None) or qx.axis is not None:
         return None
@@ -169,7 +169,7 @@ class QLinearConv(QOp):
 def _zero_point_qp(ctx, node, i: int, data: str):
     """ConvInteger/MatMulInteger: input i (a zero point, default 0) of integer tensor
     `data` as unit-scale quantization parameters; None when it is not constant."""
-    from ..passes.quantize import QP
+    from ..qparams import QP
     name = node.inputs[i] if i < len(node.inputs) else ""
     v = ctx.const(name) if name else np.zeros((), np.int64)
     if v is None:
@@ -214,7 +214,7 @@ def batch_matmul_node(ctx, name, a, qa, b, qb, qy, out, clamp=None, requant=True
     if not requant:
         return Node("QBatchMatMul", name, [a, b], [out], dict(a_zp=qa.z, b_zp=bz),
                     domain=DOMAIN)
-    from ..passes.quantize import _mult_consts
+    from ..qparams import multiplier_consts as _mult_consts
     n = ctx.g.tensors[b].shape[-1]
     sb = np.broadcast_to(np.asarray(qb.scale, np.float64).ravel(), (n,))
     mult, shift = _mult_consts(ctx, name, qa.s * sb / qy.s)
@@ -225,7 +225,7 @@ def batch_matmul_node(ctx, name, a, qa, b, qb, qy, out, clamp=None, requant=True
 
 def _lower_matmul(ctx, node, a, qa, b_name, qb, qy, out, requant=True):
     from ..ir import Node
-    from ..passes.quantize import dense_node
+    from ..qparams import dense_node
     b = ctx.const(b_name)
     if qa is None or qb is None or qa.axis is not None or \
             (requant and (qy is None or qy.axis is not None)):
@@ -309,7 +309,7 @@ class QLinearBinary(MsOp):
 
     def lower(self, ctx, node):
         from ..ir import Node
-        from ..passes.quantize import QP  # noqa: F401
+        from ..qparams import QP  # noqa: F401
         a, b, out = node.inputs[0], node.inputs[3], node.outputs[0]
         qa, qb = self.params(ctx, node, 1, 2, a), self.params(ctx, node, 4, 5, b)
         qy = self.params(ctx, node, 6, 7, out)
@@ -400,7 +400,7 @@ class _QAvgPool(MsOp):
         return get_op("AveragePool").reference(v, **attrs)
 
     def lower(self, ctx, node):
-        from ..passes.quantize import _avgpool_node
+        from ..qparams import avgpool_node as _avgpool_node
         x, out = node.inputs[0], node.outputs[0]
         qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
         shape = ctx.g.tensors[x].shape
@@ -488,7 +488,7 @@ class QLinearConcat(MsOp):
 
     def lower(self, ctx, node):
         from ..ir import Node
-        from ..passes.quantize import requant_node
+        from ..qparams import requant_node
         out = node.outputs[0]
         qy = self.params(ctx, node, 0, 1, out)
         if qy is None or qy.axis is not None:
@@ -502,7 +502,6 @@ class QLinearConcat(MsOp):
             if qx.same(qy):
                 ins.append(x)
                 continue
-            from ..passes.quantize import Ctx  # noqa: F401
             mid = ctx.new_tensor(f"{node.name}_in{j}_requantized", ctx.g.tensors[x].shape,
                                  qy.dtype, qy)
             nodes.append(requant_node(ctx, f"{node.name}_requantize{j}", x, qx, qy, mid))
@@ -546,7 +545,7 @@ class QGemm(MsOp):
 
     def lower(self, ctx, node):
         from ..ir import Node
-        from ..passes.quantize import QP, dense_node
+        from ..qparams import QP, dense_node
         a_name, b_name = node.inputs[0], node.inputs[3]
         at = node.attrs
         b = ctx.const(b_name)

@@ -28,42 +28,25 @@ those nodes (reported in metadata.json and by `mtvm compile`).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 import numpy as np
 
 from ..interp import run_node
-from ..ir import Graph, Node, QuantParams, Tensor
+from ..ir import Graph, Node, Tensor
 from ..ops.base import get_op
-from ..ops.int_kernels import (DOMAIN, add_multipliers, pack_conv_weights, quantize_multiplier,
+from ..ops.int_kernels import (DOMAIN, add_multipliers, quantize_multiplier,
                                 softmax_table)
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
+from ..qparams import QP, dense_node, requant_node
+from ..qparams import avgpool_node as _avgpool_node
+from ..qparams import multiplier_consts as _mult_consts
+from ..qparams import per_axis as _vec
+from ..qparams import to_quant_params as _qparams
 
 log = logging.getLogger("mtvm")
 
 CLAMPS = ("Relu", "Clip")
 PASS_THROUGH = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
-
-
-@dataclass
-class QP:
-    """Quantization of one tensor: per-tensor (axis None) or per-axis."""
-    scale: np.ndarray          # float64
-    zp: np.ndarray             # int64, same shape as scale
-    dtype: np.dtype
-    axis: int | None = None
-
-    @property
-    def s(self) -> float:
-        return float(self.scale.ravel()[0])
-
-    @property
-    def z(self) -> int:
-        return int(self.zp.ravel()[0])
-
-    def same(self, other: QP) -> bool:
-        return self.axis is None and other.axis is None and self.dtype == other.dtype and \
-            np.float32(self.s) == np.float32(other.s) and self.z == other.z
 
 
 class Ctx:
@@ -168,13 +151,6 @@ class _ConstLookup(dict):
         self.out[name] = value
 
 
-def _qparams(qp: QP | None) -> QuantParams | None:
-    if qp is None:
-        return None
-    return QuantParams(np.asarray(qp.scale, np.float32), np.asarray(qp.zp).astype(qp.dtype),
-                       qp.axis)
-
-
 def clamp_bounds(ctx: Ctx, acts: list[Node], qy: QP) -> tuple[int, int] | None:
     """The output range after the fused Relu/Clip, in the output's integers."""
     lo, hi = qrange(qy.dtype)
@@ -193,49 +169,6 @@ def clamp_bounds(ctx: Ctx, acts: list[Node], qy: QP) -> tuple[int, int] | None:
         else:
             return None
     return lo, hi
-
-
-def _vec(v, n) -> np.ndarray:
-    v = np.asarray(v).ravel()
-    return np.broadcast_to(v, (n,)).copy() if v.size == 1 else v
-
-
-def _mult_consts(ctx: Ctx, hint: str, real) -> tuple[str, str]:
-    m, s = quantize_multiplier(real)
-    if np.all(m == m.ravel()[0]) and np.all(s == s.ravel()[0]):
-        m, s = m.ravel()[:1], s.ravel()[:1]
-    return ctx.add_const(hint + "_mult", m), ctx.add_const(hint + "_shift", s)
-
-
-def dense_node(ctx: Ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale, w_zp,
-               bias_real, bias_int, qy: QP, clamp, out: str, taps: int, wsum, attrs: dict,
-               w_name: str | None = None) -> Node | None:
-    """A QConv/QMatMul node: multipliers, folded bias, optional weight zero points."""
-    oc = w_int.shape[0]
-    w_scale = _vec(w_scale, oc).astype(np.float64)
-    w_zp = _vec(w_zp, oc).astype(np.int64)
-    acc_scale = qx.s * w_scale
-    if bias_int is None:
-        bias_int = np.zeros(oc, np.int64) if bias_real is None else \
-            np.rint(_vec(bias_real, oc).astype(np.float64) / acc_scale).astype(np.int64)
-    # Depthwise convolutions sum (x - zx)(w - zw) over the taps inside the input (no
-    # per-tap padding test); the others fold the zero-point terms into the bias.
-    fold = not (op == "QConv" and w_int.shape[1] == 1 and taps <= 16)
-    folded = bias_int.astype(np.int64) - (qx.z * wsum - taps * qx.z * w_zp if fold else 0)
-    if np.abs(folded).max(initial=0) >= 1 << 31:
-        return None
-    mult, shift = _mult_consts(ctx, name, acc_scale / qy.s)
-    if op == "QConv" and fold:   # the im2col kernel reads its weights packed in its order
-        w_name = ctx.add_const(name + "_w", pack_conv_weights(w_int, attrs.get("group", 1)))
-    inputs = [x_name, w_name or ctx.add_const(name + "_w", w_int),
-              ctx.add_const(name + "_bias", folded.astype(np.int32)), mult, shift]
-    if np.any(w_zp != 0):
-        inputs.append(ctx.add_const(name + "_wzp", w_zp.astype(np.int32)))
-    lo, hi = clamp
-    attrs = dict(attrs, x_zp=qx.z, y_zp=qy.z, act_min=lo, act_max=hi)
-    if op == "QConv" and not fold:
-        attrs["folded"] = 0
-    return Node(op, name, inputs, [out], attrs, domain=DOMAIN)
 
 
 def _bias(ctx: Ctx, name: str, qx: QP, w_scale, oc: int):
@@ -353,19 +286,6 @@ def rule_add_mul(ctx, p, acts, q, qy):
 MAX_AVGPOOL_WINDOW = 1 << 16
 
 
-def _avgpool_node(ctx, p, x_name, qx, qy, clamp, kernel, strides, pads, include_pad, out):
-    count = int(np.prod(kernel, dtype=np.int64))
-    real = [0.0] + (qx.s / (qy.s * np.arange(1, count + 1, dtype=np.float64))).tolist()
-    m, s = quantize_multiplier(real)
-    lo, hi = clamp
-    attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads),
-                 count_include_pad=int(include_pad), x_zp=qx.z, y_zp=qy.z, act_min=lo,
-                 act_max=hi, out_shape=list(ctx.g.tensors[out].shape))
-    return Node("QAvgPool", p.name, [x_name, ctx.add_const(p.name + "_mult", m),
-                                     ctx.add_const(p.name + "_shift", s)], [out], attrs,
-                domain=DOMAIN)
-
-
 def rule_avgpool(ctx, p, acts, q, qy):
     xs = ctx.dq_source(p.inputs[0])
     clamp = clamp_bounds(ctx, acts, qy)
@@ -429,17 +349,6 @@ def rule_pass_through(ctx, p, acts, q, qy):
     n.inputs[0] = xs[0]
     n.outputs = [q.outputs[0]]
     return [n]
-
-
-def requant_node(ctx, name, x_name, qx: QP, qy: QP, out: str, clamp=None) -> Node:
-    mult, shift = quantize_multiplier(qx.s / qy.s)
-    lo, hi = clamp or qrange(qy.dtype)
-    return Node("QAffine", name, [x_name, ctx.add_const(name + "_scale", np.array([1], np.int32)),
-                                  ctx.add_const(name + "_offset", np.array([0], np.int32)),
-                                  ctx.add_const(name + "_mult", mult),
-                                  ctx.add_const(name + "_shift", shift)],
-                [out], dict(axis=1, x_zp=qx.z, y_zp=qy.z, act_min=lo, act_max=hi),
-                domain=DOMAIN)
 
 
 def rule_concat(ctx, p, acts, q, qy):
