@@ -1,7 +1,12 @@
-"""Boards as data: one JSON file per board in `boards/`, flash runners in
-`boards/runners/`. A board names its shared pieces (UART driver, runner,
-template) instead of carrying them; this module loads, validates and lists
-them.
+"""Boards as data: one JSON file per board in `boards/`, the chips they are
+built on in `boards/socs/`, flash runners in `boards/runners/`. A board names
+its shared pieces (SoC, UART driver, runner, template) instead of carrying
+them; this module loads, merges, validates (boards/schema/*.schema.json) and
+lists them.
+
+A board's data is its SoC's keys with the board's own on top; nested objects
+(memory, uart, runner_args) are merged key by key, so a board can override
+one memory region or one UART setting of its chip.
 
 Extra board directories can be added with MTVM_BOARDS_PATH (os.pathsep-separated);
 a board found there overrides a built-in board of the same name.
@@ -194,8 +199,110 @@ def _validate_cortex_m(b: Board):
         raise MtvmError(f"board {b.name}: flash and RAM sizes must be positive")
 
 
+# -- schema and SoC layer -------------------------------------------------------------------
+
+def _schema_dir() -> str:
+    return os.path.join(data_dir("boards"), "schema")
+
+
+_VALIDATORS: dict = {}
+
+
+def _validator(kind: str):
+    """The jsonschema validator of boards/schema/<kind>.schema.json (kind: board, soc)."""
+    if kind not in _VALIDATORS:
+        import jsonschema
+        from referencing import Registry, Resource
+        schemas = {}
+        for k in ("board", "soc"):
+            with open(os.path.join(_schema_dir(), f"{k}.schema.json")) as f:
+                schemas[k] = json.load(f)
+        registry = Registry().with_resources(
+            (f"{k}.schema.json", Resource.from_contents(v)) for k, v in schemas.items())
+        registry = registry.with_resources(
+            (v["$id"], Resource.from_contents(v)) for v in schemas.values())
+        for k, v in schemas.items():
+            _VALIDATORS[k] = jsonschema.Draft202012Validator(v, registry=registry)
+    return _VALIDATORS[kind]
+
+
+def _json_path(path) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "top level"
+
+
+def check_schema(data: dict, kind: str, where: str) -> None:
+    """One MtvmError line for the first schema violation of `data` (a board or SoC
+    file's dict), naming the file, the JSON path and what to do."""
+    import difflib
+    errors = sorted(_validator(kind).iter_errors(data), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return
+    e = errors[0]
+    at = _json_path(e.absolute_path)
+    if e.validator == "additionalProperties":
+        allowed = list(e.schema.get("properties", {}))
+        extra = [k for k in e.instance if k not in allowed]
+        key = extra[0] if extra else "?"
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else \
+            f" (known keys: {', '.join(allowed)})"
+        raise MtvmError(f"{where}: unknown key {key!r} at {at}{hint}")
+    raise MtvmError(f"{where}: {at}: {e.message} (see boards/schema/{kind}.schema.json)")
+
+
+def _soc_path(name: str, board_path: str) -> str | None:
+    """boards/socs/<name>.json beside the board file first, then in every board directory."""
+    dirs = ([os.path.dirname(board_path)] if board_path else []) + board_dirs()
+    for d in dirs:
+        p = os.path.join(d, "socs", name + ".json")
+        if os.path.isfile(p):
+            return p
+    return None
+
+
+def list_socs() -> list[str]:
+    return sorted({os.path.basename(f)[:-5] for d in board_dirs()
+                   for f in glob.glob(os.path.join(d, "socs", "*.json"))})
+
+
+def _merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def merged_board_data(d: dict, path: str = "") -> dict:
+    """A board file's dict with its SoC merged in (validated against the schemas)."""
+    where = path or f"board {d.get('name', '?')}"
+    check_schema(d, "board", where)
+    soc = d.get("soc")
+    if soc is None:
+        return dict(d)
+    sp = _soc_path(soc, path)
+    if sp is None:
+        raise MtvmError(f"{where}: unknown soc {soc!r}; known: {', '.join(list_socs())} "
+                        "(boards/socs/<soc>.json)")
+    try:
+        with open(sp) as f:
+            sd = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise MtvmError(f"cannot read SoC file {sp}: {e}") from None
+    check_schema(sd, "soc", sp)
+    chip = {k: v for k, v in sd.items() if k not in ("name", "description")}
+    merged = _merge(chip, d)
+    check_schema(merged, "board", f"{where} merged with {sp}")
+    return merged
+
+
 def load_board(name: str) -> Board:
-    """Load boards/<name>.json (or a path to a board file)."""
+    """Load boards/<name>.json (or a path to a board file), merged with its SoC."""
     if os.sep in name or name.endswith(".json"):
         path = name
     else:
@@ -208,12 +315,15 @@ def load_board(name: str) -> Board:
             d = json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise MtvmError(f"cannot read board file {path}: {e}") from None
+    if not isinstance(d, dict):
+        raise MtvmError(f"{path}: a board file holds a JSON object")
     return board_from_dict(d, path)
 
 
 def board_from_dict(d: dict, path: str = "") -> Board:
-    """A Board from its data (e.g. the board_data a project saved)."""
+    """A Board from its data, SoC merged in (e.g. the board_data a project saved)."""
     bname = d.get("name", os.path.basename(path)[:-5] if path else "?")
+    d = merged_board_data(d, path)     # merging again into merged data changes nothing
     mem = d.get("memory", {})
     b = Board(
         name=bname, description=d.get("description", ""),
