@@ -190,3 +190,51 @@ def test_cli_target_and_board(tmp_path):
     listing = subprocess.run(["mtvm", "targets"], capture_output=True, text=True, check=True)
     for name in ("c", "host", "x86-64-v3", "x86-64-v4", "cortex-m4", "cortex-m55"):
         assert re.search(rf"^{re.escape(name)}\s", listing.stdout, re.M)
+
+
+# -- every shared model compiles for each kind of target -------------------------------------
+
+def _shared_models():
+    if not os.path.isdir(MODELS):
+        return []
+    return sorted(f[:-5] for f in os.listdir(MODELS) if f.endswith(".onnx"))
+
+
+def _compile_only(lib, cc: str, flags: list[str], tmp) -> None:
+    lib.export(str(tmp))
+    srcs = [os.path.join(tmp, p) for p in lib.sources if p.endswith(".c")]
+    inc = [f"-I{os.path.join(tmp, 'codegen/host/include')}",
+           f"-I{os.path.join(tmp, 'codegen/host/src')}"]
+    for src in srcs:
+        p = subprocess.run([cc, *flags, "-O1", "-std=c99", "-Wall", "-Wextra", "-Werror",
+                            *inc, "-c", src, "-o", os.devnull], capture_output=True, text=True)
+        assert p.returncode == 0, f"{src}:\n{p.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", _shared_models() or ["(no shared models)"])
+def test_every_shared_model_builds_for_each_target(model, tmp_path):
+    """The specialized C of M4 (DSP), M3 (no DSP) and x86-64-v4 compiles with
+    -Werror for that target; the host-target C runs and matches target c
+    (int8: bit-identical)."""
+    if model.startswith("("):
+        pytest.skip("../shared/models not found")
+    path = os.path.join(MODELS, f"{model}.onnx")
+    if ARM_GCC:
+        for t in ("cortex-m4", "cortex-m3"):
+            target = Target.parse(t)
+            _compile_only(mtvm.compile(path, target=target), ARM_GCC, target.cflags(),
+                          tmp_path / t)
+    if CC and not host_target().is_generic:
+        v4 = Target.parse("x86-64-v4")
+        _compile_only(mtvm.compile(path, target=v4), CC, v4.cflags(), tmp_path / "v4")
+        data = np.load(os.path.join(MODELS, f"{model}.npz"))
+        generic = mtvm.compile(path)
+        inputs = [data[f"in_{i}"] for i in range(len(generic.metadata["inputs"]))]
+        want = generic.run_host(inputs)
+        got = mtvm.compile(path, target="host").run_host(inputs)
+        for name, y in want.items():
+            if y.dtype.kind in "iu":
+                np.testing.assert_array_equal(got[name], y)
+            else:
+                np.testing.assert_allclose(got[name], y, rtol=1e-3, atol=1e-4)

@@ -41,7 +41,7 @@ def row_helper(k, x_dtype, stride: int, npix: int, wsel: str) -> str:
     xr = _EXT_ROR8[xx]
     k.library("mtvm_dsp.h")
     k.library("mtvm_ror8.h")
-    k.library("mtvm_depthwise_s8_dsp.h")
+    k.library("mtvm_depthwise_s8.h")
     name = f"mtvm_dw3x{npix}s{stride}{wsel}_{nx}"
     accs = ", ".join(f"int32_t* a{i}" for i in range(npix))
     b, t = _mid("b", wsel), _mid("t", wsel)
@@ -394,7 +394,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                   "        const int32_t rnd_o = (1 << (sh_o - 1))"
                   + (f" + {y_zp} * (1 << sh_o)" if y_zp else "") + ";"]
         k.library("mtvm_dsp.h")
-        k.library("mtvm_depthwise_s8_dsp.h")
+        k.library("mtvm_depthwise_s8.h")
     elif mult is not None and mult.size > 1:
         lines.append(f"        const int32_t mult_o = {mult.c}[o], shift_o = {shift.c}[o];")
     # Thumb-2 loops (DSP cores): the channel's parameters in one block they index

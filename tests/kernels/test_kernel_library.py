@@ -77,7 +77,7 @@ def test_requantize_is_bit_exact(target):
 DSP_TEST = r"""
 #include <stdio.h>
 #include "mtvm_ror8.h"
-#include "mtvm_depthwise_s8_dsp.h"
+#include "mtvm_depthwise_s8.h"
 @ARRAYS@
 int main(void)
 {
@@ -109,7 +109,7 @@ def test_byte_unpacking_and_depthwise_requantization(target):
                         c_array("sh", sh, "int32_t")])
     out = run_c_test(DSP_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(n)),
                      name="dsp_unpack", target=target,
-                     library=["mtvm_ror8.h", "mtvm_depthwise_s8_dsp.h"])
+                     library=["mtvm_ror8.h", "mtvm_depthwise_s8.h"])
     got = np.array([[int(v) for v in line.split()] for line in out.split("\n") if line])
     ux = x.astype(np.uint64) & 0xFFFFFFFF
     ror = ((ux >> 8) | (ux << 24)) & 0xFFFFFFFF

@@ -1,7 +1,7 @@
-/* mtvm_depthwise_s8_dsp.h: PKHBT and the SMMLA requantization of the int8 depthwise kernels.
+/* mtvm_depthwise_s8.h: PKHBT (DSP) and the requantization (SMMLA on DSP, else C) of the int8 depthwise kernels.
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
-#ifndef MTVM_DEPTHWISE_S8_DSP_H_
-#define MTVM_DEPTHWISE_S8_DSP_H_
+#ifndef MTVM_DEPTHWISE_S8_H_
+#define MTVM_DEPTHWISE_S8_H_
 
 #include <stdint.h>
 
@@ -33,4 +33,4 @@ static inline int32_t mtvm_dw_requantize(int32_t acc, int32_t mult, int32_t rnd,
 #endif
 }
 
-#endif  /* MTVM_DEPTHWISE_S8_DSP_H_ */
+#endif  /* MTVM_DEPTHWISE_S8_H_ */
