@@ -8,7 +8,8 @@ A line of a string literal counts as C when, stripped, it
   * is a C comment line (starts with `/*`, `*` or `//`) inside a string that
     has another C line.
 Docstrings (the first statement of a module, class or function) are not
-counted; f-strings are (their C is C with holes). "Fixed" lines are those of
+counted; f-strings are (their C is C with holes), judged by their literal text
+(a line that only ends with a {placeholder} is not C). "Fixed" lines are those of
 plain (non-f) strings: C with nothing filled in, which belongs in a .c/.h file.
 Issue 12 measured about 2,600 lines (404 fixed) before the kernel library.
 """
@@ -37,6 +38,13 @@ def _docstring_lines(tree: ast.AST) -> set[int]:
     return lines
 
 
+def _literal_text(line: str) -> str:
+    """An f-string line as the text it produces around its placeholders."""
+    line = line.replace("{{", "\0").replace("}}", "\1")
+    line = re.sub(r"\{[^{}]*\}", "", line)
+    return line.replace("\0", "{").replace("\1", "}")
+
+
 def is_c_line(text: str) -> bool:
     s = text.strip()
     return bool(s) and (bool(_DIRECTIVE.match(s)) or s.endswith((";", "{", "}")))
@@ -54,6 +62,8 @@ def count_source(source: str) -> tuple[int, int]:
         # strip the quotes off the first and last line
         body = [re.sub(r'^[A-Za-z]*("""|\'\'\'|"|\')', "", lines[0])] + lines[1:]
         body[-1] = re.sub(r'("""|\'\'\'|"|\')$', "", body[-1])
+        if "f" in prefix:    # judge the literal text: drop {placeholders}, undouble {{ }}
+            body = [_literal_text(b) for b in body]
         c = [b for b in body if is_c_line(b)]
         if c:
             c += [b for b in body if not is_c_line(b) and _COMMENT.match(b.strip())]

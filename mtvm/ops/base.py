@@ -75,7 +75,7 @@ class Op:
         return 0
 
     # -- code generation ----------------------------------------------------
-    def scratch_bytes(self, k, **attrs) -> int | None:
+    def scratch_bytes(self, k, /, **attrs) -> int | None:
         """Arena scratch emit() will ask for (k.scratch_bytes): a pure function of
         the kernel's shapes, target and in-place decision, which memory planning
         calls instead of emitting. None: not declared (planning emits to find
@@ -87,7 +87,7 @@ class Op:
         (elementwise ops only). `k` gives the dtype: k.ctype, k.lit(value)."""
         raise NotImplementedError(self.name)
 
-    def emit(self, k, **attrs) -> str:
+    def emit(self, k, /, **attrs) -> str:
         """C statements of the kernel body. `k` is a mtvm.codegen.kernel.Kernel."""
         if self.elementwise:
             from .elementwise import emit_elementwise

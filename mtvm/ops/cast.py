@@ -20,81 +20,6 @@ from onnx import helper
 from ..errors import UnsupportedError
 from .base import Op, ctype, register
 
-HALF_HELPERS = {
-    "mtvm_f16_to_f32": r"""static inline float mtvm_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
-    uint32_t exp = ((uint32_t)h >> 10) & 0x1fu;
-    uint32_t man = (uint32_t)h & 0x3ffu;
-    uint32_t x;
-    float f;
-    if (exp == 0x1fu) {
-        x = sign | 0x7f800000u | (man << 13);
-    } else if (exp != 0u) {
-        x = sign | ((exp + 112u) << 23) | (man << 13);
-    } else {
-        f = (float)man * 5.9604644775390625e-8f;   /* subnormal: man * 2^-24 */
-        return sign ? -f : f;
-    }
-    memcpy(&f, &x, sizeof f);
-    return f;
-}""",
-    "mtvm_f32_to_f16": r"""static inline uint16_t mtvm_f32_to_f16(float f)
-{
-    uint32_t x, sign, exp, man, h, rem;
-    int32_t e;
-    memcpy(&x, &f, sizeof x);
-    sign = (x >> 16) & 0x8000u;
-    exp = (x >> 23) & 0xffu;
-    man = x & 0x7fffffu;
-    if (exp == 0xffu) {
-        return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | (man >> 13) : 0u));
-    }
-    e = (int32_t)exp - 112;
-    if (e >= 31) {
-        return (uint16_t)(sign | 0x7c00u);
-    }
-    if (e <= 0) {                 /* subnormal half (or zero) */
-        uint32_t shift, mid;
-        if (e < -10) {
-            return (uint16_t)sign;
-        }
-        man |= 0x800000u;
-        shift = (uint32_t)(14 - e);
-        h = man >> shift;
-        rem = man & ((1u << shift) - 1u);
-        mid = 1u << (shift - 1u);
-        if (rem > mid || (rem == mid && (h & 1u))) {
-            h++;
-        }
-        return (uint16_t)(sign | h);
-    }
-    h = ((uint32_t)e << 10) | (man >> 13);
-    rem = man & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) {
-        h++;                      /* a carry into the exponent is still right */
-    }
-    return (uint16_t)(sign | h);
-}""",
-    "mtvm_bf16_to_f32": r"""static inline float mtvm_bf16_to_f32(uint16_t h)
-{
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
-}""",
-    "mtvm_f32_to_bf16": r"""static inline uint16_t mtvm_f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    if ((x & 0x7fffffffu) > 0x7f800000u) {
-        return (uint16_t)((x >> 16) | 0x40u);   /* quiet NaN */
-    }
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}""",
-}
-
 # Small floats: (bits, exponent bits, mantissa bits, bias, fnuz, has_inf, largest finite,
 # code of the largest finite, NaN code). fnuz: no negative zero, the sign bit
 # alone is NaN; e4m3fn: S.1111.111 is NaN, no inf; e2m1: no inf, no NaN.
@@ -109,114 +34,6 @@ FLOAT8 = {
 # hold them); a conversion wraps to the type's bits, as the ONNX reference does.
 SUBBYTE_INT = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
 
-F8_HELPERS = {
-    "mtvm_f8_to_f32": r"""static inline float mtvm_f8_to_f32(uint8_t c, int nbits, int ebits, int mbits, int bias,
-                                   int fnuz)
-{
-    const unsigned signbit = 1u << (nbits - 1);
-    const int e = (c >> mbits) & ((1 << ebits) - 1);
-    const int m = c & ((1 << mbits) - 1);
-    const float sign = (c & signbit) ? -1.0f : 1.0f;
-    if (fnuz && c == signbit) {
-        return NAN;
-    }
-    if (!fnuz && e == (1 << ebits) - 1) {
-        if (ebits == 4 && m == (1 << mbits) - 1) {
-            return NAN;                       /* e4m3fn: S.1111.111 */
-        }
-        if (ebits == 5) {
-            return m ? NAN : sign * HUGE_VALF;  /* e5m2: IEEE-like */
-        }
-    }
-    if (e == 0) {
-        return sign * ldexpf((float)m, 1 - bias - mbits);
-    }
-    return sign * ldexpf((float)((1 << mbits) + m), e - bias - mbits);
-}""",
-    "mtvm_f32_to_f8": r"""static inline uint8_t mtvm_f32_to_f8(float f, int nbits, int mbits, int bias, int fnuz,
-                                     int has_inf, float maxval, int saturate,
-                                     uint8_t max_code, uint8_t nan_code)
-{
-    /* Also the 4-bit float4e2m1 (nbits 4): codes are the low nbits bits. */
-    const uint8_t sign = (!fnuz || f != 0.0f) && signbit(f) ? (uint8_t)(1u << (nbits - 1)) : 0u;
-    float a = fabsf(f), q, r;
-    int e;
-    if (isnan(f)) {
-        return nan_code;
-    }
-    if (isinf(f)) {
-        if (saturate) {
-            return (uint8_t)(sign | max_code);
-        }
-        return has_inf ? (uint8_t)(sign | (max_code + 1u)) : nan_code;
-    }
-    if (a == 0.0f) {
-        return sign;
-    }
-    (void)frexpf(a, &e);                        /* a = frac * 2^e, frac in [0.5, 1) */
-    e -= 1;
-    if (e < 1 - bias) {
-        e = 1 - bias;                           /* subnormal range: fixed quantum */
-    }
-    q = ldexpf(1.0f, e - mbits);
-    r = rintf(a / q) * q;                       /* round to nearest even */
-    if (r > maxval) {
-        if (saturate) {
-            return (uint8_t)(sign | max_code);
-        }
-        return has_inf ? (uint8_t)(sign | (max_code + 1u)) : nan_code;
-    }
-    if (r == 0.0f) {
-        return fnuz ? 0u : sign;
-    }
-    if (r < ldexpf(1.0f, 1 - bias)) {
-        return (uint8_t)(sign | (uint8_t)(r / ldexpf(1.0f, 1 - bias - mbits)));
-    }
-    (void)frexpf(r, &e);
-    e -= 1;
-    return (uint8_t)(sign | (uint8_t)((e + bias) << mbits)
-                     | (uint8_t)(r / ldexpf(1.0f, e - mbits) - (float)(1 << mbits)));
-}""",
-}
-
-E8M0_HELPERS = {
-    "mtvm_e8m0_to_f32": r"""static inline float mtvm_e8m0_to_f32(uint8_t c)
-{
-    /* float8e8m0fnu: an unsigned power of two 2^(c - 127); 0xff is NaN. */
-    return c == 0xffu ? NAN : ldexpf(1.0f, (int)c - 127);
-}""",
-    "mtvm_f32_to_e8m0": r"""static inline uint8_t mtvm_f32_to_e8m0(float f, int round_mode, int saturate)
-{
-    /* round_mode: 0 up, 1 down, 2 nearest. */
-    int e;
-    float m;
-    if (isnan(f)) {
-        return 0xffu;
-    }
-    if (isinf(f)) {
-        return saturate ? 0xfeu : 0xffu;
-    }
-    f = fabsf(f);
-    if (f == 0.0f) {
-        return 0u;
-    }
-    m = frexpf(f, &e);                  /* f = m * 2^e, m in [0.5, 1) */
-    e -= 1;                             /* f = (2m) * 2^e, 2m in [1, 2) */
-    if (m != 0.5f) {
-        if (round_mode == 0 || (round_mode == 2 && 2.0f * m >= 1.5f)) {
-            e += 1;
-        }
-    }
-    e += 127;
-    if (e < 0) {
-        return 0u;
-    }
-    if (e > 254) {
-        return saturate ? 0xfeu : 0xffu;
-    }
-    return (uint8_t)e;
-}""",
-}
 
 _TO_F32 = {"float16": "mtvm_f16_to_f32", "bfloat16": "mtvm_bf16_to_f32"}
 _FROM_F32 = {"float16": "mtvm_f32_to_f16", "bfloat16": "mtvm_f32_to_bf16"}
@@ -224,29 +41,31 @@ _FROM_F32 = {"float16": "mtvm_f32_to_f16", "bfloat16": "mtvm_f32_to_bf16"}
 
 def _to_f32(k, x: str, name: str) -> str:
     if name == "float8_e8m0fnu":
-        return f"{k.helper('mtvm_e8m0_to_f32', E8M0_HELPERS['mtvm_e8m0_to_f32'])}({x})"
+        k.library("mtvm_e8m0.h")
+        return f"mtvm_e8m0_to_f32({x})"
     if name in FLOAT8:
         nb, eb, mb, bias, fnuz = FLOAT8[name][:5]
-        k.helper("mtvm_f8_to_f32", F8_HELPERS["mtvm_f8_to_f32"])
+        k.library("mtvm_float8.h")
         return f"mtvm_f8_to_f32({x}, {nb}, {eb}, {mb}, {bias}, {fnuz})"
-    fn = _TO_F32[name]
-    return f"{k.helper(fn, HALF_HELPERS[fn])}({x})"
+    k.library("mtvm_half.h")
+    return f"{_TO_F32[name]}({x})"
 
 
 def _from_f32(k, x: str, name: str, saturate: int, round_mode: str = "up") -> str:
     if name == "float8_e8m0fnu":
-        fn = k.helper("mtvm_f32_to_e8m0", E8M0_HELPERS["mtvm_f32_to_e8m0"])
+        k.library("mtvm_e8m0.h")
+        fn = "mtvm_f32_to_e8m0"
         rm = {"up": 0, "down": 1, "nearest": 2}.get(round_mode or "up", 0)
         return f"{fn}((float){x}, {rm}, {1 if saturate else 0})"
     if name in FLOAT8:
         nb, _, mb, bias, fnuz, has_inf, mx, max_code, nan_code = FLOAT8[name]
         if nb == 4:
             saturate = 1
-        k.helper("mtvm_f32_to_f8", F8_HELPERS["mtvm_f32_to_f8"])
+        k.library("mtvm_float8.h")
         return (f"mtvm_f32_to_f8((float){x}, {nb}, {mb}, {bias}, {fnuz}, {has_inf}, "
                 f"{mx!r}f, {1 if saturate else 0}, {max_code:#x}u, {nan_code:#x}u)")
-    fn = _FROM_F32[name]
-    return f"{k.helper(fn, HALF_HELPERS[fn])}((float){x})"
+    k.library("mtvm_half.h")
+    return f"{_FROM_F32[name]}((float){x})"
 
 
 SMALL_FLOATS = set(_TO_F32) | set(FLOAT8) | {"float8_e8m0fnu"}

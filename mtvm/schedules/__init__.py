@@ -56,16 +56,16 @@ class Schedule:
     priority: int = 0           # higher is tried first among those that apply
     knobs: tuple[Knob, ...] = ()
 
-    def applies(self, k, **attrs) -> bool:
+    def applies(self, k, /, **attrs) -> bool:
         """Whether this schedule can compute kernel k (its shapes, dtypes,
         constants, k.target) with these attributes."""
         return True
 
-    def emit(self, k, **attrs) -> str:
+    def emit(self, k, /, **attrs) -> str:
         """The kernel body (C statements); k.knobs holds the knob values."""
         raise NotImplementedError(self.name)
 
-    def scratch_bytes(self, k, **attrs) -> int:
+    def scratch_bytes(self, k, /, **attrs) -> int:
         """Arena scratch the body needs: a pure function of k's shapes, target,
         in-place decision and k.knobs (memory planning calls it, never emit)."""
         return 0

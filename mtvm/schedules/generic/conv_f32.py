@@ -50,10 +50,10 @@ class ConvF32(Schedule):
     knobs = tuple(Knob(n, v, _CHOICES.get(n, (v,))) for n, v in conv.DEFAULT_KNOBS.items()
                   if n not in _X86_ONLY)
 
-    def applies(self, k, **attrs) -> bool:
+    def applies(self, k, /, **attrs) -> bool:
         return float_conv(k)
 
-    def emit(self, k, **attrs) -> str:
+    def emit(self, k, /, **attrs) -> str:
         x, wt = k.ins[0], k.ins[1]
         bias = k.ins[2] if len(k.ins) > 2 else None
         axes, group = geometry(k, attrs)
@@ -61,5 +61,5 @@ class ConvF32(Schedule):
 
     # scratch_bytes: not declared yet (the float conv emitters size their
     # scratch while emitting); mtvm.codegen.c_codegen._scratch emits to learn it.
-    def scratch_bytes(self, k, **attrs):
+    def scratch_bytes(self, k, /, **attrs):
         return None

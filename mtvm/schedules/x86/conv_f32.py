@@ -31,7 +31,7 @@ class ConvF32Avx512(Schedule):
     priority = 10
     knobs = ConvF32.knobs + tuple(Knob(n, conv.DEFAULT_KNOBS[n], v) for n, v in _CHOICES.items())
 
-    def applies(self, k, **attrs) -> bool:
+    def applies(self, k, /, **attrs) -> bool:
         if not (k.target.is_generic or k.target.has("avx512f")) or not float_conv(k):
             return False
         x, wt = k.ins[0], k.ins[1]
@@ -42,11 +42,11 @@ class ConvF32Avx512(Schedule):
         axes, group = geometry(k, attrs)
         return conv.avx512_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
 
-    def emit(self, k, **attrs) -> str:
+    def emit(self, k, /, **attrs) -> str:
         x, wt = k.ins[0], k.ins[1]
         bias = k.ins[2] if len(k.ins) > 2 else None
         axes, group = geometry(k, attrs)
         return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=True)
 
-    def scratch_bytes(self, k, **attrs):
+    def scratch_bytes(self, k, /, **attrs):
         return None      # sized while emitting, as ConvF32

@@ -1,0 +1,46 @@
+"""tools/count_c_in_strings.py: the counter itself, and the budget of C that
+may live inside Python strings under mtvm/ (issue 12: fixed C belongs in
+c_runtime/kernels/)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOOL = os.path.join(HERE, "..", "tools", "count_c_in_strings.py")
+# The count after the kernel library took the fixed C blocks (2,466 by this
+# counter's rule before it, at 2f2da80); lower it as more C moves out. The goal
+# of issue 12 is 1,000.
+BUDGET = 2140
+
+sys.path.insert(0, os.path.dirname(TOOL))
+from count_c_in_strings import count_source  # noqa: E402
+
+
+def test_counter_counts_c_and_not_docstrings_or_text():
+    src = '''"""Module doc with a line ending in a semicolon;"""
+FIXED = """#if defined(X)
+static int f(void) {
+    /* a comment */
+    return 1;
+}
+#endif"""
+
+
+def emit(n):
+    """A docstring {
+    that looks like C; }"""
+    msg = "just a message"
+    return [f"for (int i = 0; i < {n}; ++i) {{", "    y[i] = 0;", "}"]
+'''
+    total, fixed = count_source(src)
+    # FIXED: 6 C lines (#if, {, comment, return;, }, #endif) - the comment counts
+    # because the string has C; emit: 3 list items, of which 2 are plain strings.
+    assert (total, fixed) == (9, 8)
+
+
+def test_mtvm_stays_within_its_budget():
+    p = subprocess.run([sys.executable, TOOL, os.path.join(HERE, "..", "mtvm"),
+                        "--max", str(BUDGET)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
