@@ -250,6 +250,12 @@ def check_schema(data: dict, kind: str, where: str) -> None:
         hint = f" (did you mean {close[0]!r}?)" if close else \
             f" (known keys: {', '.join(allowed)})"
         raise MtvmError(f"{where}: unknown key {key!r} at {at}{hint}")
+    if e.validator == "pattern" and e.schema.get("pattern") == "^[a-z0-9_]+$":
+        # names that select files (template.py is imported): no paths
+        raise MtvmError(f"{where}: {at} must be a plain name ([a-z0-9_]+), not {e.instance!r}")
+    if e.validator == "pattern" and list(e.absolute_path) == ["name"]:
+        raise MtvmError(f"{where}: {kind} name {e.instance!r} may only hold letters, digits, "
+                        "'.', '_' and '-' (it lands in Makefiles and C strings)")
     raise MtvmError(f"{where}: {at}: {e.message} (see boards/schema/{kind}.schema.json)")
 
 

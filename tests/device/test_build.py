@@ -1,6 +1,7 @@
 """Both project kinds compile and link for every board in boards/ (real
 boards included), the size report adds up, and a model that does not fit is
 refused with the numbers."""
+import copy
 import json
 import os
 
@@ -48,7 +49,7 @@ def test_builds_for_every_board(board, kind, models, projects_dir):
 def test_model_too_big_is_refused_before_compiling(models, projects_dir):
     need_gcc()
     cm = models.get("small_cnn")
-    board = json.load(open(os.path.join(BOARDS_DIR, "netduinoplus2.json")))
+    board = copy.deepcopy(load_board("netduinoplus2").data)  # merged with its SoC
     board["memory"]["ram"]["size"] = "8K"       # smaller than the stack reserve
     proj = P.generate(cm, board=board, out_dir=os.path.join(projects_dir, "too-big"),
                       progress=quiet)
@@ -59,7 +60,7 @@ def test_model_too_big_is_refused_before_compiling(models, projects_dir):
 def test_link_overflow_is_reported_clearly(models, projects_dir):
     need_gcc()
     cm = models.get("small_cnn")
-    board = json.load(open(os.path.join(BOARDS_DIR, "mps2-an386.json")))
+    board = copy.deepcopy(load_board("mps2-an386").data)  # merged with its SoC
     board["memory"]["flash"]["size"] = "4K"     # weights fit, code does not
     proj = P.generate(cm, board=board, out_dir=os.path.join(projects_dir, "tiny-flash"),
                       progress=quiet)

@@ -47,6 +47,7 @@ class ConvF32(Schedule):
     name = "conv2d_f32"
     family = "generic"
     priority = 0
+    simd = False                 # the AVX-512 variant is ConvF32Avx512's (schedules/x86)
     knobs = tuple(Knob(n, v, _CHOICES.get(n, (v,))) for n, v in conv.DEFAULT_KNOBS.items()
                   if n not in _X86_ONLY)
 
@@ -57,7 +58,7 @@ class ConvF32(Schedule):
         x, wt = k.ins[0], k.ins[1]
         bias = k.ins[2] if len(k.ins) > 2 else None
         axes, group = geometry(k, attrs)
-        return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=False)
+        return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=self.simd)
 
     # scratch_bytes: not declared yet (the float conv emitters size their
     # scratch while emitting); mtvm.codegen.c_codegen._scratch emits to learn it.

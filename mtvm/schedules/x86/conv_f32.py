@@ -11,7 +11,7 @@ out, and on every other target this schedule does not apply at all.
 from __future__ import annotations
 
 from ...ops import conv
-from .. import Knob, Schedule, register
+from .. import Knob, register
 from ..generic.conv_f32 import ConvF32, float_conv, geometry
 
 _CHOICES = {
@@ -24,11 +24,12 @@ _CHOICES = {
 
 
 @register
-class ConvF32Avx512(Schedule):
+class ConvF32Avx512(ConvF32):
     op = "Conv"
     name = "conv2d_f32.avx512"
     family = "x86"
     priority = 10
+    simd = True                  # ConvF32.emit: the AVX-512 kernel under its #if
     knobs = ConvF32.knobs + tuple(Knob(n, conv.DEFAULT_KNOBS[n], v) for n, v in _CHOICES.items())
 
     def applies(self, k, /, **attrs) -> bool:
@@ -41,12 +42,6 @@ class ConvF32Avx512(Schedule):
             return False
         axes, group = geometry(k, attrs)
         return conv.avx512_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
-
-    def emit(self, k, /, **attrs) -> str:
-        x, wt = k.ins[0], k.ins[1]
-        bias = k.ins[2] if len(k.ins) > 2 else None
-        axes, group = geometry(k, attrs)
-        return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=True)
 
     def scratch_bytes(self, k, /, **attrs):
         return None      # sized while emitting, as ConvF32
