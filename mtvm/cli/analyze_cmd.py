@@ -6,7 +6,7 @@ import json
 import os
 
 from ..errors import MtvmError
-from .options import add_compile_options, compile_kwargs
+from .options import add_board_option, add_compile_options, compile_kwargs
 
 
 def add_parser(sub) -> None:
@@ -14,8 +14,7 @@ def add_parser(sub) -> None:
                        "mtvm compile wrote")
     p.add_argument("model", help="ONNX file, or what mtvm compile wrote (a Model Library "
                    "Format directory or .tar), or a project directory")
-    p.add_argument("--board", help="compile for this board's target (see `mtvm boards`); "
-                   "--target overrides it")
+    add_board_option(p)
     add_compile_options(p)
     p.set_defaults(func=run)
 

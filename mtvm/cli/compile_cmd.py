@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .options import add_compile_options, compile_kwargs
+from .options import add_board_option, add_compile_options, compile_kwargs
 
 
 def add_parser(sub) -> None:
@@ -16,8 +16,7 @@ def add_parser(sub) -> None:
     p.add_argument("--force", action="store_true", help="overwrite a non-empty output")
     p.add_argument("--memory", action="store_true",
                    help="print each kernel's MACs, output and live bytes (as mtvm analyze)")
-    p.add_argument("--board", help="compile for this board's target (see `mtvm boards`); "
-                   "--target overrides it")
+    add_board_option(p)
     add_compile_options(p)
     p.set_defaults(func=run)
 

@@ -28,12 +28,17 @@ def parse_bind(text: str) -> tuple[str, np.ndarray]:
         raise MtvmError(f"--bind {name}: cannot read {path}: {e.strerror or e}")
 
 
-def add_compile_options(p, target: bool = True) -> None:
-    if target:
-        p.add_argument("--target", metavar="TARGET",
-                       help="what the C runs on: c (portable, every ISA under #if; the default "
-                            "without --board), host, x86-64-v3, x86-64-v4, cortex-m4, ... "
-                            "(`mtvm targets` lists them); --board implies the board's")
+def add_board_option(p) -> None:
+    """--board for the commands that only compile (project generate has its own)."""
+    p.add_argument("--board", help="compile for this board's target (see `mtvm boards`); "
+                   "--target overrides it")
+
+
+def add_compile_options(p) -> None:
+    p.add_argument("--target", metavar="TARGET",
+                   help="what the C runs on: c (portable, every ISA under #if; the default "
+                        "without --board), host, x86-64-v3, x86-64-v4, cortex-m4, ... "
+                        "(`mtvm targets` lists them); --board implies the board's")
     p.add_argument("--module-name", default="default",
                    help="C name prefix: tvmgen_<name>_run (default: default)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",

@@ -14,6 +14,7 @@ sees them exactly as it saw the same code generated into the kernels file.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -28,15 +29,23 @@ def library_dir() -> str:
     return os.path.join(data_dir("c_runtime"), "kernels")
 
 
+@functools.lru_cache(maxsize=1)
+def _index() -> dict[str, str]:
+    """{file name: path} of c_runtime/kernels/ and its subdirectories (the first
+    of a name wins), walked once per process."""
+    out: dict[str, str] = {}
+    for d, _, files in sorted(os.walk(library_dir())):
+        for name in files:
+            out.setdefault(name, os.path.join(d, name))
+    return out
+
+
 def _path(name: str) -> str | None:
-    """A library file by name: looked up in c_runtime/kernels/ and its subdirectories."""
-    root = library_dir()
-    for d, _, files in sorted(os.walk(root)):
-        if name in files:
-            return os.path.join(d, name)
-    return None
+    """A library file by name."""
+    return _index().get(name)
 
 
+@functools.lru_cache(maxsize=None)
 def _read(name: str) -> str:
     p = _path(name)
     if p is None:
@@ -128,8 +137,7 @@ def specialize_source(text: str, names: list[str], target) -> str:
     # MTVM_INT8_X86 on a Cortex-M) is thereby known to be undefined here.
     headers = [_unguarded(_read(n)) for n in closure(names) if n.endswith(".h")]
     joined = specialize("\n".join(headers + [_SPLIT, text]), macros)
-    return joined.split(_SPLIT + "\n", 1)[1] if _SPLIT + "\n" in joined else \
-        joined.split(_SPLIT, 1)[1]
+    return joined.split(_SPLIT + "\n", 1)[1]
 
 
 __all__ = ["library_dir", "closure", "needed", "module_files", "specialize_source"]

@@ -69,21 +69,19 @@ class _Expr:
             raise _Unknown("trailing")
         return v
 
-    def or_(self):
-        v = self.and_()
-        while self.peek() == ("op", "||"):
+    def _logical(self, op: str, operand, combine):
+        """operand (op operand)*, folded left with combine (tri-state)."""
+        v = operand()
+        while self.peek() == ("op", op):
             self.take()
-            w = self.and_()
-            v = _or(v, w)
+            v = combine(v, operand())
         return v
 
+    def or_(self):
+        return self._logical("||", self.and_, _or)
+
     def and_(self):
-        v = self.cmp()
-        while self.peek() == ("op", "&&"):
-            self.take()
-            w = self.cmp()
-            v = _and(v, w)
-        return v
+        return self._logical("&&", self.cmp, _and)
 
     def arith(self):
         """One chain of a single arithmetic or bitwise operator (a & b & c); mixed
@@ -170,24 +168,24 @@ def _not(v):
     return f"!{v}" if re.fullmatch(r"defined\(\w+\)|\(.*\)|\w+", v) else f"!({v})"
 
 
-def _and(a, b):
-    if a is False or b is False:
-        return False
-    if a is True:
+def _logic(a, b, absorbing: bool, op: str):
+    """a op b in tri-state: `absorbing` decides alone (False for &&, True for
+    ||), its opposite leaves the other operand."""
+    if a is absorbing or b is absorbing:
+        return absorbing
+    if a is (not absorbing):
         return b
-    if b is True:
+    if b is (not absorbing):
         return a
-    return f"{a} && {b}"
+    return f"{a} {op} {b}"
+
+
+def _and(a, b):
+    return _logic(a, b, False, "&&")
 
 
 def _or(a, b):
-    if a is True or b is True:
-        return True
-    if a is False:
-        return b
-    if b is False:
-        return a
-    return f"{a} || {b}"
+    return _logic(a, b, True, "||")
 
 
 def evaluate(condition: str, known: dict):
@@ -251,38 +249,27 @@ def specialize(text: str, macros: dict) -> str:
                     f"defined({rest.split()[0]})" if kind == "ifdef" else
                     f"!defined({rest.split()[0]})")
             _branch(f, evaluate(cond, now), out, "if", line, cond)
-        elif kind == "elif":
+        elif kind in ("elif", "else"):     # #else is an #elif that always holds
             f = stack[-1]
             if not f.parent_active:
                 continue
             if f.taken:
                 f.active = False
                 continue
-            _branch(f, evaluate(rest, now), out, "elif", line, rest)
-        elif kind == "else":
-            f = stack[-1]
-            if not f.parent_active:
-                continue
-            if f.taken:
-                f.active = False
-                continue
-            f.taken = True
-            f.active = True
-            if f.emitted_if:
-                out.append("#else")
+            _branch(f, True if kind == "else" else evaluate(rest, now), out, "elif", line, rest)
         elif kind == "endif":
             f = stack.pop()
             if f.parent_active and f.emitted_if:
                 out.append("#endif")
         else:   # define / undef
-            name = rest.split()[0].split("(")[0] if rest.split() else ""
+            head = rest.split()[0] if rest.split() else ""      # NAME or NAME(args)
+            name = head.split("(")[0]
             if kind == "define" and name:
                 (seen if active else dropped).add(name)
             if active:
                 out.append(line)
                 unconditional = all(not fr.emitted_if for fr in stack)
-                name = rest.split()[0] if rest.split() else ""
-                if kind == "define" and unconditional and name and "(" not in rest.split()[0]:
+                if kind == "define" and unconditional and name and name == head:
                     value = rest.strip()[len(name):].strip()
                     if re.fullmatch(r"\d+", value):
                         known.setdefault(name, int(value))

@@ -476,10 +476,14 @@ DEFAULT_KNOBS = {
 }
 
 
+# The knobs only the AVX-512 variant reads (schedules/x86/conv_f32.py declares them).
+AVX512_KNOBS = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
+                "band_max_bytes")
+
+
 def knobs_of(k) -> dict:
     """The float Conv knob values of kernel k (DEFAULT_KNOBS overridden by k.knobs)."""
     return {**DEFAULT_KNOBS, **(getattr(k, "knobs", None) or {})}
-
 
 
 def schedule_of(x, wt, axes, group, s: dict = DEFAULT_KNOBS) -> str:

@@ -274,23 +274,21 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
 
     board_target = Target.from_board(board_data)
     compile_options = dict(compile_options or {})
+    target = model.target if isinstance(model, CompiledModel) else \
+        Target.resolve(compile_options.pop("target", None) or board_target)
+    if not target.compatible_with(board_target):
+        raise MtvmError(f"target {target.name} does not run on board {board_data['name']} "
+                        f"({board_target.name}); compile for {board_target.name!r} (the "
+                        f"board's, what leaving --target out gives) or \"c\"")
     if isinstance(model, CompiledModel):
         cm, model_path = model, None
         profile = cm.profile
-        if not cm.target.compatible_with(board_target):
-            raise MtvmError(f"the model was compiled for target {cm.target.name}, which does not "
-                            f"run on board {board_data['name']} ({board_target.name}); compile "
-                            f"it with target={board_target.name!r} (or \"c\")")
     else:
         model_path = os.path.abspath(os.fspath(model))
         if not os.path.exists(model_path):
             raise MtvmError(f"model file {model} not found")
         progress(f"compiling {os.path.basename(model_path)}"
                  + (" with profiling" if profile else ""))
-        target = Target.resolve(compile_options.pop("target", None) or board_target)
-        if not target.compatible_with(board_target):
-            raise MtvmError(f"target {target.name} does not run on board {board_data['name']} "
-                            f"({board_target.name}); leave --target out to use the board's")
         cm = mtvm_compile(model_path, module_name=module_name, profile=profile, target=target,
                           **compile_options)
     md = cm.metadata

@@ -25,8 +25,6 @@ _CHOICES = {
     "depthwise_max_border": (2, 4, 8),
     "depthwise_direct_max_plane": (1024, 4096, 16384),
 }
-_X86_ONLY = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
-             "band_max_bytes")
 
 
 def float_conv(k) -> bool:
@@ -49,7 +47,7 @@ class ConvF32(Schedule):
     priority = 0
     simd = False                 # the AVX-512 variant is ConvF32Avx512's (schedules/x86)
     knobs = tuple(Knob(n, v, _CHOICES.get(n, (v,))) for n, v in conv.DEFAULT_KNOBS.items()
-                  if n not in _X86_ONLY)
+                  if n not in conv.AVX512_KNOBS)
 
     def applies(self, k, /, **attrs) -> bool:
         return float_conv(k)

@@ -30,18 +30,20 @@ class ConvF32Avx512(ConvF32):
     family = "x86"
     priority = 10
     simd = True                  # ConvF32.emit: the AVX-512 kernel under its #if
-    knobs = ConvF32.knobs + tuple(Knob(n, conv.DEFAULT_KNOBS[n], v) for n, v in _CHOICES.items())
+    knobs = ConvF32.knobs + tuple(Knob(n, conv.DEFAULT_KNOBS[n], _CHOICES[n])
+                                  for n in conv.AVX512_KNOBS)
 
     def applies(self, k, /, **attrs) -> bool:
         if not (k.target.is_generic or k.target.has("avx512f")) or not float_conv(k):
             return False
         x, wt = k.ins[0], k.ins[1]
-        if len(x.shape) != 4 or (k.inplace is not None and
-                                 conv.schedule_of(x, wt, *geometry(k, attrs),
-                                                  conv.knobs_of(k)) == "pointwise"):
+        if len(x.shape) != 4:
             return False
         axes, group = geometry(k, attrs)
-        return conv.avx512_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
+        knobs = conv.knobs_of(k)
+        if k.inplace is not None and conv.schedule_of(x, wt, axes, group, knobs) == "pointwise":
+            return False
+        return conv.avx512_variant(x, wt, axes, group, knobs) is not None
 
     def scratch_bytes(self, k, /, **attrs):
         return None      # sized while emitting, as ConvF32
