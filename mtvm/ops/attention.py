@@ -1,7 +1,8 @@
 """Attention (opset 23+): scaled dot-product attention with grouped KV heads,
 3-D or 4-D inputs, boolean or additive masks (shorter masks padded), causal
 and sliding-window masking, a KV cache (past_key/past_value -> present_*),
-per-batch non-padded lengths, softcap and the qk_matmul_output modes.
+per-batch non-padded lengths, softcap and the qk_matmul_output modes; and
+RotaryEmbedding (the rotation of query/key halves or interleaved pairs).
 
 The kernel walks (batch, head, query) and keeps one row of scores in scratch
 memory (kv_sequence_length values): no [S, S] matrix is ever held. The NumPy
@@ -13,7 +14,7 @@ import numpy as np
 
 from .base import Op, register
 from .elementwise import broadcast_strides
-from .indexing import prod
+from .indexing import body, nest, prod
 
 
 def _dims(q, k, v, q_num_heads, kv_num_heads):
@@ -195,3 +196,43 @@ class FlexAttention(Attention):
 
     def emit(self, k, *, scale=None):
         return super().emit(k, scale=scale)
+
+
+@register("RotaryEmbedding")
+class RotaryEmbedding(Op):
+    def reference(self, x, cos, sin, position_ids=None, **attrs):
+        from onnx.reference.ops.op_rotary_embedding import rotary_embedding
+        return rotary_embedding(x, cos, sin, position_ids=position_ids, **attrs).astype(x.dtype)
+
+    def emit(self, k, *, interleaved=0, rotary_embedding_dim=0, num_heads=0):
+        x = k.ins[0]
+        pos = k.ins[3] if len(k.ins) > 3 else None
+        if len(x.shape) == 4:
+            B, H, S, D = x.shape
+            addr = f"((b * {H} + h) * {S} + s) * {D}"
+        else:
+            B, S, HD = x.shape
+            H = num_heads
+            D = HD // H
+            addr = f"(b * {S} + s) * {HD} + h * {D}"
+        R = rotary_embedding_dim or D
+        half = R // 2
+        cache = f"(size_t)in3[b * {S} + s] * {half}" if pos is not None else \
+            f"(b * {S} + s) * {half}"
+        if interleaved:
+            i1, i2 = "2 * i", "2 * i + 1"
+        else:
+            i1, i2 = "i", f"i + {half}"
+        t = k.ctype
+        lines = nest([B, S, H], [
+            "const size_t b = i0, s = i1, h = i2;",
+            f"const size_t base = {addr};",
+            f"const size_t cb = {cache};",
+            f"for (size_t i = 0; i < {half}; ++i) {{",
+            f"    const {t} c = in1[cb + i], sn = in2[cb + i];",
+            f"    const {t} x1 = in0[base + {i1}], x2 = in0[base + {i2}];",
+            f"    out0[base + {i1}] = c * x1 - sn * x2;",
+            f"    out0[base + {i2}] = sn * x1 + c * x2;",
+            "}",
+            f"for (size_t d = {R}; d < {D}; ++d) out0[base + d] = in0[base + d];"])
+        return body(lines)

@@ -123,6 +123,14 @@ class Op:
         return None
 
 
+class ElementwiseOp(Op):
+    """A per-element function given by `scalar`: run by the generic broadcasting
+    kernel and fusable into a producer's epilogue (its own kernel can take one
+    too: anchor)."""
+    elementwise = True
+    anchor = True
+
+
 AXIS_ATTRS = ("axis", "axes", "batch_axis", "time_axis")
 
 

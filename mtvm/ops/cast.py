@@ -1,4 +1,4 @@
-"""Cast and CastLike, including float16 / bfloat16.
+"""Cast and CastLike, including float16 / bfloat16, and BitCast.
 
 Half types are stored as their 16 bits (uint16_t) and converted with the
 small helpers below (round to nearest even, like NumPy and ml_dtypes); every
@@ -150,3 +150,16 @@ class Cast(Op):
         expr = convert_expr(k, "in0[i]", src, dst, via, saturate, round_mode)
         return (f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n"
                 f"    out0[i] = {expr};\n}}")
+
+
+@register("BitCast")
+class BitCast(Op):
+    def reference(self, x, *, to):
+        from .cast import np_dtype
+        dt = np_dtype(to)
+        if dt.itemsize != x.dtype.itemsize:
+            raise UnsupportedError("BitCast between types of different widths")
+        return np.array(x, copy=True).view(dt)
+
+    def emit(self, k, *, to):
+        return f"memcpy(out0, in0, {k.out.size * k.out.dtype.itemsize});"

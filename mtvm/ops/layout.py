@@ -1,4 +1,4 @@
-"""Data movement: Transpose, Concat, Pad. They work for any dtype (they only
+"""Data movement: Transpose, Concat, Pad, CenterCropPad, Col2Im. They work for any dtype (they only
 copy), the Pad constant is written in the tensor's type.
 
 Unsupported: pads or axes computed at run time ("input 1 (pads) must be a
@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from .base import Op, need_const, register
+from .base import Op, move_input_to_attr, need_const, register
+from .indexing import body, nest, strides_of
 from .reduce import indent, norm_axis, prod
 
 
@@ -293,3 +294,106 @@ class Pad(Op):
             return row
         return ([f"if ({' && '.join(conds)}) {{"] + indent(row) + ["} else {"]
                 + indent(loop(0, width, fill)) + ["}"])
+
+
+@register("CenterCropPad")
+class CenterCropPad(Op):
+    def canonicalize(self, node, graph, opset):
+        move_input_to_attr(graph, node, 1, "shape")
+
+    def _plan(self, in_shape, shape, axes):
+        rank = len(in_shape)
+        axes = list(range(rank)) if axes is None else [a + rank if a < 0 else a for a in axes]
+        out_shape, src_start, dst_start, count = list(in_shape), [0] * rank, [0] * rank, \
+            list(in_shape)
+        for a, sh in zip(axes, shape):
+            dim = in_shape[a]
+            out_shape[a] = sh
+            if sh < dim:
+                src_start[a] = (dim - sh) // 2
+                count[a] = sh
+            elif sh > dim:
+                dst_start[a] = (sh - dim) // 2
+        return out_shape, src_start, dst_start, count
+
+    def reference(self, x, *, shape, axes=None):
+        out_shape, ss, ds, cnt = self._plan(x.shape, shape, axes)
+        res = np.zeros(out_shape, x.dtype)
+        res[tuple(slice(d, d + c) for d, c in zip(ds, cnt))] = \
+            x[tuple(slice(s, s + c) for s, c in zip(ss, cnt))]
+        return res
+
+    def emit(self, k, *, shape, axes=None):
+        x = k.ins[0]
+        out_shape, ss, ds, cnt = self._plan(x.shape, shape, axes)
+        ost, ist = strides_of(out_shape), x.strides
+        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);"]
+        if prod(cnt):
+            vs = [f"i{d}" for d in range(len(cnt))]
+            src = " + ".join([str(sum(s * st for s, st in zip(ss, ist)))]
+                             + [f"{v} * {st}" for v, st in zip(vs, ist)])
+            dst = " + ".join([str(sum(d * st for d, st in zip(ds, ost)))]
+                             + [f"{v} * {st}" for v, st in zip(vs, ost)])
+            lines += nest(cnt, [f"out0[{dst}] = in0[{src}];"])
+        return body(lines)
+
+
+@register("Col2Im")
+class Col2Im(Op):
+    """Sums the columns of an im2col matrix back into an image (N-D)."""
+
+    def canonicalize(self, node, graph, opset):
+        move_input_to_attr(graph, node, 2, "block_shape")
+        move_input_to_attr(graph, node, 1, "image_shape")
+
+    def _geom(self, image_shape, block_shape, dilations, pads, strides):
+        D = len(image_shape)
+        dil = dilations or [1] * D
+        st = strides or [1] * D
+        pd = pads or [0] * (2 * D)
+        nb = [(image_shape[i] + pd[i] + pd[i + D] - dil[i] * (block_shape[i] - 1) - 1) // st[i]
+              + 1 for i in range(D)]
+        return D, dil, st, pd, nb
+
+    def reference(self, x, *, image_shape, block_shape, dilations=None, pads=None,
+                  strides=None):
+        D, dil, st, pd, nb = self._geom(image_shape, block_shape, dilations, pads, strides)
+        N, CK, L = x.shape
+        K = prod(block_shape)
+        C = CK // K
+        out = np.zeros((N, C) + tuple(image_shape), x.dtype)
+        for kidx in np.ndindex(*block_shape):
+            kf = int(np.ravel_multi_index(kidx, block_shape))
+            for lidx in np.ndindex(*nb):
+                lf = int(np.ravel_multi_index(lidx, nb))
+                pos = [lidx[i] * st[i] - pd[i] + kidx[i] * dil[i] for i in range(D)]
+                if all(0 <= p < s for p, s in zip(pos, image_shape)):
+                    out[(slice(None), slice(None)) + tuple(pos)] += x[:, kf::K][:, :C, lf]
+        return out
+
+    def emit(self, k, *, image_shape, block_shape, dilations=None, pads=None, strides=None):
+        D, dil, st, pd, nb = self._geom(image_shape, block_shape, dilations, pads, strides)
+        x = k.ins[0]
+        N, CK, L = x.shape
+        K = prod(block_shape)
+        C = CK // K
+        P = prod(image_shape)
+        t = k.ctype
+        loops = [N, C] + list(block_shape) + nb
+        kv = [f"i{2 + i}" for i in range(D)]
+        lv = [f"i{2 + D + i}" for i in range(D)]
+        kf = " + ".join(f"{v} * {prod(block_shape[i + 1:])}" for i, v in enumerate(kv))
+        lf = " + ".join(f"{v} * {prod(nb[i + 1:])}" for i, v in enumerate(lv))
+        inner = []
+        conds = []
+        for i in range(D):
+            inner.append(f"const int64_t p{i} = (int64_t)({lv[i]} * {st[i]} + {kv[i]} * {dil[i]})"
+                         f" - {pd[i]};")
+            conds.append(f"p{i} >= 0 && p{i} < {image_shape[i]}")
+        pf = " + ".join(f"(size_t)p{i} * {prod(image_shape[i + 1:])}" for i in range(D))
+        inner += [f"if ({' && '.join(conds)}) {{",
+                  f"    out0[(i0 * {C} + i1) * {P} + {pf}] += "
+                  f"in0[(i0 * {CK} + i1 * {K} + {kf}) * {L} + {lf}];", "}"]
+        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);"] + nest(loops, inner)
+        del t
+        return body(lines)

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Op, register
-
-
-class _Elementwise(Op):
-    elementwise = True
-    anchor = True
+from .base import ElementwiseOp, register
 
 
 def _in_dtype(k, j=0) -> np.dtype:
@@ -27,7 +22,7 @@ _CMP = {"Equal": ("==", np.equal), "Greater": (">", np.greater), "Less": ("<", n
 
 
 @register(*_CMP)
-class Compare(_Elementwise):
+class Compare(ElementwiseOp):
     anchor = False
 
     def reference(self, a, b):
@@ -44,7 +39,7 @@ _LOGIC = {"And": ("&&", np.logical_and), "Or": ("||", np.logical_or),
 
 
 @register(*_LOGIC)
-class Logic(_Elementwise):
+class Logic(ElementwiseOp):
     commutative = True
 
     def reference(self, a, b):
@@ -55,7 +50,7 @@ class Logic(_Elementwise):
 
 
 @register("Not")
-class Not(_Elementwise):
+class Not(ElementwiseOp):
     def reference(self, x):
         return np.logical_not(x)
 
@@ -70,7 +65,7 @@ _BITS = {"BitwiseAnd": ("&", np.bitwise_and), "BitwiseOr": ("|", np.bitwise_or),
 
 
 @register(*_BITS)
-class Bitwise(_Elementwise):
+class Bitwise(ElementwiseOp):
     commutative = True
 
     def reference(self, a, b):
@@ -81,7 +76,7 @@ class Bitwise(_Elementwise):
 
 
 @register("BitwiseNot")
-class BitwiseNot(_Elementwise):
+class BitwiseNot(ElementwiseOp):
     def reference(self, x):
         return np.invert(x)
 
@@ -90,7 +85,7 @@ class BitwiseNot(_Elementwise):
 
 
 @register("BitShift")
-class BitShift(_Elementwise):
+class BitShift(ElementwiseOp):
     def reference(self, x, y, *, direction):
         bits = x.dtype.itemsize * 8
         u = np.dtype(f"uint{bits}")
@@ -120,7 +115,7 @@ class BitShift(_Elementwise):
 # -- selection and classification ------------------------------------------------------------
 
 @register("Where")
-class Where(_Elementwise):
+class Where(ElementwiseOp):
     anchor = False
 
     def reference(self, c, x, y):
@@ -131,7 +126,7 @@ class Where(_Elementwise):
 
 
 @register("IsNaN")
-class IsNaN(_Elementwise):
+class IsNaN(ElementwiseOp):
     anchor = False
 
     def reference(self, x):
@@ -142,7 +137,7 @@ class IsNaN(_Elementwise):
 
 
 @register("IsInf")
-class IsInf(_Elementwise):
+class IsInf(ElementwiseOp):
     anchor = False
 
     def reference(self, x, *, detect_negative=1, detect_positive=1):

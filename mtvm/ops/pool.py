@@ -1,5 +1,5 @@
 """Pooling: MaxPool, AveragePool (1-D to 3-D windows), GlobalAveragePool,
-GlobalMaxPool; NCHW, float (the max pools also 8/16/32-bit integers).
+GlobalMaxPool, MaxUnpool; NCHW, float (the max pools also 8/16/32-bit integers).
 
 Canonical form (after `canonicalize`): strides, dilations and explicit pads are
 attributes and auto_pad is NOTSET. Window semantics as ONNX Runtime and
@@ -35,10 +35,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from .base import Op, register
-from .conv import (CWriter, check_float, lin, make_axes, tap_loops, window_attrs,
-                   window_bounds, window_views)
-
+from .base import Op, move_input_to_attr, register
+from .conv import (
+    CWriter,
+    check_float,
+    lin,
+    make_axes,
+    tap_loops,
+    window_attrs,
+    window_bounds,
+    window_views,
+)
+from .indexing import body, prod
 
 INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
@@ -381,3 +389,42 @@ class GlobalAveragePool(GlobalPool):
 @register("GlobalMaxPool")
 class GlobalMaxPool(GlobalPool):
     is_max = True
+
+
+@register("MaxUnpool")
+class MaxUnpool(Op):
+    def canonicalize(self, node, graph, opset):
+        move_input_to_attr(graph, node, 2, "output_shape")
+
+    def _default(self, x_shape, kernel_shape, pads, strides):
+        D = len(kernel_shape)
+        st = strides or [1] * D
+        pd = pads or [0] * (2 * D)
+        return list(x_shape[:2]) + [(x_shape[2 + i] - 1) * st[i] - pd[i] - pd[i + D]
+                                    + kernel_shape[i] for i in range(D)]
+
+    def reference(self, x, indices, *, kernel_shape, output_shape=None, pads=None,
+                  strides=None):
+        default = self._default(x.shape, kernel_shape, pads, strides)
+        shape = [int(d) for d in output_shape] if output_shape is not None else default
+        out = np.zeros(shape, x.dtype)
+        # Indices address the default-sized output; placed by coordinates.
+        coords = np.unravel_index(indices.ravel().astype(np.int64), default)
+        out[coords] = x.ravel()
+        return out
+
+    def emit(self, k, *, kernel_shape, output_shape=None, pads=None, strides=None):
+        x = k.ins[0]
+        default = self._default(x.shape, kernel_shape, pads, strides)
+        shape = list(k.out.shape)
+        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);",
+                 f"for (size_t i = 0; i < {x.size}; ++i) {{",
+                 "    size_t r = (size_t)in1[i], o = 0;"]
+        if shape == default:
+            lines.append("    o = r;")
+        else:
+            for d in range(len(shape)):
+                lines.append(f"    o += (r / {prod(default[d + 1:])}) % {default[d]} * "
+                             f"{prod(shape[d + 1:])};")
+        lines += ["    out0[o] = in0[i];", "}"]
+        return body(lines)

@@ -1,118 +1,22 @@
-"""More elementwise math: trigonometric and hyperbolic functions, Erf, Sign,
-Round, Mod, the variadic Sum/Mean, and the activations Elu, Selu, Celu,
-Gelu, Mish, Softplus, Softsign, ThresholdedRelu, PRelu, Shrink, Swish.
+"""Activation functions: Elu, Selu, Celu, ThresholdedRelu, Softplus, Softsign,
+Mish, Swish, Gelu (erf and tanh forms), PRelu, Shrink, SwiGLU and the ai.onnx.ml
+Binarizer.
 
-Every one is a `scalar` C expression used by the generic elementwise kernel
-(broadcasting) and by fused epilogues.
-"""
+Each is a `scalar` C expression used by the generic elementwise kernel
+(broadcasting) and by fused epilogues."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .base import Op, register
-from .elementwise import _fn, unary
+from .base import ElementwiseOp, register
+from .elementwise import _fn
+from .math_functions import erf_ref
 
-
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[np.float64])(x)
-
-
-unary("Acos", np.arccos, "acos")
-unary("Acosh", np.arccosh, "acosh")
-unary("Asin", np.arcsin, "asin")
-unary("Asinh", np.arcsinh, "asinh")
-unary("Atan", np.arctan, "atan")
-unary("Atanh", np.arctanh, "atanh")
-unary("Cosh", np.cosh, "cosh")
-unary("Sinh", np.sinh, "sinh")
-unary("Tan", np.tan, "tan")
-unary("Erf", _erf, "erf")
-
-
-class _Elementwise(Op):
-    elementwise = True
-    anchor = True
-
-
-@register("Sign")
-class Sign(_Elementwise):
-    def reference(self, x):
-        return np.sign(x).astype(x.dtype)
-
-    def scalar(self, k, args):
-        x, z = args[0], k.lit(0)
-        if k.ctype.startswith("uint"):
-            return f"({x} > {z} ? {k.lit(1)} : {z})"
-        # Neither > 0 nor < 0: 0 or NaN, returned as it is (np.sign(NaN) is NaN).
-        return f"({x} > {z} ? {k.lit(1)} : ({x} < {z} ? {k.lit(-1)} : {x}))"
-
-
-@register("Round")
-class Round(_Elementwise):
-    """Half to even: rint under the default rounding mode."""
-
-    def reference(self, x):
-        return np.round(x).astype(x.dtype)
-
-    def scalar(self, k, args):
-        return f"{_fn(k, 'rint')}({args[0]})"
-
-
-@register("Mod")
-class Mod(_Elementwise):
-    def reference(self, a, b, *, fmod=0):
-        if fmod:
-            return np.fmod(a, b).astype(a.dtype)
-        return np.mod(a, b).astype(a.dtype)
-
-    def scalar(self, k, args, *, fmod=0):
-        a, b = args
-        if k.ctype in ("float", "double"):
-            if fmod:
-                return f"{_fn(k, 'fmod')}({a}, {b})"
-            t, f = k.ctype, _fn(k, "")
-            name = k.helper(f"mtvm_pymod{f}", f"""static inline {t} mtvm_pymod{f}({t} a, {t} b)
-{{
-    /* NumPy's mod: the result takes the divisor's sign (zero too). */
-    {t} r = fmod{f}(a, b);
-    if (r == 0) {{
-        return copysign{f}(0, b);
-    }}
-    return ((r < 0) != (b < 0)) ? r + b : r;
-}}""")
-            return f"{name}({a}, {b})"
-        if fmod or k.ctype.startswith("uint"):
-            return f"({k.ctype})({a} % {b})"
-        # Python-style: the result takes the divisor's sign.
-        r = f"({k.ctype})({a} % {b})"
-        return f"(({r} != 0 && (({r} < 0) != ({b} < 0))) ? ({k.ctype})({r} + {b}) : {r})"
-
-
-@register("Sum", "Mean")
-class SumMean(_Elementwise):
-    commutative = True
-
-    def reference(self, *xs):
-        out = xs[0]
-        for x in xs[1:]:
-            out = out + x
-        if self.name == "Mean":
-            out = out / np.asarray(len(xs), out.dtype)
-        return np.asarray(out).astype(xs[0].dtype)
-
-    def scalar(self, k, args):
-        s = " + ".join(args)
-        if self.name == "Mean":
-            return f"(({s}) / {k.lit(len(args))})"
-        return f"({s})"
-
-
-# -- activations ----------------------------------------------------------------------------
 
 @register("Elu")
-class Elu(_Elementwise):
+class Elu(ElementwiseOp):
     def reference(self, x, *, alpha=1.0):
         a = np.asarray(alpha, x.dtype)
         return np.where(x >= 0, x, a * (np.exp(x) - 1)).astype(x.dtype)
@@ -124,7 +28,7 @@ class Elu(_Elementwise):
 
 
 @register("Selu")
-class Selu(_Elementwise):
+class Selu(ElementwiseOp):
     def reference(self, x, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
         a, g = np.asarray(alpha, x.dtype), np.asarray(gamma, x.dtype)
         return np.where(x > 0, g * x, g * (a * np.exp(x) - a)).astype(x.dtype)
@@ -136,7 +40,7 @@ class Selu(_Elementwise):
 
 
 @register("Celu")
-class Celu(_Elementwise):
+class Celu(ElementwiseOp):
     def reference(self, x, *, alpha=1.0):
         a = np.asarray(alpha, x.dtype)
         return (np.maximum(x, 0) + np.minimum(0, a * (np.exp(x / a) - 1))).astype(x.dtype)
@@ -149,7 +53,7 @@ class Celu(_Elementwise):
 
 
 @register("ThresholdedRelu")
-class ThresholdedRelu(_Elementwise):
+class ThresholdedRelu(ElementwiseOp):
     def reference(self, x, *, alpha=1.0):
         return np.where(x > alpha, x, 0).astype(x.dtype)
 
@@ -158,7 +62,7 @@ class ThresholdedRelu(_Elementwise):
 
 
 @register("Softplus")
-class Softplus(_Elementwise):
+class Softplus(ElementwiseOp):
     def reference(self, x):
         return np.log(np.exp(x) + 1).astype(x.dtype)
 
@@ -167,7 +71,7 @@ class Softplus(_Elementwise):
 
 
 @register("Softsign")
-class Softsign(_Elementwise):
+class Softsign(ElementwiseOp):
     def reference(self, x):
         return (x / (1 + np.abs(x))).astype(x.dtype)
 
@@ -176,7 +80,7 @@ class Softsign(_Elementwise):
 
 
 @register("Mish")
-class Mish(_Elementwise):
+class Mish(ElementwiseOp):
     def reference(self, x):
         return (x * np.tanh(np.log1p(np.exp(x)))).astype(x.dtype)
 
@@ -186,7 +90,7 @@ class Mish(_Elementwise):
 
 
 @register("Swish")
-class Swish(_Elementwise):
+class Swish(ElementwiseOp):
     def reference(self, x, *, alpha=1.0):
         a = np.asarray(alpha, x.dtype)
         return (x / (1 + np.exp(-a * x))).astype(x.dtype)
@@ -197,12 +101,12 @@ class Swish(_Elementwise):
 
 
 @register("Gelu")
-class Gelu(_Elementwise):
+class Gelu(ElementwiseOp):
     def reference(self, x, *, approximate="none"):
         if approximate == "tanh":
             c = math.sqrt(2 / math.pi)
             return (0.5 * x * (1 + np.tanh(c * (x + 0.044715 * x ** 3)))).astype(x.dtype)
-        return (0.5 * x * (1 + _erf(x / math.sqrt(2)))).astype(x.dtype)
+        return (0.5 * x * (1 + erf_ref(x / math.sqrt(2)))).astype(x.dtype)
 
     def scalar(self, k, args, *, approximate="none"):
         x = args[0]
@@ -214,7 +118,7 @@ class Gelu(_Elementwise):
 
 
 @register("PRelu")
-class PRelu(_Elementwise):
+class PRelu(ElementwiseOp):
     def canonicalize(self, node, graph, opset):
         # Old exporters give a per-channel slope as [C] for an N-C-... input,
         # which does not broadcast from the right: make it [C, 1, ...].
@@ -233,7 +137,7 @@ class PRelu(_Elementwise):
 
 
 @register("Shrink")
-class Shrink(_Elementwise):
+class Shrink(ElementwiseOp):
     def reference(self, x, *, bias=0.0, lambd=0.5):
         b = np.asarray(bias).astype(x.dtype)
         return np.where(x < -lambd, x + b, np.where(x > lambd, x - b, 0)).astype(x.dtype)
@@ -248,7 +152,7 @@ class Shrink(_Elementwise):
 
 
 @register("SwiGLU")
-class SwiGLU(_Elementwise):
+class SwiGLU(ElementwiseOp):
     """swish(a, alpha) * b."""
 
     def reference(self, a, b, *, alpha=1.0):
@@ -261,7 +165,7 @@ class SwiGLU(_Elementwise):
 
 
 @register("Binarizer", domain="ai.onnx.ml")
-class Binarizer(_Elementwise):
+class Binarizer(ElementwiseOp):
     def reference(self, x, *, threshold=0.0):
         return (x > threshold).astype(x.dtype)
 
