@@ -49,6 +49,13 @@ class Attention(Op):
         return [(y, dt), ((B, Hkv, P + Sk, Dq), dt), ((B, Hkv, P + Sk, Dv), dt),
                 ((B, Hq, Sq, P + Sk), dt)][:len(node.outputs)]
 
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        """One row of scores: (past + new) key positions."""
+        pk = (k.ins + [None] * 7)[4]
+        S = (pk.shape[2] if pk is not None else 0) + _dims(
+            *k.ins[:3], attrs.get("q_num_heads"), attrs.get("kv_num_heads"))[4]
+        return max(S * np.dtype(k.ins[0].dtype).itemsize, 16)
+
     def emit(self, k, *, scale=None, is_causal=0, q_num_heads=None, kv_num_heads=None,
              softmax_precision=None, softcap=None, qk_matmul_output_mode=None,
              left_window_size=None, right_window_size=None):
@@ -67,8 +74,8 @@ class Attention(Op):
         R = -1 if right_window_size is None else right_window_size
         outs = (k.outs + [None] * 4)[:4]
         y, present_k, present_v, qk_out = outs
-        self_scratch = S * np.dtype(q.dtype).itemsize
-        k.scratch_bytes = max(self_scratch, 16)
+        k.scratch_bytes = self.scratch_bytes(k, q_num_heads=q_num_heads,
+                                             kv_num_heads=kv_num_heads)
         # Element addresses.
         if three:
             qa = f"(b * {Sq} + i) * {Hq * Dq} + h * {Dq}"

@@ -85,11 +85,15 @@ class Det(Op):
     def reference(self, x):
         return np.linalg.det(x.astype(np.float64)).astype(x.dtype)
 
+    def scratch_bytes(self, k, /) -> int:
+        """One matrix in double, eliminated in place."""
+        return k.ins[0].shape[-1] ** 2 * 8
+
     def emit(self, k):
         x = k.ins[0]
         n = x.shape[-1]
         batch = prod(x.shape[:-2])
-        k.scratch_bytes = n * n * 8
+        k.scratch_bytes = self.scratch_bytes(k)
         lines = ["double* a = (double*)scratch;"]
         lines += nest([batch], [
             f"for (size_t j = 0; j < {n * n}; ++j) a[j] = (double)in0[i0 * {n * n} + j];",

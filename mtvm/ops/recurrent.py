@@ -30,6 +30,13 @@ class LinearAttention(Op):
         from onnx.reference.ops.op_linear_attention import LinearAttention as R
         return tuple(R._run(None, q, k, v, past_state, decay, beta, **attrs))
 
+    def scratch_bytes(self, k, /, *, q_num_heads, kv_num_heads, **_attrs) -> int:
+        """The recurrent state [B, Hk, dk, dv] and one row of dv values, float."""
+        q, _, v = k.ins[:3]
+        B = q.shape[0]
+        dk, dv = q.shape[2] // q_num_heads, v.shape[2] // kv_num_heads
+        return (B * kv_num_heads * dk * dv + dv) * 4
+
     def emit(self, k, *, q_num_heads, kv_num_heads, scale=None, update_rule="gated_delta",
              chunk_size=None):
         q, key, v = k.ins[:3]
@@ -42,7 +49,7 @@ class LinearAttention(Op):
         gating = update_rule in ("gated", "gated_delta")
         delta = update_rule in ("delta", "gated_delta")
         t = "float"
-        k.scratch_bytes = (B * Hk * dk * dv + dv) * 4
+        k.scratch_bytes = self.scratch_bytes(k, q_num_heads=Hq, kv_num_heads=Hk)
         st = "st[((b * {Hk} + kh) * {dk} + d) * {dv} + m]".format(Hk=Hk, dk=dk, dv=dv)
         lines = [f"{t}* st = ({t}*)scratch;", f"{t}* vt = st + {B * Hk * dk * dv};"]
         if past is not None:
@@ -396,6 +403,15 @@ class _Recurrent(Op):
         _activations(op, dirs, a.get("activations"), a.get("activation_alpha"),
                      a.get("activation_beta"))
 
+    def scratch_bytes(self, k, /, *, hidden_size, direction="forward", layout=0, **_attrs) -> int:
+        """The hidden states [dirs][B][H] (and the cell states for LSTM), one row of
+        gate pre-activations [gates * H] and one of H."""
+        x = k.ins[0]
+        B = x.shape[0] if layout else x.shape[1]
+        ns = (2 if direction == "bidirectional" else 1) * B * hidden_size
+        states = ns * (2 if self.name == "LSTM" else 1)
+        return (states + self.gates * hidden_size + hidden_size) * np.dtype(x.dtype).itemsize
+
     def emit(self, k, *, hidden_size, direction="forward", layout=0, activations=None,
              activation_alpha=None, activation_beta=None, clip=None, linear_before_reset=0,
              input_forget=0, output_sequence=0):
@@ -409,7 +425,7 @@ class _Recurrent(Op):
         t = k.ctype
         y, yh, yc = (k.outs + [None] * 3)[:3]
         ns = dirs * B * H                                   # one state: [dirs][B][H]
-        k.scratch_bytes = (ns * (2 if lstm else 1) + GH + H) * np.dtype(x.dtype).itemsize
+        k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout)
         # Offsets of element (d, b, time tt, j) in X, Y and the states' inputs/outputs.
         xa = f"(b * {S} + tt) * {I}" if layout else f"(tt * {B} + b) * {I}"
         y_at = (f"((b * {S} + tt) * {dirs} + d) * {H} + j" if layout else
