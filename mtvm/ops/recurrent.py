@@ -293,9 +293,16 @@ def _act_c(k, name: str, alpha, beta, pre: str) -> str:
     """C expression: activation `name` of the expression `pre` (a static inline
     helper per function and float type, declared once per source file)."""
     t = k.ctype
-    expr = _ACTS[name][1].format(
+    tanh = _libm(k, "tanh")
+    template = _ACTS[name][1]
+    if t == "float":   # the gates' tanh and sigmoid without libm (kernel library)
+        k.library("mtvm_activation_f32.h")
+        tanh = "mtvm_tanh_f32"
+        if name == "sigmoid":
+            template = "mtvm_sigmoid_f32(v)"
+    expr = template.format(
         z=k.lit(0), one=k.lit(1), a="a", b="b", exp=_libm(k, "exp"), expm1=_libm(k, "expm1"),
-        log1p=_libm(k, "log1p"), tanh=_libm(k, "tanh"), fabs=_libm(k, "fabs"))
+        log1p=_libm(k, "log1p"), tanh=tanh, fabs=_libm(k, "fabs"))
     fn = k.helper(f"mtvm_act_{name}_{t[0]}", (
         f"static inline {t} mtvm_act_{name}_{t[0]}({t} v, {t} a, {t} b) {{\n"
         f"    (void)a; (void)b;\n    return {expr};\n}}"))
@@ -403,18 +410,27 @@ class _Recurrent(Op):
         _activations(op, dirs, a.get("activations"), a.get("activation_alpha"),
                      a.get("activation_beta"))
 
-    def scratch_bytes(self, k, /, *, hidden_size, direction="forward", layout=0, **_attrs) -> int:
+    def scratch_bytes(self, k, /, *, hidden_size, direction="forward", layout=0, gemv=None,
+                      **_attrs) -> int:
         """The hidden states [dirs][B][H] (and the cell states for LSTM), one row of
-        gate pre-activations [gates * H] and one of H."""
+        gate pre-activations [gates * H] and one of H (and with gemv one more row
+        of gates * H)."""
         x = k.ins[0]
         B = x.shape[0] if layout else x.shape[1]
         ns = (2 if direction == "bidirectional" else 1) * B * hidden_size
         states = ns * (2 if self.name == "LSTM" else 1)
-        return (states + self.gates * hidden_size + hidden_size) * np.dtype(x.dtype).itemsize
+        rows = (2 if gemv else 1) * self.gates * hidden_size + hidden_size
+        return (states + rows) * np.dtype(x.dtype).itemsize
 
     def emit(self, k, *, hidden_size, direction="forward", layout=0, activations=None,
              activation_alpha=None, activation_beta=None, clip=None, linear_before_reset=0,
-             input_forget=0, output_sequence=0):
+             input_forget=0, output_sequence=0, gemv=None):
+        """gemv: None, the dot products as plain loops over W and R as the model
+        gives them ([dirs][gates * H][I or H]); or the name of a C function
+        gemv(taps, x, b, ldb, n, out) (out[q] = sum_t x[t] b[t * ldb + q], q < n)
+        for W and R stored transposed ([dirs][I or H][gates * H], the recurrent
+        GEMV schedule of mtvm/schedules/generic/recurrent_f32.py), with one more
+        row of gates * H in scratch for R h."""
         x, w, r = k.ins[:3]
         bias, seqlens, h0, c0, peep = (k.ins + [None] * 8)[3:8]
         op, H, GH = self.name, hidden_size, self.gates * hidden_size
@@ -425,7 +441,8 @@ class _Recurrent(Op):
         t = k.ctype
         y, yh, yc = (k.outs + [None] * 3)[:3]
         ns = dirs * B * H                                   # one state: [dirs][B][H]
-        k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout)
+        k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout,
+                                             gemv=gemv)
         # Offsets of element (d, b, time tt, j) in X, Y and the states' inputs/outputs.
         xa = f"(b * {S} + tt) * {I}" if layout else f"(tt * {B} + b) * {I}"
         y_at = (f"((b * {S} + tt) * {dirs} + d) * {H} + j" if layout else
@@ -458,8 +475,10 @@ class _Recurrent(Op):
         if lstm:
             lines.append(f"{t}* cs = hs + {ns};   /* cell state [dirs][B][H] */")
         lines.append(f"{t}* gt = hs + {ns * (2 if lstm else 1)};   /* gates of one step */")
-        if op == "GRU":
+        if op == "GRU" and not (gemv and linear_before_reset):
             lines.append(f"{t}* rh = gt + {GH};   /* r * h, or R_h h + Rb_h */")
+        if gemv:
+            lines.append(f"{t}* gr = gt + {GH + H};   /* R h of one step */")
         init = [f"hs[(d * {B} + b) * {H} + j] = "
                 f"{f'{h0.c}[{st_at}]' if h0 is not None else k.lit(0)};"]
         if lstm:
@@ -482,18 +501,39 @@ class _Recurrent(Op):
             step.append(f"{t}* c = cs + (d * {B} + b) * {H};")
         # Gate rows with the whole recurrent term (all but GRU's h gate): W x + R h + biases.
         full = 2 * H if op == "GRU" else GH
-        step += [f"for (size_t g = 0; g < {full}; ++g) {{",
-                 f"    {t} acc = {wb('g')} + {rb('g')};",
-                 dot(w, I, "g", f"{x.c}[{xa} + q]"),
-                 dot(r, H, "g", "h[q]"),
-                 "    gt[g] = acc;", "}"]
+        if gemv:
+            # gt = W x (every gate row), gr = R h (GRU without linear_before_reset:
+            # z and r only; its h gate multiplies R_h by r * h below).
+            nr = 2 * H if op == "GRU" and not linear_before_reset else GH
+            biases = f" + {wb('g')} + {rb('g')}" if bias is not None else ""
+            step += [f"{gemv}({I}, {x.c} + {xa}, {w.c} + d * {I * GH}, {GH}, {GH}, gt);",
+                     f"{gemv}({H}, h, {r.c} + d * {H * GH}, {GH}, {nr}, gr);",
+                     f"for (size_t g = 0; g < {full}; ++g) gt[g] += gr[g]{biases};"]
+        else:
+            step += [f"for (size_t g = 0; g < {full}; ++g) {{",
+                     f"    {t} acc = {wb('g')} + {rb('g')};",
+                     dot(w, I, "g", f"{x.c}[{xa} + q]"),
+                     dot(r, H, "g", "h[q]"),
+                     "    gt[g] = acc;", "}"]
         if op == "RNN":
             step.append(f"for (size_t j = 0; j < {H}; ++j) h[j] = {act(0, 'gt[j]')};")
         elif op == "GRU":
             # z, r = f(...); h~ = g(...) into gt[2H..3H); h = (1 - z) h~ + z h.
             step.append(f"for (size_t j = 0; j < {2 * H}; ++j) gt[j] = {act(0, 'gt[j]')};")
             hrow = f"{2 * H} + j"
-            if linear_before_reset:
+            if gemv and linear_before_reset:
+                # h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)): gt and gr hold the products.
+                step += [f"for (size_t j = 0; j < {H}; ++j) {{",
+                         f"    {t} acc = gt[{hrow}] + {wb(hrow)} + "
+                         f"gt[{H} + j] * (gr[{hrow}] + {rb(hrow)});"]
+            elif gemv:
+                # h~ = g(W_h x + R_h (r * h) + Wb_h + Rb_h)
+                step += [f"for (size_t j = 0; j < {H}; ++j) rh[j] = gt[{H} + j] * h[j];",
+                         f"{gemv}({H}, rh, {r.c} + d * {H * GH} + {2 * H}, {GH}, {H}, "
+                         f"gr + {2 * H});",
+                         f"for (size_t j = 0; j < {H}; ++j) {{",
+                         f"    {t} acc = gt[{hrow}] + gr[{hrow}] + {wb(hrow)} + {rb(hrow)};"]
+            elif linear_before_reset:
                 # h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)): Rb_h only inside the product.
                 step += [f"for (size_t j = 0; j < {H}; ++j) {{",
                          f"    {t} acc = {rb(hrow)};", dot(r, H, hrow, "h[q]"),

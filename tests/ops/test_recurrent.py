@@ -36,7 +36,8 @@ DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
 def _models(cases, seed=0, dtype=np.float32):
     """(mtvm model, onnxruntime model, inputs) holding one node per case.
     A case: op, direction, H, I, S, B and optionally lbr, bias, init, lens (a
-    run-time sequence_lens), peep, layout, outs (indices of the outputs used;
+    run-time sequence_lens), peep, layout, weights_input (W and R given at run
+    time), outs (indices of the outputs used;
     the others are omitted), and the attributes activations, activation_alpha,
     activation_beta, clip, input_forget."""
     rng = np.random.default_rng(seed)
@@ -57,8 +58,12 @@ def _models(cases, seed=0, dtype=np.float32):
             cs.get("layout", 0), f"c{c}_"
         names = [p + "x", p + "w", p + "r"] + [""] * 5
         graph_input(p + "x", rand(*((B, S, I) if layout else (S, B, I))))
-        inits += [numpy_helper.from_array(rand(dirs, G * H, I, scale=0.7), p + "w"),
-                  numpy_helper.from_array(rand(dirs, G * H, H, scale=0.7), p + "r")]
+        if cs.get("weights_input"):   # W and R as run-time inputs: no GEMV schedule
+            graph_input(p + "w", rand(dirs, G * H, I, scale=0.7))
+            graph_input(p + "r", rand(dirs, G * H, H, scale=0.7))
+        else:
+            inits += [numpy_helper.from_array(rand(dirs, G * H, I, scale=0.7), p + "w"),
+                      numpy_helper.from_array(rand(dirs, G * H, H, scale=0.7), p + "r")]
         if cs.get("bias"):
             inits.append(numpy_helper.from_array(rand(dirs, 2 * G * H), p + "b"))
             names[3] = p + "b"
@@ -116,13 +121,13 @@ def _onnxruntime(model, feed) -> dict:
     return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feed)))
 
 
-def _check(cases, seed=0, opt="-O2", dtype=np.float32):
+def _check(cases, seed=0, opt="-O2", dtype=np.float32, extra=None):
     """Compile the cases into one model, run its C on the host and the NumPy
     reference (the IR interpreter), compare both with onnxruntime."""
     model, ort_model, feed = _models(cases, seed, dtype)
     expected = _onnxruntime(ort_model, feed)
     lib = mtvm.compile(model)
-    runs = {"C": lib.run_host(feed, opt=opt), "reference": interpret(lib.graph, feed)}
+    runs = {"C": lib.run_host(feed, opt=opt, extra=extra), "reference": interpret(lib.graph, feed)}
     bad = []
     for what, got in runs.items():
         for name, e in expected.items():
@@ -207,6 +212,33 @@ def _act_cases():
 
 def test_activations_clip_and_input_forget_match_onnxruntime():
     _check(_act_cases(), seed=5)
+
+
+def test_run_time_weights_take_the_loop_kernel_and_match_onnxruntime():
+    """W and R as graph inputs: the op's own dot-product loops (the GEMV schedule
+    needs them constant to store them transposed)."""
+    cases = [dict(op=op, direction=d, H=4, I=3, S=5, B=2, bias=1, init=1, lbr=lbr,
+                  weights_input=1, peep=op == "LSTM")
+             for op in GATES for d in ("forward", "bidirectional") for lbr in (0, 1)
+             if lbr == 0 or op == "GRU"]
+    _check(cases, seed=11)
+    model, _, _ = _models(cases[:1])
+    assert not [o for o in mtvm.compile(model).metadata["operators"] if o.get("schedule")]
+
+
+@pytest.mark.parametrize("op", sorted(GATES))
+def test_gemv_schedule_over_several_column_blocks(op):
+    """Hidden sizes whose gate rows span several GEMV column blocks (8 on the
+    portable path, 32/64 with AVX2/AVX-512) and end in a partial block, with
+    input widths of 1 and odd ones (the micro-kernel steps two taps at a time)."""
+    cases = [dict(op=op, direction=d, H=H, I=I, S=3, B=2, bias=bias, init=1, lbr=lbr)
+             for d, H, I, bias, lbr in (("forward", 37, 1, 1, 0), ("bidirectional", 23, 5, 0, 1),
+                                        ("reverse", 70, 4, 1, 1))]
+    _check(cases, seed=12)                          # portable: 8-column blocks
+    _check(cases, seed=12, extra=["-march=native"])   # AVX2 / AVX-512 blocks on x86
+    model, _, _ = _models(cases)
+    names = {o.get("schedule") for o in mtvm.compile(model).metadata["operators"]}
+    assert f"{op.lower()}_f32.gemv" in names
 
 
 def test_sequence_length_zero_gives_zero_states():

@@ -1,0 +1,83 @@
+"""Float RNN, GRU and LSTM with constant weights: per time step, the gate rows
+as two GEMVs (W x and R h) through the float GEMV micro-kernel, instead of one
+dot-product loop per gate row.
+
+W [dirs][gates * H][I] and R [dirs][gates * H][H] are stored transposed at
+compile time ([dirs][I or H][gates * H]) so the micro-kernel reads each
+weight once, in order, into a block of register accumulators (8 on a
+Cortex-M4F, 32 with AVX2, 64 with AVX-512: mtvm_gemv_f32_prelude.h). The gate
+non-linearities and the state update are the op's own (mtvm/ops/recurrent.py),
+with tanh and sigmoid from mtvm_activation_f32.h.
+
+Left for later (docs/performance.md): the input projection batched over the
+sequence as a GEMM (it costs a [seq][gates * H] buffer), and integer
+recurrent kernels for int8 QDQ models.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ...ops import get_op
+from ...ops.microkernels import gemv_ukernel
+from .. import Schedule, register
+
+# out[0..n) over column blocks of the micro-kernel's width.
+_BLOCKED_GEMV = """\
+/* out[q] = sum_t x[t] * b[t * ldb + q] for q < n, in blocks of MTVM_F32_GEMV_COLS. */
+static void mtvm_f32_gemv_blocked(int taps, const float* restrict x, const float* restrict b,
+                                  int ldb, int n, float* restrict out)
+{
+    for (int j0 = 0; j0 < n; j0 += MTVM_F32_GEMV_COLS) {
+        const int nj = n - j0 < MTVM_F32_GEMV_COLS ? n - j0 : MTVM_F32_GEMV_COLS;
+        @GEMV@(taps, x, b + j0, ldb, nj, out + j0);
+    }
+}"""
+
+
+def _transposed(k, index: int):
+    """Replace constant input `index` ([dirs][rows][cols]) by its transpose
+    [dirs][cols][rows], a new constant of the graph."""
+    buf = k.ins[index]
+    value = np.ascontiguousarray(np.swapaxes(np.asarray(buf.const, np.float32), 1, 2))
+    name = k.graph.add_const(f"{buf.name}_transposed", value)
+    k.ins[index] = replace(buf, name=name, shape=value.shape, const=value)
+
+
+class RecurrentGemvF32(Schedule):
+    family = "generic"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        x, w, r = k.ins[:3]
+        return (np.dtype(x.dtype) == np.float32 and w.const is not None
+                and r.const is not None)
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        return get_op(self.op).scratch_bytes(k, gemv=True, **attrs)
+
+    def emit(self, k, /, **attrs) -> str:
+        name = "mtvm_f32_gemv_blocked"
+        k.helper(name, _BLOCKED_GEMV.replace("@GEMV@", gemv_ukernel(k)))
+        _transposed(k, 1)
+        _transposed(k, 2)
+        return get_op(self.op).emit(k, gemv=name, **attrs)
+
+
+@register
+class RnnGemvF32(RecurrentGemvF32):
+    op = "RNN"
+    name = "rnn_f32.gemv"
+
+
+@register
+class GruGemvF32(RecurrentGemvF32):
+    op = "GRU"
+    name = "gru_f32.gemv"
+
+
+@register
+class LstmGemvF32(RecurrentGemvF32):
+    op = "LSTM"
+    name = "lstm_f32.gemv"
