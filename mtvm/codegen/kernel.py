@@ -40,7 +40,8 @@ class Buf:
 def epilogue_mode(out_shape, operand_shape) -> str | None:
     """How a fused binary tail reads its other operand at output element (idx, ch):
     'scalar' (one value), 'full' (same layout as the output), 'channel' (varies
-    only along axis 1), or None when it cannot be fused."""
+    only along axis 1), 'last' (varies only along the last axis: the bias of a
+    MatMul over [..., N]), or None when it cannot be fused."""
     size = int(np.prod(operand_shape, dtype=np.int64))
     if size == 1:
         return "scalar"
@@ -52,6 +53,9 @@ def epilogue_mode(out_shape, operand_shape) -> str | None:
     if len(out_shape) >= 2 and padded[1] == out_shape[1] and \
             all(d == 1 for i, d in enumerate(padded) if i != 1):
         return "channel"
+    if len(out_shape) >= 3 and padded[-1] == out_shape[-1] and \
+            all(d == 1 for d in padded[:-1]):
+        return "last"
     return None
 
 
@@ -121,9 +125,11 @@ class Kernel:
         c = shape[1] if len(shape) > 1 else 1
         return f"((({idx}) / {inner}) % {c})" if inner > 1 else f"(({idx}) % {c})"
 
-    def epilogue(self, acc: str, idx: str, ch: str | None = None) -> str:
+    def epilogue(self, acc: str, idx: str, ch: str | None = None,
+                 last: str | None = None) -> str:
         """C statements applying the fused tail to variable `acc`, the value of
-        output element `idx` (flat) whose axis-1 coordinate is `ch`."""
+        output element `idx` (flat) whose axis-1 coordinate is `ch` and last-axis
+        coordinate `last` (both derived from idx when not given)."""
         lines, ep = [], iter(self.eps)
         shape = self.graph.tensors[self._first_out].shape
         for t in self.node.tail:
@@ -139,6 +145,8 @@ class Kernel:
                     args.append(f"{buf.c}[0]")
                 elif mode == "full":
                     args.append(f"{buf.c}[{idx}]")
+                elif mode == "last":
+                    args.append(f"{buf.c}[{last if last is not None else f'({idx}) % {shape[-1]}'}]")
                 else:
                     args.append(f"{buf.c}[{ch if ch is not None else self.channel_of(idx)}]")
             lines.append(f"{acc} = {get_op(t.op, t.domain).scalar(self, args, **t.attrs)};")

@@ -147,26 +147,31 @@ class Gemm(Op):
         return m * kk * n
 
     def emit(self, k, *, alpha=1.0, beta=1.0, transA=0, transB=0):
-        a, b = k.ins[0], k.ins[1]
-        c = k.ins[2] if len(k.ins) > 2 else None
+        a = k.ins[0]
         m, n = k.out.shape
         kk = a.shape[0] if transA else a.shape[1]
         a_strides = (1, m) if transA else (kk, 1)
         b_strides = (1, kk) if transB else (n, 1)
-        c_strides = broadcast_strides(c.shape, (m, n)) if c is not None else None
-
-        def value(acc, i, j):
-            v = acc if alpha == 1.0 else f"{k.lit(alpha)} * {acc}"
-            if c is None or beta == 0.0:
-                return v
-            cv = f"{c.c}[{_offset(_term(i, c_strides[0]), _term(j, c_strides[1]))}]"
-            return f"{v} + {cv}" if beta == 1.0 else f"{v} + {k.lit(beta)} * {cv}"
-
+        value = gemm_value(k, alpha=alpha, beta=beta)
         if m == 1 and b_strides == (n, 1) and k.ctype == "float":
             return emit_gemv(k, kk=kk, n=n, value=value)
         return emit_matmul_core(k, m=m, kk=kk, n=n, a_base="", b_base="", o_base="",
                                 a_strides=a_strides, b_strides=b_strides, value=value,
                                 ch=lambda i, j: j)
+
+
+def gemm_value(k, *, alpha=1.0, beta=1.0, **_attrs):
+    """Gemm's value(acc, i, j): alpha * acc + beta * C[i, j] (C broadcast to Y)."""
+    c = k.ins[2] if len(k.ins) > 2 else None
+    c_strides = broadcast_strides(c.shape, k.out.shape) if c is not None else None
+
+    def value(acc, i, j):
+        v = acc if alpha == 1.0 else f"{k.lit(alpha)} * {acc}"
+        if c is None or beta == 0.0:
+            return v
+        cv = f"{c.c}[{_offset(_term(i, c_strides[0]), _term(j, c_strides[1]))}]"
+        return f"{v} + {cv}" if beta == 1.0 else f"{v} + {k.lit(beta)} * {cv}"
+    return value
 
 
 def emit_gemv(k, *, kk: int, n: int, value) -> str:
@@ -189,6 +194,51 @@ def emit_gemv(k, *, kk: int, n: int, value) -> str:
     if ep:
         lines.append("        " + ep)
     lines += ["        out0[j] = v;", "    }", "}"]
+    return "\n".join(lines)
+
+
+def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, int], mr: int,
+                      value=lambda acc, i, j: acc, ch=None) -> str:
+    """out0[i * n + j] = value(sum_t A[i][t] B[t][j]) for a row-major constant B
+    (in1, [kk][n]) through the float GEMM micro-kernel (mtvm/ops/microkernels.py):
+    per block of mr rows, A's rows are copied transposed into scratch ([kk][mr],
+    the micro-kernel's packed operand), then one mr x MTVM_F32_NR tile per block
+    of B columns, each B row read contiguously. `ch(i, j)`: the epilogue's axis-1
+    channel (None: from the flat index)."""
+    from .microkernels import gemm_ukernel
+    lines = ["float* at = (float*)scratch;   /* mr rows of A transposed: [k][mr] */"]
+
+    def block(m0: str, r_count: int) -> list[str]:
+        fn = gemm_ukernel(k, r_count)
+        a_at = _offset(_term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))
+        store = [f"const size_t i = {m0} + r, j = q0 + q;",
+                 f"{k.ctype} v = {value(f'tile[r * MTVM_F32_NR + q]', 'i', 'j')};"]
+        ep = k.epilogue("v", f"i * {n} + j", ch("i", "j") if ch else None, last="j")
+        if ep:
+            store.append(ep)
+        store.append(f"out0[i * {n} + j] = v;")
+        return [f"for (size_t t = 0; t < {kk}; ++t) {{",
+                f"    for (size_t r = 0; r < {r_count}; ++r) at[t * {r_count} + r] = in0[{a_at}];",
+                "}",
+                f"for (int q0 = 0; q0 < {n}; q0 += MTVM_F32_NR) {{",
+                f"    const int nq = {n} - q0 < MTVM_F32_NR ? {n} - q0 : MTVM_F32_NR;",
+                f"    float tile[{r_count} * MTVM_F32_NR];",
+                f"    {fn}({kk}, at, in1 + q0, {n}, nq, tile);",
+                f"    for (size_t r = 0; r < {r_count}; ++r) {{",
+                "        for (int q = 0; q < nq; ++q) {",
+                *["            " + s for s in store],
+                "        }",
+                "    }",
+                "}"]
+    full = rows // mr * mr
+    if full:
+        lines += [f"for (size_t m0 = 0; m0 < {full}; m0 += {mr}) {{"]
+        lines += ["    " + s for s in block("m0", mr)]
+        lines.append("}")
+    if rows > full:
+        lines.append("{")
+        lines += ["    " + s for s in block(str(full), rows - full)]
+        lines.append("}")
     return "\n".join(lines)
 
 

@@ -1,5 +1,7 @@
 """Gemm and MatMul against onnx.reference: transposes, alpha/beta, C broadcasting,
 1-D and batched MatMul, and fusion of the elementwise tail (and BatchNorm)."""
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -129,9 +131,12 @@ def test_gemm_macs_and_c_source():
     lib = check_model(make_model("Gemm", {"a": a}, {"transB": 1},
                                  consts={"b": randn(12, 8), "c": randn(12)}), {"a": a})
     assert lib.metadata["operators"][0]["macs"] == 2 * 8 * 12
+    assert lib.metadata["operators"][0]["schedule"] == "gemm_f32.tiled"
     src = "".join(v for k, v in lib.sources.items() if k.endswith("_kernels.c"))
-    body = src.split("{", 1)[1].replace("/*", "").replace("*/", "")
-    assert "acc[q] +=" in body and "/" not in body and "%" not in body
+    kernel = src[src.index("tvmgen_default_000_gemm("):]   # after the micro-kernel helpers
+    body = re.sub(r"/\*.*?\*/", "", kernel.split("{", 1)[1], flags=re.S)
+    assert "mtvm_f32_gemm_2xNR(8, at, in1 + q0, 12, nq, tile)" in body
+    assert "/" not in body and "%" not in body      # no index arithmetic per element
 
 
 def test_matmul_macs():
@@ -161,3 +166,55 @@ def test_gemv_schedule_batch_one(kk, n):
     for extra in builds:
         got = HostModule(lib, opt="-O3", extra=extra).run({"a": a})
         assert_close(list(got.values())[0], expected, what=str(extra))
+
+
+# -- the tiled schedule (constant B through the float GEMM micro-kernel) -------------
+
+# rows of A: one (GEMV), below / at / over one and two mr = 8 blocks; K and N
+# around the micro-kernel widths (4 scalar, 8 AVX2, 16 AVX-512 columns).
+TILED = [(1, 5, 7), (2, 1, 1), (7, 3, 16), (8, 16, 5), (9, 33, 37), (17, 8, 64)]
+
+
+@pytest.mark.parametrize("target", ["c", "host"])
+@pytest.mark.parametrize("m,kk,n", TILED)
+def test_matmul_with_constant_b_is_tiled_and_matches(m, kk, n, target):
+    a = randn(m, kk)
+    lib = check_model(make_model("MatMul", {"a": a}, consts={"b": randn(kk, n)}), {"a": a},
+                      target=target, sanitize=target == "c")
+    assert lib.metadata["operators"][0]["schedule"] == "matmul_f32.tiled"
+
+
+@pytest.mark.parametrize("target", ["c", "host"])
+@pytest.mark.parametrize("trans_a,alpha,beta,c_shape", [
+    (0, 1.0, 1.0, (37,)), (1, 1.0, 1.0, (9, 37)), (0, 0.5, 2.0, (9, 1)), (1, 2.0, 0.0, ()),
+    (0, 1.0, 1.0, None)])
+def test_gemm_with_constant_b_is_tiled_and_matches(trans_a, alpha, beta, c_shape, target):
+    a = randn(33, 9) if trans_a else randn(9, 33)
+    consts = {"b": randn(37, 33)}
+    if c_shape is not None:
+        consts["c"] = randn(*c_shape)
+    lib = check_model(make_model("Gemm", {"a": a}, {"transA": trans_a, "transB": 1,
+                                                    "alpha": alpha, "beta": beta},
+                                 consts=consts), {"a": a}, target=target)
+    assert lib.metadata["operators"][0]["schedule"] == "gemm_f32.tiled"
+
+
+@pytest.mark.parametrize("a_shape", [(2, 5, 12), (3, 1, 4, 12), (12,)])
+def test_batched_matmul_folds_rows_and_fuses_a_last_axis_bias(a_shape):
+    """A transformer's Linear: [..., K] x [K, N] + bias[N], then an activation:
+    the batch dims fold into the rows, the bias (varying along the last axis
+    only) and the Relu run in the kernel's epilogue."""
+    a = randn(*a_shape)
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["m"]),
+             helper.make_node("Add", ["m", "bias"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    lib = check_model(_graph_model(nodes, {"a": a}, {"w": randn(12, 10), "bias": randn(10)}),
+                      {"a": a}, sanitize=True)
+    assert [n.op for n in lib.graph.nodes] == ["MatMul"]
+    assert lib.metadata["operators"][0]["schedule"] == "matmul_f32.tiled"
+
+
+def test_a_run_time_b_keeps_the_loop_kernel():
+    a, b = randn(4, 6), randn(6, 5)
+    lib = check_model(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
+    assert not lib.metadata["operators"][0].get("schedule")
