@@ -198,32 +198,35 @@ def emit_gemv(k, *, kk: int, n: int, value) -> str:
 
 
 def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, int], mr: int,
-                      value=lambda acc, i, j: acc, ch=None) -> str:
-    """out0[i * n + j] = value(sum_t A[i][t] B[t][j]) for a row-major constant B
-    (in1, [kk][n]) through the float GEMM micro-kernel (mtvm/ops/microkernels.py):
-    per block of mr rows, A's rows are copied transposed into scratch ([kk][mr],
-    the micro-kernel's packed operand), then one mr x MTVM_F32_NR tile per block
-    of B columns, each B row read contiguously. `ch(i, j)`: the epilogue's axis-1
-    channel (None: from the flat index)."""
+                      value=lambda acc, i, j: acc, ch=None, a_base: str = "",
+                      b_base: str = "", o_base: str = "") -> str:
+    """out0[o_base + i * n + j] = value(sum_t A[i][t] B[t][j]) for a row-major B
+    (in1 + b_base, [kk][n]) through the float GEMM micro-kernel
+    (mtvm/ops/microkernels.py): per block of mr rows, A's rows (from in0 +
+    a_base) are copied transposed into scratch ([kk][mr], the micro-kernel's
+    packed operand), then one mr x MTVM_F32_NR tile per block of B columns, each
+    B row read contiguously. `ch(i, j)`: the epilogue's axis-1 channel (None:
+    from the flat index)."""
     from .microkernels import gemm_ukernel
     lines = ["float* at = (float*)scratch;   /* mr rows of A transposed: [k][mr] */"]
 
     def block(m0: str, r_count: int) -> list[str]:
         fn = gemm_ukernel(k, r_count)
-        a_at = _offset(_term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))
+        a_at = _offset(a_base, _term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))
+        o_at = _offset(o_base, _term("i", n), "j")
         store = [f"const size_t i = {m0} + r, j = q0 + q;",
                  f"{k.ctype} v = {value(f'tile[r * MTVM_F32_NR + q]', 'i', 'j')};"]
-        ep = k.epilogue("v", f"i * {n} + j", ch("i", "j") if ch else None, last="j")
+        ep = k.epilogue("v", o_at, ch("i", "j") if ch else None, last="j")
         if ep:
             store.append(ep)
-        store.append(f"out0[i * {n} + j] = v;")
+        store.append(f"out0[{o_at}] = v;")
         return [f"for (size_t t = 0; t < {kk}; ++t) {{",
                 f"    for (size_t r = 0; r < {r_count}; ++r) at[t * {r_count} + r] = in0[{a_at}];",
                 "}",
                 f"for (int q0 = 0; q0 < {n}; q0 += MTVM_F32_NR) {{",
                 f"    const int nq = {n} - q0 < MTVM_F32_NR ? {n} - q0 : MTVM_F32_NR;",
                 f"    float tile[{r_count} * MTVM_F32_NR];",
-                f"    {fn}({kk}, at, in1 + q0, {n}, nq, tile);",
+                f"    {fn}({kk}, at, in1 + {_offset(b_base, 'q0')}, {n}, nq, tile);",
                 f"    for (size_t r = 0; r < {r_count}; ++r) {{",
                 "        for (int q = 0; q < nq; ++q) {",
                 *["            " + s for s in store],
@@ -279,35 +282,43 @@ class MatMul(Op):
         return int(np.prod(batch, dtype=np.int64)) * m * kk * n
 
     def emit(self, k):
-        a, b = k.ins
-        batch, sta, stb, m, kk, n, out = _matmul_dims(a.shape, b.shape)
-        loops, close = [], []
-        a_terms, b_terms, o_terms = [], [], []
-        o_stride = m * n
-        out_strides = []
-        for d in reversed(batch):
-            out_strides.append(o_stride)
-            o_stride *= d
-        out_strides.reverse()
-        for d, size in enumerate(batch):
-            var = f"b{d}"
-            pad = "    " * d
-            loops.append(f"{pad}for (size_t {var} = 0; {var} < {size}; ++{var}) {{")
-            close.insert(0, pad + "}")
-            a_terms.append(_term(var, sta[d]))
-            b_terms.append(_term(var, stb[d]))
-            o_terms.append(_term(var, out_strides[d]))
-        # Explicit axis-1 channel of the output where it is a loop variable.
-        ch = None
-        if len(out) == 2 and len(batch) == 0 and len(a.shape) > 1 and len(b.shape) > 1:
-            ch = (lambda i, j: j)
-        elif len(out) >= 3 and len(batch) >= 2:
-            ch = (lambda i, j: "b1")
-        elif len(out) >= 3 and len(batch) == 1:
-            ch = (lambda i, j: i)
-        core = emit_matmul_core(k, m=m, kk=kk, n=n, a_base=_sum(*a_terms),
-                                b_base=_sum(*b_terms), o_base=_sum(*o_terms),
-                                a_strides=(kk, 1), b_strides=(n, 1), ch=ch)
-        pad = "    " * len(batch)
-        core = "\n".join(pad + line for line in core.splitlines())
-        return "\n".join(loops + [core] + close)
+        def core(m, kk, n, a_base, b_base, o_base, ch):
+            return emit_matmul_core(k, m=m, kk=kk, n=n, a_base=a_base, b_base=b_base,
+                                    o_base=o_base, a_strides=(kk, 1), b_strides=(n, 1), ch=ch)
+        return emit_batched(k, core)
+
+
+def emit_batched(k, core) -> str:
+    """MatMul's loops over its broadcast batch dims around
+    core(m, kk, n, a_base, b_base, o_base, ch) (C statements for one [m, kk] x
+    [kk, n] product at those element offsets; ch(i, j): the epilogue channel)."""
+    a, b = k.ins
+    batch, sta, stb, m, kk, n, out = _matmul_dims(a.shape, b.shape)
+    loops, close = [], []
+    a_terms, b_terms, o_terms = [], [], []
+    o_stride = m * n
+    out_strides = []
+    for d in reversed(batch):
+        out_strides.append(o_stride)
+        o_stride *= d
+    out_strides.reverse()
+    for d, size in enumerate(batch):
+        var = f"b{d}"
+        pad = "    " * d
+        loops.append(f"{pad}for (size_t {var} = 0; {var} < {size}; ++{var}) {{")
+        close.insert(0, pad + "}")
+        a_terms.append(_term(var, sta[d]))
+        b_terms.append(_term(var, stb[d]))
+        o_terms.append(_term(var, out_strides[d]))
+    # Explicit axis-1 channel of the output where it is a loop variable.
+    ch = None
+    if len(out) == 2 and len(batch) == 0 and len(a.shape) > 1 and len(b.shape) > 1:
+        ch = (lambda i, j: j)
+    elif len(out) >= 3 and len(batch) >= 2:
+        ch = (lambda i, j: "b1")
+    elif len(out) >= 3 and len(batch) == 1:
+        ch = (lambda i, j: i)
+    body = core(m, kk, n, _sum(*a_terms), _sum(*b_terms), _sum(*o_terms), ch)
+    pad = "    " * len(batch)
+    body = "\n".join(pad + line for line in body.splitlines())
+    return "\n".join(loops + [body] + close)

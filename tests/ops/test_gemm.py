@@ -214,7 +214,20 @@ def test_batched_matmul_folds_rows_and_fuses_a_last_axis_bias(a_shape):
     assert lib.metadata["operators"][0]["schedule"] == "matmul_f32.tiled"
 
 
-def test_a_run_time_b_keeps_the_loop_kernel():
-    a, b = randn(4, 6), randn(6, 5)
+@pytest.mark.parametrize("target", ["c", "host"])
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((4, 6), (6, 5)), ((2, 3, 9, 16), (2, 3, 16, 9)), ((2, 3, 1, 16), (2, 3, 16, 17)),
+    ((3, 10, 8), (8, 4)), ((2, 1, 5, 3), (1, 4, 3, 6)), ((7,), (7, 3)), ((5, 7), (7,))])
+def test_matmul_of_two_computed_operands_is_tiled(a_shape, b_shape, target):
+    """Attention's Q K^T and P V: both operands computed, batch dims broadcast,
+    one tiled product per batch entry."""
+    a, b = randn(*a_shape), randn(*b_shape)
+    lib = check_model(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b},
+                      target=target, sanitize=target == "c")
+    assert lib.metadata["operators"][0]["schedule"] == "matmul_f32.tiled"
+
+
+def test_a_double_matmul_keeps_the_loop_kernel():
+    a, b = randn(4, 6).astype(np.float64), randn(6, 5).astype(np.float64)
     lib = check_model(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
     assert not lib.metadata["operators"][0].get("schedule")
