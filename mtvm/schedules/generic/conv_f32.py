@@ -8,6 +8,8 @@ mtvm/schedules/x86/conv_f32.py; this schedule is what every other target
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ...ops import conv
@@ -39,6 +41,22 @@ def geometry(k, attrs: dict):
     return conv.conv_geometry(x.shape, wt.shape, **attrs)
 
 
+def lift_1d(k, axes):
+    """A 1-D Conv as the 2-D Conv of height 1 it is: X [N, C, L] -> [N, C, 1, L],
+    W [M, C/g, K] -> [M, C/g, 1, K], Y likewise, one more (trivial) axis in front.
+    Only the kernel's view changes (same bytes, same flat indices), so every 2-D
+    schedule, and the fused tail, apply as they are. Returns the 2-D axes."""
+    if len(axes) != 1:
+        return axes
+    x, wt, y = k.ins[0], k.ins[1], k.outs[0]
+    k.ins[0] = replace(x, shape=x.shape[:2] + (1,) + x.shape[2:])
+    w4 = np.asarray(wt.const).reshape(wt.shape[:2] + (1,) + wt.shape[2:])
+    k.ins[1] = replace(wt, shape=w4.shape, const=w4)
+    k.outs[0] = replace(y, shape=y.shape[:2] + (1,) + y.shape[2:])
+    (a,) = axes
+    return [conv.Axis("h", 1, 1, 1, 1, 1, 0, 0), replace(a, name="w")]
+
+
 @register
 class ConvF32(Schedule):
     op = "Conv"
@@ -53,9 +71,10 @@ class ConvF32(Schedule):
         return float_conv(k)
 
     def emit(self, k, /, **attrs) -> str:
+        axes, group = geometry(k, attrs)
+        axes = lift_1d(k, axes)
         x, wt = k.ins[0], k.ins[1]
         bias = k.ins[2] if len(k.ins) > 2 else None
-        axes, group = geometry(k, attrs)
         return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=self.simd)
 
     # scratch_bytes: not declared yet (the float conv emitters size their
