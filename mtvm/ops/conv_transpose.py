@@ -101,6 +101,89 @@ class ConvTranspose(Op):
         return body(nest([N, Co] + out, inner))
 
 
+def stride_sized(x_shape, w_shape, attrs) -> bool:
+    """Kernel == stride, no dilation, padding or output padding, one group (a
+    U-Net's 2x2 stride-2 up-convolution): every output pixel has exactly one tap,
+    the one of its phase (output index mod stride)."""
+    out, pb, st, dil, ks = _geometry(x_shape, w_shape, attrs)
+    return (attrs.get("group", 1) == 1 and list(ks) == list(st) and all(d == 1 for d in dil)
+            and not any(pb) and list(out) == [i * s for i, s in zip(x_shape[2:], st)])
+
+
+def pack_phases(w: np.ndarray, mr: int) -> np.ndarray:
+    """W [Ci][Co][k...] -> per phase (tap), per block of mr output channels,
+    [ci][mr]: the packed operand of the float GEMM micro-kernel. Phase p's block
+    at output channel m0 starts at element (p * Co + m0) * Ci."""
+    ci, co = w.shape[:2]
+    taps = w.reshape(ci, co, -1)
+    blocks = [taps[:, m0:m0 + mr, p].ravel() for p in range(taps.shape[2])
+              for m0 in range(0, co, mr)]
+    return np.ascontiguousarray(np.concatenate(blocks).astype(np.float32))
+
+
+def emit_phase_gemm(k, attrs: dict, mr: int) -> str:
+    """A stride-sized ConvTranspose as one pointwise GEMM per phase: for phase
+    (ph, pw), y[oc][ih * s + ph][iw * s + pw] = b[oc] + sum_ci W[ci][oc][ph][pw]
+    x[ci][ih][iw], through the float GEMM micro-kernel over flat input positions
+    (x read in place, weights packed by pack_phases into in1)."""
+    from dataclasses import replace
+
+    from .microkernels import gemm_ukernel
+    x, w = k.ins[0], k.ins[1]
+    b = k.ins[2] if len(k.ins) > 2 else None
+    out, _, st, _, ks = _geometry(x.shape, w.shape, attrs)
+    n_batch, ci = x.shape[:2]
+    co = w.shape[1]
+    ins, phases, hw, ohw = x.shape[2:], prod(ks), prod(x.shape[2:]), prod(out)
+    packed = pack_phases(np.asarray(w.const), mr)
+    name = k.graph.add_const(f"{w.name}_phases{mr}", packed)
+    k.ins[1] = replace(w, name=name, shape=packed.shape, const=packed)
+    D = len(ins)
+    # Output offset of input position q (flat) in phase p, both C expressions.
+    if D == 1:
+        pos = f"q * {st[0]} + ph"
+    else:
+        pos = (f"(q / {ins[1]} * {st[0]} + ph / {st[1]}) * {out[1]} + "
+               f"q % {ins[1]} * {st[1]} + ph % {st[1]}")
+
+    def block(m0: str, rows: int) -> list[str]:
+        fn = gemm_ukernel(k, rows)
+        store = [f"const size_t oc = {m0} + r, q = q0 + j;",
+                 f"const size_t p = n * {co * ohw} + oc * {ohw} + {pos};",
+                 f"{k.ctype} acc = tile[r * MTVM_F32_NR + j]{' + in2[oc]' if b else ''};"]
+        ep = k.epilogue("acc", "p", "oc")
+        if ep:
+            store.append(ep)
+        store.append("out0[p] = acc;")
+        return [f"const float* wb = in1 + (ph * {co} + {m0}) * {ci};",
+                f"for (int q0 = 0; q0 < {hw}; q0 += MTVM_F32_NR) {{",
+                f"    const int nq = {hw} - q0 < MTVM_F32_NR ? {hw} - q0 : MTVM_F32_NR;",
+                f"    float tile[{rows} * MTVM_F32_NR];",
+                f"    {fn}({ci}, wb, in0 + n * {ci * hw} + q0, {hw}, nq, tile);",
+                f"    for (size_t r = 0; r < {rows}; ++r) {{",
+                "        for (int j = 0; j < nq; ++j) {",
+                *["            " + s for s in store],
+                "        }",
+                "    }",
+                "}"]
+    lines = [f"/* Schedule: ConvTranspose as {phases} pointwise GEMMs, one per phase (kernel",
+             f" * == stride: each output pixel has one tap); weights packed per phase in",
+             f" * blocks of {mr} output channels. */",
+             f"for (size_t n = 0; n < {n_batch}; ++n) {{",
+             f"    for (size_t ph = 0; ph < {phases}; ++ph) {{"]
+    full = co // mr * mr
+    if full:
+        lines.append(f"        for (size_t m0 = 0; m0 < {full}; m0 += {mr}) {{")
+        lines += ["            " + s for s in block("m0", mr)]
+        lines.append("        }")
+    if co > full:
+        lines.append("        {")
+        lines += ["            " + s for s in block(str(full), co - full)]
+        lines.append("        }")
+    lines += ["    }", "}"]
+    return "\n".join(lines)
+
+
 @register("LpPool", "GlobalLpPool")
 class LpPool(Op):
     def reference(self, x, **attrs):
