@@ -12,7 +12,7 @@ TOOL = os.path.join(HERE, "..", "tools", "count_c_in_strings.py")
 # The count after the kernel library took the fixed C blocks (2,466 by this
 # counter's rule before it, at 2f2da80); lower it as more C moves out. The goal
 # of issue 12 is 1,000.
-BUDGET = 2140
+BUDGET = 2050
 
 sys.path.insert(0, os.path.dirname(TOOL))
 from count_c_in_strings import count_source  # noqa: E402

@@ -96,73 +96,12 @@ _EXT_ROR8 = {"__sxtb16": "mtvm_sxtb16_ror8", "__uxtb16": "mtvm_uxtb16_ror8"}
 
 
 def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
-    """Declare and name the int32 dot product of an a_dtype vector with `rows`
-    (1 or 4) b_dtype vectors; the 4-row form loads and widens `a` once for four
-    output channels (CMSIS-NN's 1x4 blocking)."""
-    ta, na, xa = _EXT[np.dtype(a_dtype).name]
-    tb, nb, xb = _EXT[np.dtype(b_dtype).name]
-    k.library("mtvm_dsp.h")
-    k.library("mtvm_ror8.h")
-    name = f"mtvm_dot_{na}_{nb}"
-    k.helper(name, f"""/* sum of a[i] * b[i], i < n ({ta} x {tb}, int32 accumulation). The DSP path
- * widens four bytes into two pairs of 16-bit lanes (SXTB16, SXTB16 ROR #8) and
- * multiply-accumulates each pair with one SMLAD; the sum is the same exact
- * integer either way. */
-static inline int32_t {name}(const {ta}* a, const {tb}* b, int32_t n)
-{{
-    int32_t acc = 0;
-#if defined(__ARM_FEATURE_DSP)
-    for (; n >= 4; n -= 4, a += 4, b += 4) {{
-        uint32_t a4, b4;
-        memcpy(&a4, a, 4);
-        memcpy(&b4, b, 4);
-        acc = __smlad({xa}((int32_t)a4), {xb}((int32_t)b4), acc);            /* lanes 0, 2 */
-        acc = __smlad({_EXT_ROR8[xa]}((int32_t)a4), {_EXT_ROR8[xb]}((int32_t)b4), acc);  /* 1, 3 */
-    }}
-#endif
-    for (; n > 0; --n, ++a, ++b) {{
-        acc += (int32_t)*a * (int32_t)*b;
-    }}
-    return acc;
-}}""")
-    if rows == 1:
-        return name
-    name4 = f"mtvm_dot4_{na}_{nb}"
-    return k.helper(name4, f"""/* acc[r] += sum of a[i] * b[r * stride + i], i < n, for the four rows r < 4. */
-static inline void {name4}(const {ta}* a, const {tb}* b, int32_t stride, int32_t n,
-                              int32_t acc[4])
-{{
-    const {tb}* b0 = b;
-    const {tb}* b1 = b + stride;
-    const {tb}* b2 = b + 2 * stride;
-    const {tb}* b3 = b + 3 * stride;
-    int32_t s0 = acc[0], s1 = acc[1], s2 = acc[2], s3 = acc[3];
-#if defined(__ARM_FEATURE_DSP)
-    for (; n >= 4; n -= 4, a += 4, b0 += 4, b1 += 4, b2 += 4, b3 += 4) {{
-        uint32_t a4, w;
-        int32_t lo, hi;
-        memcpy(&a4, a, 4);
-        lo = {xa}((int32_t)a4);                    /* lanes 0, 2 */
-        hi = {_EXT_ROR8[xa]}((int32_t)a4);         /* lanes 1, 3 */
-        memcpy(&w, b0, 4);
-        s0 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s0));
-        memcpy(&w, b1, 4);
-        s1 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s1));
-        memcpy(&w, b2, 4);
-        s2 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s2));
-        memcpy(&w, b3, 4);
-        s3 = __smlad(lo, {xb}((int32_t)w), __smlad(hi, {_EXT_ROR8[xb]}((int32_t)w), s3));
-    }}
-#endif
-    for (; n > 0; --n, ++a, ++b0, ++b1, ++b2, ++b3) {{
-        int32_t x = *a;
-        s0 += x * (int32_t)*b0;
-        s1 += x * (int32_t)*b1;
-        s2 += x * (int32_t)*b2;
-        s3 += x * (int32_t)*b3;
-    }}
-    acc[0] = s0; acc[1] = s1; acc[2] = s2; acc[3] = s3;
-}}""")
+    """The name of the int32 dot product of an a_dtype vector with `rows` (1 or 4)
+    b_dtype vectors (c_runtime/kernels/generic/mtvm_dot_8.h); the 4-row form loads
+    and widens `a` once for four output channels."""
+    k.library("mtvm_dot_8.h")
+    na, nb = _EXT[np.dtype(a_dtype).name][1], _EXT[np.dtype(b_dtype).name][1]
+    return f"mtvm_dot{'4' if rows == 4 else ''}_{na}_{nb}"
 
 
 def tail_slot(j: int, tl: int) -> int:
@@ -618,66 +557,15 @@ static inline void {name}(const int16_t* c, const {tb}* w0, const {tb}* w1, int3
 
 def st16x2_helper(k) -> str:
     """Store two sign-extended values as one word of two int16 lanes (PKHBT)."""
-    k.library("mtvm_dsp.h")
-    return k.helper("mtvm_st16x2", r"""/* t[0] = a, t[1] = b (int16). On a DSP core one PKHBT and one word store (gcc
- * builds the word with UXTH + ORR, or merges halfword stores through spills). */
-static inline void mtvm_st16x2(int16_t* t, int32_t a, int32_t b)
-{
-#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
-    uint32_t v;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(v) : "r"(a), "r"(b));
-    memcpy(t, &v, 4);
-#else
-    t[0] = (int16_t)a;
-    t[1] = (int16_t)b;
-#endif
-}""")
+    k.library("mtvm_st16x2.h")
+    return "mtvm_st16x2"
 
 
 def mm1_helper(k, w_dtype) -> str:
-    """The last output channel of a group with an odd channel count (1 or 2 pixels)."""
-    tb, nb_, xb = _EXT[np.dtype(w_dtype).name]
-    k.library("mtvm_dsp.h")
-    k.library("mtvm_ror8.h")
-    name = f"mtvm_mmx1_s16_{nb_}"
-    return k.helper(name, f"""/* acc[p] += p-th pixel's column . w for npx (1 or 2) pixels; w: one channel's
- * row, blocks of four taps pair-permuted, then the tl tail taps in order (the
- * column layout of mtvm_mm2x2_s16_{nb_}). */
-static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t tl,
-                                 int32_t npx, int32_t acc[2])
-{{
-    int32_t s0 = acc[0], s1 = acc[1];
-    const int16_t* t = c + 8 * nb;
-    for (; nb > 0; --nb, c += 8, w += 4) {{
-#if defined(__ARM_FEATURE_DSP)
-        uint32_t x0, x1, x2, x3, wa;
-        memcpy(&x0, c, 4);
-        memcpy(&x1, c + 2, 4);
-        memcpy(&x2, c + 4, 4);   /* (not set for one pixel: not used) */
-        memcpy(&x3, c + 6, 4);
-        memcpy(&wa, w, 4);
-        s0 = __smlad((int32_t)x0, {xb}((int32_t)wa), s0);
-        s0 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wa), s0);
-        if (npx == 2) {{
-            s1 = __smlad((int32_t)x2, {xb}((int32_t)wa), s1);
-            s1 = __smlad((int32_t)x3, {_EXT_ROR8[xb]}((int32_t)wa), s1);
-        }}
-#else
-        for (int32_t j = 0; j < 4; ++j) {{
-            const int32_t q = j == 1 ? 2 : (j == 2 ? 1 : j);
-            s0 += (int32_t)c[j] * (int32_t)w[q];
-            if (npx == 2) s1 += (int32_t)c[4 + j] * (int32_t)w[q];
-        }}
-#endif
-    }}
-    for (int32_t j = 0; j < tl; ++j) {{   /* the column's tail words: see tail_slot */
-        const int32_t q = tl == 3 && j ? 3 - j : j;
-        s0 += (int32_t)t[q] * (int32_t)w[j];
-        if (npx == 2) s1 += (int32_t)t[(tl <= 2 ? 2 : 4) + q] * (int32_t)w[j];
-    }}
-    acc[0] = s0;
-    acc[1] = s1;
-}}""")
+    """The last output channel of a group with an odd channel count (1 or 2 pixels):
+    c_runtime/kernels/generic/mtvm_mmx1_s16.h."""
+    k.library("mtvm_mmx1_s16.h")
+    return f"mtvm_mmx1_s16_{_EXT[np.dtype(w_dtype).name][1]}"
 
 
 def requantize_helper(k) -> str:

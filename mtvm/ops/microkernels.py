@@ -141,79 +141,16 @@ def _ukernel_source(name: str, mr: int, offsets: bool = False) -> str:
 
 
 def gemv_ukernel(k) -> str:
-    """Declare the GEMV helper: out[q] = sum_t x[t] * b[t * ldb + q], q < n <=
-    MTVM_F32_GEMV_COLS (b row-major: each step reads consecutive columns, every
-    weight once). Returns its name."""
-    prelude(k)
-    k.library("mtvm_gemv_f32_prelude.h")
-    name = "mtvm_f32_gemv"
-    if name not in k.helpers:
-        k.helper(name, _gemv_source(name))
-    return name
+    """The GEMV micro-kernel (c_runtime/kernels/generic/mtvm_gemv_f32.h): out[q] =
+    sum_t x[t] * b[t * ldb + q], q < n <= MTVM_F32_GEMV_COLS. Returns its name."""
+    k.library("mtvm_gemv_f32.h")
+    return "mtvm_f32_gemv"
 
 
-def _gemv_source(name: str) -> str:
-    L = ["/* out[q] = sum_t x[t] * b[t * ldb + q], q < n <= MTVM_F32_GEMV_COLS. */",
-         f"static inline void {name}(int taps, const float* restrict x, "
-         "const float* restrict b,",
-         "    int ldb, int n, float* restrict out)", "{"]
-
-    def simd(vec, width, zero, load, mload, fma, bcast, add, store, mask):
-        out = [f"    /* 4 vectors of {width} columns, two steps of t at a time: 8 independent",
-               "     * accumulators (masked loads: lanes past n are not read) */"]
-        out += [f"    {vec} c{v} = {zero}, d{v} = {zero};" for v in range(4)]
-        out += [f"    {mask.format(v=v)}" for v in range(4)]
-        out += ["    int t = 0;",
-                "    for (; t + 1 < taps; t += 2) {",
-                f"        const {vec} x0 = {bcast.format(p='x + t')}, "
-                f"x1 = {bcast.format(p='x + t + 1')};",
-                "        const float* b0 = b + t * ldb;",
-                "        const float* b1 = b0 + ldb;"]
-        for v in range(4):
-            out.append(f"        c{v} = {fma}(x0, {mload.format(p=f'b0 + {v * width}', v=v)}, c{v});")
-            out.append(f"        d{v} = {fma}(x1, {mload.format(p=f'b1 + {v * width}', v=v)}, d{v});")
-        out += ["    }", "    if (t < taps) {",
-                f"        const {vec} x0 = {bcast.format(p='x + t')};",
-                "        const float* b0 = b + t * ldb;"]
-        for v in range(4):
-            out.append(f"        c{v} = {fma}(x0, {mload.format(p=f'b0 + {v * width}', v=v)}, c{v});")
-        out.append("    }")
-        out += [f"    {store}(out + {v * width}, {add}(c{v}, d{v}));" for v in range(4)]
-        return out
-    L.append("#if MTVM_F32_NR == 16")
-    L += simd("__m512", 16, "_mm512_setzero_ps()", None, "_mm512_maskz_loadu_ps(k{v}, {p})",
-              "_mm512_fmadd_ps", "_mm512_set1_ps(*({p}))", "_mm512_add_ps", "_mm512_storeu_ps",
-              "const int n{v} = n - {v} * 16;  /* columns of vector {v} */\n"
-              "    const __mmask16 k{v} = (__mmask16)(n{v} >= 16 ? 0xffffu : "
-              "n{v} <= 0 ? 0u : (1u << n{v}) - 1u);")
-    L.append("#elif MTVM_F32_NR == 8")
-    L += simd("__m256", 8, "_mm256_setzero_ps()", None, "_mm256_maskload_ps({p}, k{v})",
-              "_mm256_fmadd_ps", "_mm256_broadcast_ss({p})", "_mm256_add_ps", "_mm256_storeu_ps",
-              "const __m256i k{v} = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - {v} * 8),\n"
-              "        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));")
-    L += ["#else",
-          "    if (n == 8) {  /* 8 scalar accumulators */",
-          "        float c0 = 0.0f, c1 = 0.0f, c2 = 0.0f, c3 = 0.0f;",
-          "        float c4 = 0.0f, c5 = 0.0f, c6 = 0.0f, c7 = 0.0f;",
-          "        for (int t = 0; t < taps; ++t, b += ldb) {",
-          "            const float xt = x[t];",
-          "            c0 = MTVM_FMAF(xt, b[0], c0); c1 = MTVM_FMAF(xt, b[1], c1);",
-          "            c2 = MTVM_FMAF(xt, b[2], c2); c3 = MTVM_FMAF(xt, b[3], c3);",
-          "            c4 = MTVM_FMAF(xt, b[4], c4); c5 = MTVM_FMAF(xt, b[5], c5);",
-          "            c6 = MTVM_FMAF(xt, b[6], c6); c7 = MTVM_FMAF(xt, b[7], c7);",
-          "        }",
-          "        out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;",
-          "        out[4] = c4; out[5] = c5; out[6] = c6; out[7] = c7;",
-          "    } else {  /* partial block */",
-          "        for (int q = 0; q < n; ++q) {",
-          "            float s = 0.0f;",
-          "            for (int t = 0; t < taps; ++t) s = MTVM_FMAF(x[t], b[t * ldb + q], s);",
-          "            out[q] = s;",
-          "        }",
-          "    }",
-          "#endif",
-          "}"]
-    return "\n".join(L)
+def gemv_blocked(k) -> str:
+    """mtvm_f32_gemv over all n columns, block by block (out has exactly n floats)."""
+    k.library("mtvm_gemv_f32.h")
+    return "mtvm_f32_gemv_blocked"
 
 
 # -- band: a tile of 2 x 16 flat positions, AVX-512 only ------------------------------

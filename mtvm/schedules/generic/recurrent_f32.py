@@ -20,21 +20,8 @@ from dataclasses import replace
 import numpy as np
 
 from ...ops import get_op
-from ...ops.microkernels import gemv_ukernel
+from ...ops.microkernels import gemv_blocked
 from .. import Schedule, register
-
-# out[0..n) over column blocks of the micro-kernel's width.
-_BLOCKED_GEMV = """\
-/* out[q] = sum_t x[t] * b[t * ldb + q] for q < n, in blocks of MTVM_F32_GEMV_COLS. */
-static void mtvm_f32_gemv_blocked(int taps, const float* restrict x, const float* restrict b,
-                                  int ldb, int n, float* restrict out)
-{
-    for (int j0 = 0; j0 < n; j0 += MTVM_F32_GEMV_COLS) {
-        const int nj = n - j0 < MTVM_F32_GEMV_COLS ? n - j0 : MTVM_F32_GEMV_COLS;
-        @GEMV@(taps, x, b + j0, ldb, nj, out + j0);
-    }
-}"""
-
 
 def _transposed(k, index: int):
     """Replace constant input `index` ([dirs][rows][cols]) by its transpose
@@ -58,8 +45,7 @@ class RecurrentGemvF32(Schedule):
         return get_op(self.op).scratch_bytes(k, gemv=True, **attrs)
 
     def emit(self, k, /, **attrs) -> str:
-        name = "mtvm_f32_gemv_blocked"
-        k.helper(name, _BLOCKED_GEMV.replace("@GEMV@", gemv_ukernel(k)))
+        name = gemv_blocked(k)
         _transposed(k, 1)
         _transposed(k, 2)
         return get_op(self.op).emit(k, gemv=name, **attrs)

@@ -1,0 +1,173 @@
+"""C unit tests of the dense kernels of the library: the int8/uint8 dot products
+(mtvm_dot_8.h), the odd-channel im2col kernel (mtvm_mmx1_s16.h), the float GEMV
+(mtvm_gemv_f32.h) and the recurrent gates' tanh/sigmoid (mtvm_activation_f32.h),
+each against NumPy on the host (ASan/UBSan; portable and -march=native) and on
+the emulated Cortex-M4F (DSP) and Cortex-M3 (portable) boards."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .kernel_harness import c_array, run_c_test
+
+BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device),
+          pytest.param("mps2-an385", marks=pytest.mark.device)]
+TARGETS = ["host", "host-native"] + BOARDS
+
+
+def _run(program, name, target, library):
+    if target == "host-native":
+        return run_c_test(program, name=name, library=library, march="native")
+    return run_c_test(program, name=name, target=target, library=library)
+
+
+def _floats(name, values) -> str:
+    body = ", ".join(f"{float(v):.9e}f" for v in np.asarray(values, np.float32).ravel())
+    return f"static const float {name}[{np.size(values)}] = {{{body}}};"
+
+
+DOT_TEST = r"""
+#include <stdio.h>
+#include "mtvm_dot_8.h"
+@ARRAYS@
+int main(void)
+{
+    for (int n = 0; n <= @N@; ++n) {
+        int32_t acc[4] = {1, -2, 3, -4};
+        mtvm_dot4_@A@_@B@(a, b, @N@, n, acc);
+        printf("%ld %ld %ld %ld %ld\n", (long)mtvm_dot_@A@_@B@(a, b, n), (long)acc[0],
+               (long)acc[1], (long)acc[2], (long)acc[3]);
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("a_dt,b_dt", [("s8", "s8"), ("s8", "u8"), ("u8", "s8"), ("u8", "u8")])
+def test_dot_products_of_any_signedness_are_exact(a_dt, b_dt, target):
+    rng = np.random.default_rng(1)
+    n = 13                                   # blocks of four and every tail length
+    types = {"s8": ("int8_t", -128, 128), "u8": ("uint8_t", 0, 256)}
+    a = rng.integers(types[a_dt][1], types[a_dt][2], n)
+    b = rng.integers(types[b_dt][1], types[b_dt][2], 4 * n)
+    a[:2] = types[a_dt][1]                  # the extremes
+    b[:2] = types[b_dt][2] - 1
+    program = (DOT_TEST.replace("@ARRAYS@", c_array("a", a, types[a_dt][0]) + "\n" +
+                                c_array("b", b, types[b_dt][0]))
+               .replace("@N@", str(n)).replace("@A@", a_dt).replace("@B@", b_dt))
+    out = _run(program, f"dot_{a_dt}_{b_dt}", target, ["mtvm_dot_8.h"])
+    got = np.array([[int(v) for v in line.split()] for line in out.splitlines()])
+    rows = b.reshape(4, n)
+    for m in range(n + 1):
+        expect = [int(a[:m] @ rows[0, :m])] + \
+            [int(base + a[:m] @ rows[r, :m]) for r, base in enumerate((1, -2, 3, -4))]
+        np.testing.assert_array_equal(got[m], expect, err_msg=f"n={m}")
+
+
+MMX1_TEST = r"""
+#include <stdio.h>
+#include "mtvm_mmx1_s16.h"
+@ARRAYS@
+int main(void)
+{
+    for (int npx = 1; npx <= 2; ++npx) {
+        int32_t acc[2] = {5, -7};
+        mtvm_mmx1_s16_@W@(c, w, @NB@, @TL@, npx, acc);
+        printf("%ld %ld\n", (long)acc[0], (long)acc[1]);
+    }
+    return 0;
+}
+"""
+
+
+def _mmx1_expected(c, w, nb, tl, npx):
+    """The layout's meaning: per block, pixel p's four taps c[8b + 4p + j] meet the
+    pair-permuted weights w[4b + q(j)]; the tail taps sit in slots tail_slot."""
+    perm = (0, 2, 1, 3)
+    s = [5, -7]
+    for p in range(npx):
+        for blk in range(nb):
+            s[p] += sum(int(c[8 * blk + 4 * p + j]) * int(w[4 * blk + perm[j]]) for j in range(4))
+        t = c[8 * nb:]
+        for j in range(tl):
+            q = 3 - j if tl == 3 and j else j
+            s[p] += int(t[(0 if p == 0 else (2 if tl <= 2 else 4)) + q]) * int(w[4 * nb + j])
+    return s
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("w_dt", ["s8", "u8"])
+@pytest.mark.parametrize("nb,tl", [(0, 1), (3, 0), (2, 1), (1, 2), (4, 3)])
+def test_odd_channel_kernel_follows_the_column_layout(nb, tl, w_dt, target):
+    rng = np.random.default_rng(nb * 4 + tl)
+    lo, hi, ctype = (-128, 128, "int8_t") if w_dt == "s8" else (0, 256, "uint8_t")
+    c = rng.integers(-32768, 32768, 8 * nb + 8)
+    w = rng.integers(lo, hi, 4 * nb + 4)
+    program = (MMX1_TEST.replace("@ARRAYS@", c_array("c", c, "int16_t") + "\n" +
+                                 c_array("w", w, ctype))
+               .replace("@W@", w_dt).replace("@NB@", str(nb)).replace("@TL@", str(tl)))
+    out = _run(program, f"mmx1_{w_dt}", target, ["mtvm_mmx1_s16.h"])
+    got = [[int(v) for v in line.split()] for line in out.splitlines()]
+    assert got[0][0] == _mmx1_expected(c, w, nb, tl, 1)[0]
+    assert got[1] == _mmx1_expected(c, w, nb, tl, 2)
+
+
+GEMV_TEST = r"""
+#include <stdio.h>
+#include "mtvm_gemv_f32.h"
+@ARRAYS@
+static float out[@N@ + 1];
+int main(void)
+{
+    /* as in a model, the kernel sees b only as a pointer (the SIMD paths form
+     * addresses of whole vectors past a partial block; masked, never read) */
+    const float* volatile bp = b;
+    out[@N@] = 12345.0f;   /* must survive: the blocked GEMV writes exactly n floats */
+    mtvm_f32_gemv_blocked(@T@, x, bp, @N@, @N@, out);
+    for (int q = 0; q <= @N@; ++q) printf("%.9g\n", (double)out[q]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("taps,n", [(1, 1), (2, 7), (5, 8), (3, 9), (8, 33), (4, 64), (7, 100)])
+def test_blocked_gemv_computes_every_column_and_writes_no_further(taps, n, target):
+    rng = np.random.default_rng(taps * 100 + n)
+    x = rng.standard_normal(taps).astype(np.float32)
+    b = rng.standard_normal((taps, n)).astype(np.float32)
+    program = (GEMV_TEST.replace("@ARRAYS@", _floats("x", x) + "\n" + _floats("b", b))
+               .replace("@T@", str(taps)).replace("@N@", str(n)))
+    out = np.array([float(v) for v in _run(program, "gemv", target,
+                                           ["mtvm_gemv_f32.h"]).split()])
+    np.testing.assert_allclose(out[:n], x.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    assert out[n] == 12345.0
+
+
+ACT_TEST = r"""
+#include <stdio.h>
+#include "mtvm_activation_f32.h"
+@ARRAYS@
+int main(void)
+{
+    for (int i = 0; i < @N@; ++i) {
+        printf("%.9g %.9g\n", (double)mtvm_tanh_f32(v[i]), (double)mtvm_sigmoid_f32(v[i]));
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_tanh_and_sigmoid_are_within_their_stated_error(target):
+    v = np.concatenate([np.linspace(-12, 12, 961), [0.0, -0.0, 1e-6, -1e-6, 1e-30, 30, -30]])
+    program = ACT_TEST.replace("@ARRAYS@", _floats("v", v)).replace("@N@", str(v.size))
+    got = np.array([[float(a) for a in line.split()]
+                    for line in _run(program, "act", target,
+                                     ["mtvm_activation_f32.h"]).splitlines()])
+    v64 = v.astype(np.float32).astype(np.float64)
+    t_ref = np.tanh(v64)
+    assert np.max(np.abs(got[:, 0] - t_ref) / np.maximum(np.abs(t_ref), 1e-30)) < 4e-7
+    assert np.max(np.abs(got[:, 1] - 1 / (1 + np.exp(-v64)))) < 2e-7
+    assert np.all(np.abs(got[:, 0]) <= 1) and np.all((got[:, 1] >= 0) & (got[:, 1] <= 1))
