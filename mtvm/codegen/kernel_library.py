@@ -96,7 +96,10 @@ def module_files(names: list[str], target) -> dict[str, str]:
     """{MLF path: text} of the library files `names` need, specialized for target."""
     files = {}
     for name in needed(names, target):
-        text = specialize(_strip_foreign_includes(_read(name), target), target.macros())
+        # What the file's own library includes define (MTVM_F32_NR from the
+        # prelude, ...) decides its #if too.
+        deps = [n for n in closure([name]) if n != name and n.endswith(".h")]
+        text = specialize_source(_strip_foreign_includes(_read(name), target), deps, target)
         where = "include" if name.endswith(".h") else "src"
         files[f"codegen/host/{where}/{name}"] = text
     return files
@@ -133,6 +136,8 @@ def specialize_source(text: str, names: list[str], target) -> str:
     macros = target.macros()
     if not macros:
         return text
+    if not names:
+        return specialize(text, macros)
     # Every header, those of other targets too: what only they define (e.g.
     # MTVM_INT8_X86 on a Cortex-M) is thereby known to be undefined here.
     headers = [_unguarded(_read(n)) for n in closure(names) if n.endswith(".h")]

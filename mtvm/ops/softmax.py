@@ -7,7 +7,8 @@ Canonical form: `axis` (non-negative) and `end_axis`, the last dim of the
 contiguous block the op runs along (rank - 1 for the old semantics, `axis`
 for the new). Both are then the same (outer, n, inner) row loop.
 
-Softmax is numerically stable: exp(x - max(x)) / sum. float32/float64 only.
+Softmax is numerically stable: exp(x - max(x)) / sum. float32/float64 only; float
+rows take the kernel library's libm-free exponential (mtvm_exp_f32.h).
 NaN and infinities as NumPy and onnxruntime: a NaN or a +inf in a row makes
 the whole row NaN (Softmax, LogSoftmax; x - max is NaN there), -inf gives 0
 (Softmax) or -inf (LogSoftmax); Hardmax marks the first NaN, as np.argmax
@@ -24,6 +25,16 @@ from .reduce import at, libm, norm_axis, require_float, row_loops, split_axis
 def _block(x, axis, end_axis):
     """x viewed as (outer, n, inner) and the axis (1) to reduce over."""
     return x.reshape(split_axis(x.shape, axis, end_axis))
+
+
+def exp_fn(k) -> str:
+    """e^x for the rows' exponentials: the library's libm-free one in float (x -
+    max(x) <= 0 there; its flush of results below FLT_MIN to 0 changes no
+    output), libm's exp in double."""
+    if k.ctype == "float":
+        k.library("mtvm_exp_f32.h")
+        return "mtvm_exp_f32"
+    return libm(k, "exp")
 
 
 class AlongAxis(Op):
@@ -90,7 +101,7 @@ class Softmax(AlongAxis):
         lines += [f"{t} sum = {k.lit(0)};",
                   f"for (size_t r = 0; r < {n}; ++r) {{",
                   f"    const size_t idx = {at('base', 'r', inner)};",
-                  f"    const {t} e = {libm(k, 'exp')}({xc}[idx] - mx);",
+                  f"    const {t} e = {exp_fn(k)}({xc}[idx] - mx);",
                   "    out0[idx] = e;",
                   "    sum += e;",
                   "}",
@@ -110,7 +121,7 @@ class LogSoftmax(AlongAxis):
         lines = self.max_loop(k, xc, n, inner)
         lines += [f"{t} sum = {k.lit(0)};",
                   f"for (size_t r = 0; r < {n}; ++r) {{",
-                  f"    sum += {libm(k, 'exp')}({xc}[{at('base', 'r', inner)}] - mx);",
+                  f"    sum += {exp_fn(k)}({xc}[{at('base', 'r', inner)}] - mx);",
                   "}",
                   f"const {t} shift = mx + {libm(k, 'log')}(sum);"]
         return lines + self.store_loop(k, n, inner, lambda i: f"{xc}[{i}] - shift")

@@ -1,8 +1,9 @@
 """C unit tests of the dense kernels of the library: the int8/uint8 dot products
 (mtvm_dot_8.h), the odd-channel im2col kernel (mtvm_mmx1_s16.h), the float GEMV
-(mtvm_gemv_f32.h) and the recurrent gates' tanh/sigmoid (mtvm_activation_f32.h),
-each against NumPy on the host (ASan/UBSan; portable and -march=native) and on
-the emulated Cortex-M4F (DSP) and Cortex-M3 (portable) boards."""
+(mtvm_gemv_f32.h), the recurrent gates' tanh/sigmoid (mtvm_activation_f32.h) and
+Softmax's exponential (mtvm_exp_f32.h), each against NumPy on the host (ASan/UBSan;
+portable and -march=native) and on the emulated Cortex-M4F (DSP) and Cortex-M3
+(portable) boards."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,7 +23,9 @@ def _run(program, name, target, library):
 
 
 def _floats(name, values) -> str:
-    body = ", ".join(f"{float(v):.9e}f" for v in np.asarray(values, np.float32).ravel())
+    def lit(v):
+        return ("HUGE_VALF" if v > 0 else "-HUGE_VALF") if np.isinf(v) else f"{v:.9e}f"
+    body = ", ".join(lit(float(v)) for v in np.asarray(values, np.float32).ravel())
     return f"static const float {name}[{np.size(values)}] = {{{body}}};"
 
 
@@ -171,3 +174,31 @@ def test_tanh_and_sigmoid_are_within_their_stated_error(target):
     assert np.max(np.abs(got[:, 0] - t_ref) / np.maximum(np.abs(t_ref), 1e-30)) < 4e-7
     assert np.max(np.abs(got[:, 1] - 1 / (1 + np.exp(-v64)))) < 2e-7
     assert np.all(np.abs(got[:, 0]) <= 1) and np.all((got[:, 1] >= 0) & (got[:, 1] <= 1))
+
+
+EXP_TEST = r"""
+#define MTVM_EXP_F32_PORTABLE   /* the polynomial on a glibc host too */
+#include <math.h>
+#include <stdio.h>
+#include "mtvm_exp_f32.h"
+@ARRAYS@
+int main(void)
+{
+    for (int i = 0; i < @N@; ++i) printf("%.9e\n", (double)mtvm_exp_f32(v[i]));
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_exp_is_within_1e7_and_flushes_below_flt_min(target):
+    v = np.concatenate([np.linspace(-87.3, 88.7, 1777), np.linspace(-1, 1, 201),
+                        [0.0, -0.0, -87.4, -100.0, 88.8, 1e30, -1e30, np.inf, -np.inf]])
+    program = EXP_TEST.replace("@ARRAYS@", _floats("v", v)).replace("@N@", str(v.size))
+    got = np.array([float(a) for a in _run(program, "exp", target,
+                                           ["mtvm_exp_f32.h"]).split()])
+    v64 = v.astype(np.float32).astype(np.float64)
+    inside = (v64 > -87.33654) & (v64 < 88.72283)
+    ref = np.exp(v64[inside])
+    assert np.max(np.abs(got[inside] - ref) / ref) < 1e-7
+    assert np.all(got[v64 <= -87.4] == 0) and np.all(np.isposinf(got[v64 >= 88.8]))
