@@ -1,6 +1,6 @@
 """Quantization parameters and the integer nodes built from them, shared by
 the QDQ pass (mtvm/passes/quantize.py) and the QOperator ops
-(mtvm/ops/qlinear.py), so that no op module imports a pass.
+(mtvm/ops/quantized/qoperator.py), so that no op module imports a pass.
 
 `ctx` below is anything with `add_const(hint, array) -> name` (the pass's
 context): these functions add the constants a node reads and return it.
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ir import Node, QuantParams
-from .ops.int_kernels import DOMAIN, pack_conv_weights, quantize_multiplier
+from .ops.quantized.common import DOMAIN, quantize_multiplier
+from .ops.quantized.conv import pack_conv_weights
 from .ops.quantize import qrange
 
 

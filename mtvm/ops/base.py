@@ -78,9 +78,10 @@ class Op:
     def scratch_bytes(self, k, /, **attrs) -> int | None:
         """Arena scratch emit() will ask for (k.scratch_bytes): a pure function of
         the kernel's shapes, target and in-place decision, which memory planning
-        calls instead of emitting. None: not declared (planning emits to find
-        out; to be removed once every op with scratch declares it)."""
-        return None
+        calls instead of emitting (lowering checks that emit() asked for exactly
+        that). Default: none. None: not declared (planning emits to find out; only
+        the float Conv schedule still does)."""
+        return 0
 
     def scalar(self, k, args: list[str], **attrs) -> str:
         """C expression of one output element from the input elements `args`

@@ -17,10 +17,10 @@ output; the float tensors in between disappear:
 
 Relu and Clip before the Q become the kernel's clamp bounds (exact: rounding
 is monotonic). Multipliers sx*sw[c]/sy become int32 mantissa + shift
-(mtvm/ops/int_kernels.py); biases are re-expressed in units of sx*sw[c] with
+(mtvm/ops/quantized/); biases are re-expressed in units of sx*sw[c] with
 the zero-point corrections folded in. The QOperator ops (QLinearConv, ...)
 are lowered to the same kernels by `lower` of their definitions in
-mtvm/ops/qlinear.py, called from here.
+mtvm/ops/quantized/qoperator.py, called from here.
 
 Anything else stays float between its DQ and Q; `float_fallback_nodes` lists
 those nodes (reported in metadata.json and by `mtvm compile`).
@@ -34,8 +34,9 @@ import numpy as np
 from ..interp import run_node
 from ..ir import Graph, Node, Tensor
 from ..ops.base import get_op
-from ..ops.int_kernels import (DOMAIN, add_multipliers, quantize_multiplier,
-                                softmax_table)
+from ..ops.quantized.common import DOMAIN, quantize_multiplier
+from ..ops.quantized.elementwise import add_multipliers
+from ..ops.quantized.softmax import softmax_table
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
 from ..qparams import QP, dense_node, requant_node
 from ..qparams import avgpool_node as _avgpool_node
@@ -223,7 +224,7 @@ def rule_gemm(ctx, p, acts, q, qy):
         if bs is None or clamp is None or xs[1].dtype.name not in ("int8", "uint8") or \
                 bs[1].dtype.name not in ("int8", "uint8"):
             return None
-        from ..ops.qlinear import batch_matmul_node
+        from ..ops.quantized.qoperator import batch_matmul_node
         n = batch_matmul_node(ctx, p.name, xs[0], xs[1], bs[0], bs[1], qy, q.outputs[0], clamp)
         return [n] if n else None
     if xs is None or wq is None or xs[1].dtype.name not in ("int8", "uint8"):

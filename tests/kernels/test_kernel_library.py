@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mtvm.ops.int_kernels import conv_pack_index, quantize_multiplier, requantize
+from mtvm.ops.quantized.common import quantize_multiplier, requantize
+from mtvm.ops.quantized.conv import conv_pack_index
 
 from .kernel_harness import c_array, has_avx2, run_c_test
 

@@ -1,4 +1,4 @@
-"""The int8/uint8 depthwise kernel (QConv folded=0, mtvm/ops/int_depthwise.py) in
+"""The int8/uint8 depthwise kernel (QConv folded=0, mtvm/ops/quantized/depthwise.py) in
 all its variants: 2x2 and 4-pixel blocks, stride 2, dilation, padding or not,
 odd sizes, uint8 with weight zero points, depth multiplier > 1, in place,
 clamped outputs and multipliers whose products can tie. The C equals

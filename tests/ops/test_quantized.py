@@ -194,7 +194,7 @@ def test_qlinearconv_im2col_shapes(xs, ws, attrs, dtype, per_channel):
 
 @pytest.mark.parametrize("oc,kk,group", [(1, 1, 1), (5, 27, 1), (8, 16, 2), (6, 7, 3), (9, 40, 1)])
 def test_conv_weight_packing_is_a_permutation(oc, kk, group):
-    from mtvm.ops.int_kernels import conv_pack_index, pack_conv_weights, unpack_conv_weights
+    from mtvm.ops.quantized.conv import conv_pack_index, pack_conv_weights, unpack_conv_weights
     idx = conv_pack_index(oc, kk, group)
     assert sorted(idx.tolist()) == list(range(oc * kk))
     w = rng.integers(-128, 128, (oc, kk // group if kk % group == 0 else kk, 1)).astype(np.int8)

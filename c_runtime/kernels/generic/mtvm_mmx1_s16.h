@@ -11,7 +11,7 @@
 /* acc[p] += p-th pixel's column . w for npx (1 or 2) pixels; w (uint8 data when w_u,
  * else int8): one channel's row, blocks of four taps pair-permuted (w0 w2 w1 w3), then
  * the tl tail taps in order; the column: per block four int16 taps of pixel 0, then
- * pixel 1's, then the tail words (mtvm.ops.int_kernels.tail_slot). */
+ * pixel 1's, then the tail words (mtvm.ops.quantized.conv.tail_slot). */
 static MTVM_ALWAYS_INLINE void mtvm_mmx1_s16(const int16_t* c, const uint8_t* w, int w_u,
                                              int32_t nb, int32_t tl, int32_t npx,
                                              int32_t acc[2])

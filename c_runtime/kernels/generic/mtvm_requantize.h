@@ -1,5 +1,5 @@
 /* mtvm_requantize.h: Fixed-point requantization of int32 accumulators (bit-exact with the
- * NumPy model mtvm.ops.int_kernels.requantize).
+ * NumPy model mtvm.ops.quantized.common.requantize).
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_REQUANTIZE_H_
 #define MTVM_REQUANTIZE_H_

@@ -1,34 +1,10 @@
-"""Integer kernels of quantized models (domain "mtvm": created by the
-QDQ -> integer pass, mtvm/passes/quantize.py, never read from ONNX).
+"""QConv: the integer convolution (any group, 1-D/2-D, strides, dilations, pads).
 
-Every kernel takes int8/uint8 tensors, accumulates in int32 and requantizes
-with a fixed-point multiplier and shift, as TFLite and CMSIS-NN do:
-
-    y = clamp(zero_point_y + requantize(acc, mult, shift), act_min, act_max)
-    requantize(acc, m, s) = round(acc * m * 2^(s - 31))
-
-computed from the exact 64-bit product with a single rounding (`mtvm_requantize`
-below; TFLite's and CMSIS-NN's single-rounding mode). gemmlowp's double
-rounding (rounding doubling high multiply, then rounding shift) was tried
-first: it differed from onnxruntime (which rounds acc * scale once, in float)
-on ~0.1-1% of the outputs of each layer; single rounding differs only where
-float32 rounding in onnxruntime does (see docs/quantization.md). Nothing in these kernels
-touches float at run time; `act_min`/`act_max` carry a fused Relu/Clip.
-
-The constant inputs are prepared by the pass so the kernels do the least work:
-weights stay as the model stores them (int8, per-channel scales), and the bias
-input already holds the zero-point corrections
-
-    sum_k (x_k - zx)(w_k - zw) + b  =  [b - zx*sum_k w_k + K*zx*zw] + sum_k x_k w_k - zw*sum_k x_k
-
-so the inner loop is a plain int8 dot product (padding reads as zx). The dot
-product has a Cortex-M DSP variant (SMLAD on pairs of sign-extended bytes,
-`#if defined(__ARM_FEATURE_DSP)`), selected by the compiler flags alone; the
-im2col convolution also has an x86 host variant (AVX2 / AVX-512 VNNI, `#if
-defined(MTVM_INT8_X86)`, see mm_x86_helper and pointwise_x86). All paths compute
-the same exact integer sums, so results are bit-identical.
-
-Each `reference` below is the bit-exact NumPy model of its C kernel.
+Schedules, chosen per layer: the im2col path (blocks of two output pixels
+gathered into an int16 column, met by packed weights two output channels at a
+time: Thumb-2 SMLAD assembly on a DSP core, AVX2 / AVX-512 VNNI on x86, portable
+C elsewhere), the depthwise one (depthwise.py), and the dense loop nest
+(mtvm_dot_8.h). Requantization and its NumPy model: common.py.
 """
 from __future__ import annotations
 
@@ -36,72 +12,27 @@ import math
 
 import numpy as np
 
-from .base import Op, c_literal, register
-
-DOMAIN = "mtvm"
+from ..base import c_literal, register
+from .common import (
+    DOMAIN,
+    INT8_EXT,
+    INT8_EXT_ROR8,
+    IntOp,
+    conv_acc,
+    conv_geometry,
+    coord,
+    finish,
+    indent_c,
+    per_channel,
+    plus,
+    store_lines,
+    ties_impossible,
+)
 
 # -- fixed-point requantization ----------------------------------------------------
 
 
-def quantize_multiplier(real) -> tuple[np.ndarray, np.ndarray]:
-    """real ~= mult * 2^(shift - 31) with mult in [2^30, 2^31) (int32 arrays)."""
-    real = np.atleast_1d(np.asarray(real, np.float64))
-    mult, shift = np.zeros(real.shape, np.int32), np.zeros(real.shape, np.int32)
-    for i, r in enumerate(real.ravel()):
-        if r <= 0 or not math.isfinite(r):
-            continue  # a zero multiplier: the term vanishes
-        q, e = math.frexp(r)
-        m = int(round(q * (1 << 31)))
-        if m == 1 << 31:
-            m //= 2
-            e += 1
-        if e < -31:                        # below the shift range: denormalize
-            m = int(round(r * 2.0 ** 62))
-            e = -31
-        if e > 30:
-            raise ValueError(f"requantization multiplier {r} is too large")
-        if e <= -2 and ((m & -m).bit_length() - 1) >= -e and m * 2.0 ** (e - 31) != r \
-                and (1 << 30) < m < (1 << 31) - 1:
-            # The rounded mantissa happens to end in zeros though r is not exactly
-            # representable: step one unit toward r (an odd mantissa; the error stays
-            # below 2^-30) so no product can be an exact tie (see ties_impossible).
-            m += 1 if m * 2.0 ** (e - 31) < r else -1
-        mult.flat[i], shift.flat[i] = m, e
-    return mult, shift
-
-
-def round_shift(v, n) -> np.ndarray:
-    """Bit-exact model of mtvm_round_shift: round(v / 2^n), halves to even."""
-    v, n = np.asarray(v, np.int64), np.asarray(n, np.int64)
-    return (v + (np.int64(1) << (n - 1)) - 1 + ((v >> n) & 1)) >> n
-
-
-def requantize(acc, mult, shift) -> np.ndarray:
-    """Bit-exact NumPy model of mtvm_requantize (int64 arrays, broadcasting)."""
-    prod = np.asarray(acc, np.int64) * np.asarray(mult, np.int64)
-    r = round_shift(prod, 31 - np.asarray(shift, np.int64))
-    return np.clip(r, -(1 << 31), (1 << 31) - 1)
-
-
-def finish(acc, mult, shift, y_zp, act_min, act_max, dtype):
-    """requantize + zero point + clamp, as the kernels end."""
-    v = requantize(acc, mult, shift) + y_zp
-    return np.clip(v, act_min, act_max).astype(dtype)
-
-
 # -- C helpers ----------------------------------------------------------------------
-
-_EXT = {"int8": ("int8_t", "s8", "__sxtb16"), "uint8": ("uint8_t", "u8", "__uxtb16")}
-_EXT_ROR8 = {"__sxtb16": "mtvm_sxtb16_ror8", "__uxtb16": "mtvm_uxtb16_ror8"}
-
-
-def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
-    """The name of the int32 dot product of an a_dtype vector with `rows` (1 or 4)
-    b_dtype vectors (c_runtime/kernels/generic/mtvm_dot_8.h); the 4-row form loads
-    and widens `a` once for four output channels."""
-    k.library("mtvm_dot_8.h")
-    na, nb = _EXT[np.dtype(a_dtype).name][1], _EXT[np.dtype(b_dtype).name][1]
-    return f"mtvm_dot{'4' if rows == 4 else ''}_{na}_{nb}"
 
 
 def tail_slot(j: int, tl: int) -> int:
@@ -208,7 +139,7 @@ def _asm_block(pixels: int, ext: str = "sxtb16", ldrd_w: bool = True) -> str:
 def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
     """The micro-kernel of QConv's im2col path: `pixels` (2 or 1) output pixels x two
     output channels over an int16 column block (see QConv.emit for the layouts)."""
-    tb, nb_, xb = _EXT[np.dtype(w_dtype).name]
+    tb, nb_, xb = INT8_EXT[np.dtype(w_dtype).name]
     k.library("mtvm_dsp.h")
     k.library("mtvm_ror8.h")
     name = f"mtvm_mm{pixels}x2_s16_{nb_}"
@@ -241,14 +172,14 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
                    "        memcpy(&x3, c + 6, 4);",
                    "        memcpy(&wa, w, 4);",
                    f"        s00 = __smlad((int32_t)x0, {xb}((int32_t)wa), s00);",
-                   f"        s00 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wa), s00);",
+                   f"        s00 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wa), s00);",
                    f"        s10 = __smlad((int32_t)x2, {xb}((int32_t)wa), s10);",
-                   f"        s10 = __smlad((int32_t)x3, {_EXT_ROR8[xb]}((int32_t)wa), s10);",
+                   f"        s10 = __smlad((int32_t)x3, {INT8_EXT_ROR8[xb]}((int32_t)wa), s10);",
                    "        memcpy(&wb, w + 4, 4);",
                    f"        s01 = __smlad((int32_t)x0, {xb}((int32_t)wb), s01);",
-                   f"        s01 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wb), s01);",
+                   f"        s01 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wb), s01);",
                    f"        s11 = __smlad((int32_t)x2, {xb}((int32_t)wb), s11);",
-                   f"        s11 = __smlad((int32_t)x3, {_EXT_ROR8[xb]}((int32_t)wb), s11);"]
+                   f"        s11 = __smlad((int32_t)x3, {INT8_EXT_ROR8[xb]}((int32_t)wb), s11);"]
     else:
         doc = (f"/* acc[0] += p0.w_o, acc[1] += p0.w_o1: mtvm_mm2x2_s16_{nb_} for one pixel (the\n"
                f" * pixel-1 slots of the column blocks are not read; the tail holds p0's taps). */")
@@ -261,10 +192,10 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
                    "        memcpy(&x1, c + 2, 4);",
                    "        memcpy(&wa, w, 4);",
                    f"        s00 = __smlad((int32_t)x0, {xb}((int32_t)wa), s00);",
-                   f"        s00 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wa), s00);",
+                   f"        s00 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wa), s00);",
                    "        memcpy(&wb, w + 4, 4);",
                    f"        s01 = __smlad((int32_t)x0, {xb}((int32_t)wb), s01);",
-                   f"        s01 = __smlad((int32_t)x1, {_EXT_ROR8[xb]}((int32_t)wb), s01);"]
+                   f"        s01 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wb), s01);"]
     xdecl = ", ".join(f"x{i}" for i in range(2 * pixels))
     avx = mm_x86_helper(k, w_dtype)
     k.helper(name + "_c", "\n".join([
@@ -329,9 +260,9 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
             f"        int32_t {decl_s};",
             "        uint32_t x0, x1, wa, wah, wb, wbh;",
             "        if (wal) {",
-            *_indent(asm_blocks(True), 3),
+            *indent_c(asm_blocks(True), 3),
             "        } else {",
-            *_indent(asm_blocks(False), 3),
+            *indent_c(asm_blocks(False), 3),
             "        }",
             f"        {store_s}",
             "    } else",
@@ -364,7 +295,7 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
             "        memcpy(&c0, ct, 4);",
             *(["        memcpy(&c1, ct + ts, 4);"] if pixels == 2 else []),
             f"        wl = {xb}((int32_t)wv);",
-            f"        wh = {_EXT_ROR8[xb]}((int32_t)wv);",
+            f"        wh = {INT8_EXT_ROR8[xb]}((int32_t)wv);",
             *["        " + ln for ln in dsp_tail],
             "        if (tl == 3) {",
             "            wv = 0;",
@@ -372,7 +303,7 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
             "            memcpy(&c0, ct + 2, 4);",
             *(["            memcpy(&c1, ct + ts + 2, 4);"] if pixels == 2 else []),
             f"            wl = {xb}((int32_t)wv);",
-            f"            wh = {_EXT_ROR8[xb]}((int32_t)wv);",
+            f"            wh = {INT8_EXT_ROR8[xb]}((int32_t)wv);",
             *["            " + ln for ln in dsp_tail],
             "        }",
             "#else",
@@ -390,7 +321,7 @@ def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
 def mm_x86_helper(k, w_dtype) -> str:
     """The nb blocks of mtvm_mm2x2 / mtvm_mm1x2 on x86 (AVX2, AVX-512 VNNI): the same
     packed weights and column, vectorized along the taps."""
-    tb, nb_, _ = _EXT[np.dtype(w_dtype).name]
+    tb, nb_, _ = INT8_EXT[np.dtype(w_dtype).name]
     cvt = "epi8" if tb == "int8_t" else "epu8"
     k.library("mtvm_int8_x86.h")
     name = f"mtvm_mm2x2_x86_{nb_}"
@@ -462,7 +393,7 @@ static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t p
 def mm4_x86_helper(k, w_dtype) -> str:
     """Two channel pairs (four channels) x two pixels on x86: mtvm_mm2x2_x86 for the
     pairs at w0 and w1, sharing the column loads and with twice the independent sums."""
-    tb, nb_, _ = _EXT[np.dtype(w_dtype).name]
+    tb, nb_, _ = INT8_EXT[np.dtype(w_dtype).name]
     cvt = "epi8" if tb == "int8_t" else "epu8"
     mm_x86_helper(k, w_dtype)
     name = f"mtvm_mm2x4_x86_{nb_}"
@@ -565,175 +496,10 @@ def mm1_helper(k, w_dtype) -> str:
     """The last output channel of a group with an odd channel count (1 or 2 pixels):
     c_runtime/kernels/generic/mtvm_mmx1_s16.h."""
     k.library("mtvm_mmx1_s16.h")
-    return f"mtvm_mmx1_s16_{_EXT[np.dtype(w_dtype).name][1]}"
-
-
-def requantize_helper(k) -> str:
-    k.library("mtvm_requantize.h")
-    return "mtvm_requantize"
-
-
-def ties_impossible(mult, shift) -> bool:
-    """True if round(acc * mult / 2^(31 - shift)) can never be an exact .5 for an
-    int32 acc (then the cheap half-up rounding is bit-exact): a tie needs
-    v2(acc) + v2(mult) = 30 - shift, and v2(acc) <= 30."""
-    if mult is None or shift is None:
-        return False
-    for m, s in zip(np.asarray(mult).ravel().tolist(), np.asarray(shift).ravel().tolist()):
-        if s > -2 or m <= 0 or ((m & -m).bit_length() - 1) >= -s:
-            return False
-    return True
-
-
-def requantize_fn(k, mult, shift) -> str:
-    """The requantization routine for constant multipliers: the cheap one when exact."""
-    if mult is not None and shift is not None and mult.const is not None and \
-            shift.const is not None and ties_impossible(mult.const, shift.const):
-        requantize_helper(k)
-        k.library("mtvm_requantize_nt.h")
-        return "mtvm_requantize_nt"
-    return requantize_helper(k)
-
-
-def per_channel(buf, index: str) -> str:
-    """C expression of a per-channel parameter array (a literal when it has one value)."""
-    if buf.const is not None and buf.size == 1:
-        return c_literal(buf.const.ravel()[0], buf.dtype)
-    return f"{buf.c}[{index}]"
-
-
-def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift, ch: str,
-                dst: str) -> list[str]:
-    """C lines: requantize `acc` with channel `ch`'s multiplier, clamp, store to `dst`."""
-    rq = requantize_fn(k, mult, shift)
-    clamp = f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});"
-    sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(act_min), int(act_max)))
-    lines = [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};"]
-    if sat:   # the whole 8-bit range: one saturating instruction on a DSP core
-        k.library("mtvm_dsp.h")
-        lines += ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else", clamp,
-                  "#endif"]
-    else:
-        lines.append(clamp)
-    return lines + [f"{dst} = ({k.out.ctype}){acc};"]
-
-
-def plus(v: int) -> str:
-    """' + v' / ' - |v|' / '' : a readable C term adding integer v."""
-    v = int(v)
-    return f" + {v}" if v > 0 else (f" - {-v}" if v < 0 else "")
-
-
-def minus(v: int) -> str:
-    return plus(-int(v))
-
-
-def coord(o: str, stride: int, pad: int, k: str, dil: int) -> str:
-    """C expression o * stride - pad + k * dil, without the * 1 and - 0."""
-    s = o if stride == 1 else f"{o} * {stride}"
-    s += minus(pad)
-    return s + (f" + {k}" if dil == 1 else f" + {k} * {dil}")
-
-
-def _indent(lines, n=1) -> list[str]:
-    """Indent C lines (preprocessor lines stay at the margin)."""
-    return ["    " * n + line if line and not line.startswith("#") else line for line in lines]
-
-
-class IntOp(Op):
-    """Common shape rule: the pass creates the output tensor itself."""
-    elementwise_inplace = False   # out[i] depends on in0[i] only: may overwrite input 0
-
-    def infer(self, node, inputs, consts):
-        raise NotImplementedError("integer kernels are created by the quantization pass")
-
-    def inplace_input(self, node, graph):
-        """Input 0's buffer may take the output (the planner decides, see
-        memory.inplace_steps) when each output element is computed from the input
-        elements at or before it in the same position, as for these per-element kernels."""
-        if not self.elementwise_inplace:
-            return None
-        x, y = graph.tensors[node.inputs[0]], graph.tensors[node.kernel_outputs[0]]
-        return 0 if tuple(x.shape) == tuple(y.shape) and x.dtype == y.dtype else None
+    return f"mtvm_mmx1_s16_{INT8_EXT[np.dtype(w_dtype).name][1]}"
 
 
 # -- convolution ------------------------------------------------------------------------
-
-
-def conv_geometry(x_shape, w_shape, strides, pads, dilations):
-    """(H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw) for a 1-D or 2-D convolution."""
-    if len(x_shape) == 3:
-        x_shape, w_shape = (*x_shape[:2], 1, x_shape[2]), (*w_shape[:2], 1, w_shape[2])
-        strides, dilations = [1, strides[0]], [1, dilations[0]]
-        pads = [0, pads[0], 0, pads[1]]
-    h, w = x_shape[2], x_shape[3]
-    kh, kw = w_shape[2], w_shape[3]
-    oh = (h + pads[0] + pads[2] - ((kh - 1) * dilations[0] + 1)) // strides[0] + 1
-    ow = (w + pads[1] + pads[3] - ((kw - 1) * dilations[1] + 1)) // strides[1] + 1
-    return h, w, kh, kw, oh, ow, strides[0], strides[1], pads[0], pads[1], dilations[0], \
-        dilations[1]
-
-
-def conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp=None):
-    """int64 sum over taps of xpad * w - w_zp[oc] * sum over taps of xpad (xpad: x
-    padded with x_zp), shape (N, OC, OH*OW), as the kernel computes it."""
-    n, c = x.shape[:2]
-    oc = w.shape[0]
-    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
-        x.shape, w.shape, strides, pads, dilations)
-    x4 = x.reshape(n, c, h, wd).astype(np.int64)
-    w4 = w.reshape(oc, w.shape[1], kh, kw).astype(np.int64)
-    big = np.full((n, c, h + ph + (oh - 1) * sh + (kh - 1) * dh + 1,
-                   wd + pw + (ow - 1) * sw + (kw - 1) * dw + 1), x_zp, np.int64)
-    big[:, :, ph:ph + h, pw:pw + wd] = x4
-    cols = np.empty((n, c, kh, kw, oh, ow), np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            cols[:, :, i, j] = big[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                                   j * dw:j * dw + (ow - 1) * sw + 1:sw]
-    cg, mg = c // group, oc // group
-    cols = cols.reshape(n, group, cg * kh * kw, oh * ow)
-    wg = w4.reshape(group, mg, cg * kh * kw)
-    acc = np.einsum("ngkp,gmk->ngmp", cols, wg).reshape(n, oc, oh * ow)
-    if w_zp is not None:
-        colsum = cols.sum(axis=2)                                    # n, g, p
-        zw = np.asarray(w_zp, np.int64).reshape(group, mg)
-        acc -= (zw[None, :, :, None] * colsum[:, :, None, :]).reshape(n, oc, oh * ow)
-    return acc, (oh, ow)
-
-
-def dense_lines(k, x, w, bias, mult, shift, w_zp, *, a: str, o_begin: str, o_end: str, kk: int,
-                count: int, y_zp: int, act_min: int, act_max: int, dst,
-                xsum: str | None) -> list[str]:
-    """C lines: for o in [o_begin, o_end): dst(o) = requantized bias[o] + dot(a, w[o]),
-    four output channels at a time (one pass over `a` for four weight rows)."""
-    dot1 = dot_helper(k, x.dtype, w.dtype) if count % 4 else None
-    dot4 = dot_helper(k, x.dtype, w.dtype, rows=4) if count >= 4 else None
-    zw = (lambda ch: f" - {per_channel(w_zp, ch)} * {xsum}") if w_zp is not None else \
-        (lambda ch: "")
-    if mult is None:
-        def store(acc, ch):
-            return [f"{dst(ch)} = {acc};"]
-    else:
-        def store(acc, ch):
-            return store_lines(k, acc, y_zp, act_min, act_max, mult, shift, ch, dst(ch))
-    lines = [f"size_t o = {o_begin};"]
-    if count >= 4:
-        lines += [f"for (; o + 4 <= {o_end}; o += 4) {{",
-                  f"    int32_t acc4[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o + 2], "
-                  f"{bias.c}[o + 3] }};",
-                  f"    {dot4}({a}, {w.c} + o * {kk}, {kk}, {kk}, acc4);",
-                  "    for (size_t r = 0; r < 4; ++r) {",
-                  f"        int32_t acc = acc4[r]{zw('o + r')};"]
-        lines += _indent(store("acc", "o + r"), 2)
-        lines += ["    }", "}"]
-    if count % 4:
-        lines += [f"for (; o < {o_end}; ++o) {{",
-                  f"    int32_t acc = {bias.c}[o] + {dot1}({a}, {w.c} + o * {kk}, {kk})"
-                  f"{zw('o')};"]
-        lines += _indent(store("acc", "o"))
-        lines.append("}")
-    return lines
 
 
 def _inside(out: int, stride: int, pad: int, k: int, dil: int, size: int) -> tuple[int, int]:
@@ -828,7 +594,7 @@ class _Store:
                   f"_mm256_set1_epi32({int(self.hi)}));",
                   "_mm256_storeu_si256((__m256i*)(void*)r, v);"]
         st = [f"{d} = ({k.out.ctype})r[{i}];" for i, d in enumerate(dsts)]
-        return ["{"] + _indent(lines + [" ".join(st[:4]), " ".join(st[4:])]) + ["}"]
+        return ["{"] + indent_c(lines + [" ".join(st[:4]), " ".join(st[4:])]) + ["}"]
 
 
 def _col_pos(i: int, px, nb: int, tl: int) -> tuple[str, int]:
@@ -837,6 +603,12 @@ def _col_pos(i: int, px, nb: int, tl: int) -> tuple[str, int]:
     if i < 4 * nb:
         return "t", 2 * (i & ~3) + (i & 3)
     return "tt", tail_slot(i - 4 * nb, tl)
+
+
+def col_bytes(kk: int) -> int:
+    """Scratch of emit_im2col's column for kk taps per pixel: 4 * kk bytes (two
+    pixels of int16), + 4 when kk % 4 is odd (the tail words' zero slots)."""
+    return (8 * (kk // 4) + 2 * tail_stride(kk % 4)) * 2
 
 
 def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh,
@@ -854,11 +626,11 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     nb, tl = kk // 4, kk % 4
     ts = tail_stride(tl)
     xt = x.ctype
-    ext = _EXT[np.dtype(x.dtype).name][2]
+    ext = INT8_EXT[np.dtype(x.dtype).name][2]
     mm2 = mm_helper(k, x.dtype, w.dtype, 2)
     mm1 = mm_helper(k, x.dtype, w.dtype, 1) if ohw % 2 else None
     mmx1 = mm1_helper(k, w.dtype) if mg % 2 else None
-    k.scratch_bytes = (8 * nb + 2 * ts) * 2     # 4 * kk, + 4 bytes when kk % 4 is odd
+    k.scratch_bytes = col_bytes(kk)
     zx = c_literal(x_zp, np.int32)
     pointwise = khw == 1 and sh == sw == 1 and (oh, ow) == (h, wd) and ph == pw == 0
     oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
@@ -998,7 +770,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                "    const int32_t v01 = (int32_t)((uint32_t)h0 | ((uint32_t)h1 << 16));",
                "    const int32_t v23 = (int32_t)((uint32_t)h2 | ((uint32_t)h3 << 16));",
                f"    const int32_t a01 = {ext}(v01), a23 = {ext}(v23);   /* pixel 0 */",
-               f"    const int32_t b01 = {_EXT_ROR8[ext]}(v01), b23 = {_EXT_ROR8[ext]}(v23);",
+               f"    const int32_t b01 = {INT8_EXT_ROR8[ext]}(v01), b23 = {INT8_EXT_ROR8[ext]}(v23);",
                "    memcpy(t, &a01, 4);", "    memcpy(t + 2, &a23, 4);",
                "    memcpy(t + 4, &b01, 4);", "    memcpy(t + 6, &b23, 4);",
                "}"]
@@ -1006,26 +778,26 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         one = list(pair)
         if full:
             loop = f"for (size_t ci = 0; ci < {4 * full}; ci += 4, p += {4 * hw}, t += 8) {{"
-            pair += [loop, "#if defined(__ARM_FEATURE_DSP)"] + _indent(dsp) + ["#else"] + \
-                _indent([f"t[{r}] = p[{r * hw}]; t[{4 + r}] = p[{r * hw + 1}];"
+            pair += [loop, "#if defined(__ARM_FEATURE_DSP)"] + indent_c(dsp) + ["#else"] + \
+                indent_c([f"t[{r}] = p[{r * hw}]; t[{4 + r}] = p[{r * hw + 1}];"
                          for r in range(4)]) + ["#endif", "}"]
-            one += [loop] + _indent([" ".join(f"t[{r}] = p[{r * hw}];" for r in range(4))]) + ["}"]
+            one += [loop] + indent_c([" ".join(f"t[{r}] = p[{r * hw}];" for r in range(4))]) + ["}"]
         for r in range(cg % 4):
             q = 8 * nb + tail_slot(r, tl)
             pair.append(f"col[{q}] = p[{r * hw}]; col[{q + ts}] = p[{r * hw + 1}];")
             one.append(f"col[{q}] = p[{r * hw}];")
         if ohw % 2:
-            body += ["if (npx == 2) {"] + _indent(pair) + ["} else {"] + _indent(one) + ["}"]
+            body += ["if (npx == 2) {"] + indent_c(pair) + ["} else {"] + indent_c(one) + ["}"]
         else:
-            body += ["{"] + _indent(pair) + ["}"]
+            body += ["{"] + indent_c(pair) + ["}"]
     else:
         gather = fast("px") if unroll else slow("px")
         if padded:
             border = slow("px") if khw > 64 else (fast("px", masked=True) if unroll else
                                                   masked("px"))
             gather = [f"if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && ox < {ox_hi}) {{"] \
-                + _indent(gather) + ["} else {"] + _indent(border) + ["}"]
-        body += ["for (int32_t px = 0; px < npx; ++px) {"] + _indent(gather) + \
+                + indent_c(gather) + ["} else {"] + indent_c(border) + ["}"]
+        body += ["for (int32_t px = 0; px < npx; ++px) {"] + indent_c(gather) + \
             [f"    if (++ox == {ow}) {{", "        ox = 0;", "        ++oy;", "    }", "}"]
     if w_zp is not None:
         body += ["int32_t xsum[2] = { 0, 0 };",
@@ -1043,7 +815,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
 
     def st(idx, ch, dst, px):
         return ["{", f"    int32_t acc = a[{idx}]{zw(ch, px)};"] + \
-            _indent(store("acc", ch, dst)) + ["}"]
+            indent_c(store("acc", ch, dst)) + ["}"]
     two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
            f"{mm2}(col, wp, {nb}, {tl}, {int(kk % 4 == 0)}, a);"] + st(0, "o", "yp[0]", 0) + \
         st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
@@ -1071,26 +843,26 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         two_loop = ["#if defined(MTVM_INT8_X86)", "{",
                     f"    size_t o = g * {mg};",
                     f"    for (; o + 3 < (g + 1) * {mg}; o += 4, wp += {4 * kk}, yp += {4 * ohw}) {{"]
-        two_loop += _indent(four, 2) + ["    }"]
+        two_loop += indent_c(four, 2) + ["    }"]
         two_loop += [f"    for (; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, yp += {2 * ohw}) {{"]
-        two_loop += _indent(two, 2) + ["    }", "}", "#else", chan_loop] + _indent(two) + \
+        two_loop += indent_c(two, 2) + ["    }", "}", "#else", chan_loop] + indent_c(two) + \
             ["}", "#endif"]
     else:
-        two_loop = [chan_loop] + _indent(two) + ["}"]
+        two_loop = [chan_loop] + indent_c(two) + ["}"]
     if ohw % 2:
         one = [f"int32_t a[2] = {{ {bias.c}[o], {bias.c}[o + 1] }};",
                f"{mm1}(col, wp, {nb}, {tl}, {int(kk % 4 == 0)}, a);"] + st(0, "o", "yp[0]", 0) + \
             st(1, "o + 1", f"yp[{ohw}]", 0)
-        body += ["if (npx == 2) {"] + _indent(two_loop) + ["} else {", "    " + chan_loop] \
-            + _indent(one, 2) + ["    }", "}"]
+        body += ["if (npx == 2) {"] + indent_c(two_loop) + ["} else {", "    " + chan_loop] \
+            + indent_c(one, 2) + ["    }", "}"]
     else:
         body += two_loop
     if mg % 2:
         o = f"(g + 1) * {mg} - 1"
         body += ["{", f"    const size_t o = {o};",
                  f"    int32_t a[2] = {{ {bias.c}[o], {bias.c}[o] }};",
-                 f"    {mmx1}(col, wp, {nb}, {tl}, npx, a);"] + _indent(st(0, "o", "yp[0]", 0))
-        body += ["    if (npx == 2) {"] + _indent(st(1, "o", "yp[1]", 1), 2) + ["    }", "}"]
+                 f"    {mmx1}(col, wp, {nb}, {tl}, npx, a);"] + indent_c(st(0, "o", "yp[0]", 0))
+        body += ["    if (npx == 2) {"] + indent_c(st(1, "o", "yp[1]", 1), 2) + ["    }", "}"]
     lines += [f"for (size_t b = 0; b < {n}; ++b) {{",
               f"    for (size_t g = 0; g < {group}; ++g) {{",
               f"        const {xt}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};"]
@@ -1103,7 +875,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         lines += [f"            const int32_t npx = q + 1 < {ohw} ? 2 : 1;"]
     elif not pointwise or mg % 2 or w_zp is not None:
         lines += ["            const int32_t npx = 2;"]
-    nest = _indent(body, 3) + ["        }", "    }", "}"]
+    nest = indent_c(body, 3) + ["        }", "    }", "}"]
     direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
         if pointwise and w_zp is None and k.inplace is None else None
     if direct:
@@ -1145,7 +917,7 @@ def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | N
           f"    const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc[i], 32), "
           f"_mm512_set1_epi32({mult}));",
           "    v = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(v, 32), odd);"] + \
-        _indent(rq) + [
+        indent_c(rq) + [
           f"    v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32({int(store.lo)})), "
           f"_mm512_set1_epi32({int(store.hi)}));",
           "    _mm_mask_storeu_epi8((void*)(yq + (size_t)i * " + str(hw) + "), km, "
@@ -1211,7 +983,7 @@ def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | N
         "                }",
         "                for (int32_t i = 0; i < nc; ++i) {",
         "                    const size_t o = o0 + (size_t)i;",
-        "                    (void)o;"] + _indent(ch, 5) + [
+        "                    (void)o;"] + indent_c(ch, 5) + [
         "                }",
         "            }",
         "        }",
@@ -1272,6 +1044,17 @@ class QConv(IntOp):
         return 0 if pointwise and tuple(y.shape[2:]) == tuple(x.shape[2:]) and \
             y.shape[1] <= x.shape[1] else None
 
+    def scratch_bytes(self, k, /, *, strides, pads, dilations, group=1, folded=1,
+                      **_attrs) -> int:
+        """im2col (folded): one int16 column of two pixels (col_bytes); depthwise: the
+        zero-point-padded input plane, when there is padding or the output is
+        written over the input (depthwise.padded_plane_bytes)."""
+        x, w = k.ins[0], k.ins[1]
+        if folded:
+            return col_bytes(x.shape[1] // group * int(np.prod(w.shape[2:])))
+        from .depthwise import padded_plane_bytes
+        return padded_plane_bytes(k, x, strides, pads, dilations)
+
     def emit(self, k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
              act_max=127, folded=1):
         x, w, bias = k.ins[0], k.ins[1], k.ins[2]
@@ -1298,7 +1081,7 @@ class QConv(IntOp):
                     else "") + " */"]
         out_at = f"out0[(b * {oc} + o) * {oh * ow} + (size_t)oy * {ow} + (size_t)ox]"
         if not folded:
-            from .int_depthwise import emit_depthwise
+            from .depthwise import emit_depthwise
             lines += emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw,
                                      oh, ow, sh, sw, ph, pw, dh, dw, x_zp,
                                      pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]])
@@ -1314,435 +1097,15 @@ class QConv(IntOp):
 # -- matrix product ---------------------------------------------------------------------
 
 
-@register("QMatMul", domain=DOMAIN)
-class QMatMul(IntOp):
-    """x [..., M, K] times constant w stored transposed [N, K]: y [..., M, N].
-    inputs: x, w, bias [N], mult [N|1], shift [N|1], w_zp [N] (optional).
-    Without mult/shift the output is the int32 accumulator (MatMulInteger)."""
-
-    def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, x_zp=0, y_zp=0,
-                  act_min=-128, act_max=127):
-        kk = x.shape[-1]
-        a = x.reshape(-1, kk).astype(np.int64)
-        acc = a @ w.astype(np.int64).T + np.asarray(bias, np.int64)
-        if w_zp is not None:
-            acc -= a.sum(axis=1, keepdims=True) * np.asarray(w_zp, np.int64)
-        shape = x.shape[:-1] + (w.shape[0],)
-        if mult is None:
-            return acc.astype(np.int32).reshape(shape)
-        out_dtype = np.int8 if act_min < 0 else np.uint8
-        return finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype).reshape(shape)
-
-    def macs(self, node, inputs, outputs):
-        return outputs[0].size * inputs[0].shape[-1]
-
-    def emit(self, k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
-        x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-        mult, shift = (k.ins + [None] * 6)[3:5]
-        w_zp = (k.ins + [None] * 6)[5]
-        kk, nn = x.shape[-1], w.shape[0]
-        m = x.size // kk
-        lines = [f"/* {x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
-                 f"{bias.c}: int32 bias (zero-point terms folded in)"
-                 + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
-                    if mult is not None and mult.size > 1 else "")
-                 + (f", {w_zp.c}: weight zero points" if w_zp is not None and w_zp.size > 1
-                    else "") + " */",
-                 f"for (size_t i = 0; i < {m}; ++i) {{",
-                 f"    const {x.ctype}* a = {x.c} + i * {kk};"]
-        xsum = None
-        if w_zp is not None:
-            xsum = "asum"
-            lines += ["    int32_t asum = 0;",
-                      f"    for (size_t t = 0; t < {kk}; ++t) asum += a[t];"]
-        lines += _indent(dense_lines(k, x, w, bias, mult, shift, w_zp, a="a", o_begin="0",
-                                     o_end=str(nn), kk=kk, count=nn, y_zp=y_zp, act_min=act_min,
-                                     act_max=act_max, dst=lambda ch: f"out0[i * {nn} + {ch}]",
-                                     xsum=xsum))
-        lines.append("}")
-        return "\n".join(lines)
-
-
 # -- elementwise --------------------------------------------------------------------------
-
-
-def _broadcast_index(b, out_shape) -> tuple[list[str], str]:
-    """(C lines computing the offset, C expression) of input `b` at flat output i."""
-    from .elementwise import broadcast_strides
-    size = int(np.prod(out_shape, dtype=np.int64))
-    if b.size == size:
-        return [], f"{b.c}[i]"
-    if b.size == 1:
-        return [], f"{b.c}[0]"
-    st = broadcast_strides(b.shape, out_shape)
-    terms = []
-    for d, s in enumerate(st):
-        if s:
-            inner = int(np.prod(out_shape[d + 1:], dtype=np.int64))
-            coord = f"(i / {inner})" if inner > 1 else "i"
-            terms.append(f"({coord} % {out_shape[d]}) * {s}")
-    return [f"size_t o_{b.c} = {' + '.join(terms)};"], f"{b.c}[o_{b.c}]"
-
-
-def add_multipliers(ra: float, rb: float) -> tuple[int, int, int]:
-    """ra ~= ia / 2^n and rb ~= ib / 2^n with the larger of ia, ib in [2^30, 2^31)."""
-    import math
-    top = max(ra, rb)
-    n = min(62, max(1, 30 - math.frexp(top)[1] + 1)) if top > 0 else 31
-    ia, ib = int(round(ra * 2.0 ** n)), int(round(rb * 2.0 ** n))
-    if max(ia, ib) >= 1 << 31:
-        n -= 1
-        ia, ib = int(round(ra * 2.0 ** n)), int(round(rb * 2.0 ** n))
-    return ia, ib, n
-
-
-@register("QAdd", domain=DOMAIN)
-class QAdd(IntOp):
-    """y = zy + round(((a - za) * ia + (b - zb) * ib) / 2^n), ia / 2^n = sa / sy and
-    ib / 2^n = sb / sy: both rescales on one 64-bit accumulator, one rounding."""
-    elementwise_inplace = True
-
-    def reference(self, a, b, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128,
-                  act_max=127):
-        acc = (a.astype(np.int64) - a_zp) * a_mult + (b.astype(np.int64) - b_zp) * b_mult
-        out_dtype = np.int8 if act_min < 0 else np.uint8
-        return np.clip(round_shift(acc, shift) + y_zp, act_min, act_max).astype(out_dtype)
-
-    def emit(self, k, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128, act_max=127):
-        k.library("mtvm_requantize.h")
-        la, ea = _broadcast_index(k.ins[0], k.out.shape)
-        lb, eb = _broadcast_index(k.ins[1], k.out.shape)
-        body = la + lb + [
-            f"int64_t acc = (int64_t)((int32_t){ea}{minus(a_zp)}) * {a_mult} +",
-            f"              (int64_t)((int32_t){eb}{minus(b_zp)}) * {b_mult};",
-            f"int32_t v = (int32_t)mtvm_round_shift(acc, {shift}){plus(y_zp)};",
-            f"v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
-            f"out0[i] = ({k.out.ctype})v;"]
-        return f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n" + \
-            "\n".join(_indent(body)) + "\n}"
-
-
-@register("QMul", domain=DOMAIN)
-class QMul(IntOp):
-    """y = zy + rq((a - za) * (b - zb), sa * sb / sy)."""
-    elementwise_inplace = True
-
-    def reference(self, a, b, *, a_zp, b_zp, y_zp, y_mult, y_shift, act_min=-128,
-                  act_max=127):
-        acc = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)
-        out_dtype = np.int8 if act_min < 0 else np.uint8
-        return finish(acc, y_mult, y_shift, y_zp, act_min, act_max, out_dtype)
-
-    def emit(self, k, *, a_zp, b_zp, y_zp, y_mult, y_shift, act_min=-128, act_max=127):
-        rq = requantize_helper(k)
-        la, ea = _broadcast_index(k.ins[0], k.out.shape)
-        lb, eb = _broadcast_index(k.ins[1], k.out.shape)
-        body = la + lb + [
-            f"int32_t acc = ((int32_t){ea}{minus(a_zp)}) * ((int32_t){eb}{minus(b_zp)});",
-            f"acc = {rq}(acc, {y_mult}, {y_shift}){plus(y_zp)};",
-            f"acc = acc < {act_min} ? {act_min} : (acc > {act_max} ? {act_max} : acc);",
-            f"out0[i] = ({k.out.ctype})acc;"]
-        return f"for (size_t i = 0; i < {k.out.size}; ++i) {{\n" + \
-            "\n".join(_indent(body)) + "\n}"
-
-
-@register("QAffine", domain=DOMAIN)
-class QAffine(IntOp):
-    """Per-channel y = zy + rq((x - zx) * scale[c] + offset[c], mult[c]): a
-    BatchNormalization or a Mul/Add by constants between quantized tensors, or a
-    plain requantization (scale 1, offset 0). inputs: x, scale int32 [C|1],
-    offset int32 [C|1], mult [C|1], shift [C|1]; `axis` is the channel axis."""
-    elementwise_inplace = True
-
-    def reference(self, x, scale, offset, mult, shift, *, axis=1, x_zp=0, y_zp=0,
-                  act_min=-128, act_max=127):
-        shape = [1] * x.ndim
-        if np.size(scale) > 1:
-            shape[axis] = -1
-
-        def chan(v):
-            return np.asarray(v, np.int64).reshape(shape if np.size(v) > 1 else ())
-        acc = (x.astype(np.int64) - x_zp) * chan(scale) + chan(offset)
-        out_dtype = np.int8 if act_min < 0 else np.uint8
-        return finish(acc, chan(mult), chan(shift), y_zp, act_min, act_max, out_dtype)
-
-    def emit(self, k, *, axis=1, x_zp=0, y_zp=0, act_min=-128, act_max=127):
-        x, scale, offset, mult, shift = k.ins[:5]
-        lines = [f"for (size_t i = 0; i < {x.size}; ++i) {{"]
-        ch = "0"
-        if max(scale.size, offset.size, mult.size, shift.size) > 1:
-            inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
-            coord = f"i / {inner}" if inner > 1 else "i"
-            lines.append(f"    size_t c = ({coord}) % {x.shape[axis]};")
-            ch = "c"
-        lines.append(f"    int32_t acc = ((int32_t){x.c}[i]{minus(x_zp)}) * "
-                     f"{per_channel(scale, ch)} + {per_channel(offset, ch)};")
-        lines += _indent(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, ch,
-                                     "out0[i]"))
-        lines.append("}")
-        return "\n".join(lines)
-
-
-@register("QLut", domain=DOMAIN)
-class QLut(IntOp):
-    """y = table[x - qmin]: any per-tensor unary function of an 8-bit tensor
-    (Sigmoid, Tanh, LeakyRelu, ...), tabulated at compile time."""
-    elementwise_inplace = True
-
-    def reference(self, x, table):
-        lo = -128 if x.dtype == np.int8 else 0
-        return table[x.astype(np.int64) - lo]
-
-    def emit(self, k):
-        x, table = k.ins[:2]
-        off = " + 128" if x.dtype == np.int8 else ""
-        return (f"for (size_t i = 0; i < {x.size}; ++i) {{\n"
-                f"    out0[i] = {table.c}[(int32_t){x.c}[i]{off}];\n}}")
 
 
 # -- pooling ------------------------------------------------------------------------------
 
 
-@register("QAvgPool", domain=DOMAIN)
-class QAvgPool(IntOp):
-    """Average of (x - zx) over each window, requantized with the multiplier of
-    its element count: inputs x, mult [KH*KW + 1], shift [KH*KW + 1] (index =
-    count). Global pooling is a window as large as the input; the output may
-    have any shape of the same size (ReduceMean with keepdims=0)."""
-
-    def reference(self, x, mult, shift, *, kernel_shape, strides, pads, count_include_pad=0,
-                  x_zp=0, y_zp=0, act_min=-128, act_max=127, out_shape=None):
-        n, c = x.shape[:2]
-        xs = x.reshape(n, c, -1, x.shape[-1]) if x.ndim >= 3 else x.reshape(n, c, 1, 1)
-        kh, kw = _pool2d(kernel_shape)
-        geo = dict(strides=_pool2d(strides, 1), pads=_pool4(pads), dilations=[1, 1])
-        acc, (oh, ow) = conv_acc(xs.astype(np.int64) - x_zp, np.ones((c, 1, kh, kw), np.int64),
-                                 0, group=c, **geo)
-        if count_include_pad:
-            cnt = np.full(oh * ow, kh * kw, np.int64)
-        else:   # taps inside the input: the same window sum over a tensor of ones
-            cnt = conv_acc(np.ones((1, 1) + xs.shape[2:], np.int64),
-                           np.ones((1, 1, kh, kw), np.int64), 0, group=1, **geo)[0].ravel()
-        m, s = np.asarray(mult)[cnt], np.asarray(shift)[cnt]
-        out_dtype = np.int8 if act_min < 0 else np.uint8
-        y = finish(acc, m, s, y_zp, act_min, act_max, out_dtype)
-        return y.reshape(out_shape if out_shape is not None else (n, c, oh, ow))
-
-    def emit(self, k, *, kernel_shape, strides, pads, count_include_pad=0, x_zp=0, y_zp=0,
-             act_min=-128, act_max=127, out_shape=None):
-        x, mult, shift = k.ins[:3]
-        n, c = x.shape[:2]
-        h = int(np.prod(x.shape[2:-1])) if len(x.shape) >= 4 else 1
-        wd = x.shape[-1] if len(x.shape) >= 3 else 1
-        kh, kw = _pool2d(kernel_shape)
-        sh, sw = _pool2d(strides, 1)
-        ph, pw, _, _ = _pool4(pads)
-        _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
-                                               _pool4(pads), [1, 1])
-        rq = requantize_helper(k)
-        cnt = f"{kh * kw}" if count_include_pad else "cnt"
-        lines = [f"for (size_t p = 0; p < {n * c}; ++p) {{",
-                 f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
-                 f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
-                 f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
-                 "            int32_t acc = 0, cnt = 0;",
-                 f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                 f"                int32_t ih = {coord('oy', sh, ph, 'ky', 1)};",
-                 f"                if (ih < 0 || ih >= {h}) continue;",
-                 f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                 f"                    int32_t iw = {coord('ox', sw, pw, 'kx', 1)};",
-                 f"                    if (iw < 0 || iw >= {wd}) continue;",
-                 f"                    acc += (int32_t)xc[(size_t)ih * {wd} + (size_t)iw]{minus(x_zp)};",
-                 "                    ++cnt;",
-                 "                }",
-                 "            }"]
-        if count_include_pad:
-            lines.append("            (void)cnt;")
-        lines += [f"            acc = {rq}(acc, {mult.c}[{cnt}], {shift.c}[{cnt}]){plus(y_zp)};",
-                  f"            acc = acc < {act_min} ? {act_min} : "
-                  f"(acc > {act_max} ? {act_max} : acc);",
-                  f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
-                  f"({k.out.ctype})acc;",
-                  "        }", "    }", "}"]
-        return "\n".join(lines)
-
-
-def _pool2d(v, fill=1):
-    v = list(v)
-    return [fill] * (2 - len(v)) + v if len(v) < 2 else v[-2:]
-
-
-def _pool4(pads):
-    p = list(pads or [])
-    if len(p) == 4:
-        return p
-    if len(p) == 2:
-        return [0, p[0], 0, p[1]]
-    return [0, 0, 0, 0]
-
-
-@register("QMaxPool", domain=DOMAIN)
-class QMaxPool(IntOp):
-    """Max over each window of an 8-bit tensor (input and output share scale and
-    zero point, so no requantization; padding never wins)."""
-
-    def reference(self, x, *, kernel_shape, strides, pads, dilations=None):
-        n, c = x.shape[:2]
-        xs = x.reshape(n, c, -1, x.shape[-1]) if x.ndim == 4 else x.reshape(n, c, 1, -1)
-        kh, kw = _pool2d(kernel_shape)
-        sh, sw = _pool2d(strides, 1)
-        dh, dw = _pool2d(dilations or [1, 1], 1)
-        ph, pw, pe_h, pe_w = _pool4(pads)
-        lo = np.iinfo(x.dtype).min
-        big = np.full((n, c, xs.shape[2] + ph + pe_h, xs.shape[3] + pw + pe_w), lo, x.dtype)
-        big[:, :, ph:ph + xs.shape[2], pw:pw + xs.shape[3]] = xs
-        _, _, _, _, oh, ow, *_ = conv_geometry(xs.shape, (c, 1, kh, kw), [sh, sw],
-                                               [ph, pw, pe_h, pe_w], [dh, dw])
-        y = np.full((n, c, oh, ow), lo, x.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                y = np.maximum(y, big[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                                      j * dw:j * dw + (ow - 1) * sw + 1:sw])
-        return y.reshape((n, c, oh, ow) if x.ndim == 4 else (n, c, ow))
-
-    def emit(self, k, *, kernel_shape, strides, pads, dilations=None):
-        x = k.ins[0]
-        n, c = x.shape[:2]
-        h, wd = (x.shape[2], x.shape[3]) if len(x.shape) == 4 else (1, x.shape[-1])
-        kh, kw = _pool2d(kernel_shape)
-        sh, sw = _pool2d(strides, 1)
-        dh, dw = _pool2d(dilations or [1, 1], 1)
-        ph, pw, _, _ = _pool4(pads)
-        _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
-                                               _pool4(pads), [dh, dw])
-        lo = np.iinfo(x.dtype).min
-        return "\n".join([
-            f"for (size_t p = 0; p < {n * c}; ++p) {{",
-            f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
-            f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
-            f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
-            f"            int32_t m = {lo};",
-            f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-            f"                int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
-            f"                if (ih < 0 || ih >= {h}) continue;",
-            f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-            f"                    int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
-            f"                    if (iw < 0 || iw >= {wd}) continue;",
-            f"                    int32_t v = xc[(size_t)ih * {wd} + (size_t)iw];",
-            "                    m = v > m ? v : m;",
-            "                }",
-            "            }",
-            f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
-            f"({k.out.ctype})m;",
-            "        }", "    }", "}"])
-
-
 # -- softmax --------------------------------------------------------------------------------
-
-SOFTMAX_BITS = 20     # exp table entries are exp(sx * d) in units of 2^-20
-
-
-def softmax_table(x_scale: float) -> np.ndarray:
-    """uint32 exp(sx * d) * 2^20 for d = x - max(x) in [-255, 0] (index d + 255)."""
-    d = np.arange(-255, 1, dtype=np.float64)
-    return np.rint(np.exp(x_scale * d) * (1 << SOFTMAX_BITS)).astype(np.uint32)
-
-
-@register("QSoftmax", domain=DOMAIN)
-class QSoftmax(IntOp):
-    """Softmax over the last axis of an 8-bit tensor, in integers: e = table[x - max],
-    y = zy + round(e * inv / (sum(e) * 2^16)) with inv = round(2^16 / sy).
-    inputs: x, table uint32[256]."""
-    elementwise_inplace = True
-
-    def reference(self, x, table, *, inv, y_zp, act_min=-128, act_max=127):
-        d = x.shape[-1]
-        xs = x.reshape(-1, d).astype(np.int64)
-        e = np.asarray(table, np.int64)[xs - xs.max(axis=1, keepdims=True) + 255]
-        den = e.sum(axis=1, keepdims=True) << 16
-        q = (e * inv + den // 2) // den
-        out_dtype = np.int8 if act_min < 0 else np.uint8
-        return np.clip(q + y_zp, act_min, act_max).astype(out_dtype).reshape(x.shape)
-
-    def emit(self, k, *, inv, y_zp, act_min=-128, act_max=127):
-        x, table = k.ins[:2]
-        d = x.shape[-1]
-        rows = x.size // d
-        return "\n".join([
-            f"for (size_t r = 0; r < {rows}; ++r) {{",
-            f"    const {x.ctype}* xr = {x.c} + r * {d};",
-            f"    int32_t m = xr[0];",
-            f"    for (size_t i = 1; i < {d}; ++i) m = xr[i] > m ? xr[i] : m;",
-            "    uint32_t sum = 0;   /* exp(sx * (x - max)) in units of 2^-20 */",
-            f"    for (size_t i = 0; i < {d}; ++i) sum += {table.c}[(int32_t)xr[i] - m + 255];",
-            "    uint64_t den = (uint64_t)sum << 16;",
-            f"    for (size_t i = 0; i < {d}; ++i) {{",
-            f"        uint64_t num = (uint64_t){table.c}[(int32_t)xr[i] - m + 255] * {inv}u;",
-            f"        int32_t v = (int32_t)((num + den / 2) / den){plus(y_zp)};",
-            f"        v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
-            f"        out0[r * {d} + i] = ({k.out.ctype})v;",
-            "    }",
-            "}"])
 
 
 # -- matrix product of two activations ----------------------------------------------------
 
 
-def _batch_offsets(shape, batch_out) -> list[tuple[int, int]]:
-    """(dim index, element stride) terms of a [..., R, C] operand's batch offset."""
-    from .elementwise import broadcast_strides
-    mat = int(np.prod(shape[-2:], dtype=np.int64))
-    st = broadcast_strides(tuple(shape[:-2]), tuple(batch_out))
-    return [(d, s * mat) for d, s in enumerate(st) if s]
-
-
-@register("QBatchMatMul", domain=DOMAIN)
-class QBatchMatMul(IntOp):
-    """a [..., M, K] times b [..., K, N] (both may be computed at run time), NumPy
-    batch broadcasting: acc = sum_k (a - za)(b - zb). inputs: a, b, mult [N|1],
-    shift [N|1]; without mult/shift the output is the int32 accumulator."""
-
-    def reference(self, a, b, mult=None, shift=None, *, a_zp=0, b_zp=0, y_zp=0,
-                  act_min=-128, act_max=127):
-        acc = np.matmul(a.astype(np.int64) - a_zp, b.astype(np.int64) - b_zp)
-        if mult is None:
-            return acc.astype(np.int32)
-        out_dtype = np.int8 if act_min < 0 else np.uint8
-        return finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype)
-
-    def macs(self, node, inputs, outputs):
-        return outputs[0].size * inputs[0].shape[-1]
-
-    def emit(self, k, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
-        a, b = k.ins[:2]
-        mult, shift = (k.ins + [None, None])[2:4]
-        out = k.out
-        m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
-        batch = out.shape[:-2]
-        nb = int(np.prod(batch, dtype=np.int64))
-
-        def offset(buf):
-            terms = []
-            for d, s in _batch_offsets(buf.shape, batch):
-                inner = int(np.prod(batch[d + 1:], dtype=np.int64))
-                coord = f"(t / {inner})" if inner > 1 else "t"
-                terms.append(f"({coord} % {batch[d]}) * {s}")
-            return " + ".join(terms) or "0"
-        lines = [f"for (size_t t = 0; t < {nb}; ++t) {{",
-                 f"    const {a.ctype}* pa = {a.c} + {offset(a)};",
-                 f"    const {b.ctype}* pb = {b.c} + {offset(b)};",
-                 f"    for (size_t i = 0; i < {m}; ++i) {{",
-                 f"        for (size_t j = 0; j < {n}; ++j) {{",
-                 "            int32_t acc = 0;",
-                 f"            for (size_t p = 0; p < {kk}; ++p) {{",
-                 f"                acc += ((int32_t)pa[i * {kk} + p]{minus(a_zp)}) * "
-                 f"((int32_t)pb[p * {n} + j]{minus(b_zp)});",
-                 "            }"]
-        dst = f"out0[(t * {m} + i) * {n} + j]"
-        if mult is None:
-            lines.append(f"            {dst} = acc;")
-        else:
-            lines += _indent(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, "j",
-                                         dst), 3)
-        lines += ["        }", "    }", "}"]
-        return "\n".join(lines)

@@ -1,6 +1,6 @@
 """The int8 depthwise convolution kernel of QConv (folded=0): one input channel
 per output channel, the zero-point terms folded into the channel's bias once
-(see mtvm/ops/int_kernels.py for the arithmetic and the requantization).
+(see common.py for the arithmetic and the requantization).
 
 Per channel: the weights in registers, each window row's (w0, w2) packed as two
 int16 lanes and the middle-column weights two per register; the channel is
@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import c_literal
-from .int_kernels import (_EXT, _EXT_ROR8, _indent, per_channel,
-                          ties_impossible)
+from ..base import c_literal
+from .common import INT8_EXT, INT8_EXT_ROR8, indent_c, per_channel, ties_impossible
 
 
 def _mid(half: str, wsel: str) -> str:
@@ -37,8 +36,8 @@ def row_helper(k, x_dtype, stride: int, npix: int, wsel: str) -> str:
     x stride `stride` (1 or 2): acc[i] += p[s*i] w0 + p[s*i+1] w1 + p[s*i+2] w2.
     w02 holds (w0, w2) as two int16 lanes; wm holds w1 in its bottom (wsel 'b') or
     top (wsel 't') half. Reads exactly the bytes the window covers."""
-    tx, nx, xx = _EXT[np.dtype(x_dtype).name]
-    xr = _EXT_ROR8[xx]
+    tx, nx, xx = INT8_EXT[np.dtype(x_dtype).name]
+    xr = INT8_EXT_ROR8[xx]
     k.library("mtvm_dsp.h")
     k.library("mtvm_ror8.h")
     k.library("mtvm_depthwise_s8.h")
@@ -108,7 +107,7 @@ static inline void {name}(const {tx}* p, int32_t w0, int32_t w1, int32_t w2, int
 
 def unpack_helper(k, x_dtype) -> str:
     """DSP only: the even and odd bytes of p[0..3] as two pairs of int16 lanes."""
-    tx, nx, xx = _EXT[np.dtype(x_dtype).name]
+    tx, nx, xx = INT8_EXT[np.dtype(x_dtype).name]
     k.library("mtvm_dsp.h")
     k.library("mtvm_ror8.h")
     name = f"mtvm_dw_unpack_{nx}"
@@ -119,7 +118,7 @@ static inline void {name}(const {tx}* p, int32_t* lo, int32_t* hi)
     uint32_t x4;
     memcpy(&x4, p, 4);
     *lo = {xx}((int32_t)x4);
-    *hi = {_EXT_ROR8[xx]}((int32_t)x4);
+    *hi = {INT8_EXT_ROR8[xx]}((int32_t)x4);
 }}
 #endif""")
 
@@ -206,8 +205,8 @@ def loop2x2_helper(k, x_dtype, row_w: int, ow: int, sat: str, common: int | None
     for 36 MACs. prm = {bias, w02, w1|w4, w35, w68, w7, mult, rnd, sh}."""
     if 3 * row_w > 4095 or ow + 1 > 4095:
         return None
-    nx = _EXT[np.dtype(x_dtype).name][1]
-    tx = _EXT[np.dtype(x_dtype).name][0]
+    nx = INT8_EXT[np.dtype(x_dtype).name][1]
+    tx = INT8_EXT[np.dtype(x_dtype).name][0]
     sx = "sxtb16" if nx == "s8" else "uxtb16"
     name = f"mtvm_dw3x3s1_2x2_{nx}_{sat[2:]}_r{row_w}_w{ow}" + (f"_s{common}" if common else "")
 
@@ -250,8 +249,8 @@ def loop_s2x4_helper(k, x_dtype, kh: int, dh: int, row_w: int, sat: str,
     registers. prm = {bias, (w02, w1) per row, mult, rnd, sh}."""
     if (kh - 1) * dh * row_w + 8 > 4095 or 4 + 8 * kh + 8 > 1020:
         return None
-    nx = _EXT[np.dtype(x_dtype).name][1]
-    tx = _EXT[np.dtype(x_dtype).name][0]
+    nx = INT8_EXT[np.dtype(x_dtype).name][1]
+    tx = INT8_EXT[np.dtype(x_dtype).name][0]
     sx, lb = ("sxtb16", "ldrsb") if nx == "s8" else ("uxtb16", "ldrb")
     name = f"mtvm_dw{kh}x3s2_4_{nx}_{sat[2:]}_r{row_w}_d{dh}" + (f"_s{common}" if common else "")
     W, M = "%[x]", "%[y]"
@@ -325,6 +324,16 @@ def _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
     hi = bound // 2 + 1
     total = hi + (np.int64(1) << (m - 1)) + abs(int(y_zp)) * (np.int64(1) << m)
     return bool(np.all(total < (1 << 31) - 1))
+
+
+def padded_plane_bytes(k, x, strides, pads, dilations) -> int:
+    """Scratch of emit_depthwise: one input plane with its zero-point border, when
+    there is padding or the output is written over the input (else none)."""
+    h, wd = (x.shape[2], x.shape[3]) if len(x.shape) == 4 else (1, x.shape[2])
+    p4 = pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]]
+    if not any(p4) and getattr(k, "inplace", None) is None:
+        return 0
+    return (h + p4[0] + p4[2]) * (wd + p4[1] + p4[3]) * x.dtype.itemsize
 
 
 def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, ow, sh, sw, ph,
@@ -467,7 +476,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             body.append(f"{fn}(p + {ky * dh * row_w}, w{3 * ky}, w{3 * ky + 1}, w{3 * ky + 2}, "
                         f"w{3 * ky}{3 * ky + 2}, m{ky - ky % 2}, {accs});")
         for i in range(npix):
-            body += ["{"] + _indent(stored(f"acc{i}", f"ox + {i}" if i else "ox")) + ["}"]
+            body += ["{"] + indent_c(stored(f"acc{i}", f"ox + {i}" if i else "ox")) + ["}"]
         return body
 
     def block2x2():
@@ -497,7 +506,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                             f"&acc{2 * ry}, &acc{2 * ry + 1});")
         body.append("#endif")
         for i in range(4):
-            body += ["{"] + _indent(stored(f"acc{i}", "ox + 1" if i % 2 else "ox",
+            body += ["{"] + indent_c(stored(f"acc{i}", "ox + 1" if i % 2 else "ox",
                                            "oy + 1" if i >= 2 else "oy")) + ["}"]
         return body
 
@@ -517,7 +526,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         out, done = [], 0
         if rows3:
             if ow >= 4:
-                c_loop = [f"for (; ox + 4 <= {ow}; ox += 4) {{"] + _indent(block(4)) + ["}"]
+                c_loop = [f"for (; ox + 4 <= {ow}; ox += 4) {{"] + indent_c(block(4)) + ["}"]
                 if loop4:
                     out += [ASM_GUARD, "{", f"    {k.out.ctype}* q = yc + oy * {ow};",
                             f"    {loop4}(r, q, q + {ow - ow % 4}, prm);",
@@ -527,11 +536,11 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                     out += c_loop
                 done = ow - ow % 4
             if ow - done >= 2:
-                out += ["{"] + _indent(block(2)) + ["    ox += 2;", "}"]
+                out += ["{"] + indent_c(block(2)) + ["    ox += 2;", "}"]
                 done += 2
         if done < ow:
-            out += [f"for (; ox < {ow}; ++ox) {{"] + _indent(scalar()) + ["}"]
-        return _indent(out, indent)
+            out += [f"for (; ox < {ow}; ++ox) {{"] + indent_c(scalar()) + ["}"]
+        return indent_c(out, indent)
 
     if rows3:   # the blocks need the DSP extension; elsewhere the plain sums
         lines.append("#if defined(__ARM_FEATURE_DSP)")
@@ -542,7 +551,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                   f"            const {x.ctype}* r = xc + oy * {row_w};",
                   "            size_t ox = 0;"]
         c_loop = [f"            for (; ox + 2 <= {ow}; ox += 2) {{"] + \
-            _indent(block2x2(), 4) + ["            }"]
+            indent_c(block2x2(), 4) + ["            }"]
         if loop2:
             lines += [ASM_GUARD, "            {",
                       f"                {k.out.ctype}* q = yc + oy * {ow};",
@@ -554,7 +563,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             lines += c_loop
         if ow % 2:
             lines += [f"            for (; ox < {ow}; ++ox) {{"] + \
-                _indent(["{"] + _indent(scalar()) + ["}", "{"] + _indent(scalar("oy + 1")) +
+                indent_c(["{"] + indent_c(scalar()) + ["}", "{"] + indent_c(scalar("oy + 1")) +
                         ["}"], 4) + ["            }"]
         lines.append("        }")
     if not pairs2 or oh % 2:
@@ -571,11 +580,11 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             pb = [f"const {x.ctype}* p = r + ox;", "int32_t acc0 = bias_in, acc1 = bias_in;"]
             pb += [f"{fn}(p + {ky * dh * row_w}, w{3 * ky}, w{3 * ky + 1}, w{3 * ky + 2}, 0, 0, "
                    "&acc0, &acc1);" for ky in range(kh)]
-            pb += ["{"] + _indent(stored("acc0", "ox")) + ["}", "{"] + \
-                _indent(stored("acc1", "ox + 1")) + ["}"]
-            lines += [f"            for (; ox + 2 <= {ow}; ox += 2) {{"] + _indent(pb, 4) + \
+            pb += ["{"] + indent_c(stored("acc0", "ox")) + ["}", "{"] + \
+                indent_c(stored("acc1", "ox + 1")) + ["}"]
+            lines += [f"            for (; ox + 2 <= {ow}; ox += 2) {{"] + indent_c(pb, 4) + \
                 ["            }"]
         lines += [f"            for (; ox < {ow}; ++ox) {{"] + \
-            _indent(scalar(), 4) + ["            }", "        }", "#endif"]
+            indent_c(scalar(), 4) + ["            }", "        }", "#endif"]
     lines += ["    }", "}"]
     return lines

@@ -5,7 +5,7 @@ QLinearConcat (com.microsoft, as onnxruntime defines them).
 
 Each `reference` is the operator's definition (integer accumulation, then the
 float rescale and round-half-to-even, as ONNX and onnxruntime specify). Each
-`lower` rewrites the node into the integer kernels of mtvm/ops/int_kernels.py
+`lower` rewrites the node into the integer kernels of this package
 (fixed-point requantization, no float at run time); the QDQ pass calls it.
 Lowering needs the scales, zero points and weights as constants (initializers,
 as quantizers write them); a model that computes them at run time is refused
@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedError
-from .base import Op, register
-from .int_kernels import DOMAIN, add_multipliers, conv_acc, quantize_multiplier, softmax_table
-from .quantize import dequantize_ref, qrange, quantize_ref
+from ...errors import UnsupportedError
+from ..base import Op, register
+from ..quantize import dequantize_ref, qrange, quantize_ref
+from .common import DOMAIN, conv_acc, quantize_multiplier
+from .elementwise import add_multipliers
+from .softmax import softmax_table
 
 MS = "com.microsoft"
 
@@ -51,7 +53,7 @@ class QOp(Op):
     @staticmethod
     def params(ctx, node, i_scale, i_zp, data):
         """QP of (scale, zero point) inputs i_scale / i_zp for tensor `data`, or None."""
-        from ..qparams import QP
+        from ...qparams import QP
         scale = ctx.const(node.inputs[i_scale])
         if scale is None:
             return None
@@ -73,14 +75,14 @@ class QOp(Op):
 
     @staticmethod
     def annotate(ctx, name, qp):
-        from ..qparams import to_quant_params as _qparams
+        from ...qparams import to_quant_params as _qparams
         ctx.g.tensors[name].quant = _qparams(qp)
 
 
 # -- convolution and matrix product --------------------------------------------------------
 
 def _conv_attrs(x_shape, w_shape, attrs):
-    from .conv import window_attrs
+    from ..conv import window_attrs
     kernel = attrs.get("kernel_shape") or list(w_shape[2:])
     kernel, strides, dilations, pads = window_attrs(
         x_shape, kernel, attrs.get("strides"), attrs.get("dilations"), attrs.get("pads"),
@@ -103,7 +105,7 @@ def _conv_int(x, x_zp, w, w_zp, attrs):
 
 
 def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
-    from ..qparams import dense_node
+    from ...qparams import dense_node
     w = ctx.const(w_name)
     if w is None or qx is None or qw is None or (requant and qy is None) or qx.axis is not None:
         return None
@@ -113,11 +115,11 @@ def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
     oc = w.shape[0]
     wsum = w.reshape(oc, -1).astype(np.int64).sum(axis=1)
     if not requant:
-        from ..ir import Node
+        from ...ir import Node
         zw = _per_axis_vec(qw.zp, oc).astype(np.int64)
         taps = int(np.prod(w.shape[1:]))
         folded = -qx.z * wsum + taps * qx.z * zw
-        from .int_kernels import pack_conv_weights
+        from .conv import pack_conv_weights
         ins = [x, ctx.add_const(node.name + "_w", pack_conv_weights(w, geo["group"])),
                ctx.add_const(node.name + "_bias", folded.astype(np.int32)), "", ""]
         if np.any(zw):
@@ -169,7 +171,7 @@ class QLinearConv(QOp):
 def _zero_point_qp(ctx, node, i: int, data: str):
     """ConvInteger/MatMulInteger: input i (a zero point, default 0) of integer tensor
     `data` as unit-scale quantization parameters; None when it is not constant."""
-    from ..qparams import QP
+    from ...qparams import QP
     name = node.inputs[i] if i < len(node.inputs) else ""
     v = ctx.const(name) if name else np.zeros((), np.int64)
     if v is None:
@@ -207,14 +209,14 @@ def _matmul_int(a, a_zp, b, b_zp):
 
 def batch_matmul_node(ctx, name, a, qa, b, qb, qy, out, clamp=None, requant=True):
     """QBatchMatMul: both operands may be computed at run time (per-tensor a, b zero point)."""
-    from ..ir import Node
+    from ...ir import Node
     if qa.axis is not None or np.asarray(qb.zp).size > 1 and np.any(qb.zp != qb.zp.ravel()[0]):
         return None
     bz = int(np.asarray(qb.zp).ravel()[0])
     if not requant:
         return Node("QBatchMatMul", name, [a, b], [out], dict(a_zp=qa.z, b_zp=bz),
                     domain=DOMAIN)
-    from ..qparams import multiplier_consts as _mult_consts
+    from ...qparams import multiplier_consts as _mult_consts
     n = ctx.g.tensors[b].shape[-1]
     sb = np.broadcast_to(np.asarray(qb.scale, np.float64).ravel(), (n,))
     mult, shift = _mult_consts(ctx, name, qa.s * sb / qy.s)
@@ -224,8 +226,8 @@ def batch_matmul_node(ctx, name, a, qa, b, qb, qy, out, clamp=None, requant=True
 
 
 def _lower_matmul(ctx, node, a, qa, b_name, qb, qy, out, requant=True):
-    from ..ir import Node
-    from ..qparams import dense_node
+    from ...ir import Node
+    from ...qparams import dense_node
     b = ctx.const(b_name)
     if qa is None or qb is None or qa.axis is not None or \
             (requant and (qy is None or qy.axis is not None)):
@@ -308,8 +310,8 @@ class QLinearBinary(MsOp):
         return _q(v, c_scale, c_zero_point, a.dtype)
 
     def lower(self, ctx, node):
-        from ..ir import Node
-        from ..qparams import QP  # noqa: F401
+        from ...ir import Node
+        from ...qparams import QP  # noqa: F401
         a, b, out = node.inputs[0], node.inputs[3], node.outputs[0]
         qa, qb = self.params(ctx, node, 1, 2, a), self.params(ctx, node, 4, 5, b)
         qy = self.params(ctx, node, 6, 7, out)
@@ -342,7 +344,7 @@ class _QUnary(MsOp):
                   x.dtype)
 
     def lower(self, ctx, node):
-        from ..ir import Node
+        from ...ir import Node
         x, out = node.inputs[0], node.outputs[0]
         qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
         if qx is None or qy is None or qx.axis is not None or qy.axis is not None:
@@ -375,7 +377,7 @@ class QLinearLeakyRelu(_QUnary):
 
 
 def _pool_geometry(x_shape, attrs, global_pool):
-    from .conv import window_attrs
+    from ..conv import window_attrs
     if global_pool:
         k = list(x_shape[2:])
         return k, [1] * len(k), [0] * (2 * len(k))
@@ -393,14 +395,14 @@ class _QAvgPool(MsOp):
             raise UnsupportedError(f"{self.name} with channels_last=1 is not supported")
 
     def _float_pool(self, v, attrs):
-        from .base import get_op
+        from ..base import get_op
         if self.global_pool:
             return v.mean(axis=tuple(range(2, v.ndim)), keepdims=True)
         attrs = {k: a for k, a in attrs.items() if k != "channels_last"}
         return get_op("AveragePool").reference(v, **attrs)
 
     def lower(self, ctx, node):
-        from ..qparams import avgpool_node as _avgpool_node
+        from ...qparams import avgpool_node as _avgpool_node
         x, out = node.inputs[0], node.outputs[0]
         qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
         shape = ctx.g.tensors[x].shape
@@ -452,7 +454,7 @@ class QLinearSoftmax(MsOp):
         return _q(s, y_scale, y_zero_point, x.dtype)
 
     def lower(self, ctx, node):
-        from ..ir import Node
+        from ...ir import Node
         x, out = node.inputs[0], node.outputs[0]
         qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
         shape = ctx.g.tensors[x].shape
@@ -487,8 +489,8 @@ class QLinearConcat(MsOp):
         return np.concatenate(parts, axis=axis)
 
     def lower(self, ctx, node):
-        from ..ir import Node
-        from ..qparams import requant_node
+        from ...ir import Node
+        from ...qparams import requant_node
         out = node.outputs[0]
         qy = self.params(ctx, node, 0, 1, out)
         if qy is None or qy.axis is not None:
@@ -544,8 +546,8 @@ class QGemm(MsOp):
         return [((m, n), dtype)]
 
     def lower(self, ctx, node):
-        from ..ir import Node
-        from ..qparams import QP, dense_node
+        from ...ir import Node
+        from ...qparams import QP, dense_node
         a_name, b_name = node.inputs[0], node.inputs[3]
         at = node.attrs
         b = ctx.const(b_name)

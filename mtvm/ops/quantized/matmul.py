@@ -1,0 +1,170 @@
+"""QMatMul (a constant int8 B: a Linear layer; the dense dot-product kernel,
+four output columns at a time) and QBatchMatMul (both operands computed, batch
+dims broadcast: attention)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import register
+from .common import (
+    DOMAIN,
+    INT8_EXT,
+    IntOp,
+    finish,
+    indent_c,
+    minus,
+    per_channel,
+    store_lines,
+)
+
+
+def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
+    """The name of the int32 dot product of an a_dtype vector with `rows` (1 or 4)
+    b_dtype vectors (c_runtime/kernels/generic/mtvm_dot_8.h); the 4-row form loads
+    and widens `a` once for four output channels."""
+    k.library("mtvm_dot_8.h")
+    na, nb = INT8_EXT[np.dtype(a_dtype).name][1], INT8_EXT[np.dtype(b_dtype).name][1]
+    return f"mtvm_dot{'4' if rows == 4 else ''}_{na}_{nb}"
+
+
+def dense_lines(k, x, w, bias, mult, shift, w_zp, *, a: str, o_begin: str, o_end: str, kk: int,
+                count: int, y_zp: int, act_min: int, act_max: int, dst,
+                xsum: str | None) -> list[str]:
+    """C lines: for o in [o_begin, o_end): dst(o) = requantized bias[o] + dot(a, w[o]),
+    four output channels at a time (one pass over `a` for four weight rows)."""
+    dot1 = dot_helper(k, x.dtype, w.dtype) if count % 4 else None
+    dot4 = dot_helper(k, x.dtype, w.dtype, rows=4) if count >= 4 else None
+    zw = (lambda ch: f" - {per_channel(w_zp, ch)} * {xsum}") if w_zp is not None else \
+        (lambda ch: "")
+    if mult is None:
+        def store(acc, ch):
+            return [f"{dst(ch)} = {acc};"]
+    else:
+        def store(acc, ch):
+            return store_lines(k, acc, y_zp, act_min, act_max, mult, shift, ch, dst(ch))
+    lines = [f"size_t o = {o_begin};"]
+    if count >= 4:
+        lines += [f"for (; o + 4 <= {o_end}; o += 4) {{",
+                  f"    int32_t acc4[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o + 2], "
+                  f"{bias.c}[o + 3] }};",
+                  f"    {dot4}({a}, {w.c} + o * {kk}, {kk}, {kk}, acc4);",
+                  "    for (size_t r = 0; r < 4; ++r) {",
+                  f"        int32_t acc = acc4[r]{zw('o + r')};"]
+        lines += indent_c(store("acc", "o + r"), 2)
+        lines += ["    }", "}"]
+    if count % 4:
+        lines += [f"for (; o < {o_end}; ++o) {{",
+                  f"    int32_t acc = {bias.c}[o] + {dot1}({a}, {w.c} + o * {kk}, {kk})"
+                  f"{zw('o')};"]
+        lines += indent_c(store("acc", "o"))
+        lines.append("}")
+    return lines
+
+
+@register("QMatMul", domain=DOMAIN)
+class QMatMul(IntOp):
+    """x [..., M, K] times constant w stored transposed [N, K]: y [..., M, N].
+    inputs: x, w, bias [N], mult [N|1], shift [N|1], w_zp [N] (optional).
+    Without mult/shift the output is the int32 accumulator (MatMulInteger)."""
+
+    def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, x_zp=0, y_zp=0,
+                  act_min=-128, act_max=127):
+        kk = x.shape[-1]
+        a = x.reshape(-1, kk).astype(np.int64)
+        acc = a @ w.astype(np.int64).T + np.asarray(bias, np.int64)
+        if w_zp is not None:
+            acc -= a.sum(axis=1, keepdims=True) * np.asarray(w_zp, np.int64)
+        shape = x.shape[:-1] + (w.shape[0],)
+        if mult is None:
+            return acc.astype(np.int32).reshape(shape)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype).reshape(shape)
+
+    def macs(self, node, inputs, outputs):
+        return outputs[0].size * inputs[0].shape[-1]
+
+    def emit(self, k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+        mult, shift = (k.ins + [None] * 6)[3:5]
+        w_zp = (k.ins + [None] * 6)[5]
+        kk, nn = x.shape[-1], w.shape[0]
+        m = x.size // kk
+        lines = [f"/* {x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
+                 f"{bias.c}: int32 bias (zero-point terms folded in)"
+                 + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
+                    if mult is not None and mult.size > 1 else "")
+                 + (f", {w_zp.c}: weight zero points" if w_zp is not None and w_zp.size > 1
+                    else "") + " */",
+                 f"for (size_t i = 0; i < {m}; ++i) {{",
+                 f"    const {x.ctype}* a = {x.c} + i * {kk};"]
+        xsum = None
+        if w_zp is not None:
+            xsum = "asum"
+            lines += ["    int32_t asum = 0;",
+                      f"    for (size_t t = 0; t < {kk}; ++t) asum += a[t];"]
+        lines += indent_c(dense_lines(k, x, w, bias, mult, shift, w_zp, a="a", o_begin="0",
+                                     o_end=str(nn), kk=kk, count=nn, y_zp=y_zp, act_min=act_min,
+                                     act_max=act_max, dst=lambda ch: f"out0[i * {nn} + {ch}]",
+                                     xsum=xsum))
+        lines.append("}")
+        return "\n".join(lines)
+
+
+def _batch_offsets(shape, batch_out) -> list[tuple[int, int]]:
+    """(dim index, element stride) terms of a [..., R, C] operand's batch offset."""
+    from ..elementwise import broadcast_strides
+    mat = int(np.prod(shape[-2:], dtype=np.int64))
+    st = broadcast_strides(tuple(shape[:-2]), tuple(batch_out))
+    return [(d, s * mat) for d, s in enumerate(st) if s]
+
+
+@register("QBatchMatMul", domain=DOMAIN)
+class QBatchMatMul(IntOp):
+    """a [..., M, K] times b [..., K, N] (both may be computed at run time), NumPy
+    batch broadcasting: acc = sum_k (a - za)(b - zb). inputs: a, b, mult [N|1],
+    shift [N|1]; without mult/shift the output is the int32 accumulator."""
+
+    def reference(self, a, b, mult=None, shift=None, *, a_zp=0, b_zp=0, y_zp=0,
+                  act_min=-128, act_max=127):
+        acc = np.matmul(a.astype(np.int64) - a_zp, b.astype(np.int64) - b_zp)
+        if mult is None:
+            return acc.astype(np.int32)
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype)
+
+    def macs(self, node, inputs, outputs):
+        return outputs[0].size * inputs[0].shape[-1]
+
+    def emit(self, k, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
+        a, b = k.ins[:2]
+        mult, shift = (k.ins + [None, None])[2:4]
+        out = k.out
+        m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        batch = out.shape[:-2]
+        nb = int(np.prod(batch, dtype=np.int64))
+
+        def offset(buf):
+            terms = []
+            for d, s in _batch_offsets(buf.shape, batch):
+                inner = int(np.prod(batch[d + 1:], dtype=np.int64))
+                coord = f"(t / {inner})" if inner > 1 else "t"
+                terms.append(f"({coord} % {batch[d]}) * {s}")
+            return " + ".join(terms) or "0"
+        lines = [f"for (size_t t = 0; t < {nb}; ++t) {{",
+                 f"    const {a.ctype}* pa = {a.c} + {offset(a)};",
+                 f"    const {b.ctype}* pb = {b.c} + {offset(b)};",
+                 f"    for (size_t i = 0; i < {m}; ++i) {{",
+                 f"        for (size_t j = 0; j < {n}; ++j) {{",
+                 "            int32_t acc = 0;",
+                 f"            for (size_t p = 0; p < {kk}; ++p) {{",
+                 f"                acc += ((int32_t)pa[i * {kk} + p]{minus(a_zp)}) * "
+                 f"((int32_t)pb[p * {n} + j]{minus(b_zp)});",
+                 "            }"]
+        dst = f"out0[(t * {m} + i) * {n} + j]"
+        if mult is None:
+            lines.append(f"            {dst} = acc;")
+        else:
+            lines += indent_c(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, "j",
+                                         dst), 3)
+        lines += ["        }", "    }", "}"]
+        return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""Quantized pooling: QAvgPool (requantized window sums) and QMaxPool (directly on
+the integers: max commutes with the monotone dequantization)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import register
+from .common import (
+    DOMAIN,
+    IntOp,
+    conv_acc,
+    conv_geometry,
+    coord,
+    finish,
+    minus,
+    plus,
+    requantize_helper,
+)
+
+
+@register("QAvgPool", domain=DOMAIN)
+class QAvgPool(IntOp):
+    """Average of (x - zx) over each window, requantized with the multiplier of
+    its element count: inputs x, mult [KH*KW + 1], shift [KH*KW + 1] (index =
+    count). Global pooling is a window as large as the input; the output may
+    have any shape of the same size (ReduceMean with keepdims=0)."""
+
+    def reference(self, x, mult, shift, *, kernel_shape, strides, pads, count_include_pad=0,
+                  x_zp=0, y_zp=0, act_min=-128, act_max=127, out_shape=None):
+        n, c = x.shape[:2]
+        xs = x.reshape(n, c, -1, x.shape[-1]) if x.ndim >= 3 else x.reshape(n, c, 1, 1)
+        kh, kw = _pool2d(kernel_shape)
+        geo = dict(strides=_pool2d(strides, 1), pads=_pool4(pads), dilations=[1, 1])
+        acc, (oh, ow) = conv_acc(xs.astype(np.int64) - x_zp, np.ones((c, 1, kh, kw), np.int64),
+                                 0, group=c, **geo)
+        if count_include_pad:
+            cnt = np.full(oh * ow, kh * kw, np.int64)
+        else:   # taps inside the input: the same window sum over a tensor of ones
+            cnt = conv_acc(np.ones((1, 1) + xs.shape[2:], np.int64),
+                           np.ones((1, 1, kh, kw), np.int64), 0, group=1, **geo)[0].ravel()
+        m, s = np.asarray(mult)[cnt], np.asarray(shift)[cnt]
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        y = finish(acc, m, s, y_zp, act_min, act_max, out_dtype)
+        return y.reshape(out_shape if out_shape is not None else (n, c, oh, ow))
+
+    def emit(self, k, *, kernel_shape, strides, pads, count_include_pad=0, x_zp=0, y_zp=0,
+             act_min=-128, act_max=127, out_shape=None):
+        x, mult, shift = k.ins[:3]
+        n, c = x.shape[:2]
+        h = int(np.prod(x.shape[2:-1])) if len(x.shape) >= 4 else 1
+        wd = x.shape[-1] if len(x.shape) >= 3 else 1
+        kh, kw = _pool2d(kernel_shape)
+        sh, sw = _pool2d(strides, 1)
+        ph, pw, _, _ = _pool4(pads)
+        _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
+                                               _pool4(pads), [1, 1])
+        rq = requantize_helper(k)
+        cnt = f"{kh * kw}" if count_include_pad else "cnt"
+        lines = [f"for (size_t p = 0; p < {n * c}; ++p) {{",
+                 f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
+                 f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
+                 f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
+                 "            int32_t acc = 0, cnt = 0;",
+                 f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+                 f"                int32_t ih = {coord('oy', sh, ph, 'ky', 1)};",
+                 f"                if (ih < 0 || ih >= {h}) continue;",
+                 f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+                 f"                    int32_t iw = {coord('ox', sw, pw, 'kx', 1)};",
+                 f"                    if (iw < 0 || iw >= {wd}) continue;",
+                 f"                    acc += (int32_t)xc[(size_t)ih * {wd} + (size_t)iw]{minus(x_zp)};",
+                 "                    ++cnt;",
+                 "                }",
+                 "            }"]
+        if count_include_pad:
+            lines.append("            (void)cnt;")
+        lines += [f"            acc = {rq}(acc, {mult.c}[{cnt}], {shift.c}[{cnt}]){plus(y_zp)};",
+                  f"            acc = acc < {act_min} ? {act_min} : "
+                  f"(acc > {act_max} ? {act_max} : acc);",
+                  f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
+                  f"({k.out.ctype})acc;",
+                  "        }", "    }", "}"]
+        return "\n".join(lines)
+
+
+def _pool2d(v, fill=1):
+    v = list(v)
+    return [fill] * (2 - len(v)) + v if len(v) < 2 else v[-2:]
+
+
+def _pool4(pads):
+    p = list(pads or [])
+    if len(p) == 4:
+        return p
+    if len(p) == 2:
+        return [0, p[0], 0, p[1]]
+    return [0, 0, 0, 0]
+
+
+@register("QMaxPool", domain=DOMAIN)
+class QMaxPool(IntOp):
+    """Max over each window of an 8-bit tensor (input and output share scale and
+    zero point, so no requantization; padding never wins)."""
+
+    def reference(self, x, *, kernel_shape, strides, pads, dilations=None):
+        n, c = x.shape[:2]
+        xs = x.reshape(n, c, -1, x.shape[-1]) if x.ndim == 4 else x.reshape(n, c, 1, -1)
+        kh, kw = _pool2d(kernel_shape)
+        sh, sw = _pool2d(strides, 1)
+        dh, dw = _pool2d(dilations or [1, 1], 1)
+        ph, pw, pe_h, pe_w = _pool4(pads)
+        lo = np.iinfo(x.dtype).min
+        big = np.full((n, c, xs.shape[2] + ph + pe_h, xs.shape[3] + pw + pe_w), lo, x.dtype)
+        big[:, :, ph:ph + xs.shape[2], pw:pw + xs.shape[3]] = xs
+        _, _, _, _, oh, ow, *_ = conv_geometry(xs.shape, (c, 1, kh, kw), [sh, sw],
+                                               [ph, pw, pe_h, pe_w], [dh, dw])
+        y = np.full((n, c, oh, ow), lo, x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                y = np.maximum(y, big[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                                      j * dw:j * dw + (ow - 1) * sw + 1:sw])
+        return y.reshape((n, c, oh, ow) if x.ndim == 4 else (n, c, ow))
+
+    def emit(self, k, *, kernel_shape, strides, pads, dilations=None):
+        x = k.ins[0]
+        n, c = x.shape[:2]
+        h, wd = (x.shape[2], x.shape[3]) if len(x.shape) == 4 else (1, x.shape[-1])
+        kh, kw = _pool2d(kernel_shape)
+        sh, sw = _pool2d(strides, 1)
+        dh, dw = _pool2d(dilations or [1, 1], 1)
+        ph, pw, _, _ = _pool4(pads)
+        _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
+                                               _pool4(pads), [dh, dw])
+        lo = np.iinfo(x.dtype).min
+        return "\n".join([
+            f"for (size_t p = 0; p < {n * c}; ++p) {{",
+            f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
+            f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
+            f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
+            f"            int32_t m = {lo};",
+            f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
+            f"                int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
+            f"                if (ih < 0 || ih >= {h}) continue;",
+            f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
+            f"                    int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
+            f"                    if (iw < 0 || iw >= {wd}) continue;",
+            f"                    int32_t v = xc[(size_t)ih * {wd} + (size_t)iw];",
+            "                    m = v > m ? v : m;",
+            "                }",
+            "            }",
+            f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
+            f"({k.out.ctype})m;",
+            "        }", "    }", "}"])

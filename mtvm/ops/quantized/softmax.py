@@ -1,0 +1,53 @@
+"""QSoftmax: softmax of int8 values through an exp table in fixed point
+(SOFTMAX_BITS fractional bits), one integer division per row."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..base import register
+from .common import DOMAIN, IntOp, plus
+
+SOFTMAX_BITS = 20     # exp table entries are exp(sx * d) in units of 2^-20
+
+
+def softmax_table(x_scale: float) -> np.ndarray:
+    """uint32 exp(sx * d) * 2^20 for d = x - max(x) in [-255, 0] (index d + 255)."""
+    d = np.arange(-255, 1, dtype=np.float64)
+    return np.rint(np.exp(x_scale * d) * (1 << SOFTMAX_BITS)).astype(np.uint32)
+
+
+@register("QSoftmax", domain=DOMAIN)
+class QSoftmax(IntOp):
+    """Softmax over the last axis of an 8-bit tensor, in integers: e = table[x - max],
+    y = zy + round(e * inv / (sum(e) * 2^16)) with inv = round(2^16 / sy).
+    inputs: x, table uint32[256]."""
+    elementwise_inplace = True
+
+    def reference(self, x, table, *, inv, y_zp, act_min=-128, act_max=127):
+        d = x.shape[-1]
+        xs = x.reshape(-1, d).astype(np.int64)
+        e = np.asarray(table, np.int64)[xs - xs.max(axis=1, keepdims=True) + 255]
+        den = e.sum(axis=1, keepdims=True) << 16
+        q = (e * inv + den // 2) // den
+        out_dtype = np.int8 if act_min < 0 else np.uint8
+        return np.clip(q + y_zp, act_min, act_max).astype(out_dtype).reshape(x.shape)
+
+    def emit(self, k, *, inv, y_zp, act_min=-128, act_max=127):
+        x, table = k.ins[:2]
+        d = x.shape[-1]
+        rows = x.size // d
+        return "\n".join([
+            f"for (size_t r = 0; r < {rows}; ++r) {{",
+            f"    const {x.ctype}* xr = {x.c} + r * {d};",
+            f"    int32_t m = xr[0];",
+            f"    for (size_t i = 1; i < {d}; ++i) m = xr[i] > m ? xr[i] : m;",
+            "    uint32_t sum = 0;   /* exp(sx * (x - max)) in units of 2^-20 */",
+            f"    for (size_t i = 0; i < {d}; ++i) sum += {table.c}[(int32_t)xr[i] - m + 255];",
+            "    uint64_t den = (uint64_t)sum << 16;",
+            f"    for (size_t i = 0; i < {d}; ++i) {{",
+            f"        uint64_t num = (uint64_t){table.c}[(int32_t)xr[i] - m + 255] * {inv}u;",
+            f"        int32_t v = (int32_t)((num + den / 2) / den){plus(y_zp)};",
+            f"        v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
+            f"        out0[r * {d} + i] = ({k.out.ctype})v;",
+            "    }",
+            "}"])
