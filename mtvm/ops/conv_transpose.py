@@ -128,7 +128,7 @@ def emit_phase_gemm(k, attrs: dict, mr: int) -> str:
     (x read in place, weights packed by pack_phases into in1)."""
     from dataclasses import replace
 
-    from .microkernels import gemm_ukernel
+    from .microkernels import column_tiles, row_blocks
     x, w = k.ins[0], k.ins[1]
     b = k.ins[2] if len(k.ins) > 2 else None
     out, _, st, _, ks = _geometry(x.shape, w.shape, attrs)
@@ -139,47 +139,30 @@ def emit_phase_gemm(k, attrs: dict, mr: int) -> str:
     name = k.graph.add_const(f"{w.name}_phases{mr}", packed)
     k.ins[1] = replace(w, name=name, shape=packed.shape, const=packed)
     D = len(ins)
-    # Output offset of input position q (flat) in phase p, both C expressions.
+    # Output offset of input position x_at (flat) in phase ph, a C expression.
     if D == 1:
-        pos = f"q * {st[0]} + ph"
+        pos = f"x_at * {st[0]} + ph"
     else:
-        pos = (f"(q / {ins[1]} * {st[0]} + ph / {st[1]}) * {out[1]} + "
-               f"q % {ins[1]} * {st[1]} + ph % {st[1]}")
+        pos = (f"(x_at / {ins[1]} * {st[0]} + ph / {st[1]}) * {out[1]} + "
+               f"x_at % {ins[1]} * {st[1]} + ph % {st[1]}")
 
     def block(m0: str, rows: int) -> list[str]:
-        fn = gemm_ukernel(k, rows)
-        store = [f"const size_t oc = {m0} + r, q = q0 + j;",
+        store = [f"const size_t oc = {m0} + r, x_at = q0 + q;",
                  f"const size_t p = n * {co * ohw} + oc * {ohw} + {pos};",
-                 f"{k.ctype} acc = tile[r * MTVM_F32_NR + j]{' + in2[oc]' if b else ''};"]
+                 f"{k.ctype} acc = tile[r * MTVM_F32_NR + q]{' + in2[oc]' if b else ''};"]
         ep = k.epilogue("acc", "p", "oc")
         if ep:
             store.append(ep)
         store.append("out0[p] = acc;")
-        return [f"const float* wb = in1 + (ph * {co} + {m0}) * {ci};",
-                f"for (int q0 = 0; q0 < {hw}; q0 += MTVM_F32_NR) {{",
-                f"    const int nq = {hw} - q0 < MTVM_F32_NR ? {hw} - q0 : MTVM_F32_NR;",
-                f"    float tile[{rows} * MTVM_F32_NR];",
-                f"    {fn}({ci}, wb, in0 + n * {ci * hw} + q0, {hw}, nq, tile);",
-                f"    for (size_t r = 0; r < {rows}; ++r) {{",
-                "        for (int j = 0; j < nq; ++j) {",
-                *["            " + s for s in store],
-                "        }",
-                "    }",
-                "}"]
+        return [f"const float* wb = in1 + (ph * {co} + {m0}) * {ci};"] + column_tiles(
+            k, rows=rows, taps=ci, a="wb", b=f"in0 + n * {ci * hw} + q0", ldb=hw, cols=hw,
+            store=store)
     lines = [f"/* Schedule: ConvTranspose as {phases} pointwise GEMMs, one per phase (kernel",
              f" * == stride: each output pixel has one tap); weights packed per phase in",
              f" * blocks of {mr} output channels. */",
              f"for (size_t n = 0; n < {n_batch}; ++n) {{",
              f"    for (size_t ph = 0; ph < {phases}; ++ph) {{"]
-    full = co // mr * mr
-    if full:
-        lines.append(f"        for (size_t m0 = 0; m0 < {full}; m0 += {mr}) {{")
-        lines += ["            " + s for s in block("m0", mr)]
-        lines.append("        }")
-    if co > full:
-        lines.append("        {")
-        lines += ["            " + s for s in block(str(full), co - full)]
-        lines.append("        }")
+    lines += ["        " + s for s in row_blocks(co, mr, block)]
     lines += ["    }", "}"]
     return "\n".join(lines)
 

@@ -207,11 +207,10 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
     packed operand), then one mr x MTVM_F32_NR tile per block of B columns, each
     B row read contiguously. `ch(i, j)`: the epilogue's axis-1 channel (None:
     from the flat index)."""
-    from .microkernels import gemm_ukernel
+    from .microkernels import column_tiles, row_blocks
     lines = ["float* at = (float*)scratch;   /* mr rows of A transposed: [k][mr] */"]
 
     def block(m0: str, r_count: int) -> list[str]:
-        fn = gemm_ukernel(k, r_count)
         a_at = _offset(a_base, _term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))
         o_at = _offset(o_base, _term("i", n), "j")
         store = [f"const size_t i = {m0} + r, j = q0 + q;",
@@ -222,27 +221,10 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
         store.append(f"out0[{o_at}] = v;")
         return [f"for (size_t t = 0; t < {kk}; ++t) {{",
                 f"    for (size_t r = 0; r < {r_count}; ++r) at[t * {r_count} + r] = in0[{a_at}];",
-                "}",
-                f"for (int q0 = 0; q0 < {n}; q0 += MTVM_F32_NR) {{",
-                f"    const int nq = {n} - q0 < MTVM_F32_NR ? {n} - q0 : MTVM_F32_NR;",
-                f"    float tile[{r_count} * MTVM_F32_NR];",
-                f"    {fn}({kk}, at, in1 + {_offset(b_base, 'q0')}, {n}, nq, tile);",
-                f"    for (size_t r = 0; r < {r_count}; ++r) {{",
-                "        for (int q = 0; q < nq; ++q) {",
-                *["            " + s for s in store],
-                "        }",
-                "    }",
-                "}"]
-    full = rows // mr * mr
-    if full:
-        lines += [f"for (size_t m0 = 0; m0 < {full}; m0 += {mr}) {{"]
-        lines += ["    " + s for s in block("m0", mr)]
-        lines.append("}")
-    if rows > full:
-        lines.append("{")
-        lines += ["    " + s for s in block(str(full), rows - full)]
-        lines.append("}")
-    return "\n".join(lines)
+                "}"] + column_tiles(k, rows=r_count, taps=kk, a="at",
+                                    b=f"in1 + {_offset(b_base, 'q0')}", ldb=n, cols=n,
+                                    store=store)
+    return "\n".join(lines + row_blocks(rows, mr, block))
 
 
 # -- MatMul --------------------------------------------------------------------

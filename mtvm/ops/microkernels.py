@@ -42,6 +42,40 @@ def gemm_ukernel(k, mr: int) -> str:
     return name
 
 
+def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int,
+                 store: list[str]) -> list[str]:
+    """C lines: the rows x MTVM_F32_NR tiles of the micro-kernel across `cols`
+    columns (the last one partial), tile[r][q] = sum_t a[t * rows + r] *
+    b[t * ldb + q] where `b` is a C expression of the block's first column q0;
+    then `store` (C lines) for each r < rows, q < nq of the tile."""
+    return [f"for (int q0 = 0; q0 < {cols}; q0 += MTVM_F32_NR) {{",
+            f"    const int nq = {cols} - q0 < MTVM_F32_NR ? {cols} - q0 : MTVM_F32_NR;",
+            f"    float tile[{rows} * MTVM_F32_NR];",
+            f"    {gemm_ukernel(k, rows)}({taps}, {a}, {b}, {ldb}, nq, tile);",
+            f"    for (size_t r = 0; r < {rows}; ++r) {{",
+            "        for (int q = 0; q < nq; ++q) {",
+            *["            " + s for s in store],
+            "        }",
+            "    }",
+            "}"]
+
+
+def row_blocks(count: int, mr: int, block) -> list[str]:
+    """C lines: block(m0, rows) for the full blocks of mr rows (a C loop over m0),
+    then for the remainder (its own micro-kernel height: rows is a constant)."""
+    full = count // mr * mr
+    lines = []
+    if full:
+        lines.append(f"for (size_t m0 = 0; m0 < {full}; m0 += {mr}) {{")
+        lines += ["    " + s for s in block("m0", mr)]
+        lines.append("}")
+    if count > full:
+        lines.append("{")
+        lines += ["    " + s for s in block(str(full), count - full)]
+        lines.append("}")
+    return lines
+
+
 def gemm_ukernel_offsets(k, mr: int) -> str:
     """Like gemm_ukernel, but tap t reads b + off[t] (a compile-time table) instead of
     b + t * ldb: the taps of a convolution window over rows held in scratch."""
