@@ -36,6 +36,7 @@ def prelude(k) -> None:
 def gemm_ukernel(k, mr: int) -> str:
     """Declare the mr-row micro-kernel helper; returns its name."""
     prelude(k)
+    k.library("mtvm_gemm_f32_vfp.h")
     name = f"mtvm_f32_gemm_{mr}xNR"
     if name not in k.helpers:
         k.helper(name, _ukernel_source(name, mr))
@@ -138,6 +139,12 @@ def _ukernel_source(name: str, mr: int, offsets: bool = False) -> str:
         L.append(f"        const float* at = a + {g0};" if g0 else "        const float* at = a;")
         L.append(f"        const float* bb = b;" if not offsets else "")
         L.append("        if (n == 4) {")
+        asm = len(grp) == 4
+        if asm:   # the 4 x 4 block in assembly where the FPU fuses (mtvm_gemm_f32_vfp.h)
+            call = (f"mtvm_f32_gemm_4x4_off_vfp(taps, at, {mr}, b, off, tile + {g0 * 4});"
+                    if offsets else
+                    f"mtvm_f32_gemm_4x4_vfp(taps, at, {mr}, bb, ldb, tile + {g0 * 4});")
+            L += ["#if defined(MTVM_GEMM_F32_VFP)", "            " + call, "#else"]
         for r in grp:
             L.append("            float " + ", ".join(f"c{r}_{q} = 0.0f" for q in range(4)) + ";")
         adv = f"at += {mr}" + ("" if offsets else ", bb += ldb")
@@ -154,6 +161,8 @@ def _ukernel_source(name: str, mr: int, offsets: bool = False) -> str:
         for r in grp:
             L.append("            " + " ".join(f"tile[{r * 4 + q}] = c{r}_{q};"
                                               for q in range(4)))
+        if asm:
+            L.append("#endif")
         L += ["        } else {  /* partial tile */",
               f"            for (int r = {g0}; r < {grp[-1] + 1}; ++r) {{",
               "                for (int q = 0; q < n; ++q) {",

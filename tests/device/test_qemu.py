@@ -69,7 +69,8 @@ def session_check(proj, model, models):
 
 
 @pytest.mark.parametrize("model", ["kws_dscnn", "ad_autoencoder", "ic_resnet8",
-                                   "vww_mobilenetv1"])
+                                   "vww_mobilenetv1", "har_cnn1d", "kws_crnn", "kwt_tiny",
+                                   "lstm_forecast", "fomo_mbv2", "denoise_unet"])
 def test_float_models_on_an386(model, models, projects_dir):
     session_check(build_project(models, projects_dir, model, "mps2-an386"), model, models)
 

@@ -202,3 +202,82 @@ def test_exp_is_within_1e7_and_flushes_below_flt_min(target):
     ref = np.exp(v64[inside])
     assert np.max(np.abs(got[inside] - ref) / ref) < 1e-7
     assert np.all(got[v64 <= -87.4] == 0) and np.all(np.isposinf(got[v64 >= 88.8]))
+
+
+GEMM_VFP_TEST = r"""
+#include <stdio.h>
+#include "mtvm_gemm_f32_vfp.h"
+@ARRAYS@
+int main(void)
+{
+    float tile[16];
+    const float* volatile ap = a;   /* seen as pointers only, as in a model */
+    const float* volatile bp = b;
+#if defined(MTVM_GEMM_F32_VFP)
+    printf("asm\n");
+    mtvm_f32_gemm_4x4_vfp(@T@, ap, 8, bp, @LDB@, tile);
+#else
+    printf("c\n");   /* no single-precision FMA here: the header offers nothing */
+    for (int i = 0; i < 16; ++i) {
+        float s = 0.0f;
+        for (int t = 0; t < @T@; ++t) s += ap[t * 8 + i / 4] * bp[t * @LDB@ + i % 4];
+        tile[i] = s;
+    }
+#endif
+    for (int i = 0; i < 16; ++i) printf("%.9e\n", (double)tile[i]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+@pytest.mark.parametrize("taps,ldb", [(0, 37), (1, 37), (5, 37), (33, 37), (16, 4)])
+def test_vfp_gemm_block_matches_numpy(taps, ldb, target):
+    """The M4F's 4 x 4 block in assembly (mps2-an386 runs it; the host and the
+    FPU-less M3 check that the header compiles to nothing there). taps 16 with
+    ldb 4: the step of b in bytes equals the tap count, constants gcc once put in
+    one register for both (the loop's operands are early clobbers since)."""
+    rng = np.random.default_rng(taps)
+    a = rng.standard_normal((max(taps, 1), 8)).astype(np.float32)
+    b = rng.standard_normal((max(taps, 1), ldb)).astype(np.float32)
+    program = (GEMM_VFP_TEST.replace("@ARRAYS@", _floats("a", a) + "\n" + _floats("b", b))
+               .replace("@T@", str(taps)).replace("@LDB@", str(ldb)))
+    lines = _run(program, "gemm_vfp", target, ["mtvm_gemm_f32_vfp.h"]).split()
+    assert lines[0] == ("asm" if target == "mps2-an386" else "c")
+    got = np.array([float(v) for v in lines[1:]]).reshape(4, 4)
+    expect = a[:taps, :4].astype(np.float64).T @ b[:taps, :4]
+    np.testing.assert_allclose(got, expect, rtol=1e-5, atol=1e-5)
+
+
+GEMM_OFF_VFP_TEST = r"""
+#include <stdio.h>
+#include "mtvm_gemm_f32_vfp.h"
+@ARRAYS@
+int main(void)
+{
+#if defined(MTVM_GEMM_F32_VFP)
+    float tile[16];
+    const float* volatile ap = a;
+    const float* volatile bp = b;
+    mtvm_f32_gemm_4x4_off_vfp(@T@, ap, 8, bp, off, tile);
+    for (int i = 0; i < 16; ++i) printf("%.9e\n", (double)tile[i]);
+#endif
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("taps", [1, 9, 25])
+@pytest.mark.parametrize("target", BOARDS[:1])
+def test_vfp_gemm_block_with_tap_offsets_matches_numpy(taps, target):
+    rng = np.random.default_rng(taps + 100)
+    a = rng.standard_normal((taps, 8)).astype(np.float32)
+    b = rng.standard_normal(300).astype(np.float32)
+    off = rng.integers(0, 296, taps)
+    program = (GEMM_OFF_VFP_TEST.replace("@ARRAYS@", "\n".join(
+        [_floats("a", a), _floats("b", b), c_array("off", off, "int32_t")]))
+        .replace("@T@", str(taps)))
+    got = np.array([float(v) for v in _run(program, "gemm_off_vfp", target,
+                                           ["mtvm_gemm_f32_vfp.h"]).split()]).reshape(4, 4)
+    rows = np.stack([b[o:o + 4] for o in off]).astype(np.float64)   # [taps][4]
+    np.testing.assert_allclose(got, a[:, :4].astype(np.float64).T @ rows, rtol=1e-5, atol=1e-5)
