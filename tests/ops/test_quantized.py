@@ -542,10 +542,19 @@ def test_qdq_matmul_of_two_activations():
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
-def test_qlinearmatmul_runtime_b(dtype):
-    a, bb = qrand(dtype, (2, 4, 6)), qrand(dtype, (2, 6, 3))
-    consts = dict(sa=np.float32(0.023), za=zp(dtype), sb=np.float32(0.019), zb=zp(dtype),
-                  sy=np.float32(0.27), yz=zp(dtype))
+@pytest.mark.parametrize("ashape,bshape,zps", [
+    ((2, 4, 6), (2, 6, 3), (3, 3)),          # fewer columns than one block of four
+    ((2, 3, 5, 17), (2, 3, 17, 9), (3, -5)),  # attention Q K^T: two blocks + one
+    ((1, 3, 7, 4), (2, 1, 4, 8), (0, 2)),     # broadcast batch dims, b_zp only
+    ((3, 1, 9), (9, 5), (4, 0)),              # a 2-D b: a_zp only
+    ((4, 1), (1, 4), (0, 0))])                # K = 1, symmetric
+def test_qlinearmatmul_runtime_b(dtype, ashape, bshape, zps):
+    """QBatchMatMul: b's block transposed into scratch, dot products four columns
+    at a time, the zero points' terms per row and column."""
+    a, bb = qrand(dtype, ashape), qrand(dtype, bshape)
+    za, zb = (v if dtype == np.int8 else v + 128 for v in zps)
+    consts = dict(sa=np.float32(0.023), za=zp(dtype, za), sb=np.float32(0.019),
+                  zb=zp(dtype, zb), sy=np.float32(0.27), yz=zp(dtype))
     m = make_model("QLinearMatMul", {"a": a, "b": bb}, consts=consts,
                    input_order=["a", "sa", "za", "b", "sb", "zb", "sy", "yz"])
     check_q(m, {"a": a, "b": bb}, reference="onnx", kinds=["QBatchMatMul"])

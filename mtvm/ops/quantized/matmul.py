@@ -135,6 +135,12 @@ class QBatchMatMul(IntOp):
     def macs(self, node, inputs, outputs):
         return outputs[0].size * inputs[0].shape[-1]
 
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        """One batch entry of b transposed (rounded up to words), its column sums
+        and one row of per-column constants (int32)."""
+        kk, n = k.ins[0].shape[-1], k.ins[1].shape[-1]
+        return (n * kk + 3) // 4 * 4 + 8 * n
+
     def emit(self, k, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
         a, b = k.ins[:2]
         mult, shift = (k.ins + [None, None])[2:4]
@@ -150,21 +156,42 @@ class QBatchMatMul(IntOp):
                 coord = f"(t / {inner})" if inner > 1 else "t"
                 terms.append(f"({coord} % {batch[d]}) * {s}")
             return " + ".join(terms) or "0"
-        lines = [f"for (size_t t = 0; t < {nb}; ++t) {{",
+        from types import SimpleNamespace
+        bt_bytes = (n * kk + 3) // 4 * 4
+        lines = [f"/* per batch entry, b's block transposed into scratch ([{n}][{kk}]: each output",
+                 " * a contiguous dot product, four columns per pass over a's row) with its",
+                 " * column sums; the zero points enter once per row and column:",
+                 " * sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + K za zb */",
+                 f"{b.ctype}* bt = ({b.ctype}*)scratch;",
+                 f"int32_t* bsum = (int32_t*)(scratch + {bt_bytes});",
+                 f"int32_t* brow = bsum + {n};   /* a row's constant terms per column */",
+                 f"for (size_t t = 0; t < {nb}; ++t) {{",
                  f"    const {a.ctype}* pa = {a.c} + {offset(a)};",
                  f"    const {b.ctype}* pb = {b.c} + {offset(b)};",
+                 f"    for (size_t j = 0; j < {n}; ++j) {{",
+                 "        int32_t s = 0;",
+                 f"        for (size_t p = 0; p < {kk}; ++p) {{",
+                 f"            const {b.ctype} v = pb[p * {n} + j];",
+                 f"            bt[j * {kk} + p] = v;",
+                 "            s += v;",
+                 "        }",
+                 "        bsum[j] = s;",
+                 "    }",
                  f"    for (size_t i = 0; i < {m}; ++i) {{",
-                 f"        for (size_t j = 0; j < {n}; ++j) {{",
-                 "            int32_t acc = 0;",
-                 f"            for (size_t p = 0; p < {kk}; ++p) {{",
-                 f"                acc += ((int32_t)pa[i * {kk} + p]{minus(a_zp)}) * "
-                 f"((int32_t)pb[p * {n} + j]{minus(b_zp)});",
-                 "            }"]
-        dst = f"out0[(t * {m} + i) * {n} + j]"
-        if mult is None:
-            lines.append(f"            {dst} = acc;")
-        else:
-            lines += indent_c(store_lines(k, "acc", y_zp, act_min, act_max, mult, shift, "j",
-                                         dst), 3)
-        lines += ["        }", "    }", "}"]
+                 f"        const {a.ctype}* ar = pa + i * {kk};"]
+        if b_zp:
+            lines += ["        int32_t asum = 0;",
+                      f"        for (size_t p = 0; p < {kk}; ++p) asum += ar[p];"]
+        def term(coef: int, var: str) -> str:
+            return "" if not coef else (f" + {coef} * {var}" if coef > 0 else
+                                        f" - {-coef} * {var}")
+        const = f"{kk * a_zp * b_zp}{term(-b_zp, 'asum')}{term(-a_zp, 'bsum[j]')}"
+        lines.append(f"        for (size_t j = 0; j < {n}; ++j) brow[j] = {const};")
+        wbuf = SimpleNamespace(c="bt", dtype=b.dtype)
+        bias = SimpleNamespace(c="brow")
+        lines += indent_c(dense_lines(
+            k, a, wbuf, bias, mult, shift, None, a="ar", o_begin="0", o_end=str(n), kk=kk,
+            count=n, y_zp=y_zp, act_min=act_min, act_max=act_max, xsum=None,
+            dst=(lambda ch: f"out0[(t * {m} + i) * {n} + {ch}]")), 2)
+        lines += ["    }", "}"]
         return "\n".join(lines)
