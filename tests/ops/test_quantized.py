@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import mtvm
+from mtvm.interp import interpret
 from mtvm.testing import check_model, make_model, reference_outputs
 
 rng = np.random.default_rng(7)
@@ -502,6 +503,21 @@ def test_qdq_softmax():
     x = b.input((4, 10), 0.1)
     check_q(b.model(b.q(b.op("Softmax", [x], axis=-1), 1 / 256, -128)), b.feeds,
             kinds=["QSoftmax"], max_frac=0.05)
+
+
+@pytest.mark.parametrize("d,sx,sy", [(10, 0.1, 1 / 256), (50, 0.02, 1 / 256), (3, 0.5, 1 / 128),
+                                     (257, 0.05, 1 / 256), (1000, 0.01, 1 / 1024),
+                                     (10, 0.1, 1 / 32768)])   # the 64-bit division
+def test_qsoftmax_c_is_bit_exact_with_its_model(d, sx, sy):
+    """The per-element division (one 32-bit one where the shifted numerator fits,
+    else the 64-bit one) gives exactly QSoftmax.reference's integers."""
+    b = QDQ()
+    x = b.input((3, d), sx)
+    lib = mtvm.compile(b.model(b.q(b.op("Softmax", [x], axis=-1), sy, -128)))
+    assert "QSoftmax" in [o["kind"] for o in lib.metadata["operators"]]
+    got = lib.run_host(b.feeds)
+    for (name, a), e in zip(got.items(), interpret(lib.graph, b.feeds).values()):
+        np.testing.assert_array_equal(a, e, err_msg=name)
 
 
 def test_qdq_float_fallback_is_reported():

@@ -36,6 +36,17 @@ class QSoftmax(IntOp):
         x, table = k.ins[:2]
         d = x.shape[-1]
         rows = x.size // d
+        # round(num / den) with den = sum * 2^16 is floor((num + den / 2) / 2^16) / sum
+        # (nested floor division): one 32-bit division (UDIV on a Cortex-M3/M4)
+        # instead of a 64-bit one (a library call there), where the shifted
+        # numerator provably fits 32 bits.
+        e_max = int(np.max(table.const)) if table.const is not None else 1 << 32
+        if ((e_max * int(inv) + e_max * d * (1 << 15)) >> 16) < (1 << 32):
+            den = "const uint64_t half = (uint64_t)sum << 15;   /* den / 2 */"
+            q = "(int32_t)((uint32_t)((num + half) >> 16) / sum)"
+        else:
+            den = "const uint64_t den = (uint64_t)sum << 16;"
+            q = "(int32_t)((num + den / 2) / den)"
         return "\n".join([
             f"for (size_t r = 0; r < {rows}; ++r) {{",
             f"    const {x.ctype}* xr = {x.c} + r * {d};",
@@ -43,10 +54,10 @@ class QSoftmax(IntOp):
             f"    for (size_t i = 1; i < {d}; ++i) m = xr[i] > m ? xr[i] : m;",
             "    uint32_t sum = 0;   /* exp(sx * (x - max)) in units of 2^-20 */",
             f"    for (size_t i = 0; i < {d}; ++i) sum += {table.c}[(int32_t)xr[i] - m + 255];",
-            "    uint64_t den = (uint64_t)sum << 16;",
+            f"    {den}",
             f"    for (size_t i = 0; i < {d}; ++i) {{",
             f"        uint64_t num = (uint64_t){table.c}[(int32_t)xr[i] - m + 255] * {inv}u;",
-            f"        int32_t v = (int32_t)((num + den / 2) / den){plus(y_zp)};",
+            f"        int32_t v = {q}{plus(y_zp)};",
             f"        v = v < {act_min} ? {act_min} : (v > {act_max} ? {act_max} : v);",
             f"        out0[r * {d} + i] = ({k.out.ctype})v;",
             "    }",
