@@ -50,7 +50,7 @@ int main(void)
 @pytest.mark.parametrize("a_dt,b_dt", [("s8", "s8"), ("s8", "u8"), ("u8", "s8"), ("u8", "u8")])
 def test_dot_products_of_any_signedness_are_exact(a_dt, b_dt, target):
     rng = np.random.default_rng(1)
-    n = 13                                   # blocks of four and every tail length
+    n = 37                  # blocks of 16 (AVX2), of four (DSP) and every tail length
     types = {"s8": ("int8_t", -128, 128), "u8": ("uint8_t", 0, 256)}
     a = rng.integers(types[a_dt][1], types[a_dt][2], n)
     b = rng.integers(types[b_dt][1], types[b_dt][2], 4 * n)
