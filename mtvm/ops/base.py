@@ -83,9 +83,11 @@ class Op:
         the float Conv schedule still does)."""
         return 0
 
-    def scalar(self, k, args: list[str], **attrs) -> str:
+    def scalar(self, k, args: list, **attrs):
         """C expression of one output element from the input elements `args`
-        (elementwise ops only). `k` gives the dtype: k.ctype, k.lit(value)."""
+        (elementwise ops only). `k` gives the dtype: k.ctype, k.lit(value).
+        An op with `scalar_exprs = True` takes and returns mtvm.codegen.cwriter
+        expressions; the others take and return C text."""
         raise NotImplementedError(self.name)
 
     def emit(self, k, /, **attrs) -> str:

@@ -9,6 +9,32 @@ import re
 
 import numpy as np
 
+from ..codegen.cwriter import (
+    Assign,
+    Binary as BinaryExpr,
+    Const,
+    Decl,
+    Expr,
+    For,
+    RawExpr,
+    Stmt,
+    Type,
+    Var,
+    call,
+    ge,
+    gt,
+    kernel_dtype,
+    kernel_lit,
+    lt,
+    operand,
+    or_,
+    param,
+    render_c,
+    scaled,
+    select,
+    sum_of,
+    tail,
+)
 from .base import Op, register
 
 
@@ -23,43 +49,43 @@ def broadcast_strides(in_shape, out_shape) -> list[int]:
 
 
 def emit_elementwise(op, k, attrs) -> str:
+    return render_c(elementwise_body(op, k, attrs))
+
+
+def elementwise_body(op, k, attrs) -> list[Stmt]:
     """One loop over the output; each input is read at its broadcast offset."""
-    out = k.out
-    shape = out.shape
-    exprs, index_lines = [], []
-    rank = len(shape)
-    needs_coords = False
+    shape = k.out.shape
+    i = Var("i")
+    offsets, loads, strided_axes = [], [], set()
     for j, b in enumerate(k.ins):
         if b is None:
-            exprs.append(None)
-        elif b.size == out.size:   # broadcasting to an equal size means the same layout
-            exprs.append(f"{b.c}[i]")
+            continue
+        if b.size == k.out.size:   # broadcasting to an equal size means the same layout
+            loads.append(param(b)[i])
         elif b.size == 1:
-            exprs.append(f"{b.c}[0]")
+            loads.append(param(b)[0])
         else:
-            needs_coords = True
             st = broadcast_strides(b.shape, shape)
-            terms = [f"c{d} * {s}" for d, s in enumerate(st) if s]
-            index_lines.append(f"size_t o{j} = {' + '.join(terms) or '0'};")
-            exprs.append(f"{b.c}[o{j}]")
-    body = []
-    if needs_coords:
-        # Only the coordinates some input is strided along are computed.
-        used = sorted({int(t.split()[0][1:]) for line in index_lines
-                       for t in line.split("=", 1)[1].rstrip(";").split("+") if "*" in t})
-        for d in used:
-            inner = int(np.prod(shape[d + 1:], dtype=np.int64))
-            div = f"i / {inner}" if inner > 1 else "i"
-            body.append(f"size_t c{d} = ({div}) % {shape[d]};" if d else f"size_t c{d} = {div};")
-        body.extend(index_lines)
-    value = op.scalar(k, [e for e in exprs if e is not None], **attrs)
-    body.append(f"{k.ctype} v = {value};")
-    ep = k.epilogue("v", "i")
-    if ep:
-        body.append(ep)
-    body.append("out0[i] = v;")
-    inner = "\n    ".join(body)
-    return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
+            strided_axes.update(d for d, s in enumerate(st) if s)
+            offset = Var(f"o{j}")
+            offsets.append(Decl(offset, sum_of(scaled(Var(f"c{d}"), s)
+                                               for d, s in enumerate(st) if s)))
+            loads.append(param(b)[offset])
+    # Only the coordinates some input is strided along are computed.
+    body = [Decl(Var(f"c{d}"), _coordinate(i, shape, d)) for d in sorted(strided_axes)]
+    body += offsets
+    v = Var("v", Type(kernel_dtype(k)))
+    args = loads if getattr(op, "scalar_exprs", False) else [render_c(e) for e in loads]
+    body += [Decl(v, operand(op.scalar(k, args, **attrs))), *tail(k, v, i),
+             Assign(param(k.out, output=True)[i], v)]
+    return [For(i, k.out.size, body)]
+
+
+def _coordinate(i: Expr, shape, d: int) -> Expr:
+    """Axis-d coordinate of flat index i in a row-major `shape`."""
+    inner = int(np.prod(shape[d + 1:], dtype=np.int64))
+    c = i / inner if inner > 1 else i
+    return c % shape[d] if d else c
 
 
 def _is_float(k) -> bool:
@@ -76,6 +102,7 @@ def _fn(k, name: str) -> str:
 class Unary(Op):
     elementwise = True
     anchor = True
+    scalar_exprs = True   # scalar() takes and returns cwriter expressions (else C text)
     np_fn = None
     c_fn = None      # "exp" -> expf(x) / exp(x)
 
@@ -83,7 +110,7 @@ class Unary(Op):
         return self.np_fn(x).astype(x.dtype)
 
     def scalar(self, k, args):
-        return f"{_fn(k, self.c_fn)}({args[0]})"
+        return call(_fn(k, self.c_fn), operand(args[0]))
 
 
 def unary(name, np_fn, c_fn):
@@ -103,7 +130,7 @@ unary("Cos", np.cos, "cos")
 
 @register("Relu")
 class Relu(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x):
         return np.maximum(x, 0).astype(x.dtype)
@@ -111,100 +138,97 @@ class Relu(Op):
     def scalar(self, k, args):
         # NaN fails the comparison and passes through, as np.maximum(NaN, 0); on x86
         # the same one compare-and-mask (or maxps(0, x)) as `x > 0 ? x : 0`.
-        x = args[0]
-        return f"({x} < {k.lit(0)} ? {k.lit(0)} : {x})"
+        x, zero = operand(args[0]), kernel_lit(k, 0)
+        return select(lt(x, zero), zero, x)
 
 
 @register("Neg")
 class Neg(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x):
         return np.negative(x)
 
     def scalar(self, k, args):
-        return f"(-{args[0]})"
+        return -operand(args[0])
 
 
 @register("Abs")
 class Abs(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x):
         return np.abs(x)
 
     def scalar(self, k, args):
-        x = args[0]
-        return f"({x} < {k.lit(0)} ? -{x} : {x})"
+        x = operand(args[0])
+        return select(lt(x, kernel_lit(k, 0)), -x, x)
 
 
 @register("Reciprocal")
 class Reciprocal(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x):
         return (1 / x).astype(x.dtype)
 
     def scalar(self, k, args):
-        return f"({k.lit(1)} / {args[0]})"
+        return kernel_lit(k, 1) / operand(args[0])
 
 
 @register("Sigmoid")
 class Sigmoid(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x):
         return (1 / (1 + np.exp(-x))).astype(x.dtype)
 
     def scalar(self, k, args):
-        return f"({k.lit(1)} / ({k.lit(1)} + {_fn(k, 'exp')}(-{args[0]})))"
+        one = kernel_lit(k, 1)
+        return one / (one + call(_fn(k, "exp"), -operand(args[0])))
 
 
 @register("LeakyRelu")
 class LeakyRelu(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x, *, alpha=0.01):
         return np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)).astype(x.dtype)
 
     def scalar(self, k, args, *, alpha=0.01):
-        x = args[0]
-        return f"({x} >= {k.lit(0)} ? {x} : {k.lit(alpha)} * {x})"
+        x = operand(args[0])
+        return select(ge(x, kernel_lit(k, 0)), x, kernel_lit(k, alpha) * x)
 
 
 @register("HardSigmoid")
 class HardSigmoid(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x, *, alpha=0.2, beta=0.5):
         return np.clip(x * np.asarray(alpha, x.dtype) + np.asarray(beta, x.dtype), 0, 1) \
             .astype(x.dtype)
 
     def scalar(self, k, args, *, alpha=0.2, beta=0.5):
-        lo, hi = k.lit(0), k.lit(1)
-        v = f"({k.lit(alpha)} * {args[0]} + {k.lit(beta)})"
-        return f"({v} < {lo} ? {lo} : ({v} > {hi} ? {hi} : {v}))"
+        return _clamp01(k, kernel_lit(k, alpha) * operand(args[0]) + kernel_lit(k, beta))
 
 
 @register("HardSwish")
 class HardSwish(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def reference(self, x):
         return (x * np.clip(x / np.asarray(6, x.dtype) + np.asarray(0.5, x.dtype), 0, 1)) \
             .astype(x.dtype)
 
     def scalar(self, k, args):
-        x = args[0]
-        lo, hi = k.lit(0), k.lit(1)
-        v = f"({x} * {k.lit(1 / 6)} + {k.lit(0.5)})"
-        return f"({x} * ({v} < {lo} ? {lo} : ({v} > {hi} ? {hi} : {v})))"
+        x = operand(args[0])
+        return x * _clamp01(k, x * kernel_lit(k, 1 / 6) + kernel_lit(k, 0.5))
 
 
 @register("Clip")
 class Clip(Op):
     """Canonical form: min/max as attributes (opset >= 11 passes them as inputs)."""
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
 
     def canonicalize(self, node, graph, opset):
         from .base import move_input_to_attr
@@ -219,18 +243,18 @@ class Clip(Op):
         return np.clip(x, lo, hi).astype(x.dtype)
 
     def scalar(self, k, args, *, min=None, max=None):
-        v = args[0]
+        v = operand(args[0])
         if min is not None:
-            v = f"({v} < {k.lit(min)} ? {k.lit(min)} : {v})"
+            v = select(lt(v, kernel_lit(k, min)), kernel_lit(k, min), v)
         if max is not None:
-            v = f"({v} > {k.lit(max)} ? {k.lit(max)} : {v})"
+            v = select(gt(v, kernel_lit(k, max)), kernel_lit(k, max), v)
         return v
 
 
 # -- binary ------------------------------------------------------------------
 
 class Binary(Op):
-    elementwise = anchor = True
+    elementwise = anchor = scalar_exprs = True
     commutative = False
     np_fn = None
     c_op = None
@@ -239,7 +263,7 @@ class Binary(Op):
         return self.np_fn(a, b).astype(np.result_type(a, b))
 
     def scalar(self, k, args):
-        return f"({args[0]} {self.c_op} {args[1]})"
+        return BinaryExpr(self.c_op, operand(args[0]), operand(args[1]))
 
 
 def binary(name, np_fn, c_op, commutative):
@@ -261,7 +285,7 @@ class Div(Binary):
         return (a / b).astype(a.dtype)
 
     def scalar(self, k, args):
-        return f"({args[0]} / {args[1]})"
+        return operand(args[0]) / operand(args[1])
 
 
 @register("Pow")
@@ -270,7 +294,7 @@ class Pow(Binary):
         return np.power(a, b).astype(a.dtype)
 
     def scalar(self, k, args):
-        return f"{_fn(k, 'pow')}({args[0]}, {args[1]})"
+        return call(_fn(k, "pow"), operand(args[0]), operand(args[1]))
 
 
 @register("Max", "Min")
@@ -287,24 +311,38 @@ class MinMax(Binary):
 
     def scalar(self, k, args):
         cmp = ">" if self.name == "Max" else "<"
-        v = args[0]
+        v = operand(args[0])
         for b in args[1:]:   # variadic: fold left
-            v = nan_select(k, cmp, v, b)
+            v = nan_select(k, cmp, v, operand(b))
         return v
 
 
 _NUMBER = re.compile(r"-?(\d[\d.]*(e[-+]?\d+)?f?|HUGE_VALF?)")
 
 
-def nan_select(k, cmp: str, a: str, b: str) -> str:
-    """max (cmp ">") or min ("<") of C expressions a and b with NumPy's NaN rule: a
-    NaN in either gives NaN. `p cmp q ? p : q` returns q when either is NaN, so a
+def _is_number(e: Expr) -> bool:
+    """A constant that is not NaN (C text from a string-based caller: a literal)."""
+    if isinstance(e, Const):
+        return not np.isnan(e.value)
+    return isinstance(e, RawExpr) and bool(_NUMBER.fullmatch(e.text))
+
+
+def nan_select(k, cmp: str, a: Expr, b: Expr) -> Expr:
+    """max (cmp ">") or min ("<") of a and b with NumPy's NaN rule: a NaN in
+    either gives NaN. `p cmp q ? p : q` returns q when either is NaN, so a
     constant that is a number goes on the left (one maxps/minps on x86); two
     operands that may be NaN test the left one."""
+    pick = gt if cmp == ">" else lt
     if not _is_float(k):
-        return f"({a} {cmp} {b} ? {a} : {b})"
-    if _NUMBER.fullmatch(b):
+        return select(pick(a, b), a, b)
+    if _is_number(b):
         a, b = b, a
-    if _NUMBER.fullmatch(a):
-        return f"({a} {cmp} {b} ? {a} : {b})"
-    return f"(({a} {cmp} {b} || isnan({a})) ? {a} : {b})"
+    if _is_number(a):
+        return select(pick(a, b), a, b)
+    return select(or_(pick(a, b), call("isnan", a)), a, b)
+
+
+def _clamp01(k, v: Expr) -> Expr:
+    """v limited to [0, 1] (a NaN stays NaN)."""
+    lo, hi = kernel_lit(k, 0), kernel_lit(k, 1)
+    return select(lt(v, lo), lo, select(gt(v, hi), hi, v))

@@ -17,46 +17,71 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
+from ..codegen.cwriter import (
+    ArrayDecl,
+    Assign,
+    Decl,
+    Expr,
+    For,
+    Stmt,
+    Var,
+    call,
+    eq,
+    ge,
+    index_type,
+    kernel_lit,
+    lt,
+    param,
+    render_c,
+    scaled,
+    select,
+    sum_of,
+)
 from .base import Op, register
 from .elementwise import broadcast_strides
-from .indexing import naxis, nest, strides_of
+from .indexing import naxis, strides_of
 from .reduce import (
+    BASE,
     at,
-    indent,
     libm,
+    loop_nest,
     norm_axis,
     prod,
     require_float,
     row_loops,
     split_axis,
+    store,
+    value,
 )
 
+IDX = Var("idx", index_type(const=True))
 
-def _channel_loops(k, n: int, c: int, inner: int, per_channel: list[str],
-                   per_element) -> str:
-    """for c: <per_channel>; for n, s: idx; <per_element(idx)>  (NC... layout)."""
-    lines = [f"for (size_t c = 0; c < {c}; ++c) {{"]
-    lines += indent(per_channel)
-    lines.append(f"    for (size_t n = 0; n < {n}; ++n) {{")
+
+def _sqrt(k, x: Expr) -> Expr:
+    """sqrtf(x) in float kernels, sqrt(x) in double."""
+    return call(libm(k, "sqrt"), x)
+
+
+def _index_loops(counts, body: list[Stmt]) -> list[Stmt]:
+    """Loops over `counts` (variables i0, i1, ...) around `body`."""
+    return loop_nest(((Var(f"i{d}"), n) for d, n in enumerate(counts)), body)
+
+
+def _channel_loops(k, n: int, c: int, inner: int, per_channel: list[Stmt],
+                   per_element) -> list[Stmt]:
+    """for c: <per_channel>; for n, s: <per_element(flat index)>  (NC... layout)."""
+    cv, nv, sv = Var("c"), Var("n"), Var("s")
     if inner == 1:
-        lines.append(f"        const size_t idx = n * {c} + c;")
-        lines += indent(per_element("idx"), 2)
+        elements = [Decl(IDX, nv * c + cv), *per_element(IDX)]
     else:
-        lines.append(f"        const size_t base = n * {c * inner} + c * {inner};")
-        lines.append(f"        for (size_t s = 0; s < {inner}; ++s) {{")
-        lines += indent(per_element("base + s"), 3)
-        lines.append("        }")
-    lines += ["    }", "}"]
-    return "\n".join(lines)
+        elements = [Decl(BASE, nv * (c * inner) + cv * inner),
+                    For(sv, inner, per_element(BASE + sv))]
+    return [For(cv, c, [*per_channel, For(nv, n, elements)])]
 
 
-def _store(k, value: str, idx: str, ch: str | None) -> list[str]:
-    lines = [f"{k.ctype} v = {value};"]
-    ep = k.epilogue("v", idx, ch)
-    if ep:
-        lines.append(ep)
-    lines.append(f"out0[{idx}] = v;")
-    return lines
+def _store(k, value_expr: Expr, idx: Expr, ch: Expr | None) -> list[Stmt]:
+    v = value(k, "v")
+    return [Decl(v, value_expr), *store(k, v, idx, ch)]
 
 
 @register("BatchNormalization")
@@ -93,14 +118,13 @@ class BatchNormalization(Op):
         return inputs[0].size
 
     def emit(self, k, *, epsilon=1e-5):
-        x, scale, b, mean, var = k.ins[:5]
-        n, c = x.shape[:2]
-        per_channel = [
-            f"const {k.ctype} g = {scale.c}[c] / {libm(k, 'sqrt')}({var.c}[c] + "
-            f"{k.lit(epsilon)});",
-            f"const {k.ctype} t = {b.c}[c] - {mean.c}[c] * g;"]
-        return _channel_loops(k, n, c, prod(x.shape[2:]), per_channel,
-                              lambda i: _store(k, f"{x.c}[{i}] * g + t", i, "c"))
+        x, scale, b, mean, var = (param(buf) for buf in k.ins[:5])
+        n, c = k.ins[0].shape[:2]
+        cv, g, t = Var("c"), value(k, "g", const=True), value(k, "t", const=True)
+        per_channel = [Decl(g, scale[cv] / _sqrt(k, var[cv] + kernel_lit(k, epsilon))),
+                       Decl(t, b[cv] - mean[cv] * g)]
+        return render_c(_channel_loops(k, n, c, prod(k.ins[0].shape[2:]), per_channel,
+                                       lambda i: _store(k, x[i] * g + t, i, cv)))
 
 
 @register("InstanceNormalization")
@@ -130,37 +154,31 @@ class InstanceNormalization(Op):
         return 3 * inputs[0].size
 
     def emit(self, k, *, epsilon=1e-5):
-        x, scale, b = k.ins[:3]
-        n, c = x.shape[:2]
-        inner = prod(x.shape[2:])
-        lines = [f"for (size_t n = 0; n < {n}; ++n) {{",
-                 f"    for (size_t c = 0; c < {c}; ++c) {{",
-                 f"        const size_t base = n * {c * inner} + c * {inner};"]
-        body = _mean_inv_std(k, x, "base", inner, epsilon)
-        body += [f"const {k.ctype} g = inv_std * {scale.c}[c];",
-                 f"const {k.ctype} t = {b.c}[c] - mean * g;",
-                 f"for (size_t s = 0; s < {inner}; ++s) {{"]
-        body += indent(_store(k, f"{x.c}[base + s] * g + t", "base + s", "c"))
-        body.append("}")
-        lines += indent(body, 2) + ["    }", "}"]
-        return "\n".join(lines)
+        x, scale, b = (param(buf) for buf in k.ins[:3])
+        n, c = k.ins[0].shape[:2]
+        inner = prod(k.ins[0].shape[2:])
+        nv, cv, s = Var("n"), Var("c"), Var("s")
+        g, t = value(k, "g", const=True), value(k, "t", const=True)
+        body = [Decl(BASE, nv * (c * inner) + cv * inner),
+                *_mean_inv_std(k, x, BASE, inner, epsilon),
+                Decl(g, value(k, "inv_std") * scale[cv]),
+                Decl(t, b[cv] - value(k, "mean") * g),
+                For(s, inner, _store(k, x[BASE + s] * g + t, BASE + s, cv))]
+        return render_c([For(nv, n, [For(cv, c, body)])])
 
 
-def _mean_inv_std(k, x, base: str, count: int, epsilon) -> list[str]:
-    """Two-pass mean and 1/sqrt(variance + epsilon) of x[base .. base + count)."""
-    t = k.ctype
-    return [f"{t} sum = {k.lit(0)};",
-            f"for (size_t s = 0; s < {count}; ++s) {{",
-            f"    sum += {x.c}[{base} + s];",
-            "}",
-            f"const {t} mean = sum / {k.lit(count)};",
-            f"{t} sq = {k.lit(0)};",
-            f"for (size_t s = 0; s < {count}; ++s) {{",
-            f"    const {t} d = {x.c}[{base} + s] - mean;",
-            "    sq += d * d;",
-            "}",
-            f"const {t} inv_std = {k.lit(1)} / {libm(k, 'sqrt')}(sq / {k.lit(count)} + "
-            f"{k.lit(epsilon)});"]
+def _mean_inv_std(k, x: Var, base: Expr, count: int, epsilon) -> list[Stmt]:
+    """Two-pass `mean` and `inv_std` = 1/sqrt(variance + epsilon) of x[base .. base + count)."""
+    total, mean, sq = value(k, "sum"), value(k, "mean", const=True), value(k, "sq")
+    d, s = value(k, "d", const=True), Var("s")
+    n = kernel_lit(k, count)
+    return [Decl(total, kernel_lit(k, 0)),
+            For(s, count, [Assign(total, x[base + s], "+=")]),
+            Decl(mean, total / n),
+            Decl(sq, kernel_lit(k, 0)),
+            For(s, count, [Decl(d, x[base + s] - mean), Assign(sq, d * d, "+=")]),
+            Decl(value(k, "inv_std", const=True),
+                 kernel_lit(k, 1) / _sqrt(k, sq / n + kernel_lit(k, epsilon)))]
 
 
 @register("LayerNormalization")
@@ -213,37 +231,34 @@ class LayerNormalization(Op):
         # Scale/B of the full normalized shape (or scalars) are read at j; others
         # broadcast along some normalized dims, which then get a loop each.
         nested = any(b.size not in (1, cols) for b in params)
-        names = [f"j{d}" for d in range(len(norm_shape))]
+        j = Var("j", index_type(const=nested))
+        js = [Var(f"j{d}") for d in range(len(norm_shape))]
 
-        def param(buf):
+        def read(buf):
             if buf.size == 1:
-                return f"{buf.c}[0]"
+                return param(buf)[0]
             if not nested:
-                return f"{buf.c}[j]"
+                return param(buf)[j]
             st = broadcast_strides(buf.shape, norm_shape)
-            terms = [v if t == 1 else f"{v} * {t}" for v, t in zip(names, st) if t]
-            return f"{buf.c}[{' + '.join(terms) or '0'}]"
+            return param(buf)[sum_of(scaled(v, t) for v, t in zip(js, st) if t)]
 
-        value = f"({x.c}[base + j] - mean) * inv_std * {param(k.ins[1])}"
+        r = Var("r")
+        row = r * cols
+        base = Var("base", index_type(const=True))
+        y = (param(x)[base + j] - value(k, "mean")) * value(k, "inv_std") * read(k.ins[1])
         if len(k.ins) > 2 and k.ins[2] is not None:
-            value += f" + {param(k.ins[2])}"
-        body = [f"const size_t base = r * {cols};"]
-        body += _mean_inv_std(k, x, "base", cols, epsilon)
+            y = y + read(k.ins[2])
+        body = [Decl(base, row), *_mean_inv_std(k, param(x), base, cols, epsilon)]
         for i, what in ((1, "mean"), (2, "inv_std")):
             if len(k.outs) > i and k.outs[i] is not None:
-                body.append(f"out{i}[r] = {what};")
-        store = _store(k, value, "base + j", None)
+                body.append(Assign(param(k.outs[i], output=True)[r], value(k, what)))
+        elements = _store(k, y, base + j, None)
         if not nested:
-            body += [f"for (size_t j = 0; j < {cols}; ++j) {{"] + indent(store) + ["}"]
+            body.append(For(j, cols, elements))
         else:
-            flat = " + ".join(v if st == 1 else f"{v} * {st}"
-                              for v, st in zip(names, prod_strides(norm_shape)))
-            inner = [f"const size_t j = {flat};"] + store
-            for d in reversed(range(len(norm_shape))):
-                inner = [f"for (size_t {names[d]} = 0; {names[d]} < {norm_shape[d]}; "
-                         f"++{names[d]}) {{"] + indent(inner) + ["}"]
-            body += inner
-        return "\n".join([f"for (size_t r = 0; r < {rows}; ++r) {{"] + indent(body) + ["}"])
+            flat = sum_of(scaled(v, st) for v, st in zip(js, prod_strides(norm_shape)))
+            body += loop_nest(zip(js, norm_shape), [Decl(j, flat), *elements])
+        return render_c([For(r, rows, body)])
 
 
 def prod_strides(shape) -> list[int]:
@@ -274,39 +289,33 @@ class LpNormalization(Op):
         return 2 * inputs[0].size
 
     def emit(self, k, *, axis=-1, p=2):
-        x = k.ins[0]
-        outer, n, inner = split_axis(x.shape, norm_axis(axis, len(x.shape)))
-        t = k.ctype
-        elem = f"{x.c}[{at('base', 'r', inner)}]"
-        acc = f"{libm(k, 'fabs')}({elem})" if p == 1 else f"{elem} * {elem}"
-        norm = "sum" if p == 1 else f"{libm(k, 'sqrt')}(sum)"
-        body = [f"{t} sum = {k.lit(0)};",
-                f"for (size_t r = 0; r < {n}; ++r) {{",
-                f"    sum += {acc};",
-                "}",
-                f"const {t} norm = {norm};",
-                f"const {t} inv = norm == {k.lit(0)} ? {k.lit(0)} : {k.lit(1)} / norm;",
-                f"for (size_t r = 0; r < {n}; ++r) {{",
-                f"    const size_t idx = {at('base', 'r', inner)};"]
-        body += indent(_store(k, f"{x.c}[idx] * inv", "idx", None))
-        body.append("}")
-        return "\n".join(row_loops(outer, n, inner, body))
+        x = param(k.ins[0])
+        outer, n, inner = split_axis(k.ins[0].shape, norm_axis(axis, len(k.ins[0].shape)))
+        r = Var("r")
+        elem = x[at(BASE, r, inner)]
+        total = value(k, "sum")
+        norm, inv = value(k, "norm", const=True), value(k, "inv", const=True)
+        zero = kernel_lit(k, 0)
+        body = [Decl(total, zero),
+                For(r, n, [Assign(total, call(libm(k, "fabs"), elem) if p == 1 else elem * elem,
+                                  "+=")]),
+                Decl(norm, total if p == 1 else _sqrt(k, total)),
+                Decl(inv, select(eq(norm, zero), zero, kernel_lit(k, 1) / norm)),
+                For(r, n, [Decl(IDX, at(BASE, r, inner)), *_store(k, x[IDX] * inv, IDX, None)])]
+        return render_c(row_loops(outer, n, inner, body))
 
 
-def bcast_offset(idx: str, in_shape, out_shape) -> str:
-    """C expression: offset into a tensor of in_shape broadcast to out_shape,
-    for the flat output index `idx`."""
-    from .elementwise import broadcast_strides
-    st = broadcast_strides(in_shape, out_shape)
+def bcast_offset(idx: Expr, in_shape, out_shape) -> Expr:
+    """Offset into a tensor of in_shape broadcast to out_shape, for the flat
+    output index `idx`."""
     terms = []
-    for d, s in enumerate(st):
+    for d, s in enumerate(broadcast_strides(in_shape, out_shape)):
         if not s:
             continue
         inner = prod(out_shape[d + 1:])
-        c = f"({idx} / {inner})" if inner > 1 else f"{idx}"
-        c = f"({c} % {out_shape[d]})" if d > 0 else c
-        terms.append(c if s == 1 else f"{c} * {s}")
-    return " + ".join(terms) if terms else "0"
+        c = idx / inner if inner > 1 else idx
+        terms.append(scaled(c % out_shape[d] if d > 0 else c, s))
+    return sum_of(terms)
 
 
 @register("RMSNormalization")
@@ -318,24 +327,21 @@ class RMSNormalization(Op):
         return (x / np.sqrt(ms + epsilon) * scale).astype(x.dtype)
 
     def emit(self, k, *, axis=-1, epsilon=1e-5, stash_type=1):
-        x, w = k.ins[0], k.ins[1]
-        a = naxis(axis, len(x.shape))
-        outer, n = prod(x.shape[:a]), prod(x.shape[a:])
-        t = k.ctype
-        widx = bcast_offset("p", w.shape, x.shape)
-        return "\n".join(nest([outer], [
-            f"const size_t base = i0 * {n};",
-            f"{t} ss = {k.lit(0)};",
-            f"for (size_t j = 0; j < {n}; ++j) {{",
-            "    ss += in0[base + j] * in0[base + j];",
-            "}",
-            f"{t} r = {k.lit(1)} / {libm(k, 'sqrt')}(ss / {k.lit(n)} + {k.lit(epsilon)});",
-            f"for (size_t j = 0; j < {n}; ++j) {{",
-            "    const size_t p = base + j;",
-            f"    {t} v = in0[p] * r * in1[{widx}];",
-            f"    {k.epilogue('v', 'p')}",
-            "    out0[p] = v;",
-            "}"]))
+        x, w = param(k.ins[0]), param(k.ins[1])
+        shape = k.ins[0].shape
+        a = naxis(axis, len(shape))
+        outer, n = prod(shape[:a]), prod(shape[a:])
+        i0, j = Var("i0"), Var("j")
+        pos = Var("p", index_type(const=True))
+        ss, r, v = value(k, "ss"), value(k, "r"), value(k, "v")
+        return render_c([For(i0, outer, [
+            Decl(BASE, i0 * n),
+            Decl(ss, kernel_lit(k, 0)),
+            For(j, n, [Assign(ss, x[BASE + j] * x[BASE + j], "+=")]),
+            Decl(r, kernel_lit(k, 1) / _sqrt(k, ss / kernel_lit(k, n) + kernel_lit(k, epsilon))),
+            For(j, n, [Decl(pos, BASE + j),
+                       Decl(v, x[pos] * r * w[bcast_offset(pos, k.ins[1].shape, shape)]),
+                       *store(k, v, pos)])])])
 
 
 @register("LRN")
@@ -352,35 +358,36 @@ class LRN(Op):
         return (x / (bias + alpha / size * s) ** beta).astype(x.dtype)
 
     def emit(self, k, *, size, alpha=1e-4, beta=0.75, bias=1.0):
-        x = k.ins[0]
-        N, C = x.shape[:2]
-        inner = prod(x.shape[2:])
+        x = param(k.ins[0])
+        N, C = k.ins[0].shape[:2]
+        inner = prod(k.ins[0].shape[2:])
         lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
-        t = k.ctype
-        return "\n".join(nest([N, C, inner], [
-            f"const size_t c0 = i1 >= {lo} ? i1 - {lo} : 0;",
-            f"const size_t c1 = i1 + {hi} < {C} ? i1 + {hi} : {C - 1};",
-            f"{t} s = {k.lit(0)};",
-            "for (size_t c = c0; c <= c1; ++c) {",
-            f"    const {t} v = in0[(i0 * {C} + c) * {inner} + i2];",
-            "    s += v * v;",
-            "}",
-            f"const size_t p = (i0 * {C} + i1) * {inner} + i2;",
-            f"{t} v = in0[p] / {libm(k, 'pow')}({k.lit(bias)} + {k.lit(alpha / size)} * s, "
-            f"{k.lit(beta)});",
-            k.epilogue("v", "p"),
-            "out0[p] = v;"]))
+        i0, i1, i2, c = Var("i0"), Var("i1"), Var("i2"), Var("c")
+        c0, c1 = Var("c0", index_type(const=True)), Var("c1", index_type(const=True))
+        pos = Var("p", index_type(const=True))
+        total, sq, v = value(k, "s"), value(k, "v", const=True), value(k, "v")
+        return render_c(_index_loops([N, C, inner], [
+            Decl(c0, select(ge(i1, lo), i1 - lo, 0)),
+            Decl(c1, select(lt(i1 + hi, C), i1 + (hi + 1), C)),   # the window's end
+            Decl(total, kernel_lit(k, 0)),
+            For(c, c1, [Decl(sq, x[(i0 * C + c) * inner + i2]), Assign(total, sq * sq, "+=")],
+                begin=c0),
+            Decl(pos, (i0 * C + i1) * inner + i2),
+            Decl(v, x[pos] / call(libm(k, "pow"), kernel_lit(k, bias)
+                                  + kernel_lit(k, alpha / size) * total, kernel_lit(k, beta))),
+            *store(k, v, pos)]))
 
 
-def _mean_var_lines(k, n: int, base: str, stride: str = "") -> list[str]:
-    """C lines computing `mean` and `var` of n values in0[base + j{stride}]."""
-    t = k.ctype
-    at = f"in0[{base} + j{stride}]"
-    return [f"{t} mean = {k.lit(0)}, var = {k.lit(0)};",
-            f"for (size_t j = 0; j < {n}; ++j) mean += {at};",
-            f"mean /= {k.lit(n)};",
-            f"for (size_t j = 0; j < {n}; ++j) {{ const {t} d = {at} - mean; var += d * d; }}",
-            f"var /= {k.lit(n)};"]
+def _mean_var(k, n: int, at_j) -> list[Stmt]:
+    """`mean` and `var` of the n values at_j(j), j = 0 .. n - 1."""
+    mean, var, d, j = value(k, "mean"), value(k, "var"), value(k, "d", const=True), Var("j")
+    count = kernel_lit(k, n)
+    return [Decl(mean, kernel_lit(k, 0)),
+            Decl(var, kernel_lit(k, 0)),
+            For(j, n, [Assign(mean, at_j(j), "+=")]),
+            Assign(mean, count, "/="),
+            For(j, n, [Decl(d, at_j(j) - mean), Assign(var, d * d, "+=")]),
+            Assign(var, count, "/=")]
 
 
 @register("MeanVarianceNormalization")
@@ -402,21 +409,19 @@ class MeanVarianceNormalization(Op):
         red = [0]
         for d in ax:
             red = [o + i * st[d] for o in red for i in range(x.shape[d])]
-        t = k.ctype
-        kept_shape = [x.shape[d] for d in kept]
-        base = " + ".join(f"i{j} * {st[d]}" for j, d in enumerate(kept)) or "0"
-        lines = [f"static const size_t red[{len(red)}] = {{ {', '.join(map(str, red))} }};"]
-        lines += nest(kept_shape or [1], [f"const size_t base = {base};"]
-                      + [f"{t} mean = {k.lit(0)}, var = {k.lit(0)};",
-                         f"for (size_t j = 0; j < {n}; ++j) mean += in0[base + red[j]];",
-                         f"mean /= {k.lit(n)};",
-                         f"for (size_t j = 0; j < {n}; ++j) {{ const {t} d = in0[base + red[j]]"
-                         " - mean; var += d * d; }",
-                         f"var /= {k.lit(n)};",
-                         f"const {t} r = {k.lit(1)} / {libm(k, 'sqrt')}(var + {k.lit(1e-9)});",
-                         f"for (size_t j = 0; j < {n}; ++j) out0[base + red[j]] = "
-                         "(in0[base + red[j]] - mean) * r;"])
-        return "\n".join(lines)
+        table = Var("red", index_type(const=True))
+        xs, out = param(x), param(k.out, output=True)
+        j, r = Var("j"), value(k, "r", const=True)
+        base = sum_of((Var(f"i{i}") * st[d] for i, d in enumerate(kept)), empty=0)
+
+        def at_j(jv):
+            return xs[BASE + table[jv]]
+
+        body = [Decl(BASE, base), *_mean_var(k, n, at_j),
+                Decl(r, kernel_lit(k, 1) / _sqrt(k, value(k, "var") + kernel_lit(k, 1e-9))),
+                For(j, n, [Assign(out[BASE + table[j]], (at_j(j) - value(k, "mean")) * r)])]
+        return render_c([ArrayDecl(table, red),
+                         *_index_loops([x.shape[d] for d in kept] or [1], body)])
 
 
 @register("GroupNormalization")
@@ -439,17 +444,14 @@ class GroupNormalization(Op):
         inner = prod(x.shape[2:])
         G = num_groups
         n = C // G * inner
+        i0, i1, j = Var("i0"), Var("i1"), Var("j")
+        xs, w, b = param(x), param(sc), param(k.ins[2])
         per_group = sc.size == G and G != C
-        ch = f"(i1 * {C // G} + j / {inner})"
-        w = f"in1[i1]" if per_group else f"in1[{ch}]"
-        b = f"in2[i1]" if per_group else f"in2[{ch}]"
-        t = k.ctype
-        return "\n".join(nest([N, G], [f"const size_t base = (i0 * {G} + i1) * {n};"]
-                              + _mean_var_lines(k, n, "base")
-                              + [f"const {t} r = {k.lit(1)} / {libm(k, 'sqrt')}(var + "
-                                 f"{k.lit(epsilon)});",
-                                 f"for (size_t j = 0; j < {n}; ++j) {{",
-                                 f"    {t} v = (in0[base + j] - mean) * r * {w} + {b};",
-                                 f"    {k.epilogue('v', 'base + j')}",
-                                 "    out0[base + j] = v;",
-                                 "}"]))
+        ch = i1 if per_group else i1 * (C // G) + j / inner
+        r, v = value(k, "r", const=True), value(k, "v")
+        return render_c(_index_loops([N, G], [
+            Decl(BASE, (i0 * G + i1) * n),
+            *_mean_var(k, n, lambda jv: xs[BASE + jv]),
+            Decl(r, kernel_lit(k, 1) / _sqrt(k, value(k, "var") + kernel_lit(k, epsilon))),
+            For(j, n, [Decl(v, (xs[BASE + j] - value(k, "mean")) * r * w[ch] + b[ch]),
+                       *store(k, v, BASE + j)])]))

@@ -22,6 +22,35 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedError
+from ..codegen.cwriter import (
+    Assign,
+    Block,
+    Cast,
+    Comment,
+    Decl,
+    Expr,
+    ExprStmt,
+    For,
+    If,
+    Stmt,
+    Type,
+    VOID,
+    Var,
+    call,
+    gt,
+    index_type,
+    kernel_dtype,
+    kernel_lit,
+    lt,
+    not_,
+    or_,
+    param,
+    render_c,
+    scaled,
+    select,
+    sum_of,
+    tail,
+)
 from .base import Op, move_input_to_attr, register
 
 
@@ -45,25 +74,38 @@ def indent(lines, n: int = 1) -> list[str]:
     return ["    " * n + s if s else s for s in lines]
 
 
-def row_loops(outer: int, n: int, inner: int, body: list[str]) -> list[str]:
-    """Loops over the rows of an (outer, n, inner) view; `body` sees `base` (the
-    offset of the row's element 0) and reads element r at `base + r * inner`."""
-    lines = [f"for (size_t o = 0; o < {outer}; ++o) {{"]
+BASE = Var("base", index_type(const=True))   # offset of a row's element 0
+
+
+def row_loops(outer: int, n: int, inner: int, body: list[Stmt]) -> list[Stmt]:
+    """Loops over the rows of an (outer, n, inner) view; `body` sees BASE (the
+    offset of the row's element 0) and reads element r at `BASE + r * inner`."""
+    o, s = Var("o"), Var("s")
     if inner == 1:
-        lines.append(f"    const size_t base = o * {n};")
-        lines += indent(body)
-    else:
-        lines.append(f"    for (size_t s = 0; s < {inner}; ++s) {{")
-        lines.append(f"        const size_t base = o * {n * inner} + s;")
-        lines += indent(body, 2)
-        lines.append("    }")
-    lines.append("}")
-    return lines
+        return [For(o, outer, [Decl(BASE, o * n), *body])]
+    return [For(o, outer, [For(s, inner, [Decl(BASE, o * (n * inner) + s), *body])])]
 
 
-def at(base: str, var: str, stride: int) -> str:
-    """C index expression base + var * stride."""
-    return f"{base} + {var}" if stride == 1 else f"{base} + {var} * {stride}"
+def at(base: Expr, var: Expr, stride: int) -> Expr:
+    """Index expression base + var * stride."""
+    return base + scaled(var, stride)
+
+
+def loop_nest(loops, body: list[Stmt]) -> list[Stmt]:
+    """Nested loops, the first outermost: `loops` holds (Var, count) pairs."""
+    for var, count in reversed(list(loops)):
+        body = [For(var, count, body)]
+    return list(body)
+
+
+def value(k, name: str, const: bool = False) -> Var:
+    """A local of the kernel's dtype."""
+    return Var(name, Type(kernel_dtype(k), const=const))
+
+
+def store(k, v: Var, idx: Expr, ch: Expr | None = None) -> list[Stmt]:
+    """The fused tail applied to v, then out0[idx] = v."""
+    return [*tail(k, v, idx, ch), Assign(param(k.out, output=True)[idx], v)]
 
 
 def libm(k, name: str) -> str:
@@ -110,12 +152,12 @@ class Reduce(Op):
     anchor = True
     axes_input_opset = 18
 
-    # (initial accumulator, combine(acc, x), final(acc, count)) as C text
+    # (initial accumulator, combine(acc, x), final(acc, count)) as expressions
     def init(self, k):
-        return k.lit(0)
+        return kernel_lit(k, 0)
 
     def combine(self, k, acc, x):
-        return f"{acc} + {x}"
+        return acc + x
 
     def final(self, k, acc, count):
         return acc
@@ -123,7 +165,7 @@ class Reduce(Op):
     def np_reduce(self, x, axes, keepdims):
         raise NotImplementedError
 
-    def empty_value(self, k) -> str:
+    def empty_value(self, k) -> Expr:
         """The result of reducing an empty set."""
         return self.final(k, self.init(k), 0)
 
@@ -159,9 +201,14 @@ class Reduce(Op):
         return inputs[0].size
 
     def emit(self, k, *, axes=None, keepdims=1, noop_with_empty_axes=0):
+        return render_c(self.loops(k, axes, noop_with_empty_axes))
+
+    def loops(self, k, axes, noop_with_empty_axes) -> list[Stmt]:
+        """A loop nest over the kept dims, each output reduced inside it."""
         x = k.ins[0]
         if k.out.size == 0:
-            return "(void)out0;  /* empty output */"
+            return [ExprStmt(Cast(Type(VOID), param(k.out, output=True))),
+                    Comment("empty output")]
         red = _reduced_axes(len(x.shape), axes, noop_with_empty_axes)
         red = [] if red is None else red   # noop: each element is a set of one
         dims = _merged_dims(x.shape, set(red))
@@ -169,35 +216,27 @@ class Reduce(Op):
         kept = [(s, st) for s, r, st in dims if not r]
         reduced = [(s, st) for s, r, st in dims if r]
         out_strides = [prod([s for s, _ in kept[i + 1:]]) for i in range(len(kept))]
-        lines, depth = [], 0
-        for i, (size, _) in enumerate(kept):
-            lines.append("    " * depth + f"for (size_t i{i} = 0; i{i} < {size}; ++i{i}) {{")
-            depth += 1
-        base = " + ".join(f"i{i}" if st == 1 else f"i{i} * {st}"
-                          for i, (_, st) in enumerate(kept))
-        idx = " + ".join(f"i{i}" if st == 1 else f"i{i} * {st}"
-                         for i, st in enumerate(out_strides)) or "0"
+        kept_vars = [Var(f"i{i}") for i in range(len(kept))]
+        base = sum_of(scaled(v, st) for v, (_, st) in zip(kept_vars, kept))
+        idx = sum_of(scaled(v, st) for v, st in zip(kept_vars, out_strides))
+        v = value(k, "v")
         if count == 0:   # reduction over an empty set: the op's identity value
-            body = [f"{k.ctype} v = {self.empty_value(k)};"]
+            body = [Decl(v, self.empty_value(k))]
         else:
             body = self.body(k, x, reduced, base, count)
-        ep = k.epilogue("v", idx)
-        body += ([ep] if ep else []) + [f"out0[{idx}] = v;"]
-        lines += indent(body, depth)
-        for d in reversed(range(depth)):
-            lines.append("    " * d + "}")
-        return "\n".join(lines)
+        body += store(k, v, idx)
+        return loop_nest(zip(kept_vars, (size for size, _ in kept)), body)
 
-    def body(self, k, x, reduced, base, count) -> list[str]:
+    def body(self, k, x, reduced, base, count) -> list[Stmt]:
         """Statements leaving the reduced value in `v`."""
+        acc = value(k, "acc")
         if self._lanes_sum(k, reduced, count):
-            lines = sum_in_lanes(k, x, base, count)
+            stmts = sum_in_lanes(k, x, base, count)
         else:
-            lines = [f"{k.ctype} acc = {self.init(k)};"]
-            lines += reduce_nest(x, reduced, base, f"acc = {self.combine(k, 'acc', 'x')};", k)
-        lines.append(f"{k.ctype} v = {self.final(k, 'acc', count)};")
-        return lines
-
+            stmts = [Decl(acc, self.init(k))]
+            stmts += reduce_nest(k, x, reduced, base,
+                                 lambda e: [Assign(acc, self.combine(k, acc, e))])
+        return stmts + [Decl(value(k, "v"), self.final(k, acc, count))]
 
     def _lanes_sum(self, k, reduced, count) -> bool:
         """A float sum over one contiguous run, long enough to split into lanes."""
@@ -208,55 +247,49 @@ class Reduce(Op):
 SUM_LANES = 8
 
 
-def sum_in_lanes(k, x, base: str, count: int) -> list[str]:
+def sum_in_lanes(k, x, base: Expr, count: int) -> list[Stmt]:
     """acc = the sum of x[base .. base + count) in SUM_LANES interleaved partial sums,
     added pairwise at the end: one chain of dependent adds would bound the speed
     (C fixes the order of float additions, so gcc cannot split it itself); written
     as named scalars, gcc vectorizes them on a SIMD host and keeps them in
     registers on a Cortex-M. Rounding differs from a left-to-right sum, with an
     error bound no worse."""
-    t = k.ctype
-    z = k.lit(0)
-    s = [f"s{j}" for j in range(SUM_LANES)]
+    dt = kernel_dtype(k)
+    xr, r = Var("xr", Type(dt, pointer=True, const=True)), Var("r")
+    lanes = [value(k, f"s{j}") for j in range(SUM_LANES)]
     main = count // SUM_LANES * SUM_LANES
-    lines = [f"const {t}* xr = {x.c} + {base or '0'};",
-             *(f"{t} " + ", ".join(f"{v} = {z}" for v in s[i:i + 4]) + ";"
-               for i in range(0, SUM_LANES, 4)),
-             f"for (size_t r = 0; r < {main}; r += {SUM_LANES}) {{"]
-    lines += ["    " + " ".join(f"{v} += xr[r + {j}];" if j else f"{v} += xr[r];"
-                                for j, v in enumerate(s[i:i + 4], start=i))
-              for i in range(0, SUM_LANES, 4)]
-    pairs = s
+    stmts = [Decl(xr, param(x) + base), *(Decl(s, kernel_lit(k, 0)) for s in lanes),
+             For(r, main, [Assign(s, xr[r + j] if j else xr[r], "+=")
+                           for j, s in enumerate(lanes)], step=SUM_LANES)]
+    pairs = lanes
     while len(pairs) > 1:
-        pairs = [f"({a} + {b})" for a, b in zip(pairs[::2], pairs[1::2])]
-    lines += ["}", f"{t} acc = {pairs[0][1:-1]};"]
+        pairs = [a + b for a, b in zip(pairs[::2], pairs[1::2])]
+    acc = value(k, "acc")
+    stmts.append(Decl(acc, pairs[0]))
     # Constant bounds, and no tail loop when there is no tail: gcc 12 -O3 proved a
     # `for (; r < count; ++r)` after a loop ending at r == count dead and refused it
     # under -Werror ("iteration ... invokes undefined behavior").
     if main < count:
-        lines.append(f"for (size_t r = {main}; r < {count}; ++r) acc += xr[r];")
-    return lines
+        stmts.append(For(r, count, [Assign(acc, xr[r], "+=")], begin=main))
+    return stmts
 
 
-def reduce_nest(x, reduced, base: str, stmt: str, k) -> list[str]:
-    """Loops over the reduced dims binding `x` to each element, then `stmt`; a block
-    of its own when nothing is reduced (one element: ReduceLogSumExp's two nests
-    would declare `x` twice in one scope)."""
+def element(k) -> Var:
+    """The element a reduction reads (bound by reduce_nest)."""
+    return value(k, "x", const=True)
+
+
+def reduce_nest(k, x, reduced, base: Expr, body) -> list[Stmt]:
+    """Loops over the reduced dims binding element(k) to each element, then the
+    statements body(element); a block of its own when nothing is reduced (one
+    element: ReduceLogSumExp's two nests would declare it twice in one scope)."""
+    e = element(k)
+    rs = [Var(f"r{j}") for j in range(len(reduced))]
+    offset = sum_of([base, *(scaled(r, st) for r, (_, st) in zip(rs, reduced))])
+    inner = [Decl(e, param(x)[offset]), *body(e)]
     if not reduced:
-        terms = [base] if base else []
-        return ["{", f"    const {k.ctype} x = {x.c}[{' + '.join(terms) or '0'}];",
-                f"    {stmt}", "}"]
-    terms = [base] if base else []
-    lines = []
-    for j, (size, st) in enumerate(reduced):
-        lines.append("    " * j + f"for (size_t r{j} = 0; r{j} < {size}; ++r{j}) {{")
-        terms.append(f"r{j}" if st == 1 else f"r{j} * {st}")
-    pad = "    " * len(reduced)
-    lines.append(pad + f"const {k.ctype} x = {x.c}[{' + '.join(terms) or '0'}];")
-    lines.append(pad + stmt)
-    for j in reversed(range(len(reduced))):
-        lines.append("    " * j + "}")
-    return lines
+        return [Block(inner)]
+    return loop_nest(zip(rs, (size for size, _ in reduced)), inner)
 
 
 def reduce_op(name, np_fn, *, init=None, combine=None, final=None, axes_opset=18,
@@ -278,17 +311,17 @@ def _sum(x, axes, keep):
 
 reduce_op("ReduceSum", _sum, axes_opset=13)
 reduce_op("ReduceMean", lambda x, a, kd: np.mean(x, axis=a, keepdims=kd),
-          final=lambda k, acc, n: (f"{acc} / {k.lit(n)}" if n != 1 else acc) if n else
-          k.lit(np.nan))
-def _lowest(k, sign: int) -> str:
+          final=lambda k, acc, n: (acc / kernel_lit(k, n) if n != 1 else acc) if n else
+          kernel_lit(k, np.nan))
+def _lowest(k, sign: int) -> Expr:
     """-inf (sign -1) or +inf in the kernel's dtype; for integers and bool its extremes."""
-    dt = np.dtype(k.graph.tensors[k.node.outputs[0]].dtype)
+    dt = np.dtype(kernel_dtype(k))
     if dt.kind == "f":
-        return k.lit(sign * np.inf)
+        return kernel_lit(k, sign * np.inf)
     if dt == np.bool_:
-        return k.lit(sign > 0)
+        return kernel_lit(k, sign > 0)
     info = np.iinfo(dt)
-    return k.lit(info.max if sign > 0 else info.min)
+    return kernel_lit(k, info.max if sign > 0 else info.min)
 
 
 def _extreme(x, axes, keep, fn, sign):
@@ -301,12 +334,13 @@ def _extreme(x, axes, keep, fn, sign):
     return fn(x, axis=axes, keepdims=keep)
 
 
-def _extreme_step(k, cmp: str, acc: str, x: str) -> str:
+def _extreme_step(k, cmp: str, acc: Expr, x: Expr) -> Expr:
     """acc cmp x: the new accumulator. Floats as np.max/np.min: a NaN is taken, and
     a NaN accumulator stays (no comparison with it is true)."""
+    pick = gt(x, acc) if cmp == ">" else lt(x, acc)
     if k.ctype in ("float", "double"):
-        return f"({x} {cmp} {acc} || isnan({x})) ? {x} : {acc}"
-    return f"{x} {cmp} {acc} ? {x} : {acc}"
+        return select(or_(pick, call("isnan", x)), x, acc)
+    return select(pick, x, acc)
 
 
 reduce_op("ReduceMax", lambda x, a, kd: _extreme(x, a, kd, np.max, -1), any_dtype=True,
@@ -314,16 +348,16 @@ reduce_op("ReduceMax", lambda x, a, kd: _extreme(x, a, kd, np.max, -1), any_dtyp
 reduce_op("ReduceMin", lambda x, a, kd: _extreme(x, a, kd, np.min, 1), any_dtype=True,
           init=lambda k: _lowest(k, 1), combine=lambda k, acc, x: _extreme_step(k, "<", acc, x))
 reduce_op("ReduceProd", lambda x, a, kd: np.prod(x, axis=a, keepdims=kd),
-          init=lambda k: k.lit(1), combine=lambda k, acc, x: f"{acc} * {x}")
+          init=lambda k: kernel_lit(k, 1), combine=lambda k, acc, x: acc * x)
 reduce_op("ReduceL1", lambda x, a, kd: np.sum(np.abs(x), axis=a, keepdims=kd),
-          combine=lambda k, acc, x: f"{acc} + {libm(k, 'fabs')}({x})")
+          combine=lambda k, acc, x: acc + call(libm(k, "fabs"), x))
 reduce_op("ReduceL2", lambda x, a, kd: np.sqrt(np.sum(x * x, axis=a, keepdims=kd)),
-          combine=lambda k, acc, x: f"{acc} + {x} * {x}",
-          final=lambda k, acc, n: f"{libm(k, 'sqrt')}({acc})")
+          combine=lambda k, acc, x: acc + x * x,
+          final=lambda k, acc, n: call(libm(k, "sqrt"), acc))
 reduce_op("ReduceSumSquare", lambda x, a, kd: np.sum(x * x, axis=a, keepdims=kd),
-          combine=lambda k, acc, x: f"{acc} + {x} * {x}")
+          combine=lambda k, acc, x: acc + x * x)
 reduce_op("ReduceLogSum", lambda x, a, kd: np.log(np.sum(x, axis=a, keepdims=kd)),
-          final=lambda k, acc, n: f"{libm(k, 'log')}({acc})")
+          final=lambda k, acc, n: call(libm(k, "log"), acc))
 
 
 @register("ReduceLogSumExp")
@@ -337,13 +371,15 @@ class ReduceLogSumExp(Reduce):
         return r if keep else np.squeeze(r, axis=axes)
 
     def empty_value(self, k):
-        return k.lit(-np.inf)
+        return kernel_lit(k, -np.inf)
 
     def body(self, k, x, reduced, base, count):
-        lines = [f"{k.ctype} mx = {k.lit(-np.inf)};"]
-        lines += reduce_nest(x, reduced, base, "mx = x > mx ? x : mx;", k)
-        lines.append(f"if (!isfinite(mx)) mx = {k.lit(0)};")
-        lines.append(f"{k.ctype} acc = {k.lit(0)};")
-        lines += reduce_nest(x, reduced, base, f"acc += {libm(k, 'exp')}(x - mx);", k)
-        lines.append(f"{k.ctype} v = {libm(k, 'log')}(acc) + mx;")
-        return lines
+        mx, acc = value(k, "mx"), value(k, "acc")
+        return [Decl(mx, kernel_lit(k, -np.inf)),
+                *reduce_nest(k, x, reduced, base,
+                             lambda e: [Assign(mx, select(gt(e, mx), e, mx))]),
+                If(not_(call("isfinite", mx)), [Assign(mx, kernel_lit(k, 0))]),
+                Decl(acc, kernel_lit(k, 0)),
+                *reduce_nest(k, x, reduced, base,
+                             lambda e: [Assign(acc, call(libm(k, "exp"), e - mx), "+=")]),
+                Decl(value(k, "v"), call(libm(k, "log"), acc) + mx)]

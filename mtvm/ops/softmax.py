@@ -18,8 +18,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.cwriter import (
+    Assign,
+    Decl,
+    For,
+    If,
+    Stmt,
+    Var,
+    and_,
+    call,
+    eq,
+    gt,
+    index_type,
+    kernel_lit,
+    not_,
+    or_,
+    param,
+    render_c,
+    select,
+)
 from .base import Op, register
-from .reduce import at, libm, norm_axis, require_float, row_loops, split_axis
+from .reduce import BASE, at, libm, norm_axis, require_float, row_loops, split_axis, store, value
 
 
 def _block(x, axis, end_axis):
@@ -61,30 +80,26 @@ class AlongAxis(Op):
         return self.np_rows(_block(x, axis, end_axis)).reshape(x.shape).astype(x.dtype)
 
     def emit(self, k, *, axis=-1, end_axis=None):
+        return render_c(self.loops(k, axis, end_axis))
+
+    def loops(self, k, axis, end_axis) -> list[Stmt]:
         x = k.ins[0]
         axis = norm_axis(axis, len(x.shape))
         outer, n, inner = split_axis(x.shape, axis, axis if end_axis is None else end_axis)
-        body = self.row_body(k, x.c, n, inner)
-        return "\n".join(row_loops(outer, n, inner, body))
+        return row_loops(outer, n, inner, self.row_body(k, param(x), n, inner))
 
-    def max_loop(self, k, xc, n, inner) -> list[str]:
-        t = k.ctype
-        return [f"{t} mx = {xc}[base];",
-                f"for (size_t r = 1; r < {n}; ++r) {{",
-                f"    const {t} x = {xc}[{at('base', 'r', inner)}];",
-                "    mx = x > mx ? x : mx;",
-                "}"]
+    def max_loop(self, k, x: Var, n, inner) -> list[Stmt]:
+        """mx = the row's maximum."""
+        mx, e, r = value(k, "mx"), value(k, "x", const=True), Var("r")
+        return [Decl(mx, x[BASE]),
+                For(r, n, [Decl(e, x[at(BASE, r, inner)]), Assign(mx, select(gt(e, mx), e, mx))],
+                    begin=1)]
 
-    def store_loop(self, k, n, inner, value) -> list[str]:
-        """for r: idx; v = value(idx); epilogue; out0[idx] = v."""
-        lines = [f"for (size_t r = 0; r < {n}; ++r) {{",
-                 f"    const size_t idx = {at('base', 'r', inner)};",
-                 f"    {k.ctype} v = {value('idx')};"]
-        ep = k.epilogue("v", "idx")
-        if ep:
-            lines.append("    " + ep)
-        lines += ["    out0[idx] = v;", "}"]
-        return lines
+    def store_loop(self, k, n, inner, element) -> list[Stmt]:
+        """for r: idx; v = element(idx, r); the fused tail; out0[idx] = v."""
+        r, idx, v = Var("r"), Var("idx", index_type(const=True)), value(k, "v")
+        return [For(r, n, [Decl(idx, at(BASE, r, inner)), Decl(v, element(idx, r)),
+                           *store(k, v, idx)])]
 
 
 @register("Softmax")
@@ -94,19 +109,19 @@ class Softmax(AlongAxis):
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
-    def row_body(self, k, xc, n, inner):
-        t = k.ctype
-        lines = self.max_loop(k, xc, n, inner)
+    def row_body(self, k, x, n, inner):
+        out = param(k.out, output=True)
+        total, inv_sum = value(k, "sum"), value(k, "inv_sum", const=True)
+        r, idx, e = Var("r"), Var("idx", index_type(const=True)), value(k, "e", const=True)
         # The exponentials go to the output first, then are scaled in place.
-        lines += [f"{t} sum = {k.lit(0)};",
-                  f"for (size_t r = 0; r < {n}; ++r) {{",
-                  f"    const size_t idx = {at('base', 'r', inner)};",
-                  f"    const {t} e = {exp_fn(k)}({xc}[idx] - mx);",
-                  "    out0[idx] = e;",
-                  "    sum += e;",
-                  "}",
-                  f"const {t} inv_sum = {k.lit(1)} / sum;"]
-        return lines + self.store_loop(k, n, inner, lambda i: f"out0[{i}] * inv_sum")
+        return [*self.max_loop(k, x, n, inner),
+                Decl(total, kernel_lit(k, 0)),
+                For(r, n, [Decl(idx, at(BASE, r, inner)),
+                           Decl(e, call(exp_fn(k), x[idx] - value(k, "mx"))),
+                           Assign(out[idx], e),
+                           Assign(total, e, "+=")]),
+                Decl(inv_sum, kernel_lit(k, 1) / total),
+                *self.store_loop(k, n, inner, lambda i, _: out[i] * inv_sum)]
 
 
 @register("LogSoftmax")
@@ -116,15 +131,14 @@ class LogSoftmax(AlongAxis):
         s = x - x.max(axis=1, keepdims=True)
         return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
 
-    def row_body(self, k, xc, n, inner):
-        t = k.ctype
-        lines = self.max_loop(k, xc, n, inner)
-        lines += [f"{t} sum = {k.lit(0)};",
-                  f"for (size_t r = 0; r < {n}; ++r) {{",
-                  f"    sum += {exp_fn(k)}({xc}[{at('base', 'r', inner)}] - mx);",
-                  "}",
-                  f"const {t} shift = mx + {libm(k, 'log')}(sum);"]
-        return lines + self.store_loop(k, n, inner, lambda i: f"{xc}[{i}] - shift")
+    def row_body(self, k, x, n, inner):
+        total, shift, r = value(k, "sum"), value(k, "shift", const=True), Var("r")
+        return [*self.max_loop(k, x, n, inner),
+                Decl(total, kernel_lit(k, 0)),
+                For(r, n, [Assign(total, call(exp_fn(k), x[at(BASE, r, inner)]
+                                              - value(k, "mx")), "+=")]),
+                Decl(shift, value(k, "mx") + call(libm(k, "log"), total)),
+                *self.store_loop(k, n, inner, lambda i, _: x[i] - shift)]
 
 
 @register("Hardmax")
@@ -137,16 +151,12 @@ class Hardmax(AlongAxis):
         np.put_along_axis(y, np.expand_dims(np.argmax(x, axis=1), 1), 1, axis=1)
         return y
 
-    def row_body(self, k, xc, n, inner):
-        t = k.ctype
-        lines = ["size_t best = 0;",
-                 f"{t} mx = {xc}[base];",
-                 f"for (size_t r = 1; r < {n}; ++r) {{",
-                 f"    const {t} x = {xc}[{at('base', 'r', inner)}];",
-                 "    if (x > mx || (isnan(x) && !isnan(mx))) {",
-                 "        mx = x;",
-                 "        best = r;",
-                 "    }",
-                 "}"]
-        return lines + self.store_loop(
-            k, n, inner, lambda i: f"r == best ? {k.lit(1)} : {k.lit(0)}")
+    def row_body(self, k, x, n, inner):
+        best, mx, e, r = Var("best"), value(k, "mx"), value(k, "x", const=True), Var("r")
+        takes = or_(gt(e, mx), and_(call("isnan", e), not_(call("isnan", mx))))
+        return [Decl(best, 0),
+                Decl(mx, x[BASE]),
+                For(r, n, [Decl(e, x[at(BASE, r, inner)]),
+                           If(takes, [Assign(mx, e), Assign(best, r)])], begin=1),
+                *self.store_loop(k, n, inner, lambda _, ri: select(
+                    eq(ri, best), kernel_lit(k, 1), kernel_lit(k, 0)))]
