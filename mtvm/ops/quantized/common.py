@@ -26,7 +26,7 @@ so the inner loop is a plain int8 dot product (padding reads as zx). The dot
 product has a Cortex-M DSP variant (SMLAD on pairs of sign-extended bytes,
 `#if defined(__ARM_FEATURE_DSP)`), selected by the compiler flags alone; the
 im2col convolution also has an x86 host variant (AVX2 / AVX-512 VNNI, `#if
-defined(MTVM_INT8_X86)`, see mm_x86_helper and pointwise_x86). All paths compute
+defined(MTVM_INT8_X86)`, c_runtime/kernels/x86/mtvm_mm_s16_x86.h). All paths compute
 the same exact integer sums, so results are bit-identical.
 
 Each `reference` below is the bit-exact NumPy model of its C kernel.

@@ -16,7 +16,6 @@ from ..base import c_literal, register
 from .common import (
     DOMAIN,
     INT8_EXT,
-    INT8_EXT_ROR8,
     IntOp,
     conv_acc,
     conv_geometry,
@@ -110,380 +109,18 @@ def permute_pairs(w: np.ndarray) -> np.ndarray:
     return rows.reshape(w.shape)
 
 
-def _asm_block(pixels: int, ext: str = "sxtb16", ldrd_w: bool = True) -> str:
-    """GNU asm text (Thumb-2) for one block of four taps x two channels: one LDRD of
-    the two channels' weight words (post-increment), four SXTB16 widening them into
-    the lanes (w0, w1), (w2, w3) of each channel, then per pixel one LDRD of its four
-    int16 taps and four SMLADs. 13 registers for two pixels: 15 instructions per 16
-    MACs."""
-    lines = ["ldrd   %[x0], %[x1], [%[c]], #8",
-             "ldrd   %[wa], %[wb], [%[w]], #8" if ldrd_w else "ldr    %[wa], [%[w]], #4",
-             f"{ext} %[wah], %[wa], ror #8",
-             f"{ext} %[wa], %[wa]",
-             f"{ext} %[wbh], %[wb], ror #8",
-             f"{ext} %[wb], %[wb]"]
-    if not ldrd_w:                           # weights not word-aligned: two LDRs
-        lines.insert(4, "ldr    %[wb], [%[w]], #4")
-    for p in range(pixels):
-        if p:
-            lines.append("ldrd   %[x0], %[x1], [%[c]], #8")
-        for ch, (lo, hi) in enumerate((("wa", "wah"), ("wb", "wbh"))):
-            acc = f"%[s{p}{ch}]"
-            lines += [f"smlad  {acc}, %[x0], %[{lo}], {acc}",
-                      f"smlad  {acc}, %[x1], %[{hi}], {acc}"]
-    if pixels == 1:                          # skip the unused pixel-1 slots
-        lines[0] = "ldrd   %[x0], %[x1], [%[c]], #16"
-    return "".join(f'"{ln}\\n\\t"\n' for ln in lines)
-
-
-def mm_helper(k, x_dtype, w_dtype, pixels: int) -> str:
+def mm_helper(k, w_dtype, pixels: int) -> str:
     """The micro-kernel of QConv's im2col path: `pixels` (2 or 1) output pixels x two
-    output channels over an int16 column block (see QConv.emit for the layouts)."""
-    tb, nb_, xb = INT8_EXT[np.dtype(w_dtype).name]
-    k.library("mtvm_dsp.h")
-    k.library("mtvm_ror8.h")
-    name = f"mtvm_mm{pixels}x2_s16_{nb_}"
-    ext = "sxtb16" if xb == "__sxtb16" else "uxtb16"
-    s_names = [f"s{p}{c}" for p in range(pixels) for c in range(2)]
-    ops = ", ".join([f'[{s}] "+r"({s})' for s in s_names] + ['[c] "+r"(c)', '[w] "+r"(w)']
-                    + [f'[{x}] "=&r"({x})' for x in ("x0", "x1", "wa", "wah", "wb", "wbh")])
-    decl_s = ", ".join(f"{s} = acc[{i}]" for i, s in enumerate(s_names))
-    store_s = " ".join(f"acc[{i}] = {s};" for i, s in enumerate(s_names))
-    if pixels == 2:
-        doc = (f"/* acc[0] += p0.w_o, acc[1] += p0.w_o1, acc[2] += p1.w_o, acc[3] += p1.w_o1 over\n"
-               f" * the taps of two pixels p0, p1. col: per block of four taps, p0's four int16\n"
-               f" * then p1's; then the tail words of p0, then p1's (tail_slot). w ({tb}): per\n"
-               f" * block, channel o's four bytes (w0 w2 w1 w3: SXTB16 and SXTB16 ROR #8 give\n"
-               f" * the int16 lanes (w0, w1), (w2, w3) that meet the column's words) then\n"
-               f" * channel o + 1's; then o's tail, then o + 1's (conv_pack_index). */")
-        port_blk = ["            s00 += (int32_t)c[j] * (int32_t)w[q];",
-                    "            s01 += (int32_t)c[j] * (int32_t)w[4 + q];",
-                    "            s10 += (int32_t)c[4 + j] * (int32_t)w[q];",
-                    "            s11 += (int32_t)c[4 + j] * (int32_t)w[4 + q];"]
-        port_tail = ["        s00 += (int32_t)c[q] * (int32_t)w[2 * q];",
-                     "        s01 += (int32_t)c[q] * (int32_t)w[2 * q + 1];",
-                     "        s10 += (int32_t)c[ts + q] * (int32_t)w[2 * q];",
-                     "        s11 += (int32_t)c[ts + q] * (int32_t)w[2 * q + 1];"]
-        dsp_tail = ["s00 = __smlad((int32_t)c0, wl, s00);", "s01 = __smlad((int32_t)c0, wh, s01);",
-                    "s10 = __smlad((int32_t)c1, wl, s10);", "s11 = __smlad((int32_t)c1, wh, s11);"]
-        dsp_blk = ["        memcpy(&x0, c, 4);          /* p0: taps (0, 1) */",
-                   "        memcpy(&x1, c + 2, 4);      /* p0: taps (2, 3) */",
-                   "        memcpy(&x2, c + 4, 4);      /* p1 */",
-                   "        memcpy(&x3, c + 6, 4);",
-                   "        memcpy(&wa, w, 4);",
-                   f"        s00 = __smlad((int32_t)x0, {xb}((int32_t)wa), s00);",
-                   f"        s00 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wa), s00);",
-                   f"        s10 = __smlad((int32_t)x2, {xb}((int32_t)wa), s10);",
-                   f"        s10 = __smlad((int32_t)x3, {INT8_EXT_ROR8[xb]}((int32_t)wa), s10);",
-                   "        memcpy(&wb, w + 4, 4);",
-                   f"        s01 = __smlad((int32_t)x0, {xb}((int32_t)wb), s01);",
-                   f"        s01 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wb), s01);",
-                   f"        s11 = __smlad((int32_t)x2, {xb}((int32_t)wb), s11);",
-                   f"        s11 = __smlad((int32_t)x3, {INT8_EXT_ROR8[xb]}((int32_t)wb), s11);"]
-    else:
-        doc = (f"/* acc[0] += p0.w_o, acc[1] += p0.w_o1: mtvm_mm2x2_s16_{nb_} for one pixel (the\n"
-               f" * pixel-1 slots of the column blocks are not read; the tail holds p0's taps). */")
-        port_blk = ["            s00 += (int32_t)c[j] * (int32_t)w[q];",
-                    "            s01 += (int32_t)c[j] * (int32_t)w[4 + q];"]
-        port_tail = ["        s00 += (int32_t)c[q] * (int32_t)w[2 * q];",
-                     "        s01 += (int32_t)c[q] * (int32_t)w[2 * q + 1];"]
-        dsp_tail = ["s00 = __smlad((int32_t)c0, wl, s00);", "s01 = __smlad((int32_t)c0, wh, s01);"]
-        dsp_blk = ["        memcpy(&x0, c, 4);",
-                   "        memcpy(&x1, c + 2, 4);",
-                   "        memcpy(&wa, w, 4);",
-                   f"        s00 = __smlad((int32_t)x0, {xb}((int32_t)wa), s00);",
-                   f"        s00 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wa), s00);",
-                   "        memcpy(&wb, w + 4, 4);",
-                   f"        s01 = __smlad((int32_t)x0, {xb}((int32_t)wb), s01);",
-                   f"        s01 = __smlad((int32_t)x1, {INT8_EXT_ROR8[xb]}((int32_t)wb), s01);"]
-    xdecl = ", ".join(f"x{i}" for i in range(2 * pixels))
-    avx = mm_x86_helper(k, w_dtype)
-    k.helper(name + "_c", "\n".join([
-        "#if defined(__ARM_FEATURE_DSP)",
-        f"/* The nb blocks of {name} in C: where the assembly does not apply (weights",
-        " * not word-aligned, compilers other than gcc/clang). Not inlined: one copy. */",
-        f"static void {name}_c(const int16_t* c, const {tb}* w, int32_t nb, "
-        f"int32_t acc[{2 * pixels}])",
-        "{",
-        f"    int32_t {decl_s};",
-        "    for (; nb > 0; --nb, c += 8, w += 8) {",
-        f"        uint32_t {xdecl}, wa, wb;",
-        *dsp_blk,
-        "    }",
-        f"    {store_s}",
-        "}",
-        "#endif"]))
-    mac = f"MTVM_MM{pixels}X2_{nb_.upper()}"
-
-    def asm_blocks(ldrd_w: bool) -> list[str]:
-        """nb blocks: one, two, then loops of four (nb is a constant after inlining:
-        only the parts it needs remain)."""
-        blk = f"{mac}_{'LDRD' if ldrd_w else 'LDR'}"
-        return [f'if (nb & 1) __asm__({blk} : {mac}_OPS : : "memory");',
-                f'if (nb & 2) __asm__({blk} {blk} : {mac}_OPS : : "memory");',
-                "if (nb >= 4) {",
-                "    const int16_t* end = c + 8 * (nb & ~3);",
-                f'    __asm__("1:\\n\\t" {blk} {blk} {blk} {blk} "cmp %[c], %[end]\\n\\tbne 1b\\n\\t"',
-                f'            : {mac}_OPS : [end] "r"(end) : "cc", "memory");',
-                "}"]
-
-    def macro(name_, text):
-        body = [f'    "{ln[1:-5]}\\n\\t"' for ln in text.splitlines()]
-        return [f"#define {name_} \\"] + [ln + " \\" for ln in body[:-1]] + [body[-1]]
-    k.helper(mac, "\n".join(
-        ["#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)",
-         f"/* One block of four taps x {pixels} pixel(s) x two channels of {name} (Thumb-2):",
-         " * LDRD of the two channels' weight words (or two LDRs where they may be",
-         " * unaligned), SXTB16 / SXTB16 ROR #8 into the lanes (w0, w1), (w2, w3) of each,",
-         " * then per pixel one LDRD of four int16 taps (post-increment) and four SMLADs. */"]
-        + macro(f"{mac}_LDRD", _asm_block(pixels, ext, True))
-        + macro(f"{mac}_LDR", _asm_block(pixels, ext, False))
-        + [f"#define {mac}_OPS {ops}", "#endif"]))
-    code = [doc,
-            "#if defined(__GNUC__)",
-            "__attribute__((always_inline))   /* nb and tl are constants at each call */",
-            "#endif",
-            f"static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t tl,",
-            f"{' ' * (len(name) + 20)}int32_t wal, int32_t acc[{2 * pixels}])",
-            "{",
-            "    const int16_t* ct = c + 8 * nb;   /* the tail taps */",
-            f"    const {tb}* wt = w + 8 * nb;",
-            "    (void)wal;",
-            "#if defined(__ARM_FEATURE_DSP)",
-            "#if defined(__GNUC__) && defined(__thumb2__)",
-            "    /* Thumb-2 assembly (gcc 12 spills and does not use LDRD with post-increment",
-            "     * here). c is 8-byte aligned (the arena's scratch). wal (a constant): the",
-            "     * weight rows are a multiple of four bytes, so w is word-aligned when the",
-            "     * array is (gcc aligns it at -O2): one LDRD for both channels' words; else",
-            "     * two LDRs, which take any address. */",
-            "    if (!wal || ((uintptr_t)w & 3u) == 0) {",
-            f"        int32_t {decl_s};",
-            "        uint32_t x0, x1, wa, wah, wb, wbh;",
-            "        if (wal) {",
-            *indent_c(asm_blocks(True), 3),
-            "        } else {",
-            *indent_c(asm_blocks(False), 3),
-            "        }",
-            f"        {store_s}",
-            "    } else",
-            "#endif",
-            "    {",
-            f"        {name}_c(c, w, nb, acc);",
-            "    }",
-            "#elif defined(MTVM_INT8_X86)",
-            f"    {avx}(c, w, nb, {pixels}, acc);",
-            "#else",
-            "    {",
-            f"        int32_t {decl_s};",
-            "        for (; nb > 0; --nb, c += 8, w += 8) {",
-            "            for (int32_t j = 0; j < 4; ++j) {",
-            "                const int32_t q = j == 1 ? 2 : (j == 2 ? 1 : j);   /* tap j's weight */",
-            *["    " + ln for ln in port_blk],
-            "            }",
-            "        }",
-            f"        {store_s}",
-            "    }",
-            "#endif",
-            "    if (tl > 0) {   /* tail words: see tail_slot and conv_pack_index */",
-            f"        int32_t {decl_s};",
-            "        const int32_t ts = tl <= 2 ? 2 : 4;",
-            "        (void)ts;",
-            "#if defined(__ARM_FEATURE_DSP)",
-            f"        uint32_t wv = 0, c0{', c1' if pixels == 2 else ''};",
-            "        int32_t wl, wh;",
-            "        memcpy(&wv, wt, tl == 1 ? 2 : 4);",
-            "        memcpy(&c0, ct, 4);",
-            *(["        memcpy(&c1, ct + ts, 4);"] if pixels == 2 else []),
-            f"        wl = {xb}((int32_t)wv);",
-            f"        wh = {INT8_EXT_ROR8[xb]}((int32_t)wv);",
-            *["        " + ln for ln in dsp_tail],
-            "        if (tl == 3) {",
-            "            wv = 0;",
-            "            memcpy(&wv, wt + 4, 2);",
-            "            memcpy(&c0, ct + 2, 4);",
-            *(["            memcpy(&c1, ct + ts + 2, 4);"] if pixels == 2 else []),
-            f"            wl = {xb}((int32_t)wv);",
-            f"            wh = {INT8_EXT_ROR8[xb]}((int32_t)wv);",
-            *["            " + ln for ln in dsp_tail],
-            "        }",
-            "#else",
-            "        for (int32_t j = 0; j < tl; ++j) {",
-            "            const int32_t q = tl == 3 && j ? 3 - j : j;",
-            *["    " + ln.replace("c[", "ct[").replace("w[", "wt[") for ln in port_tail],
-            "        }",
-            "#endif",
-            f"        {store_s}",
-            "    }",
-            "}"]
-    return k.helper(name, "\n".join(code))
-
-
-def mm_x86_helper(k, w_dtype) -> str:
-    """The nb blocks of mtvm_mm2x2 / mtvm_mm1x2 on x86 (AVX2, AVX-512 VNNI): the same
-    packed weights and column, vectorized along the taps."""
-    tb, nb_, _ = INT8_EXT[np.dtype(w_dtype).name]
-    cvt = "epi8" if tb == "int8_t" else "epu8"
-    k.library("mtvm_int8_x86.h")
-    name = f"mtvm_mm2x2_x86_{nb_}"
-    return k.helper(name, f"""#if defined(MTVM_INT8_X86)
-/* acc[0..3] += (p0.w_o, p0.w_o1, p1.w_o, p1.w_o1) over nb blocks (pixels 1: the p1
- * sums are not added). A column block (p0's four taps, p1's) lines up with the
- * block's weights (o's four, o1's) once PSHUFB has undone the pair permutation
- * (w0 w2 w1 w3, self-inverse) and the bytes are widened to int16: VPMADDWD gives
- * (o.p0, o1.p1), and with the column's halves swapped (PSHUFD 0x4E) (o.p1, o1.p0).
- * Exact int32 sums: |tap * weight| <= 255 * 255, two per lane. */
-static inline void {name}(const int16_t* c, const {tb}* w, int32_t nb, int32_t pixels,
-                                     int32_t* acc)
-{{
-    const __m128i unperm = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
-    __m128i d4, x4, s;
-#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
-    /* four blocks per step, alternating between two pairs of accumulators (the
-     * dependency chains, not the throughput, limit a single pair) */
-    __m512i d16 = _mm512_setzero_si512(), x16 = _mm512_setzero_si512();
-    __m512i e16 = _mm512_setzero_si512(), y16 = _mm512_setzero_si512();
-    __m256i d8, x8;
-    for (int32_t i = 0; nb >= 4; nb -= 4, c += 32, w += 32, ++i) {{
-        const __m512i wv = _mm512_cvt{cvt}_epi16(_mm256_shuffle_epi8(
-            _mm256_loadu_si256((const __m256i*)(const void*)w), _mm256_broadcastsi128_si256(unperm)));
-        const __m512i cv = _mm512_loadu_si512((const void*)c);
-        const __m512i cs = _mm512_shuffle_epi32(cv, (_MM_PERM_ENUM)0x4E);
-        if (i & 1) {{
-            e16 = _mm512_dpwssd_epi32(e16, wv, cv);
-            y16 = _mm512_dpwssd_epi32(y16, wv, cs);
-        }} else {{
-            d16 = _mm512_dpwssd_epi32(d16, wv, cv);
-            x16 = _mm512_dpwssd_epi32(x16, wv, cs);
-        }}
-    }}
-    d16 = _mm512_add_epi32(d16, e16);
-    x16 = _mm512_add_epi32(x16, y16);
-    d8 = _mm256_add_epi32(_mm512_castsi512_si256(d16), _mm512_extracti64x4_epi64(d16, 1));
-    x8 = _mm256_add_epi32(_mm512_castsi512_si256(x16), _mm512_extracti64x4_epi64(x16, 1));
-#else
-    __m256i d8 = _mm256_setzero_si256(), x8 = _mm256_setzero_si256();
-#endif
-    for (; nb >= 2; nb -= 2, c += 16, w += 16) {{          /* two blocks per step */
-        const __m256i wv = _mm256_cvt{cvt}_epi16(_mm_shuffle_epi8(
-            _mm_loadu_si128((const __m128i*)(const void*)w), unperm));
-        const __m256i cv = _mm256_loadu_si256((const __m256i*)(const void*)c);
-        d8 = _mm256_add_epi32(d8, _mm256_madd_epi16(wv, cv));
-        x8 = _mm256_add_epi32(x8, _mm256_madd_epi16(wv, _mm256_shuffle_epi32(cv, 0x4E)));
-    }}
-    d4 = _mm_add_epi32(_mm256_castsi256_si128(d8), _mm256_extracti128_si256(d8, 1));
-    x4 = _mm_add_epi32(_mm256_castsi256_si128(x8), _mm256_extracti128_si256(x8, 1));
-    if (nb) {{                                               /* the last odd block */
-        const __m128i wv = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(
-            _mm_loadl_epi64((const __m128i*)(const void*)w), unperm));
-        const __m128i cv = _mm_loadu_si128((const __m128i*)(const void*)c);
-        d4 = _mm_add_epi32(d4, _mm_madd_epi16(wv, cv));
-        x4 = _mm_add_epi32(x4, _mm_madd_epi16(wv, _mm_shuffle_epi32(cv, 0x4E)));
-    }}
-    s = _mm_hadd_epi32(d4, x4);                  /* p0.o, p1.o1, p1.o, p0.o1 */
-    acc[0] += _mm_cvtsi128_si32(s);
-    acc[1] += _mm_extract_epi32(s, 3);
-    if (pixels == 2) {{
-        acc[2] += _mm_extract_epi32(s, 2);
-        acc[3] += _mm_extract_epi32(s, 1);
-    }}
-}}
-#endif""")
+    output channels over an int16 column block (c_runtime/kernels/generic/mtvm_mm_s16.h:
+    Thumb-2 SMLAD assembly, AVX2 / AVX-512 VNNI, portable C)."""
+    k.library("mtvm_mm_s16.h")
+    return f"mtvm_mm{pixels}x2_s16_{INT8_EXT[np.dtype(w_dtype).name][1]}"
 
 
 def mm4_x86_helper(k, w_dtype) -> str:
-    """Two channel pairs (four channels) x two pixels on x86: mtvm_mm2x2_x86 for the
-    pairs at w0 and w1, sharing the column loads and with twice the independent sums."""
-    tb, nb_, _ = INT8_EXT[np.dtype(w_dtype).name]
-    cvt = "epi8" if tb == "int8_t" else "epu8"
-    mm_x86_helper(k, w_dtype)
-    name = f"mtvm_mm2x4_x86_{nb_}"
-    return k.helper(name, f"""#if defined(MTVM_INT8_X86)
-/* acc[0..3] += the sums of mtvm_mm2x2_x86_{nb_} for the channel pair at w0, acc[4..7]
- * for the pair at w1, over nb blocks (one column block meets both pairs' weights). */
-static inline void {name}(const int16_t* c, const {tb}* w0, const {tb}* w1, int32_t nb,
-                                     int32_t tl, int32_t* acc)
-{{
-    const __m128i unperm = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
-    __m128i d4, x4, e4, y4, s;
-#if defined(__AVX512BW__) && defined(__AVX512VNNI__)
-    const __m256i unperm2 = _mm256_broadcastsi128_si256(unperm);
-    __m512i d16 = _mm512_setzero_si512(), x16 = _mm512_setzero_si512();
-    __m512i e16 = _mm512_setzero_si512(), y16 = _mm512_setzero_si512();
-    __m256i d8, x8, e8, y8;
-    for (; nb >= 4; nb -= 4, c += 32, w0 += 32, w1 += 32) {{   /* four blocks per step */
-        const __m512i cv = _mm512_loadu_si512((const void*)c);
-        const __m512i cs = _mm512_shuffle_epi32(cv, (_MM_PERM_ENUM)0x4E);
-        const __m512i wa = _mm512_cvt{cvt}_epi16(_mm256_shuffle_epi8(
-            _mm256_loadu_si256((const __m256i*)(const void*)w0), unperm2));
-        const __m512i wb = _mm512_cvt{cvt}_epi16(_mm256_shuffle_epi8(
-            _mm256_loadu_si256((const __m256i*)(const void*)w1), unperm2));
-        d16 = _mm512_dpwssd_epi32(d16, wa, cv);
-        x16 = _mm512_dpwssd_epi32(x16, wa, cs);
-        e16 = _mm512_dpwssd_epi32(e16, wb, cv);
-        y16 = _mm512_dpwssd_epi32(y16, wb, cs);
-    }}
-    d8 = _mm256_add_epi32(_mm512_castsi512_si256(d16), _mm512_extracti64x4_epi64(d16, 1));
-    x8 = _mm256_add_epi32(_mm512_castsi512_si256(x16), _mm512_extracti64x4_epi64(x16, 1));
-    e8 = _mm256_add_epi32(_mm512_castsi512_si256(e16), _mm512_extracti64x4_epi64(e16, 1));
-    y8 = _mm256_add_epi32(_mm512_castsi512_si256(y16), _mm512_extracti64x4_epi64(y16, 1));
-#else
-    __m256i d8 = _mm256_setzero_si256(), x8 = _mm256_setzero_si256();
-    __m256i e8 = _mm256_setzero_si256(), y8 = _mm256_setzero_si256();
-#endif
-    for (; nb >= 2; nb -= 2, c += 16, w0 += 16, w1 += 16) {{   /* two blocks per step */
-        const __m256i cv = _mm256_loadu_si256((const __m256i*)(const void*)c);
-        const __m256i cs = _mm256_shuffle_epi32(cv, 0x4E);
-        const __m256i wa = _mm256_cvt{cvt}_epi16(_mm_shuffle_epi8(
-            _mm_loadu_si128((const __m128i*)(const void*)w0), unperm));
-        const __m256i wb = _mm256_cvt{cvt}_epi16(_mm_shuffle_epi8(
-            _mm_loadu_si128((const __m128i*)(const void*)w1), unperm));
-        d8 = _mm256_add_epi32(d8, _mm256_madd_epi16(wa, cv));
-        x8 = _mm256_add_epi32(x8, _mm256_madd_epi16(wa, cs));
-        e8 = _mm256_add_epi32(e8, _mm256_madd_epi16(wb, cv));
-        y8 = _mm256_add_epi32(y8, _mm256_madd_epi16(wb, cs));
-    }}
-    d4 = _mm_add_epi32(_mm256_castsi256_si128(d8), _mm256_extracti128_si256(d8, 1));
-    x4 = _mm_add_epi32(_mm256_castsi256_si128(x8), _mm256_extracti128_si256(x8, 1));
-    e4 = _mm_add_epi32(_mm256_castsi256_si128(e8), _mm256_extracti128_si256(e8, 1));
-    y4 = _mm_add_epi32(_mm256_castsi256_si128(y8), _mm256_extracti128_si256(y8, 1));
-    if (nb) {{                                               /* the last odd block */
-        const __m128i cv = _mm_loadu_si128((const __m128i*)(const void*)c);
-        const __m128i cs = _mm_shuffle_epi32(cv, 0x4E);
-        const __m128i wa = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(
-            _mm_loadl_epi64((const __m128i*)(const void*)w0), unperm));
-        const __m128i wb = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(
-            _mm_loadl_epi64((const __m128i*)(const void*)w1), unperm));
-        d4 = _mm_add_epi32(d4, _mm_madd_epi16(wa, cv));
-        x4 = _mm_add_epi32(x4, _mm_madd_epi16(wa, cs));
-        e4 = _mm_add_epi32(e4, _mm_madd_epi16(wb, cv));
-        y4 = _mm_add_epi32(y4, _mm_madd_epi16(wb, cs));
-        c += 8, w0 += 8, w1 += 8;
-    }}
-    if (tl) {{   /* the tail words (tail_slot), made a block: [p0's slots][p1's] */
-        const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 8, 8, 8, 8, 8, 8, 8);
-        uint64_t ta = 0, tb = 0;   /* slot q: o's byte 2q, o1's 2q + 1 (zero past tl) */
-        __m128i cv, cs, wa, wb;
-        memcpy(&ta, w0, 2 * (size_t)tl);
-        memcpy(&tb, w1, 2 * (size_t)tl);
-        cv = tl <= 2 ? _mm_unpacklo_epi32(_mm_loadl_epi64((const __m128i*)(const void*)c),
-                                          _mm_setzero_si128())      /* two slots each */
-                     : _mm_loadu_si128((const __m128i*)(const void*)c);
-        cs = _mm_shuffle_epi32(cv, 0x4E);
-        wa = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128((long long)ta), split));
-        wb = _mm_cvt{cvt}_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128((long long)tb), split));
-        d4 = _mm_add_epi32(d4, _mm_madd_epi16(wa, cv));
-        x4 = _mm_add_epi32(x4, _mm_madd_epi16(wa, cs));
-        e4 = _mm_add_epi32(e4, _mm_madd_epi16(wb, cv));
-        y4 = _mm_add_epi32(y4, _mm_madd_epi16(wb, cs));
-    }}
-    /* (p0.o, p1.o1, p1.o, p0.o1) of each pair, in acc's order (p0.o, p0.o1, p1.o, p1.o1) */
-    s = _mm_shuffle_epi32(_mm_hadd_epi32(d4, x4), 0x6C);
-    _mm_storeu_si128((__m128i*)(void*)acc, _mm_add_epi32(_mm_loadu_si128((const __m128i*)(const void*)acc), s));
-    s = _mm_shuffle_epi32(_mm_hadd_epi32(e4, y4), 0x6C);
-    _mm_storeu_si128((__m128i*)(void*)(acc + 4),
-                     _mm_add_epi32(_mm_loadu_si128((const __m128i*)(const void*)(acc + 4)), s));
-}}
-#endif""")
+    """Two channel pairs (four channels) x two pixels on x86 hosts (mtvm_mm_s16.h)."""
+    k.library("mtvm_mm_s16.h")
+    return f"mtvm_mm2x4_x86_{INT8_EXT[np.dtype(w_dtype).name][1]}"
 
 
 def st16x2_helper(k) -> str:
@@ -497,6 +134,13 @@ def mm1_helper(k, w_dtype) -> str:
     c_runtime/kernels/generic/mtvm_mmx1_s16.h."""
     k.library("mtvm_mmx1_s16.h")
     return f"mtvm_mmx1_s16_{INT8_EXT[np.dtype(w_dtype).name][1]}"
+
+
+def pair4_helper(k, x_dtype) -> str:
+    """The column block of four channels x two neighbouring pixels of a pointwise conv
+    (c_runtime/kernels/generic/mtvm_mm_s16.h)."""
+    k.library("mtvm_mm_s16.h")
+    return f"mtvm_im2col_pair4_s16_{INT8_EXT[np.dtype(x_dtype).name][1]}"
 
 
 # -- convolution ------------------------------------------------------------------------
@@ -570,31 +214,22 @@ class _Store:
         if self.mult is None or self.m is None:
             return None
         k, m = self.k, self.m
-        k.library("mtvm_mulhi_s32_x86.h")
+        k.library("mtvm_mm_s16.h")
 
         def lanes(buf):
             if buf.const is not None and buf.size == 1:
                 return f"_mm256_set1_epi32({c_literal(buf.const.ravel()[0], np.int32)})"
-            return (f"_mm256_permutevar8x32_epi32(_mm256_castsi128_si256(_mm_loadu_si128("
-                    f"(const __m128i*)(const void*)({buf.c} + {o}))), idx)")
-        lines = ["const __m256i idx = _mm256_setr_epi32(0, 1, 0, 1, 2, 3, 2, 3);",
-                 "int32_t r[8];",
-                 f"__m256i v = mtvm_mulhi_x86(_mm256_loadu_si256((const __m256i*)(const void*){a}), "
-                 f"{lanes(self.mult)});"]
-        if np.all(m == m[0]):
-            add = (1 << int(m[0] - 1)) + int(self.y_zp) * (1 << int(m[0]))
-            lines.append(f"v = _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32({add})), "
-                         f"{int(m[0])});")
-        else:
-            lines += [f"v = _mm256_srav_epi32(v, _mm256_sub_epi32(_mm256_set1_epi32(-2), "
-                      f"{lanes(self.shift)}));   /* m - 1 = -2 - shift */",
-                      f"v = _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32("
-                      f"{2 * int(self.y_zp) + 1})), 1);"]
-        lines += [f"v = _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32({int(self.lo)})), "
-                  f"_mm256_set1_epi32({int(self.hi)}));",
-                  "_mm256_storeu_si256((__m256i*)(void*)r, v);"]
+            return f"mtvm_mm2x4_lanes_x86({buf.c} + {o})"
+        if np.all(m == m[0]):     # one shift: m > 0
+            args = f"_mm256_setzero_si256(), {int(m[0])}, " \
+                f"{(1 << int(m[0] - 1)) + int(self.y_zp) * (1 << int(m[0]))}"
+        else:                     # per channel: m = 0 selects it
+            args = f"{lanes(self.shift)}, 0, {2 * int(self.y_zp) + 1}"
         st = [f"{d} = ({k.out.ctype})r[{i}];" for i, d in enumerate(dsts)]
-        return ["{"] + indent_c(lines + [" ".join(st[:4]), " ".join(st[4:])]) + ["}"]
+        return ["{", "    int32_t r[8];",
+                f"    mtvm_mm2x4_requantize_x86(r, {a}, {lanes(self.mult)}, {args}, "
+                f"{int(self.lo)}, {int(self.hi)});",
+                "    " + " ".join(st[:4]), "    " + " ".join(st[4:]), "}"]
 
 
 def _col_pos(i: int, px, nb: int, tl: int) -> tuple[str, int]:
@@ -626,9 +261,8 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     nb, tl = kk // 4, kk % 4
     ts = tail_stride(tl)
     xt = x.ctype
-    ext = INT8_EXT[np.dtype(x.dtype).name][2]
-    mm2 = mm_helper(k, x.dtype, w.dtype, 2)
-    mm1 = mm_helper(k, x.dtype, w.dtype, 1) if ohw % 2 else None
+    mm2 = mm_helper(k, w.dtype, 2)
+    mm1 = mm_helper(k, w.dtype, 1) if ohw % 2 else None
     mmx1 = mm1_helper(k, w.dtype) if mg % 2 else None
     k.scratch_bytes = col_bytes(kk)
     zx = c_literal(x_zp, np.int32)
@@ -763,24 +397,11 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     if pointwise:
         # the two pixels of a pair are neighbours in every channel plane
         full = cg // 4
-        dsp = [f"uint16_t h0, h1, h2, h3;",
-               "memcpy(&h0, p, 2);", f"memcpy(&h1, p + {hw}, 2);",
-               f"memcpy(&h2, p + {2 * hw}, 2);", f"memcpy(&h3, p + {3 * hw}, 2);",
-               "{",
-               "    const int32_t v01 = (int32_t)((uint32_t)h0 | ((uint32_t)h1 << 16));",
-               "    const int32_t v23 = (int32_t)((uint32_t)h2 | ((uint32_t)h3 << 16));",
-               f"    const int32_t a01 = {ext}(v01), a23 = {ext}(v23);   /* pixel 0 */",
-               f"    const int32_t b01 = {INT8_EXT_ROR8[ext]}(v01), b23 = {INT8_EXT_ROR8[ext]}(v23);",
-               "    memcpy(t, &a01, 4);", "    memcpy(t + 2, &a23, 4);",
-               "    memcpy(t + 4, &b01, 4);", "    memcpy(t + 6, &b23, 4);",
-               "}"]
         pair = ["const " + xt + "* p = xg + q;"] + (["int16_t* t = col;"] if full else [])
         one = list(pair)
         if full:
             loop = f"for (size_t ci = 0; ci < {4 * full}; ci += 4, p += {4 * hw}, t += 8) {{"
-            pair += [loop, "#if defined(__ARM_FEATURE_DSP)"] + indent_c(dsp) + ["#else"] + \
-                indent_c([f"t[{r}] = p[{r * hw}]; t[{4 + r}] = p[{r * hw + 1}];"
-                         for r in range(4)]) + ["#endif", "}"]
+            pair += [loop, f"    {pair4_helper(k, x.dtype)}(t, p, {hw});", "}"]
             one += [loop] + indent_c([" ".join(f"t[{r}] = p[{r * hw}];" for r in range(4))]) + ["}"]
         for r in range(cg % 4):
             q = 8 * nb + tail_slot(r, tl)
@@ -891,99 +512,49 @@ def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | N
     positions per vector, read straight from the input planes (no column), four output
     channels at a time; the weights as int16 pairs (w[o][t], w[o][t + 1]) rebuilt from
     the packed rows on the stack once per call, the input pairs (x[t][p], x[t + 1][p])
-    of a tile of 16 positions once per tile (stack: host only, not the arena).
+    of a tile of 16 positions once per tile (stack: host only, not the arena); the parts
+    in c_runtime/kernels/x86/mtvm_pw_conv_x86.h.
     None where it does not apply (see the caller; requantization: _Store's fast path)."""
     cg, mg = c // group, oc // group
-    cp, nb_ = (cg + 1) // 2, cg // 4
+    cp = (cg + 1) // 2
     if not isinstance(store, _Store) or store.mult is None or store.m is None or \
             mg * cp > 4096 or cp > 128:
         return None
-    xt, cvt = x.ctype, ("epi8" if x.dtype == np.int8 else "epu8")
-    wt = "int16_t" if w.dtype == np.int8 else "uint16_t"
+    k.library("mtvm_pw_conv_x86.h")
+    x_u, w_u = int(x.dtype == np.uint8), int(w.dtype == np.uint8)
     m = store.m
-    k.library("mtvm_int8_x86.h")
-    k.library("mtvm_pk_index_x86.h")
-    pk = "mtvm_pk_index"
-    mult = per_channel(store.mult, "o")
-    if np.all(m == m[0]):
-        add = (1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0]))
-        rq = [f"v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32({add})), {int(m[0])});"]
-    else:
-        rq = [f"v = _mm512_srav_epi32(v, _mm512_set1_epi32(-2 - {per_channel(store.shift, 'o')}));",
-              f"v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32("
-              f"{2 * int(store.y_zp) + 1})), 1);"]
-    ch = ["{   /* requantize and store channel o's 16 positions (_Store's fast path) */",
-          f"    __m512i v = _mm512_mul_epi32(acc[i], _mm512_set1_epi32({mult}));",
-          f"    const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc[i], 32), "
-          f"_mm512_set1_epi32({mult}));",
-          "    v = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(v, 32), odd);"] + \
-        indent_c(rq) + [
-          f"    v = _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32({int(store.lo)})), "
-          f"_mm512_set1_epi32({int(store.hi)}));",
-          "    _mm_mask_storeu_epi8((void*)(yq + (size_t)i * " + str(hw) + "), km, "
-          "_mm512_cvtepi32_epi8(v));",
-          "}"]
+    if np.all(m == m[0]):     # one shift: m > 0
+        rq = f"0, {int(m[0])}, {(1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0]))}"
+    else:                     # per channel: m = 0 selects it
+        rq = f"{per_channel(store.shift, 'o')}, 0, {2 * int(store.y_zp) + 1}"
     return [
         "/* x86 (AVX-512 VNNI), a pointwise conv not in place: see pointwise_x86 */",
         "(void)col;",
         f"for (size_t b = 0; b < {n}; ++b) {{",
         f"    for (size_t g = 0; g < {group}; ++g) {{",
-        f"        const {xt}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};",
-        f"        const {w.ctype}* wg = {w.c} + g * {mg * cg};",
+        f"        const {x.ctype}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};",
         f"        int32_t wq[{mg * cp}];   /* [o][t / 2]: (w[o][t], w[o][t + 1]) int16 */",
-        f"        for (int32_t j = 0; j < {mg}; ++j) {{",
-        f"            const int32_t own = (j & 1) == 0 && j + 1 == {mg};   /* its own row */",
-        f"            const {w.ctype}* r = wg + (own ? j : (j & ~1)) * {cg} + (own ? 0 : 4 * (j & 1));",
-        f"            int32_t* d = wq + j * {cp};",
-        f"            for (int32_t i = 0; i < {nb_}; ++i, r += own ? 4 : 8) {{   /* w0 w2 w1 w3 */",
-        f"                d[2 * i] = (int32_t)((uint32_t)(uint16_t)({wt})r[0] | "
-        f"(uint32_t)(uint16_t)({wt})r[2] << 16);",
-        f"                d[2 * i + 1] = (int32_t)((uint32_t)(uint16_t)({wt})r[1] | "
-        f"(uint32_t)(uint16_t)({wt})r[3] << 16);",
-        "            }",
-        f"            for (int32_t t = {4 * nb_}; t < {cg}; t += 2) {{   /* the tail taps */",
-        f"                const uint32_t lo = (uint16_t)({wt})wg[{pk}(j, t, {cg}, {mg})];",
-        f"                const uint32_t hi = t + 1 < {cg} ? "
-        f"(uint16_t)({wt})wg[{pk}(j, t + 1, {cg}, {mg})] : 0u;",
-        f"                d[t / 2] = (int32_t)(lo | hi << 16);",
-        "            }",
-        "        }",
+        f"        mtvm_pw_weight_pairs_x86(wq, (const uint8_t*)({w.c} + g * {mg * cg}), {w_u}, "
+        f"{mg}, {cg});",
         f"        for (size_t q = 0; q < {hw}; q += 16) {{",
         f"            const __mmask16 km = q + 16 <= {hw} ? (__mmask16)0xFFFF : "
         f"(__mmask16)((1u << ({hw} - q)) - 1u);",
         f"            __m512i xp[{cp}];   /* (x[2t][p], x[2t + 1][p]) int16, p < 16 */",
-        f"            for (size_t t = 0; t < {cp}; ++t) {{",
-        f"                const __m128i a = _mm_maskz_loadu_epi8(km, (const void*)(xg + 2 * t * {hw} + q));",
-        f"                const __m128i e = 2 * t + 1 < {cg} ? _mm_maskz_loadu_epi8(km, "
-        f"(const void*)(xg + (2 * t + 1) * {hw} + q)) : _mm_setzero_si128();",
-        f"                xp[t] = _mm512_cvt{cvt}_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, e), "
-        f"_mm_unpacklo_epi8(a, e)));",
-        "            }",
+        f"            mtvm_pw_tile_x86(xp, (const uint8_t*)(xg + q), {x_u}, {cg}, {hw}, km);",
         f"            for (size_t o0 = g * {mg}; o0 < (g + 1) * {mg}; o0 += 4) {{",
         f"                const int32_t nc = (int32_t)((g + 1) * {mg} - o0 < 4 ? (g + 1) * {mg} - o0 : 4);",
-        f"                const int32_t* wj = wq + (o0 - g * {mg}) * {cp};",
         f"                {k.out.ctype}* yq = out0 + (b * {oc} + o0) * {hw} + q;",
         "                __m512i acc[4];",
         f"                for (int32_t i = 0; i < 4; ++i) acc[i] = _mm512_set1_epi32(i < nc ? "
         f"{bias.c}[o0 + (size_t)i] : 0);",
-        "                if (nc == 4) {",
-        f"                    for (size_t t = 0; t < {cp}; ++t) {{",
-        "                        for (int32_t i = 0; i < 4; ++i) {",
-        f"                            acc[i] = _mm512_dpwssd_epi32(acc[i], xp[t], "
-        f"_mm512_set1_epi32(wj[i * {cp} + (int32_t)t]));",
-        "                        }",
-        "                    }",
-        "                } else {",
-        f"                    for (size_t t = 0; t < {cp}; ++t) {{",
-        "                        for (int32_t i = 0; i < nc; ++i) {",
-        f"                            acc[i] = _mm512_dpwssd_epi32(acc[i], xp[t], "
-        f"_mm512_set1_epi32(wj[i * {cp} + (int32_t)t]));",
-        "                        }",
-        "                    }",
-        "                }",
-        "                for (int32_t i = 0; i < nc; ++i) {",
+        f"                mtvm_pw_dot_x86(acc, xp, wq + (o0 - g * {mg}) * {cp}, {cp}, nc);",
+        "                for (int32_t i = 0; i < nc; ++i) {   /* requantize and store channel o */",
         "                    const size_t o = o0 + (size_t)i;",
-        "                    (void)o;"] + indent_c(ch, 5) + [
+        f"                    const __m512i v = mtvm_pw_requantize_x86(acc[i], "
+        f"{per_channel(store.mult, 'o')}, {rq}, {int(store.lo)}, {int(store.hi)});",
+        "                    (void)o;",
+        f"                    _mm_mask_storeu_epi8((void*)(yq + (size_t)i * {hw}), km, "
+        "_mm512_cvtepi32_epi8(v));",
         "                }",
         "            }",
         "        }",
