@@ -542,6 +542,21 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             out += [f"for (; ox < {ow}; ++ox) {{"] + indent_c(scalar()) + ["}"]
         return indent_c(out, indent)
 
+    x86 = mult is not None and shift is not None and sw in (1, 2) and ow >= 8
+    if x86:   # x86 hosts: eight pixels per vector (mtvm_depthwise_x86.h)
+        k.library("mtvm_depthwise_x86.h")
+        if fast:
+            rq = f"0, mult_o, 0, 0, rnd_o, sh_o, {act_min}, {act_max}"
+        else:
+            m_o, s_o = ("mult_o", "shift_o") if mult.size > 1 else \
+                (per_channel(mult, "o"), per_channel(shift, "o"))
+            rq = f"1, {m_o}, {s_o}, {y_zp}, 0, 0, {act_min}, {act_max}"
+        lines += ["#if defined(MTVM_INT8_X86)",
+                  f"        const int32_t wk[{taps}] = {{{', '.join(wv)}}};",
+                  f"        mtvm_dw_plane_x86((const uint8_t*)xc, {int(x.dtype == np.uint8)}, "
+                  f"{row_w}, (uint8_t*)yc, {oh}, {ow}, {kh}, {kw}, {sh}, {sw}, {dh}, {dw}, wk, "
+                  f"bias_in, (mtvm_dw_requant_x86_t){{{rq}}});",
+                  "#else"]
     if rows3:   # the blocks need the DSP extension; elsewhere the plain sums
         lines.append("#if defined(__ARM_FEATURE_DSP)")
     lines.append("        size_t oy = 0;")
@@ -586,5 +601,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                 ["            }"]
         lines += [f"            for (; ox < {ow}; ++ox) {{"] + \
             indent_c(scalar(), 4) + ["            }", "        }", "#endif"]
+    if x86:
+        lines.append("#endif")
     lines += ["    }", "}"]
     return lines
