@@ -15,6 +15,9 @@ def add_parser(sub) -> None:
     g.add_argument("--board", default="host", help="board name (see `mtvm boards`; "
                    "default: host)")
     g.add_argument("-o", "--output", required=True, metavar="DIR", help="project directory")
+    g.add_argument("--template", metavar="NAME", help="project template: cmake (a CMake "
+                   "project: model and runtime libraries, an example app), or the board's own "
+                   "(host, cortex_m: a Makefile; the default)")
     g.add_argument("--kind", choices=["host-driven", "standalone"], default="host-driven",
                    help="host-driven: RPC server for `mtvm run`; standalone: runs an embedded "
                    "sample and prints the outputs (default: host-driven)")
@@ -43,10 +46,10 @@ def generate(args) -> int:
     proj = project.generate(args.model, board=args.board, out_dir=args.output, kind=args.kind,
                             sample=args.sample, force=args.force, profile=profile,
                             module_name=module_name, compile_options=kw,
-                            overwrite_edited=args.overwrite_edited)
+                            overwrite_edited=args.overwrite_edited, template=args.template)
     md = proj.metadata
     print(f"generated {proj.kind} project for model {md['model_name']} on board "
-          f"{proj.board['name']}: {proj.dir}")
+          f"{proj.board['name']} (template {proj.info['template']}): {proj.dir}")
     print(f"  {len(md['operators'])} kernels, arena {md['workspace_bytes']} B, "
           f"constants {md['constant_bytes']} B" + (", profiling" if proj.info["profile"] else ""))
     print(f"next: mtvm project build {args.output}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from ..datadirs import data_dir
 from ..errors import MtvmError
@@ -31,8 +32,28 @@ def load_board(board) -> dict:
     return data
 
 
+_TEMPLATE_NAME = re.compile(r"[a-z0-9_]+")
+
+
+def list_templates() -> list[str]:
+    """The templates of project_templates/ (directories with a template.py)."""
+    root = data_dir("project_templates", must_exist=False)
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return []
+    return sorted(n for n in names if _TEMPLATE_NAME.fullmatch(n)
+                  and os.path.isfile(os.path.join(root, n, "template.py")))
+
+
 def template_dir(name: str) -> str:
+    # A template's name selects a directory whose template.py is imported: a plain
+    # word, never a path.
+    if not isinstance(name, str) or not _TEMPLATE_NAME.fullmatch(name):
+        raise MtvmError(f"template {name!r}: a template is a plain name ([a-z0-9_]+); "
+                        f"known: {', '.join(list_templates())}")
     d = os.path.join(data_dir("project_templates"), name)
     if not os.path.isfile(os.path.join(d, "template.py")):
-        raise MtvmError(f"template {name!r} not found (expected {d}/template.py)")
+        raise MtvmError(f"template {name!r} not found (expected {d}/template.py); "
+                        f"known: {', '.join(list_templates())}")
     return d

@@ -228,7 +228,7 @@ def random_inputs(md: dict, seed: int = 0) -> list:
 def generate(model, board="host", out_dir=None, kind: str = "host-driven", sample=None,
              force: bool = False, profile: bool = False, module_name: str = "default",
              compile_options: dict | None = None, progress=None,
-             overwrite_edited: bool = False) -> Project:
+             overwrite_edited: bool = False, template: str | None = None) -> Project:
     """Creates a project directory and returns the Project.
 
     A non-empty out_dir needs force=True. Regenerating never deletes what mtvm
@@ -243,6 +243,9 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     model: path to an .onnx file, or a CompiledModel (then `profile` must match how it
     was compiled). sample (standalone): an .npz/.npy path, a {name: array} dict or a
     list of arrays; default: the model's .npz beside it, else seeded random inputs.
+    template: a directory of project_templates/ (`cmake`); default: the template of the
+    project being regenerated (same board), else the board's own (`host`, `cortex_m`).
+    Another template must list the board's in its BOARD_TEMPLATES.
     """
     from ..compiler import compile as mtvm_compile
     from ..model_library import CompiledModel
@@ -269,8 +272,13 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     elif os.path.isdir(out_dir):
         check_project_dir(out_dir, keep=(model_file, sample_file))
     board_data = load_board(board)
-    tdir = template_dir(board_data["template"])
-    template = load_template(board_data["template"])
+    if template is None and existing_project:
+        # regenerating keeps the project's template (a cmake project stays one)
+        template = _recorded_template(out_dir, board_data)
+    template_name = template or board_data["template"]
+    tdir = template_dir(template_name)
+    template = load_template(template_name)
+    check_template(template_name, template, board_data)
 
     board_target = Target.from_board(board_data)
     compile_options = dict(compile_options or {})
@@ -312,12 +320,14 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
             samples = pick_inputs(md, {f"in_{i}": a for i, a in enumerate(samples)}, "sample")
             sample_source_name = "arrays"
 
-    progress(f"generating {kind} project for board {board_data['name']} in {out_dir}")
+    progress(f"generating {kind} project for board {board_data['name']}"
+             + (f" (template {template_name})" if template_name != board_data["template"]
+                else "") + f" in {out_dir}")
     final_dir = out_dir
     out_dir = tempfile.mkdtemp(prefix="mtvm-project-")     # staged, then merged
     try:
         _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, profile,
-                        model_path, sample_source_name)
+                        model_path, sample_source_name, template_name)
         if existing_project:
             _stop_running(final_dir)
         kept = _merge(out_dir, final_dir, overwrite_edited, existing_project, progress)
@@ -326,6 +336,36 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     proj = Project(final_dir)
     proj.kept_files = kept
     return proj
+
+
+def _recorded_template(project_dir: str, board_data: dict) -> str | None:
+    """The template an existing project was generated with, if it was for the same
+    board (another board's project takes the new board's own template)."""
+    try:
+        with open(os.path.join(project_dir, PROJECT_FILE)) as f:
+            info = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or info.get("board") != board_data["name"]:
+        return None
+    name = info.get("template")
+    return name if isinstance(name, str) else None
+
+
+def check_template(name: str, module, board_data: dict) -> None:
+    """A template other than the board's own must say it builds for the board's
+    kind of target: BOARD_TEMPLATES in its template.py lists the board templates
+    (`host`, `cortex_m`) whose boards it supports."""
+    own = board_data["template"]
+    if name == own:
+        return
+    supported = tuple(getattr(module, "BOARD_TEMPLATES", ()))
+    if own not in supported:
+        from .boards import list_templates
+        fits = [own] + [t for t in list_templates() if t != own and own in
+                        getattr(load_template(t), "BOARD_TEMPLATES", ())]
+        raise MtvmError(f"template {name!r} does not build for board {board_data['name']} "
+                        f"(a {own} board); templates for it: {', '.join(fits)}")
 
 
 def _cflags(board_data: dict, target: Target) -> list[str]:
@@ -338,7 +378,7 @@ def _cflags(board_data: dict, target: Target) -> list[str]:
 
 
 def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, profile,
-                    model_path, sample_source_name) -> None:
+                    model_path, sample_source_name, template_name=None) -> None:
     md = cm.metadata
     cm.export(os.path.join(out_dir, "model"), force=True)
     for sub in ("include", "src"):
@@ -364,7 +404,7 @@ def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, prof
     info = {
         "format_version": 1, "mtvm_version": __version__,
         "board": board_data["name"], "board_data": board_data,
-        "template": board_data["template"], "kind": kind,
+        "template": template_name or board_data["template"], "kind": kind,
         "model_path": model_path, "module_name": cm.module_name,
         "model_name": md["model_name"], "profile": bool(profile),
         "max_packet_bytes": max_packet, "sample": sample_source_name,
