@@ -714,10 +714,12 @@ def test_im2col_x86_paths_bit_exact(xs, ws, attrs, dtype, monkeypatch):
     ((1, 12, 4, 8), (10, 6, 1, 1), False),    # groups of 5 outputs
 ])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
-def test_pointwise_x86_direct_bit_exact(xs, ws, spread, dtype):
-    """The x86 path of pointwise convs not written in place (16 positions per vector,
-    weights rebuilt from the packed rows): native, AVX2-only and portable builds equal
-    QConv.reference; symmetric int8 weights, one shift or one per channel."""
+def test_pointwise_x86_direct_bit_exact(xs, ws, spread, dtype, monkeypatch):
+    """The x86 paths of pointwise convs not written in place (16 positions per vector on
+    AVX-512, 8 on AVX2, weights rebuilt from the packed rows): native, AVX2-only and
+    portable builds equal QConv.reference; symmetric int8 weights, one shift or one per
+    channel. The partial tiles (masked, overlapping) also under ASan/UBSan."""
+    from mtvm import host_runner
     from mtvm.host_runner import HostModule
     from mtvm.interp import interpret
     x, w = qrand(dtype, xs), qrand(np.int8, ws)
@@ -736,3 +738,9 @@ def test_pointwise_x86_direct_bit_exact(xs, ws, spread, dtype):
     for extra in _native_builds():
         got = list(HostModule(lib, opt="-O3", extra=extra).run({"x": x}).values())[0]
         np.testing.assert_array_equal(got, expected, err_msg=str(extra))
+    if xs == (1, 8, 7, 7) and _native_builds()[1:]:   # 49 positions: partial tiles
+        base = host_runner.SANITIZE_FLAGS
+        for flags in (["-mavx2"], ["-march=native"]):
+            monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", base + flags)
+            got = list(lib.run_host({"x": x}, sanitize=True).values())[0]
+            np.testing.assert_array_equal(got, expected, err_msg=f"sanitized, {flags}")

@@ -65,13 +65,8 @@ static MTVM_ALWAYS_INLINE __m256i mtvm_requantize_x86(__m256i acc, __m256i mult,
 static MTVM_ALWAYS_INLINE void mtvm_dw_store8_x86(uint8_t* y, __m256i acc,
                                                   const mtvm_dw_requant_x86_t* rq)
 {
-    /* byte 0 of each int32 lane to the lane's bytes 0..3 (per 128-bit half) */
-    const __m256i low_bytes = _mm256_setr_epi8(
-        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
     const __m256i mult = _mm256_set1_epi32(rq->mult);
     __m256i v;
-    uint64_t q;
     if (rq->exact) {
         v = _mm256_add_epi32(mtvm_requantize_x86(acc, mult, -1 - rq->shift),
                              _mm256_set1_epi32(rq->y_zp));
@@ -81,10 +76,7 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_store8_x86(uint8_t* y, __m256i acc,
                              _mm_cvtsi32_si128(rq->shr));
     }
     v = _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(rq->lo)), _mm256_set1_epi32(rq->hi));
-    v = _mm256_shuffle_epi8(v, low_bytes);
-    q = (uint64_t)(uint32_t)_mm256_cvtsi256_si32(v) |
-        (uint64_t)(uint32_t)_mm256_extract_epi32(v, 4) << 32;
-    memcpy(y, &q, 8);
+    mtvm_store_low_bytes8_x86(y, v);
 }
 
 /* One sum, as mtvm_dw_store8_x86 requantizes and clamps it. */

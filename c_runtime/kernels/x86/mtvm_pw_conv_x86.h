@@ -1,5 +1,5 @@
-/* mtvm_pw_conv_x86.h: The parts of QConv's direct pointwise path on x86 hosts with AVX-512
- * VNNI (16 positions per vector, read straight from the input planes, no column).
+/* mtvm_pw_conv_x86.h: The parts of QConv's direct pointwise path on x86 hosts: AVX-512 VNNI
+ * (16 positions per vector) and AVX2 (8), read straight from the input planes, no column.
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_PW_CONV_X86_H_
 #define MTVM_PW_CONV_X86_H_
@@ -8,9 +8,10 @@
 #include <stdint.h>
 #include "mtvm_int8_bytes.h"
 #include "mtvm_int8_x86.h"
+#include "mtvm_mulhi_s32_x86.h"
 #include "mtvm_pk_index_x86.h"
 
-#if defined(MTVM_INT8_X86) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#if defined(MTVM_INT8_X86)
 /* Weight byte i of p (int8, or uint8 when w_u) as the 16 bits of an int16 lane. */
 static MTVM_ALWAYS_INLINE uint32_t mtvm_pw_lane_x86(const uint8_t* p, int32_t i, int w_u)
 {
@@ -44,6 +45,61 @@ static MTVM_ALWAYS_INLINE void mtvm_pw_weight_pairs_x86(int32_t* wq, const uint8
     }
 }
 
+/* AVX2 (eight positions per vector, VPMADDWD): the parts below for 256-bit vectors. */
+
+/* xp[t] = (x[2t][p], x[2t + 1][p]) as int16 pairs for the 8 positions p at x of the cg
+ * channel planes (hw apart; int8, or uint8 when x_u). */
+static MTVM_ALWAYS_INLINE void mtvm_pw_tile8_x86(__m256i* xp, const uint8_t* x, int x_u,
+                                                 int32_t cg, size_t hw)
+{
+    for (size_t t = 0; t < (size_t)(cg + 1) / 2; ++t) {
+        const __m128i a = _mm_loadl_epi64((const __m128i*)(const void*)(x + 2 * t * hw));
+        const __m128i e = 2 * t + 1 < (size_t)cg ?
+            _mm_loadl_epi64((const __m128i*)(const void*)(x + (2 * t + 1) * hw)) :
+            _mm_setzero_si128();
+        const __m128i v = _mm_unpacklo_epi8(a, e);
+        xp[t] = x_u ? _mm256_cvtepu8_epi16(v) : _mm256_cvtepi8_epi16(v);
+    }
+}
+
+/* acc[i] += the tile xp . channel i's weight pairs (wj + i * cp), i < nc <= 4. */
+static MTVM_ALWAYS_INLINE void mtvm_pw_dot8_x86(__m256i acc[4], const __m256i* xp,
+                                                const int32_t* wj, int32_t cp, int32_t nc)
+{
+    if (nc == 4) {
+        for (int32_t t = 0; t < cp; ++t) {
+            for (int32_t i = 0; i < 4; ++i) {
+                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(
+                    xp[t], _mm256_set1_epi32(wj[i * cp + t])));
+            }
+        }
+    } else {
+        for (int32_t t = 0; t < cp; ++t) {
+            for (int32_t i = 0; i < nc; ++i) {
+                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(
+                    xp[t], _mm256_set1_epi32(wj[i * cp + t])));
+            }
+        }
+    }
+}
+
+/* mtvm_pw_requantize_x86 for eight sums. */
+static MTVM_ALWAYS_INLINE __m256i mtvm_pw_requantize8_x86(__m256i a, int32_t mult, int32_t shift,
+                                                          int32_t m, int32_t add, int32_t lo,
+                                                          int32_t hi_)
+{
+    __m256i v = mtvm_mulhi_x86(a, _mm256_set1_epi32(mult));
+    if (m > 0) {
+        v = _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32(add)), m);
+    } else {
+        v = _mm256_srav_epi32(v, _mm256_set1_epi32(-2 - shift));
+        v = _mm256_srai_epi32(_mm256_add_epi32(v, _mm256_set1_epi32(add)), 1);
+    }
+    return _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(lo)), _mm256_set1_epi32(hi_));
+}
+#endif
+
+#if defined(MTVM_INT8_X86) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 /* xp[t] = (x[2t][p], x[2t + 1][p]) as int16 pairs for the 16 positions p at x of the cg
  * channel planes (hw apart; int8, or uint8 when x_u), the positions past km zero. */
 static MTVM_ALWAYS_INLINE void mtvm_pw_tile_x86(__m512i* xp, const uint8_t* x, int x_u,

@@ -502,23 +502,29 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     if direct:
         pre = lines.index("int16_t* col = (int16_t*)scratch;") + 1 + len(store.decls)
         loops = lines[pre:] + nest
+        avx2 = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw,
+                             lanes=8)
         return lines[:pre] + ["#if defined(MTVM_INT8_X86) && defined(__AVX512BW__) && "
-                              "defined(__AVX512VNNI__)"] + direct + ["#else"] + loops + ["#endif"]
+                              "defined(__AVX512VNNI__)"] + direct + \
+            (["#elif defined(MTVM_INT8_X86)"] + avx2 if avx2 else []) + \
+            ["#else"] + loops + ["#endif"]
     return lines + nest
 
 
-def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | None:
-    """A pointwise conv not written in place, on x86 hosts with AVX-512 VNNI: 16
-    positions per vector, read straight from the input planes (no column), four output
-    channels at a time; the weights as int16 pairs (w[o][t], w[o][t + 1]) rebuilt from
-    the packed rows on the stack once per call, the input pairs (x[t][p], x[t + 1][p])
-    of a tile of 16 positions once per tile (stack: host only, not the arena); the parts
-    in c_runtime/kernels/x86/mtvm_pw_conv_x86.h.
-    None where it does not apply (see the caller; requantization: _Store's fast path)."""
+def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw, lanes=16) -> list[str] | None:
+    """A pointwise conv not written in place, on x86 hosts: `lanes` positions per vector
+    (16: AVX-512 VNNI, VPDPWSSD; 8: AVX2, VPMADDWD), read straight from the input planes
+    (no column), four output channels at a time; the weights as int16 pairs (w[o][t],
+    w[o][t + 1]) rebuilt from the packed rows on the stack once per call, the input pairs
+    (x[t][p], x[t + 1][p]) of a tile of positions once per tile (stack: host only, not
+    the arena); the parts in c_runtime/kernels/x86/mtvm_pw_conv_x86.h. The last tile is
+    masked (16) or overlaps the one before (8: hw >= 8; the output is not the input, so
+    recomputing a position stores the same). None where it does not apply (see the
+    caller; requantization: _Store's fast path)."""
     cg, mg = c // group, oc // group
     cp = (cg + 1) // 2
     if not isinstance(store, _Store) or store.mult is None or store.m is None or \
-            mg * cp > 4096 or cp > 128:
+            mg * cp > 4096 or cp > 128 or (lanes == 8 and hw < 8):
         return None
     k.library("mtvm_pw_conv_x86.h")
     x_u, w_u = int(x.dtype == np.uint8), int(w.dtype == np.uint8)
@@ -527,34 +533,45 @@ def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | N
         rq = f"0, {int(m[0])}, {(1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0]))}"
     else:                     # per channel: m = 0 selects it
         rq = f"{per_channel(store.shift, 'o')}, 0, {2 * int(store.y_zp) + 1}"
+    mult, lo, hi = per_channel(store.mult, "o"), int(store.lo), int(store.hi)
+    if lanes == 16:
+        isa, vec, sfx = "AVX-512 VNNI", "__m512i", ""
+        tile = [f"for (size_t q = 0; q < {hw}; q += 16) {{",
+                f"    const __mmask16 km = q + 16 <= {hw} ? (__mmask16)0xFFFF : "
+                f"(__mmask16)((1u << ({hw} - q)) - 1u);"]
+        load = f"mtvm_pw_tile_x86(xp, (const uint8_t*)(xg + q), {x_u}, {cg}, {hw}, km);"
+        store_v = [f"const __m512i v = mtvm_pw_requantize_x86(acc[i], {mult}, {rq}, {lo}, {hi});",
+                   f"_mm_mask_storeu_epi8((void*)(yq + (size_t)i * {hw}), km, "
+                   "_mm512_cvtepi32_epi8(v));"]
+    else:
+        isa, vec, sfx = "AVX2", "__m256i", "8"
+        tile = [f"for (size_t q0 = 0; q0 < {hw}; q0 += 8) {{",
+                f"    const size_t q = q0 + 8 <= {hw} ? q0 : {hw - 8};   /* the last: overlapping */"]
+        load = f"mtvm_pw_tile8_x86(xp, (const uint8_t*)(xg + q), {x_u}, {cg}, {hw});"
+        store_v = [f"mtvm_store_low_bytes8_x86((uint8_t*)(yq + (size_t)i * {hw}), "
+                   f"mtvm_pw_requantize8_x86(acc[i], {mult}, {rq}, {lo}, {hi}));"]
+    mm = "_mm512" if lanes == 16 else "_mm256"
     return [
-        "/* x86 (AVX-512 VNNI), a pointwise conv not in place: see pointwise_x86 */",
+        f"/* x86 ({isa}), a pointwise conv not in place: see pointwise_x86 */",
         "(void)col;",
         f"for (size_t b = 0; b < {n}; ++b) {{",
         f"    for (size_t g = 0; g < {group}; ++g) {{",
         f"        const {x.ctype}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};",
         f"        int32_t wq[{mg * cp}];   /* [o][t / 2]: (w[o][t], w[o][t + 1]) int16 */",
         f"        mtvm_pw_weight_pairs_x86(wq, (const uint8_t*)({w.c} + g * {mg * cg}), {w_u}, "
-        f"{mg}, {cg});",
-        f"        for (size_t q = 0; q < {hw}; q += 16) {{",
-        f"            const __mmask16 km = q + 16 <= {hw} ? (__mmask16)0xFFFF : "
-        f"(__mmask16)((1u << ({hw} - q)) - 1u);",
-        f"            __m512i xp[{cp}];   /* (x[2t][p], x[2t + 1][p]) int16, p < 16 */",
-        f"            mtvm_pw_tile_x86(xp, (const uint8_t*)(xg + q), {x_u}, {cg}, {hw}, km);",
+        f"{mg}, {cg});"] + indent_c(tile, 2) + [
+        f"            {vec} xp[{cp}];   /* (x[2t][p], x[2t + 1][p]) int16, p < {lanes} */",
+        f"            {load}",
         f"            for (size_t o0 = g * {mg}; o0 < (g + 1) * {mg}; o0 += 4) {{",
         f"                const int32_t nc = (int32_t)((g + 1) * {mg} - o0 < 4 ? (g + 1) * {mg} - o0 : 4);",
         f"                {k.out.ctype}* yq = out0 + (b * {oc} + o0) * {hw} + q;",
-        "                __m512i acc[4];",
-        f"                for (int32_t i = 0; i < 4; ++i) acc[i] = _mm512_set1_epi32(i < nc ? "
+        f"                {vec} acc[4];",
+        f"                for (int32_t i = 0; i < 4; ++i) acc[i] = {mm}_set1_epi32(i < nc ? "
         f"{bias.c}[o0 + (size_t)i] : 0);",
-        f"                mtvm_pw_dot_x86(acc, xp, wq + (o0 - g * {mg}) * {cp}, {cp}, nc);",
+        f"                mtvm_pw_dot{sfx}_x86(acc, xp, wq + (o0 - g * {mg}) * {cp}, {cp}, nc);",
         "                for (int32_t i = 0; i < nc; ++i) {   /* requantize and store channel o */",
         "                    const size_t o = o0 + (size_t)i;",
-        f"                    const __m512i v = mtvm_pw_requantize_x86(acc[i], "
-        f"{per_channel(store.mult, 'o')}, {rq}, {int(store.lo)}, {int(store.hi)});",
-        "                    (void)o;",
-        f"                    _mm_mask_storeu_epi8((void*)(yq + (size_t)i * {hw}), km, "
-        "_mm512_cvtepi32_epi8(v));",
+        "                    (void)o;"] + indent_c(store_v, 5) + [
         "                }",
         "            }",
         "        }",
