@@ -3,7 +3,8 @@
     python bench/host.py [--models DIR] [--repeat N] [MODEL ...]
 
 For each model of ../shared/models: mtvm's C built with cc -O3 -march=native
-and called in-process, onnxruntime with one thread; median of N runs each,
+(--march x86-64-v3: as on an AVX2 host without AVX-512, on any x86 machine; the
+SIMD paths follow the compiler's flags) and called in-process, onnxruntime with one thread; median of N runs each,
 timed in turns so both see the same load on a shared machine, and the ratio
 mtvm/onnxruntime (< 1 means mtvm is faster); the same for the
 peer emx-onnx-cgen when it is installed (bench/peer.py). Also the arena,
@@ -75,7 +76,7 @@ def bench_peer(path: str, x: np.ndarray, y_like: np.ndarray, repeat: int, row: d
     row["peer_ms"] = median_time(lambda: run(xc, y), max(5, repeat // 5)) * 1e3
 
 
-def bench_model(path: str, repeat: int, peer: bool = True) -> dict:
+def bench_model(path: str, repeat: int, peer: bool = True, march: str = "native") -> dict:
     import onnxruntime as ort
 
     import mtvm
@@ -89,7 +90,7 @@ def bench_model(path: str, repeat: int, peer: bool = True) -> dict:
         lib = mtvm.compile(path)
         row["compile_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        mod = HostModule(lib, opt="-O3", extra=["-march=native"])
+        mod = HostModule(lib, opt="-O3", extra=[f"-march={march}"])
         row["build_s"] = time.perf_counter() - t
     except mtvm.MtvmError as e:
         row["error"] = str(e).splitlines()[0][:100]
@@ -144,6 +145,8 @@ def main(argv=None) -> int:
     p.add_argument("--models-dir", default=DEFAULT_MODELS)
     p.add_argument("--repeat", type=int, default=50)
     p.add_argument("--no-peer", action="store_true", help="skip emx-onnx-cgen")
+    p.add_argument("--march", default="native", help="cc -march for mtvm's C (x86-64-v3: "
+                   "an AVX2 host; default: this machine)")
     args = p.parse_args(argv)
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
     if args.models:
@@ -151,7 +154,7 @@ def main(argv=None) -> int:
     rows = []
     for path in paths:
         print(f"  {os.path.basename(path)} ...", file=sys.stderr, flush=True)
-        rows.append(bench_model(path, args.repeat, peer=not args.no_peer))
+        rows.append(bench_model(path, args.repeat, peer=not args.no_peer, march=args.march))
     print(table(rows))
     return 0
 

@@ -32,7 +32,7 @@ def _first_line(cmd: list[str]) -> str:
         return "not found"
 
 
-def machine() -> str:
+def machine(march: str = "native") -> str:
     cpu = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
@@ -43,13 +43,22 @@ def machine() -> str:
     return "\n".join([
         f"- machine: {cpu}, {os.cpu_count()} logical cores (shared with other jobs: medians of "
         "repeated runs), " + platform.platform(),
-        f"- host compiler: {_first_line(['cc', '--version'])} (-O3 -march=native, one thread)",
+        f"- host ISA: {_isa()}; mtvm's C built with -march={march}"
+        + (" (the AVX2 level: AVX-512 paths off, as on an AVX2-only host; onnxruntime still "
+           "picks this machine's own kernels)" if march == "x86-64-v3" else ""),
+        f"- host compiler: {_first_line(['cc', '--version'])} (-O3 -march={march}, one thread)",
         f"- onnxruntime {onnxruntime.__version__} (one intra-op and inter-op thread)",
         f"- peer: emx-onnx-cgen {_version('emx-onnx-cgen')} (its default options, built like "
         "mtvm's C)",
         f"- device compiler: {_first_line(['arm-none-eabi-gcc', '--version'])}",
         f"- emulator: {_first_line(['qemu-system-arm', '--version'])}",
     ])
+
+
+def _isa() -> str:
+    from mtvm.target import host_target
+    t = host_target()
+    return f"{t.name} ({t.describe()})"
 
 
 def _version(dist: str) -> str:
@@ -70,6 +79,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--no-compile-time", action="store_true")
     p.add_argument("--out", default=None, help="markdown file (default bench/results/<date>.md)")
+    p.add_argument("--march", default="native", help="cc -march for mtvm's host C (x86-64-v3: "
+                   "an AVX2 host)")
     args = p.parse_args(argv)
     import glob
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
@@ -79,8 +90,9 @@ def main(argv=None) -> int:
     host_rows = []
     for path in paths:
         print(f"  host: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
-        host_rows.append(host.bench_model(path, args.repeat, peer=not args.no_peer))
-    parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(), "",
+        host_rows.append(host.bench_model(path, args.repeat, peer=not args.no_peer,
+                                          march=args.march))
+    parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(args.march), "",
              "## Host latency (ratio < 1: faster than onnxruntime)", "", host.table(host_rows)]
     if not args.no_device:
         dev_rows = []
