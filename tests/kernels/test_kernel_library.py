@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from mtvm.ops.quantized.common import quantize_multiplier, requantize
-from mtvm.ops.quantized.conv import conv_pack_index
 
-from .kernel_harness import c_array, has_avx2, run_c_test
+from .kernel_harness import c_array, run_c_test
 
 BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device),
           pytest.param("mps2-an385", marks=pytest.mark.device)]
@@ -124,42 +123,6 @@ def test_byte_unpacking_and_depthwise_requantization(target):
         s = np.where(s >= 1 << 31, s - (1 << 32), s)
         np.testing.assert_array_equal(got[:, 1], s)
         np.testing.assert_array_equal(got[:, 2], b1 | (b3 << 16))
-
-
-PK_TEST = r"""
-#include <stdio.h>
-#include "mtvm_pk_index_x86.h"
-int main(void)
-{
-#if !defined(MTVM_INT8_X86)
-    return 2;   /* this test is built for the x86 path */
-#else
-    static const int32_t shapes[][2] = {{1, 4}, {2, 9}, {3, 9}, {4, 27}, {5, 6}, {8, 7}};
-    for (unsigned s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
-        const int32_t mg = shapes[s][0], kk = shapes[s][1];
-        for (int32_t j = 0; j < mg; ++j) {
-            for (int32_t t = 0; t < kk; ++t) {
-                printf("%ld ", (long)mtvm_pk_index(j, t, kk, mg));
-            }
-        }
-        printf("\n");
-    }
-    return 0;
-#endif
-}
-"""
-
-
-@pytest.mark.skipif(not has_avx2(), reason="the x86 int8 path needs an AVX2 host")
-def test_packed_weight_index_inverts_the_packing():
-    out = run_c_test(PK_TEST, name="pk_index", library=["mtvm_pk_index_x86.h"],
-                     march="native")
-    for (mg, kk), line in zip([(1, 4), (2, 9), (3, 9), (4, 27), (5, 6), (8, 7)],
-                              out.strip().split("\n")):
-        got = np.array([int(v) for v in line.split()])
-        index = conv_pack_index(mg, kk)        # packed[p] = rows.ravel()[index[p]]
-        inverse = np.argsort(index)             # where row element (j, t) went
-        np.testing.assert_array_equal(got, inverse)
 
 
 def test_a_failing_program_fails_the_test():

@@ -673,6 +673,13 @@ X86_CASES = IM2COL_CASES + [  # x shape, w shape, attrs
     ((1, 33, 3, 3), (2, 33, 1, 1), {}),                      # 8 blocks and one tail tap
     ((1, 3, 6, 5), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),    # 27 taps: a tail of 3
     ((1, 5, 4, 3), (4, 5, 1, 1), {}),                        # a tail of 1
+    # rows of eight pixels or more: the direct KxK path (direct_x86) where the weights
+    # are symmetric (int8); a full tile and an overlapping last one, padding at both ends
+    ((1, 6, 6, 12), (5, 6, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 5, 5, 19), (4, 5, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),   # odd channels
+    ((1, 4, 6, 20), (6, 2, 3, 5), {"group": 2, "dilations": [1, 2], "pads": [1, 4, 1, 4]}),
+    ((1, 3, 5, 10), (8, 3, 1, 3), {}),                       # exactly one tile
+    ((1, 7, 30), (5, 7, 3), {"strides": [2], "pads": [1, 1]}),
 ]
 
 

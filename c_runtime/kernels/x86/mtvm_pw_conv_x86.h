@@ -1,5 +1,6 @@
-/* mtvm_pw_conv_x86.h: The parts of QConv's direct pointwise path on x86 hosts: AVX-512 VNNI
- * (16 positions per vector) and AVX2 (8), read straight from the input planes, no column.
+/* mtvm_pw_conv_x86.h: QConv's direct pointwise path on x86 hosts with AVX-512 VNNI (16
+ * positions per vector, read straight from the input planes, no column), and the
+ * requantization the direct paths share (AVX2: mtvm_conv_x86.h).
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_PW_CONV_X86_H_
 #define MTVM_PW_CONV_X86_H_
@@ -9,79 +10,16 @@
 #include "mtvm_int8_bytes.h"
 #include "mtvm_int8_x86.h"
 #include "mtvm_mulhi_s32_x86.h"
-#include "mtvm_pk_index_x86.h"
 
 #if defined(MTVM_INT8_X86)
-/* Weight byte i of p (int8, or uint8 when w_u) as the 16 bits of an int16 lane. */
-static MTVM_ALWAYS_INLINE uint32_t mtvm_pw_lane_x86(const uint8_t* p, int32_t i, int w_u)
-{
-    return (uint16_t)mtvm_byte_at(p, i, w_u);
-}
-
-/* wq[j * cp + t / 2] = (w[j][t], w[j][t + 1]) as the int16 lanes of one int32 (cp =
- * (cg + 1) / 2, zero past cg): VPDPWSSD's weight pairs for the mg channels of a group,
- * rebuilt from its packed rows wg (conv_pack_index: blocks stored w0 w2 w1 w3, channel
- * pairs interleaved per block, an odd last channel on its own row). All but wq and wg
- * are constants at each call. */
-static MTVM_ALWAYS_INLINE void mtvm_pw_weight_pairs_x86(int32_t* wq, const uint8_t* wg, int w_u,
-                                                        int32_t mg, int32_t cg)
-{
-    const int32_t cp = (cg + 1) / 2, nb = cg / 4;
-    for (int32_t j = 0; j < mg; ++j) {
-        const int32_t own = (j & 1) == 0 && j + 1 == mg;   /* its own row */
-        const uint8_t* r = wg + (own ? j : (j & ~1)) * cg + (own ? 0 : 4 * (j & 1));
-        int32_t* d = wq + j * cp;
-        for (int32_t i = 0; i < nb; ++i, r += own ? 4 : 8) {   /* w0 w2 w1 w3 */
-            d[2 * i] = (int32_t)(mtvm_pw_lane_x86(r, 0, w_u) | mtvm_pw_lane_x86(r, 2, w_u) << 16);
-            d[2 * i + 1] = (int32_t)(mtvm_pw_lane_x86(r, 1, w_u) |
-                                     mtvm_pw_lane_x86(r, 3, w_u) << 16);
-        }
-        for (int32_t t = 4 * nb; t < cg; t += 2) {   /* the tail taps */
-            const uint32_t lo = mtvm_pw_lane_x86(wg, mtvm_pk_index(j, t, cg, mg), w_u);
-            const uint32_t hi = t + 1 < cg ?
-                mtvm_pw_lane_x86(wg, mtvm_pk_index(j, t + 1, cg, mg), w_u) : 0u;
-            d[t / 2] = (int32_t)(lo | hi << 16);
-        }
-    }
-}
-
-/* AVX2 (eight positions per vector, VPMADDWD): the parts below for 256-bit vectors. */
-
-/* xp[t] = (x[2t][p], x[2t + 1][p]) as int16 pairs for the 8 positions p at x of the cg
- * channel planes (hw apart; int8, or uint8 when x_u). */
-static MTVM_ALWAYS_INLINE void mtvm_pw_tile8_x86(__m256i* xp, const uint8_t* x, int x_u,
-                                                 int32_t cg, size_t hw)
-{
-    for (size_t t = 0; t < (size_t)(cg + 1) / 2; ++t) {
-        const __m128i a = _mm_loadl_epi64((const __m128i*)(const void*)(x + 2 * t * hw));
-        const __m128i e = 2 * t + 1 < (size_t)cg ?
-            _mm_loadl_epi64((const __m128i*)(const void*)(x + (2 * t + 1) * hw)) :
-            _mm_setzero_si128();
-        const __m128i v = _mm_unpacklo_epi8(a, e);
-        xp[t] = x_u ? _mm256_cvtepu8_epi16(v) : _mm256_cvtepi8_epi16(v);
-    }
-}
-
-/* acc[i] += the tile xp . channel i's weight pairs (wj + i * cp), i < nc <= 4. */
-static MTVM_ALWAYS_INLINE void mtvm_pw_dot8_x86(__m256i acc[4], const __m256i* xp,
-                                                const int32_t* wj, int32_t cp, int32_t nc)
-{
-    if (nc == 4) {
-        for (int32_t t = 0; t < cp; ++t) {
-            for (int32_t i = 0; i < 4; ++i) {
-                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(
-                    xp[t], _mm256_set1_epi32(wj[i * cp + t])));
-            }
-        }
-    } else {
-        for (int32_t t = 0; t < cp; ++t) {
-            for (int32_t i = 0; i < nc; ++i) {
-                acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(
-                    xp[t], _mm256_set1_epi32(wj[i * cp + t])));
-            }
-        }
-    }
-}
+/* QConv's fast requantization of output channel o (conv._Store): mult[o * step] and,
+ * with m = 0 (one shift per channel), shift[o * step]; step 0 for one multiplier for all
+ * channels. See mtvm_pw_requantize_x86. */
+typedef struct {
+    const int32_t* mult;
+    const int32_t* shift;
+    int32_t step, m, add, lo, hi;
+} mtvm_conv_requant_x86_t;
 
 /* mtvm_pw_requantize_x86 for eight sums. */
 static MTVM_ALWAYS_INLINE __m256i mtvm_pw_requantize8_x86(__m256i a, int32_t mult, int32_t shift,
@@ -151,6 +89,36 @@ static MTVM_ALWAYS_INLINE __m512i mtvm_pw_requantize_x86(__m512i a, int32_t mult
         v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(add)), 1);
     }
     return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi_));
+}
+
+/* One group of a pointwise QConv not written in place: the mg output channel planes at y
+ * (hw apart) from the cg input planes at xg (x_u: uint8, else int8), weight pairs wq
+ * (x86_weight_pairs' row of the group), bias and rq indexed from the group's first
+ * channel. Tiles of 16 positions (the last masked), four output channels at a time. */
+static MTVM_ALWAYS_INLINE void mtvm_pw_group_x86(uint8_t* y, size_t hw, const uint8_t* xg,
+                                                 int x_u, int32_t cg, const int32_t* wq,
+                                                 int32_t mg, const int32_t* bias,
+                                                 mtvm_conv_requant_x86_t rq)
+{
+    const int32_t cp = (cg + 1) / 2;
+    for (size_t q = 0; q < hw; q += 16) {
+        const __mmask16 km = q + 16 <= hw ? (__mmask16)0xFFFF : (__mmask16)((1u << (hw - q)) - 1u);
+        __m512i xp[cp];   /* (x[2t][p], x[2t + 1][p]) int16, p < 16 */
+        mtvm_pw_tile_x86(xp, xg + q, x_u, cg, hw, km);
+        for (int32_t o0 = 0; o0 < mg; o0 += 4) {
+            const int32_t nc = mg - o0 < 4 ? mg - o0 : 4;
+            __m512i acc[4];
+            for (int32_t i = 0; i < 4; ++i) acc[i] = _mm512_set1_epi32(i < nc ? bias[o0 + i] : 0);
+            mtvm_pw_dot_x86(acc, xp, wq + o0 * cp, cp, nc);
+            for (int32_t i = 0; i < nc; ++i) {
+                const int32_t o = (o0 + i) * rq.step;
+                const __m512i v = mtvm_pw_requantize_x86(acc[i], rq.mult[o], rq.m ? 0 : rq.shift[o],
+                                                         rq.m, rq.add, rq.lo, rq.hi);
+                _mm_mask_storeu_epi8((void*)(y + (size_t)(o0 + i) * hw + q), km,
+                                     _mm512_cvtepi32_epi8(v));
+            }
+        }
+    }
 }
 #endif
 

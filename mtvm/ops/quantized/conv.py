@@ -499,11 +499,19 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     nest = indent_c(body, 3) + ["        }", "    }", "}"]
     direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
         if pointwise and w_zp is None and k.inplace is None else None
+    kxk = direct_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=h, wd=wd, kh=kh,
+                     kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw,
+                     x_zp=x_zp) if not pointwise and w_zp is None and k.inplace is None else None
+    if kxk:
+        pre = lines.index("int16_t* col = (int16_t*)scratch;") + 1 + len(store.decls)
+        return lines[:pre] + ["#if defined(MTVM_INT8_X86)"] + kxk + ["#else"] + lines[pre:] + \
+            nest + ["#endif"]
     if direct:
         pre = lines.index("int16_t* col = (int16_t*)scratch;") + 1 + len(store.decls)
         loops = lines[pre:] + nest
-        avx2 = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw,
-                             lanes=8)
+        # AVX2: the plane as one row of a 1 x 1 conv
+        avx2 = direct_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=1, wd=hw,
+                          kh=1, kw=1, oh=1, ow=hw, sh=1, sw=1, ph=0, pw=0, dh=1, dw=1, x_zp=x_zp)
         return lines[:pre] + ["#if defined(MTVM_INT8_X86) && defined(__AVX512BW__) && "
                               "defined(__AVX512VNNI__)"] + direct + \
             (["#elif defined(MTVM_INT8_X86)"] + avx2 if avx2 else []) + \
@@ -511,70 +519,113 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     return lines + nest
 
 
-def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw, lanes=16) -> list[str] | None:
-    """A pointwise conv not written in place, on x86 hosts: `lanes` positions per vector
-    (16: AVX-512 VNNI, VPDPWSSD; 8: AVX2, VPMADDWD), read straight from the input planes
-    (no column), four output channels at a time; the weights as int16 pairs (w[o][t],
-    w[o][t + 1]) rebuilt from the packed rows on the stack once per call, the input pairs
-    (x[t][p], x[t + 1][p]) of a tile of positions once per tile (stack: host only, not
-    the arena); the parts in c_runtime/kernels/x86/mtvm_pw_conv_x86.h. The last tile is
-    masked (16) or overlaps the one before (8: hw >= 8; the output is not the input, so
-    recomputing a position stores the same). None where it does not apply (see the
-    caller; requantization: _Store's fast path)."""
-    cg, mg = c // group, oc // group
-    cp = (cg + 1) // 2
-    if not isinstance(store, _Store) or store.mult is None or store.m is None or \
-            mg * cp > 4096 or cp > 128 or (lanes == 8 and hw < 8):
+def x86_weight_pairs(w, group: int, khw: int) -> np.ndarray | None:
+    """The weight pairs of the x86 direct paths, computed at compile time from the
+    constant (packed) weights: [group][ceil4(mg)][khw][cp] int32, entry (j, k, t) holding
+    w[j][2t][k] in its low int16 lane and w[j][2t + 1][k] (0 past cg) in its high one,
+    the channels padded with zeros to whole blocks of four (the dot's four-channel
+    form reads them). None for weights not known at compile time."""
+    if w.const is None:
         return None
-    k.library("mtvm_pw_conv_x86.h")
-    x_u, w_u = int(x.dtype == np.uint8), int(w.dtype == np.uint8)
+    oc = w.shape[0]
+    kk = int(np.prod(w.shape[1:]))
+    cg, mg = kk // khw, oc // group
+    cp, mg4 = (cg + 1) // 2, -(-mg // 4) * 4
+    rows = unpack_conv_weights(np.asarray(w.const), group).astype(np.int64)
+    rows = rows.reshape(group, mg, cg, khw)
+    pairs = np.zeros((group, mg4, khw, 2 * cp), np.int64)      # [.., tap, channel]
+    pairs[:, :mg, :, :cg] = rows.transpose(0, 1, 3, 2)
+    lanes = pairs.reshape(group, mg4, khw, cp, 2) & 0xFFFF      # int16 lanes, two's complement
+    word = (lanes[..., 0] | (lanes[..., 1] << 16)).astype(np.uint32).view(np.int32)
+    return word.reshape(group, -1)
+
+
+def _x86_weight_lines(table: np.ndarray, w) -> list[str]:
+    """C lines declaring `wq`, the current group's row of `table` (x86_weight_pairs)."""
+    rows = ["    { " + ", ".join(str(int(v)) for v in r) + " }," for r in table]
+    return ["/* [o][tap][t / 2]: (w[o][t][tap], w[o][t + 1][tap]) int16 pairs; whole blocks of "
+            "four channels */",
+            f"static const int32_t wq_all[{table.shape[0]}][{table.shape[1]}] = {{"] + rows + \
+        ["};", "const int32_t* wq = wq_all[g];",
+         f"(void){w.c};   /* the packed weights: the other paths' */"]
+
+
+def _x86_requant(store, mg: int) -> str:
+    """C initializer of mtvm_conv_requant_x86_t for group g (_Store's fast path)."""
     m = store.m
-    if np.all(m == m[0]):     # one shift: m > 0
-        rq = f"0, {int(m[0])}, {(1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0]))}"
-    else:                     # per channel: m = 0 selects it
-        rq = f"{per_channel(store.shift, 'o')}, 0, {2 * int(store.y_zp) + 1}"
-    mult, lo, hi = per_channel(store.mult, "o"), int(store.lo), int(store.hi)
-    if lanes == 16:
-        isa, vec, sfx = "AVX-512 VNNI", "__m512i", ""
-        tile = [f"for (size_t q = 0; q < {hw}; q += 16) {{",
-                f"    const __mmask16 km = q + 16 <= {hw} ? (__mmask16)0xFFFF : "
-                f"(__mmask16)((1u << ({hw} - q)) - 1u);"]
-        load = f"mtvm_pw_tile_x86(xp, (const uint8_t*)(xg + q), {x_u}, {cg}, {hw}, km);"
-        store_v = [f"const __m512i v = mtvm_pw_requantize_x86(acc[i], {mult}, {rq}, {lo}, {hi});",
-                   f"_mm_mask_storeu_epi8((void*)(yq + (size_t)i * {hw}), km, "
-                   "_mm512_cvtepi32_epi8(v));"]
-    else:
-        isa, vec, sfx = "AVX2", "__m256i", "8"
-        tile = [f"for (size_t q0 = 0; q0 < {hw}; q0 += 8) {{",
-                f"    const size_t q = q0 + 8 <= {hw} ? q0 : {hw - 8};   /* the last: overlapping */"]
-        load = f"mtvm_pw_tile8_x86(xp, (const uint8_t*)(xg + q), {x_u}, {cg}, {hw});"
-        store_v = [f"mtvm_store_low_bytes8_x86((uint8_t*)(yq + (size_t)i * {hw}), "
-                   f"mtvm_pw_requantize8_x86(acc[i], {mult}, {rq}, {lo}, {hi}));"]
-    mm = "_mm512" if lanes == 16 else "_mm256"
+    one = bool(np.all(m == m[0]))       # one shift: m > 0; else per channel (m = 0)
+    step = int(store.mult.size > 1)
+    add = (1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0])) if one else \
+        2 * int(store.y_zp) + 1
+    return (f"(mtvm_conv_requant_x86_t){{{store.mult.c} + g * {mg * step}, {store.shift.c} + "
+            f"g * {mg * step}, {step}, {int(m[0]) if one else 0}, {add}, {int(store.lo)}, "
+            f"{int(store.hi)}}}")
+
+
+def direct_x86(k, x, w, bias, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh, sw, ph,
+               pw, dh, dw, x_zp) -> list[str] | None:
+    """A KxK conv not written in place, on x86 hosts (AVX2; VPDPWSSD with AVX-512 VNNI):
+    eight output pixels of a row per vector, each tap's input row segment loaded once
+    per eight pixels as int16 pairs of channels (x[2t], x[2t + 1]) (the padding read as
+    the zero point), four output channels at a time against the weight pairs rebuilt
+    from the packed rows on the stack; the row's last tile overlaps the one before.
+    The parts in c_runtime/kernels/x86/mtvm_conv_x86.h, and why not the im2col column.
+    None where it does not apply: weight zero points, in place, strides other than 1
+    and 2 along x, rows under eight pixels, requantization not the fast path, large
+    stack tiles."""
+    cg, mg = c // group, oc // group
+    khw, cp = kh * kw, (c // group + 1) // 2
+    if not isinstance(store, _Store) or store.mult is None or store.m is None or \
+            sw not in (1, 2) or ow < 8 or mg * khw * cp > 8192 or khw * cp > 512:
+        return None
+    table = x86_weight_pairs(w, group, khw)
+    if table is None:
+        return None
+    k.library("mtvm_conv_x86.h")
+    x_u = int(x.dtype == np.uint8)
+    shape = ", ".join(str(v) for v in (cg, h, wd, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow))
     return [
-        f"/* x86 ({isa}), a pointwise conv not in place: see pointwise_x86 */",
+        "/* x86 (AVX2), a KxK conv not in place: see direct_x86 */",
         "(void)col;",
         f"for (size_t b = 0; b < {n}; ++b) {{",
         f"    for (size_t g = 0; g < {group}; ++g) {{",
-        f"        const {x.ctype}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};",
-        f"        int32_t wq[{mg * cp}];   /* [o][t / 2]: (w[o][t], w[o][t + 1]) int16 */",
-        f"        mtvm_pw_weight_pairs_x86(wq, (const uint8_t*)({w.c} + g * {mg * cg}), {w_u}, "
-        f"{mg}, {cg});"] + indent_c(tile, 2) + [
-        f"            {vec} xp[{cp}];   /* (x[2t][p], x[2t + 1][p]) int16, p < {lanes} */",
-        f"            {load}",
-        f"            for (size_t o0 = g * {mg}; o0 < (g + 1) * {mg}; o0 += 4) {{",
-        f"                const int32_t nc = (int32_t)((g + 1) * {mg} - o0 < 4 ? (g + 1) * {mg} - o0 : 4);",
-        f"                {k.out.ctype}* yq = out0 + (b * {oc} + o0) * {hw} + q;",
-        f"                {vec} acc[4];",
-        f"                for (int32_t i = 0; i < 4; ++i) acc[i] = {mm}_set1_epi32(i < nc ? "
-        f"{bias.c}[o0 + (size_t)i] : 0);",
-        f"                mtvm_pw_dot{sfx}_x86(acc, xp, wq + (o0 - g * {mg}) * {cp}, {cp}, nc);",
-        "                for (int32_t i = 0; i < nc; ++i) {   /* requantize and store channel o */",
-        "                    const size_t o = o0 + (size_t)i;",
-        "                    (void)o;"] + indent_c(store_v, 5) + [
-        "                }",
-        "            }",
-        "        }",
+    ] + indent_c(_x86_weight_lines(table, w), 2) + [
+        f"        mtvm_conv_group_x86((uint8_t*)(out0 + (b * {oc} + g * {mg}) * {oh * ow}), "
+        f"{oh * ow}, (const uint8_t*)({x.c} + (b * {c} + g * {cg}) * {h * wd}), {x_u}, "
+        f"(uint8_t){int(x_zp)},",
+        f"                            (mtvm_conv_shape_x86_t){{{shape}}}, wq, {mg}, "
+        f"{bias.c} + g * {mg},",
+        f"                            {_x86_requant(store, mg)});",
+        "    }",
+        "}"]
+
+
+def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | None:
+    """A pointwise conv not written in place, on x86 hosts with AVX-512 VNNI: 16
+    positions per vector (the last tile masked), read straight from the input planes (no
+    column), four output channels at a time against the weight pairs (x86_weight_pairs);
+    mtvm_pw_group_x86 in c_runtime/kernels/x86/mtvm_pw_conv_x86.h. (AVX2: direct_x86
+    over the plane as one row.) None where it does not apply (see the caller;
+    requantization: _Store's fast path)."""
+    cg, mg = c // group, oc // group
+    cp = (cg + 1) // 2
+    if not isinstance(store, _Store) or store.mult is None or store.m is None or \
+            mg * cp > 4096 or cp > 128:
+        return None
+    table = x86_weight_pairs(w, group, 1)
+    if table is None:
+        return None
+    k.library("mtvm_pw_conv_x86.h")
+    return [
+        "/* x86 (AVX-512 VNNI), a pointwise conv not in place: see pointwise_x86 */",
+        "(void)col;",
+        f"for (size_t b = 0; b < {n}; ++b) {{",
+        f"    for (size_t g = 0; g < {group}; ++g) {{",
+    ] + indent_c(_x86_weight_lines(table, w), 2) + [
+        f"        mtvm_pw_group_x86((uint8_t*)(out0 + (b * {oc} + g * {mg}) * {hw}), {hw}, "
+        f"(const uint8_t*)({x.c} + (b * {c} + g * {cg}) * {hw}), {int(x.dtype == np.uint8)}, "
+        f"{cg}, wq, {mg},",
+        f"                          {bias.c} + g * {mg}, {_x86_requant(store, mg)});",
         "    }",
         "}"]
 
