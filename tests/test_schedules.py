@@ -94,3 +94,26 @@ def test_bad_configs_are_one_line():
         mtvm.compile(m, target="cortex-m4", schedule_config={"workloads": {
             m4["workload_key"]: {"schedule": "conv2d_f32.avx512"}}})
     assert "\n" not in str(e.value)
+
+
+def test_knobs_never_take_a_layer_out_of_its_planned_in_place_schedule():
+    """The planner lets a pointwise conv write over its input for the schedule the default
+    knobs pick (Conv.inplace_input); a knob that would pick another schedule (here the
+    direct conv for fewer than 16 channels) must not make it read what it has overwritten
+    (found by `mtvm tune` on fomo_mbv2)."""
+    rng = np.random.default_rng(5)
+    ws = [rng.standard_normal((8, 8, 1, 1)).astype(np.float32) for _ in range(3)]
+    names = ["x", "c0", "c1", "y"]          # the middle conv: neither input nor output
+    g = helper.make_graph(
+        [helper.make_node("Conv", [names[i], f"w{i}"], [names[i + 1]]) for i in range(3)],
+        "pointwise_in_place", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])],
+        [numpy_helper.from_array(w, f"w{i}") for i, w in enumerate(ws)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    for target in ("c", "x86-64-v3", "cortex-m4"):
+        lib = mtvm.compile(m, target=target,
+                           schedule_config={"conv2d_f32": {"gemm_min_channels": 16}})
+        assert any(lk.kernel.inplace is not None for lk in lib.kernels), target
+        if target != "cortex-m4":
+            assert_close(lib.run_host({"x": x})["y"], reference_outputs(m, {"x": x})[0], what=target)

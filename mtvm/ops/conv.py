@@ -529,7 +529,9 @@ def emit_conv_scheduled(k, x, wt, bias, axes, group, simd: bool = True) -> str:
     """Emit the Conv with its schedule (see the table above); with simd, also its
     AVX-512 variant (avx512_variant) under `#if MTVM_F32_NR == 16`."""
     s = knobs_of(k)
-    kind = schedule_of(x, wt, axes, group, s)
+    # Written over its input (k.inplace): the planner allowed that for the schedule the
+    # default knobs pick (inplace_input), so that one it is, whatever the knobs say.
+    kind = schedule_of(x, wt, axes, group, s if k.inplace is None else DEFAULT_KNOBS)
     if kind == "depthwise":
         return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
     if kind == "pointwise" and k.inplace is not None:

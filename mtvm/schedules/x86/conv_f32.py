@@ -40,10 +40,9 @@ class ConvF32Avx512(ConvF32):
         if len(x.shape) != 4:
             return False
         axes, group = geometry(k, attrs)
-        knobs = conv.knobs_of(k)
-        if k.inplace is not None and conv.schedule_of(x, wt, axes, group, knobs) == "pointwise":
+        if k.inplace is not None:   # only the depthwise and pointwise schedules run in place
             return False
-        return conv.avx512_variant(x, wt, axes, group, knobs) is not None
+        return conv.avx512_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
 
     def scratch_bytes(self, k, /, **attrs):
         return None      # sized while emitting, as ConvF32
