@@ -199,6 +199,24 @@ def _validate_cortex_m(b: Board):
         raise MtvmError(f"board {b.name}: flash and RAM sizes must be positive")
 
 
+def _validate_riscv(b: Board):
+    missing = [k for k in ("cpu", "cflags", "memory", "uart", "timer", "runner", "plic")
+               if k not in b.data]
+    if b.timer == "mtime" and "mtime" not in b.data:
+        missing.append("mtime")
+    if missing:
+        raise MtvmError(f"board {b.name} ({b.path}): missing field(s) {', '.join(missing)}")
+    drv = b.uart.get("driver")
+    tpl = os.path.join(data_dir("project_templates"), "riscv", "src", "drivers",
+                       f"uart_{drv}.c")
+    if not os.path.isfile(tpl):
+        raise MtvmError(f"board {b.name}: no UART driver {drv!r} (expected {tpl})")
+    if b.timer not in ("mtime", "mcycle"):
+        raise MtvmError(f"board {b.name}: timer must be 'mtime' or 'mcycle', not {b.timer!r}")
+    if b.flash.size <= 0 or b.ram.size <= 0:
+        raise MtvmError(f"board {b.name}: flash and RAM sizes must be positive")
+
+
 # -- schema and SoC layer -------------------------------------------------------------------
 
 def _schema_dir() -> str:
@@ -351,6 +369,8 @@ def board_from_dict(d: dict, path: str = "") -> Board:
                             f"([a-z0-9_]+), not {value!r}")
     if b.template == "cortex_m":
         _validate_cortex_m(b)
+    elif b.template == "riscv":
+        _validate_riscv(b)
     return b
 
 
@@ -376,7 +396,7 @@ def board_table(names=None) -> str:
         except MtvmError as e:
             rows.append((n, f"(invalid: {e})", "", "", "", "", "", "", ""))
             continue
-        if b.template != "cortex_m":
+        if b.template not in ("cortex_m", "riscv"):
             rows.append((b.name, b.cpu or "native", "-", "-", "-", "-", "-", "stdio",
                          "- (runs on this machine)"))
             continue

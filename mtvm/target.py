@@ -16,6 +16,9 @@ Made from a string (`Target.parse`):
                             the psABI levels (v3: AVX2+FMA, v4: AVX-512 F/BW/CD/DQ/VL)
     cortex-m0, cortex-m0plus, cortex-m3, cortex-m4, cortex-m7, cortex-m33,
     cortex-m55, cortex-m85  Arm M-profile cores with their usual FPU
+    rv32imc, rv32imac, rv32imafc
+                            32-bit RISC-V microcontrollers (no SIMD): soft float, or
+                            single-precision hard float (F, ilp32f) for rv32imafc
 
 with `+feature` / `+nofeature` suffixes (`x86-64-v4+avx512vnni`,
 `cortex-m4+nofp`), or from a board file (`Target.from_board`, which reads the
@@ -87,6 +90,22 @@ _SHOWN = frozenset({"sse4.2", "avx2", "fma", "avx512f", "avx512bw", "avx512vnni"
                     "mve.fp"})
 _X86_ALL_MACROS = tuple(_X86_MACROS.values()) + ("__x86_64__", "__i386__")
 
+# -- RISC-V (32-bit microcontrollers) --------------------------------------------------
+# The ISAs mtvm compiles for: name -> (single-letter extensions beyond I, ABI).
+# No SIMD (P, V) and no RV32-specific schedules yet: the portable kernels.
+_RISCV_ISAS = {
+    "rv32imc": (("m", "c"), "ilp32"),
+    "rv32imac": (("m", "a", "c"), "ilp32"),
+    "rv32imafc": (("m", "a", "f", "c"), "ilp32f"),
+}
+# Board cpu names -> their ISA (a board may also name the ISA itself as its cpu).
+# QEMU's generic rv32 core is RV32GC; mtvm uses its IMAFC subset (single precision).
+_RISCV_CORES = {"sifive-e31": "rv32imac", "sifive-e34": "rv32imafc", "esp32-c3": "rv32imc",
+                "rv32": "rv32imafc"}
+_RISCV_MACROS = ("__riscv", "__riscv_xlen", "__riscv_mul", "__riscv_atomic",
+                 "__riscv_compressed", "__riscv_flen", "__riscv_float_abi_soft",
+                 "__riscv_float_abi_single", "__riscv_float_abi_double", "__riscv_vector")
+
 
 @dataclass(frozen=True)
 class Target:
@@ -112,12 +131,18 @@ class Target:
     def is_arm(self) -> bool:
         return self.isa.startswith("armv")
 
+    @property
+    def is_riscv(self) -> bool:
+        return self.isa.startswith("rv")
+
     def has(self, *features: str) -> bool:
         return all(f in self.features for f in features)
 
     def describe(self) -> str:
         if self.is_generic:
             return "portable C: every ISA variant under #if, chosen by the C compiler's flags"
+        if self.is_riscv:
+            return "no SIMD, " + ("FPU F (single precision)" if self.fpu else "soft float")
         shown = sorted(self.features & _SHOWN) or (["SSE2 only"] if self.is_x86 else ["no SIMD"])
         fpu = f", FPU {self.fpu}" if self.fpu else (", soft float" if self.is_arm else "")
         return ", ".join(shown) + fpu
@@ -141,6 +166,21 @@ class Target:
             out["__x86_64__"] = 1
             for f in self.features:
                 out[_X86_MACROS[f]] = 1
+        elif self.is_riscv:
+            out.update({m: None for m in _X86_ALL_MACROS + _ARM_MACROS + _RISCV_MACROS})
+            out["__riscv"] = 1
+            out["__riscv_xlen"] = 32
+            if self.has("m"):
+                out["__riscv_mul"] = 1
+            if self.has("a"):
+                out["__riscv_atomic"] = 1
+            if self.has("c"):
+                out["__riscv_compressed"] = 1
+            if self.fpu:
+                out["__riscv_flen"] = 32
+                out["__riscv_float_abi_single"] = 1
+            else:
+                out["__riscv_float_abi_soft"] = 1
         else:
             core = _ARM_CORES[self.cpu]
             out.update({m: None for m in _X86_ALL_MACROS + _ARM_MACROS})
@@ -172,6 +212,8 @@ class Target:
             level = self.cpu
             extra = [f"-m{f}" for f in sorted(self.features) if f in _X86_EXTRA]
             return [f"-march={level}"] + extra
+        if self.is_riscv:
+            return [f"-march={self.isa}", f"-mabi={_RISCV_ISAS[self.isa][1]}"]
         core = _ARM_CORES[self.cpu]
         mods = [f"+no{f}" for f in ("mve", "dsp") if f in core.features and not self.has(f)]
         flags = [f"-mcpu={self.cpu}" + "".join(mods), "-mthumb"]
@@ -188,7 +230,8 @@ class Target:
         otherwise the same ISA family and no feature `other` lacks)."""
         if self.is_generic:
             return True
-        if self.is_x86 != other.is_x86 or self.is_arm != other.is_arm:
+        if (self.is_x86 != other.is_x86 or self.is_arm != other.is_arm
+                or self.is_riscv != other.is_riscv):
             return False
         if self.is_arm and (self.cpu != other.cpu and _ARM_CORES[self.cpu].arch !=
                             _ARM_CORES[other.cpu].arch):
@@ -215,6 +258,8 @@ class Target:
             return _x86(base, mods, text)
         if base in _ARM_CORES:
             return _arm(base, mods, text)
+        if base in _RISCV_ISAS:
+            return _riscv(base, mods, text)
         raise MtvmError(f"unknown target {text!r}; known: {', '.join(target_names())} "
                         "(with +feature suffixes, e.g. x86-64-v4+avx512vnni, "
                         "cortex-m4+nofp; `mtvm targets` lists them)")
@@ -233,9 +278,13 @@ class Target:
             return Target.parse(field("target"))
         if cpu in ("", "native") or field("template", "") == "host":
             return host_target()
+        if cpu in _RISCV_ISAS or cpu in _RISCV_CORES:
+            # a RISC-V core: its ISA, without F when the board has no FPU (soft float)
+            isa = _RISCV_CORES.get(cpu, cpu)
+            return _riscv(isa, [] if field("fpu", None) else ["nofp"], cpu)
         if cpu not in _ARM_CORES:
             raise MtvmError(f"board {field('name', '?')}: cpu {cpu!r} is not a known target "
-                            f"(known: {', '.join(_ARM_CORES)})")
+                            f"(known: {', '.join([*_ARM_CORES, *_RISCV_CORES, *_RISCV_ISAS])})")
         core = _ARM_CORES[cpu]
         feats = set(core.features)
         for flag, feature in (("dsp", "dsp"), ("mve", "mve")):
@@ -321,8 +370,21 @@ def _arm(cpu: str, mods: list[str], text: str, fpu: str | None = "default") -> T
     return Target(name, core.arch, cpu, frozenset(feats), fpu, 4, 8)
 
 
+def _riscv(isa: str, mods: list[str], text: str) -> Target:
+    exts, _ = _RISCV_ISAS[isa]
+    for m in mods:
+        if m != "nofp":
+            raise MtvmError(f"target {text!r}: {m!r} is not a RISC-V modifier mtvm knows "
+                            "(name the ISA instead: rv32imc, rv32imac, rv32imafc)")
+        if "f" in exts:                      # the same core without its FPU: soft float
+            isa = isa.replace("f", "")
+            exts, _ = _RISCV_ISAS[isa]
+    fpu = "f" if "f" in exts else None
+    return Target(isa, isa, isa, frozenset(exts), fpu, 4, 4)
+
+
 def target_names() -> list[str]:
-    return ["c", "host"] + list(_X86_LEVELS) + list(_ARM_CORES)
+    return ["c", "host"] + list(_X86_LEVELS) + list(_ARM_CORES) + list(_RISCV_ISAS)
 
 
 def all_targets() -> list[Target]:

@@ -27,8 +27,9 @@ def test_every_board_merges_to_what_its_single_file_said():
     and after: the same data, key by key."""
     with open(os.path.join(HERE, "data", "boards_before_soc_layer.json")) as f:
         before = json.load(f)
-    assert sorted(before) == list_boards()
-    for name in list_boards():
+    # boards added since (the RISC-V ones) were written with the SoC layer
+    assert set(before) <= set(list_boards())
+    for name in sorted(before):
         now = dict(load_board(name).data)
         now.pop("soc", None)
         assert json.dumps(now, sort_keys=True) == json.dumps(before[name], sort_keys=True), name

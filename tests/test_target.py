@@ -17,6 +17,7 @@ from mtvm.target import GENERIC, Target, host_target, target_names
 
 MODELS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "models")
 ARM_GCC = shutil.which("arm-none-eabi-gcc")
+RISCV_GCC = shutil.which("riscv64-unknown-elf-gcc")
 CC = shutil.which(os.environ.get("CC", "cc"))
 
 
@@ -92,12 +93,34 @@ def test_arm_target_macros_match_arm_gcc(name):
     assert_macros_match(t, predefined(ARM_GCC, t.cflags()))
 
 
-@pytest.mark.skipif(ARM_GCC is None, reason="arm-none-eabi-gcc not installed")
 @pytest.mark.parametrize("board", [b for b in list_boards() if b != "host"])
 def test_board_target_macros_match_the_board_cflags(board):
     b = load_board(board)
-    assert_macros_match(Target.from_board(b), predefined(b.cc if hasattr(b, "cc") else
-                                                         ARM_GCC, b.cflags))
+    cc = shutil.which(b.data.get("cc", "arm-none-eabi-gcc"))
+    if cc is None:
+        pytest.skip(f"{b.data.get('cc')} not installed")
+    assert_macros_match(Target.from_board(b), predefined(cc, b.cflags))
+
+
+@pytest.mark.skipif(RISCV_GCC is None, reason="riscv64-unknown-elf-gcc not installed")
+@pytest.mark.parametrize("name", ["rv32imc", "rv32imac", "rv32imafc", "rv32imafc+nofp"])
+def test_riscv_target_macros_match_riscv_gcc(name):
+    t = Target.parse(name)
+    assert_macros_match(t, predefined(RISCV_GCC, t.cflags()))
+
+
+def test_riscv_targets():
+    assert Target.from_board(load_board("riscv32-virt")).name == "rv32imafc"
+    assert Target.from_board(load_board("sifive_e")).name == "rv32imac"
+    imac, imafc = Target.parse("rv32imac"), Target.parse("rv32imafc")
+    assert imac.pointer_bytes == 4 and imac.fpu is None and imafc.fpu == "f"
+    assert imac.is_riscv and not imac.is_arm and not imac.is_x86
+    assert Target.parse("rv32imafc+nofp") == imac
+    assert imac.compatible_with(imafc) and not imafc.compatible_with(imac)
+    assert not imac.compatible_with(Target.parse("cortex-m4"))
+    assert not Target.parse("cortex-m3").compatible_with(imac)
+    with pytest.raises(MtvmError, match="rv32imac"):
+        Target.parse("rv32imac+dsp")
 
 
 @pytest.mark.skipif(CC is None or host_target().is_generic, reason="needs an x86-64 host cc")
@@ -132,6 +155,8 @@ def test_a_cortex_m_build_has_no_x86_code_and_an_x86_build_no_thumb(model):
     v4 = mtvm.compile(path, target="x86-64-v4")
     assert not THUMB_CODE.search(_kernel_c(v4))
     assert len(_kernel_c(m4)) < len(generic) and len(_kernel_c(v4)) < len(generic)
+    rv = _kernel_c(mtvm.compile(path, target="rv32imac"))
+    assert not X86_CODE.search(rv) and not THUMB_CODE.search(rv)
 
 
 def _small(tmp_path):
@@ -214,8 +239,8 @@ def _compile_only(lib, cc: str, flags: list[str], tmp) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("model", _shared_models() or ["(no shared models)"])
 def test_every_shared_model_builds_for_each_target(model, tmp_path):
-    """The specialized C of M4 (DSP), M3 (no DSP) and x86-64-v4 compiles with
-    -Werror for that target; the host-target C runs and matches target c
+    """The specialized C of M4 (DSP), M3 (no DSP), RV32IMAC, RV32IMAFC and x86-64-v4
+    compiles with -Werror for that target; the host-target C runs and matches target c
     (int8: bit-identical)."""
     if model.startswith("("):
         pytest.skip("../shared/models not found")
@@ -225,6 +250,11 @@ def test_every_shared_model_builds_for_each_target(model, tmp_path):
             target = Target.parse(t)
             _compile_only(mtvm.compile(path, target=target), ARM_GCC, target.cflags(),
                           tmp_path / t)
+    if RISCV_GCC:
+        for t in ("rv32imac", "rv32imafc"):
+            target = Target.parse(t)
+            _compile_only(mtvm.compile(path, target=target), RISCV_GCC,
+                          ["--specs=picolibc.specs", *target.cflags()], tmp_path / t)
     if CC and not host_target().is_generic:
         v4 = Target.parse("x86-64-v4")
         _compile_only(mtvm.compile(path, target=v4), CC, v4.cflags(), tmp_path / "v4")

@@ -22,7 +22,7 @@ def run(args) -> int:
             return 0
         print(f"{b.name}: {b.description}")
         print(f"  file:     {b.path}")
-        if b.template == "cortex_m":
+        if b.template in ("cortex_m", "riscv"):
             print(f"  cpu:      {b.cpu}  fpu={b.fpu or 'no'}  dsp={'yes' if b.dsp else 'no'}"
                   f"  mve={'yes' if b.mve else 'no'}  {b.clock_hz / 1e6:g} MHz")
             print(f"  cflags:   {' '.join(b.cflags)}")

@@ -1,6 +1,7 @@
 """QEMU as a flash target: "flashing" an emulated board starts
-qemu-system-arm with the firmware and the board's first UART on a
-pseudo-terminal, in the background. The pty path and the process id are
+qemu-system-arm (or the board's runner's emulator: qemu-system-riscv32) with
+the firmware and the board's first UART on a pseudo-terminal, in the
+background. The pty path and the process id are
 recorded in a state file so that a later `mtvm run` (which opens the pty
 with pyserial, exactly like a USB serial port) and `mtvm project stop` find
 them, across processes.
@@ -40,26 +41,34 @@ from dataclasses import asdict, dataclass
 from ..errors import MtvmError
 
 QEMU = "qemu-system-arm"
+# The Debian/Ubuntu package of each emulator binary (for the "not installed" error).
+QEMU_PACKAGES = {"qemu-system-arm": "qemu-system-arm", "qemu-system-riscv32": "qemu-system-misc",
+                 "qemu-system-riscv64": "qemu-system-misc"}
 _PTY_RE = re.compile(r"char device redirected to (/dev/\S+) \(label (\w+)\)")
 
 
-def find_qemu() -> str:
-    path = shutil.which(QEMU)
+def find_qemu(binary: str = QEMU) -> str:
+    """binary: the emulator (qemu-system-arm, or a board's runner tool such as
+    qemu-system-riscv32)."""
+    path = shutil.which(binary)
     if path is None:
-        raise MtvmError(f"{QEMU} not found: install it (Debian/Ubuntu: apt-get install "
-                        f"qemu-system-arm) to run the emulated boards")
+        raise MtvmError(f"{binary} not found: install it (Debian/Ubuntu: apt-get install "
+                        f"{QEMU_PACKAGES.get(binary, binary)}) to run the emulated boards")
     return path
 
 
 def qemu_command(machine: str, elf: str, serial: str = "pty", icount: bool = False,
                  extra: list[str] | None = None, monitor: str | None = None,
-                 guest_errors: bool = True) -> list[str]:
+                 guest_errors: bool = True, binary: str = QEMU,
+                 machine_args: list[str] | None = None) -> list[str]:
     """monitor: a unix socket path for QEMU's monitor (see monitor_command).
     guest_errors: QEMU logs the guest's invalid accesses and unimplemented
-    devices on stderr (shown when a board does not answer)."""
+    devices on stderr (shown when a board does not answer). binary: the
+    emulator; machine_args: what the board adds after the machine (e.g. the
+    RISC-V virt board's `-bios none`)."""
     mon = f"unix:{monitor},server=on,wait=off" if monitor else "none"
-    argv = [find_qemu(), "-machine", machine, "-nographic", "-monitor", mon,
-            "-serial", serial, "-semihosting-config", "enable=on,target=native",
+    argv = [find_qemu(binary), "-machine", machine, *(machine_args or []), "-nographic",
+            "-monitor", mon, "-serial", serial, "-semihosting-config", "enable=on,target=native",
             "-kernel", os.path.abspath(elf)]
     if guest_errors:
         argv += ["-d", "guest_errors,unimp"]
@@ -69,6 +78,17 @@ def qemu_command(machine: str, elf: str, serial: str = "pty", icount: bool = Fal
         # it waits for the serial line; the count inside a run is the same.)
         argv += ["-icount", "shift=0"]
     return argv + list(extra or [])
+
+
+def board_emulator(board) -> dict:
+    """How an emulated board (an mtvm.boards.Board) is started, as keyword
+    arguments of start(), run_to_exit() and qemu_command(): the binary is its
+    runner's tool (qemu-system-arm, qemu-system-riscv32), machine_args its
+    runner_args' "machine_args" (e.g. ["-bios", "none"])."""
+    runner = getattr(board, "runner", None)
+    binary = runner.tool if runner is not None and runner.kind == "qemu" else QEMU
+    return {"binary": binary,
+            "machine_args": list(getattr(board, "runner_args", {}).get("machine_args") or [])}
 
 
 @dataclass
@@ -133,7 +153,8 @@ def _pid_is(pid: int, elf: str) -> bool:
             return False
         return True            # no /proc: trust the pid
     text = [c.decode(errors="replace") for c in cmd]
-    return any(QEMU in c for c in text[:1]) and os.path.abspath(elf) in text
+    return (any(os.path.basename(c).startswith("qemu-system-") for c in text[:1])
+            and os.path.abspath(elf) in text)
 
 
 def load_state(state_path: str) -> QemuInstance | None:
@@ -146,7 +167,8 @@ def load_state(state_path: str) -> QemuInstance | None:
 
 def start(machine: str, elf: str, state_path: str, icount: bool = False,
           timeout: float = 10.0, extra: list[str] | None = None,
-          detach: bool = False) -> QemuInstance:
+          detach: bool = False, binary: str = QEMU,
+          machine_args: list[str] | None = None) -> QemuInstance:
     """Start QEMU in the background; returns once the UART's pty is known. A
     QEMU started earlier from the same state file is stopped first.
 
@@ -164,7 +186,8 @@ def start(machine: str, elf: str, state_path: str, icount: bool = False,
         monitor = os.path.join("/tmp", f"mtvm-qemu-{tag}.monitor")
     if os.path.exists(monitor):
         os.remove(monitor)
-    argv = qemu_command(machine, elf, "pty", icount, extra, monitor=monitor)
+    argv = qemu_command(machine, elf, "pty", icount, extra, monitor=monitor, binary=binary,
+                        machine_args=machine_args)
     os.makedirs(os.path.dirname(os.path.abspath(state_path)), exist_ok=True)
     env = dict(os.environ, MTVM_QEMU_STATE=os.path.abspath(state_path))
     opts = {"start_new_session": True}
@@ -311,13 +334,15 @@ class RunResult:
 
 
 def run_to_exit(machine: str, elf: str, timeout: float = 60.0, icount: bool = False,
-                workdir: str | None = None) -> RunResult:
+                workdir: str | None = None, binary: str = QEMU,
+                machine_args: list[str] | None = None) -> RunResult:
     """Run a firmware that ends itself through semihosting; capture its UART."""
     workdir = workdir or os.path.dirname(os.path.abspath(elf))
     out_path = os.path.join(workdir, "uart0.txt")
     if os.path.exists(out_path):
         os.remove(out_path)
-    argv = qemu_command(machine, elf, f"file:{out_path}", icount)
+    argv = qemu_command(machine, elf, f"file:{out_path}", icount, binary=binary,
+                        machine_args=machine_args)
     t0 = time.monotonic()
     try:
         opts = {}

@@ -22,6 +22,10 @@ from ..errors import MtvmError
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
+        if name.startswith("riscv64-unknown-elf-"):
+            raise MtvmError(f"{name} not found: install the RISC-V GNU toolchain "
+                            f"(Debian/Ubuntu: apt-get install gcc-riscv64-unknown-elf "
+                            f"picolibc-riscv64-unknown-elf)")
         raise MtvmError(f"{name} not found: install the Arm GNU toolchain "
                         f"(Debian/Ubuntu: apt-get install gcc-arm-none-eabi "
                         f"libnewlib-arm-none-eabi binutils-arm-none-eabi)")

@@ -187,7 +187,7 @@ def flash(project, progress, icount: bool | None = None, gdb: int | None = None,
             gdb = int(os.environ["MTVM_QEMU_GDB"])
         extra = ["-gdb", f"tcp::{int(gdb)}", "-S"] if gdb else None
         inst = qemu.start(b.qemu_machine, elf, project.path(QEMU_STATE), icount=icount,
-                          extra=extra, detach=detach)
+                          extra=extra, detach=detach, **qemu.board_emulator(b))
         progress(f"QEMU {b.qemu_machine} running (pid {inst.pid}), UART on {inst.pty}"
                  + (" [icount: 1 instruction = 1 ns]" if icount else "")
                  + (f" [halted for gdb: arm-none-eabi-gdb {elf} -ex 'target remote :{gdb}']"
@@ -213,13 +213,14 @@ def run_standalone(project, timeout: float = 300.0, icount: bool = False):
     if not os.path.exists(elf):
         raise MtvmError(f"{elf} not found: run `mtvm project build {project.dir}` first")
     r = qemu.run_to_exit(b.qemu_machine, elf, timeout=timeout, icount=icount,
-                         workdir=project.path("build"))
+                         workdir=project.path("build"), **qemu.board_emulator(b))
     if r.status is None:
         log = r.stderr.strip()[-2000:]
         raise MtvmError(f"the standalone app did not exit within {timeout:.0f} s on QEMU "
                         f"{b.qemu_machine}; its output so far:\n{r.output}"
                         + (f"\nQEMU's log:\n{log}" if log else ""))
-    argv = qemu.qemu_command(b.qemu_machine, elf, "file:build/uart0.txt", icount)
+    argv = qemu.qemu_command(b.qemu_machine, elf, "file:build/uart0.txt", icount,
+                             **qemu.board_emulator(b))
     return subprocess.CompletedProcess(argv, r.status, r.output, r.stderr)
 
 
