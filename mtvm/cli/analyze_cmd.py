@@ -1,5 +1,6 @@
 """`mtvm analyze MODEL|MLF_DIR|MLF.tar|PROJECT`: per-operator MACs and memory from
-metadata.json."""
+metadata.json; `--report DIR` adds an HTML page with figures (mtvm.report,
+needs matplotlib: `pip install mtvm[report]`)."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,12 @@ def add_parser(sub) -> None:
                    "Format directory or .tar), or a project directory")
     add_board_option(p)
     add_compile_options(p)
+    p.add_argument("--report", metavar="DIR", help="also write DIR/report.html (self-contained: "
+                   "memory timeline, flash/RAM budgets against --board, per-layer table, "
+                   "execution order) and its figures as PNG; needs matplotlib "
+                   "(pip install mtvm[report])")
+    p.add_argument("--profile-json", metavar="FILE", help="with --report: per-layer device "
+                   "time from `mtvm run DIR --profile N --profile-json FILE`")
     p.set_defaults(func=run)
 
 
@@ -38,21 +45,34 @@ def _read_tar(path: str) -> dict:
 def load_metadata(args) -> dict:
     """metadata.json of an MLF directory, an MLF .tar or a project, or a compile of
     an ONNX file."""
+    return _load(args)[0]
+
+
+def _mlf_dir(path: str) -> str | None:
+    for rel in ("", "model"):
+        if os.path.isfile(os.path.join(path, rel, "metadata.json")):
+            return os.path.join(path, rel)
+    return None
+
+
+def _load(args):
+    """(metadata, the CompiledModel or None: an ONNX file is compiled here)."""
     if os.path.isdir(args.model):
         for rel in ("metadata.json", os.path.join("model", "metadata.json")):
             path = os.path.join(args.model, rel)
             if os.path.isfile(path):
                 try:
                     with open(path) as f:
-                        return json.load(f)
+                        return json.load(f), None
                 except (OSError, ValueError) as e:
                     raise MtvmError(f"{path}: cannot read it: {e}") from None
         raise MtvmError(f"{args.model}: no metadata.json (not a Model Library Format "
                         "directory or a project)")
     if args.model.endswith(".tar") and os.path.isfile(args.model):
-        return _read_tar(args.model)
+        return _read_tar(args.model), None
     from .. import compile as mtvm_compile
-    return mtvm_compile(args.model, **compile_kwargs(args)).metadata
+    lib = mtvm_compile(args.model, **compile_kwargs(args))
+    return lib.metadata, lib
 
 
 def table(md: dict) -> str:
@@ -68,8 +88,25 @@ def table(md: dict) -> str:
 
 
 def run(args) -> int:
-    md = load_metadata(args)
+    report_dir = getattr(args, "report", None)
+    if report_dir:
+        from ..report import load_profile, require_matplotlib
+        require_matplotlib()            # one line before any work when it is missing
+        profile = load_profile(args.profile_json) if args.profile_json else None
+    elif getattr(args, "profile_json", None):
+        raise MtvmError("--profile-json is read by --report: give --report DIR too")
+    md, lib = _load(args)
     print(table(md))
     print(f"total {md['total_macs']:,} MACs; arena {md['workspace_bytes']:,} B "
           f"(lower bound {md['workspace_lower_bound']:,} B); constants {md['constant_bytes']:,} B")
+    if report_dir:
+        from ..boards import load_board
+        from ..report import write_report
+        board = load_board(args.board) if args.board else None
+        mlf = _mlf_dir(args.model) if os.path.isdir(args.model) else None
+        if lib is None:
+            print("(the memory timeline from metadata.json's live bytes: give the ONNX model "
+                  "for the timeline by tensor and the parameters per layer)")
+        path = write_report(report_dir, md, lib=lib, board=board, profile=profile, mlf_dir=mlf)
+        print(f"wrote {path}")
     return 0

@@ -28,8 +28,15 @@ def add_parser(sub) -> None:
                    help="per-operator device time, the median of N runs (default 10) per "
                    "kernel, with the ONNX nodes of each kernel (the project must be "
                    "generated with --profile)")
+    p.add_argument("--profile-json", metavar="FILE", help="with --profile: also save the "
+                   "per-kernel times as JSON (for `mtvm analyze --report DIR --profile-json "
+                   "FILE`)")
     p.add_argument("--validate", action="store_true", help="compare the device's outputs with "
                    "onnxruntime: max abs error, RMSE, cosine similarity")
+    p.add_argument("--compare-layers", action="store_true", help="debug: build a copy of the "
+                   "project whose every kernel output is readable (DIR/compare-layers), run it "
+                   "on the device and compare each layer's output with the host build and "
+                   "onnxruntime; names the first layer out of tolerance (docs/analysis.md)")
     p.add_argument("--float-io", action="store_true", help="a quantized model's inputs are "
                    "given as float and quantized here, its outputs dequantized to float "
                    "(scale and zero point from metadata.json)")
@@ -161,6 +168,10 @@ def run(args) -> int:
     from .. import project
     from ..session.executor import fmt_seconds
     proj = project.load(args.dir)
+    if args.profile_json and not args.profile:
+        raise MtvmError("--profile-json saves what --profile measures: give --profile too")
+    if args.compare_layers:         # its debug build is host-driven, whatever DIR's kind
+        return compare_layers(proj, args)
     if proj.kind == "standalone":
         refused = [flag for flag, given in (("--input", args.input), ("-o", args.output),
                                             ("--validate", args.validate),
@@ -214,8 +225,61 @@ def run(args) -> int:
                 if note:
                     print(f"  timer: {note}")
         if args.profile:
-            print_profile(proj, ex.profile(runs=args.profile))
+            prof = ex.profile(runs=args.profile)
+            print_profile(proj, prof)
+            if args.profile_json:
+                save_profile(prof, args.profile_json)
         return status
+
+
+def compare_layers(proj, args) -> int:
+    from types import SimpleNamespace
+    from .. import compare_layers as cl
+    others = [flag for flag, given in (("-o", args.output), ("--validate", args.validate),
+                                       ("--benchmark", args.benchmark),
+                                       ("--profile", args.profile),
+                                       ("--float-io", args.float_io)) if given]
+    if others:
+        raise MtvmError(f"--compare-layers runs its own debug build: {', '.join(others)} "
+                        "cannot go with it")
+    specs = [SimpleNamespace(name=t["name"], dtype=t["dtype"], shape=tuple(t["shape"]),
+                             size_bytes=t["size_bytes"]) for t in proj.metadata["inputs"]]
+    if args.input:
+        inputs = load_inputs(specs, args.input)
+        missing = [s.name for s in specs if s.name not in inputs]
+        if missing:
+            raise MtvmError(f"no data for input(s) {', '.join(missing)}")
+        inputs = {s.name: _as_input(s, inputs[s.name]) for s in specs}
+    else:
+        inputs = random_inputs(specs, args.seed)
+        print(f"(no --input: random inputs, seed {args.seed})")
+    return cl.run(proj, inputs, port=args.port, timeout=args.timeout, retries=args.retries)
+
+
+def _as_input(spec, data) -> np.ndarray:
+    """data as the input's dtype and shape: float to float, integers to float or
+    to an integer type that holds their values, dims of size 1 as the executor
+    accepts them; float for an integer input, or another size, is refused."""
+    a, dt = np.asarray(data), np.dtype(spec.dtype)
+    ok = a.dtype == dt or (dt.kind == "f" and a.dtype.kind in "fiu")
+    if not ok and dt.kind in "iu" and a.dtype.kind in "iu":
+        info = np.iinfo(dt)
+        ok = a.size == 0 or (int(a.min()) >= info.min and int(a.max()) <= info.max)
+    if not ok:
+        raise MtvmError(f"input \"{spec.name}\": {a.dtype}{list(a.shape)} given, the model "
+                        f"takes {dt}{list(spec.shape)}")
+    if a.size != int(np.prod(spec.shape)):
+        raise MtvmError(f"input \"{spec.name}\": shape {list(a.shape)} given, the model takes "
+                        f"{list(spec.shape)}")
+    return a.astype(dt, copy=False).reshape(spec.shape)
+
+
+def save_profile(prof, path: str) -> None:
+    import json
+    from ..report.data import profile_json
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(profile_json(prof), f, indent=1)
+    print(f"wrote {path}")
 
 
 def device_clock(proj) -> tuple[float | None, str]:
