@@ -130,7 +130,8 @@ class CModule:
 
     def __init__(self, g: Graph, plan: MemoryPlan, kernels: list[LoweredKernel], mod: str,
                  profile: bool = False, external_workspace: bool = False,
-                 io_in_workspace: bool = False, target: Target = GENERIC):
+                 io_in_workspace: bool = False, target: Target = GENERIC,
+                 output_names: str = "onnx"):
         self.g, self.plan, self.kernels, self.mod = g, plan, kernels, mod
         self.target = target
         self.libraries: list[str] = []
@@ -141,7 +142,7 @@ class CModule:
         self.MOD = mod.upper()
         self.profile, self.external_workspace = profile, external_workspace
         self.io_in_workspace = io_in_workspace
-        ins, outs = interface_names(g.inputs, g.outputs)
+        ins, outs = interface_names(g.inputs, g.outputs, output_names)
         self.in_names, self.out_names = dict(zip(g.inputs, ins)), dict(zip(g.outputs, outs))
         used = []
         for lk in kernels:
@@ -171,7 +172,10 @@ class CModule:
             lines.append("};")
         args = f"struct tvmgen_{self.mod}_inputs* inputs, struct tvmgen_{self.mod}_outputs* outputs"
         if self.external_workspace:
-            lines += [f"struct tvmgen_{self.mod}_workspace_pools {{",
+            # microTVM's name for the size of an external pool: TVMGEN_<MOD>_<POOL>_...
+            lines += [f"#define TVMGEN_{M}_GLOBAL_WORKSPACE_WORKSPACE_POOL_SIZE "
+                      f"{self.plan.arena_bytes}",
+                      f"struct tvmgen_{self.mod}_workspace_pools {{",
                       f"    void* global_workspace;  /* TVMGEN_{M}_WORKSPACE_SIZE bytes, "
                       "16-byte aligned */", "};"]
             args += f",\n    struct tvmgen_{self.mod}_workspace_pools* workspace_pools"

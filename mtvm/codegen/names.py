@@ -128,10 +128,25 @@ def unique_names(names: list[str], reserved=()) -> list[str]:
 INTERFACE_RESERVED = ("workspace",)
 
 
-def interface_names(inputs: list[str], outputs: list[str]) -> tuple[list[str], list[str]]:
+OUTPUT_NAMES = ("onnx", "microtvm")
+
+
+def interface_names(inputs: list[str], outputs: list[str],
+                    output_names: str = "onnx") -> tuple[list[str], list[str]]:
     """C names of the model's inputs and outputs: the struct members and the
-    TVMGEN_<MOD>_<NAME>_SIZE macros. One namespace for both lists."""
+    TVMGEN_<MOD>_<NAME>_SIZE macros. One namespace for both lists.
+
+    output_names="onnx": outputs named after their ONNX names (sanitized);
+    "microtvm": as microTVM names the outputs of a model whose front end gives
+    no names (ONNX, Relay): `output` for one, `output0`, `output1`, ... for
+    several. Those are taken first, so an input with such a name gets a suffix."""
+    if output_names not in OUTPUT_NAMES:
+        raise MtvmError(f"output_names {output_names!r}: use one of {', '.join(OUTPUT_NAMES)}")
     used = {r.lower() for r in INTERFACE_RESERVED}
+    if output_names == "microtvm":
+        outs = ["output"] if len(outputs) == 1 else [f"output{i}" for i in range(len(outputs))]
+        used |= set(outs)
+        return [c_identifier(n, used) for n in inputs], outs
     return [c_identifier(n, used) for n in inputs], [c_identifier(n, used) for n in outputs]
 
 
