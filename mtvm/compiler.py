@@ -7,7 +7,7 @@ import os
 
 from . import passes
 from .codegen.c_codegen import CModule, kernel_scratch, lower_kernels
-from .codegen.names import sanitize
+from .codegen.names import OUTPUT_NAMES, sanitize
 from .errors import MtvmError, internal_error
 from .frontend import load_onnx
 from .ir import Graph, Node
@@ -37,14 +37,18 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
                   external_workspace: bool = False, fuse: bool = True,
                   source_graph: Graph | None = None,
                   io_in_workspace: bool = False, reorder: bool = True,
-                  target=None, schedule_config=None) -> CompiledModel:
+                  target=None, schedule_config=None,
+                  output_names: str = "onnx") -> CompiledModel:
     """reorder: run independent branches in the order of lowest peak memory
-    (memory.schedule); False keeps the graph's node order. target: see compile()."""
+    (memory.schedule); False keeps the graph's node order. target, output_names:
+    see compile()."""
     target = Target.resolve(target)
+    if output_names not in OUTPUT_NAMES:
+        raise MtvmError(f"output_names {output_names!r}: use one of {', '.join(OUTPUT_NAMES)}")
     try:
         return _compile_graph(graph, module_name, profile, external_workspace, fuse,
                               source_graph, io_in_workspace, reorder, target,
-                              schedule_config)
+                              schedule_config, output_names)
     except MtvmError:
         raise
     except Exception as e:   # a bug: one line naming the node (the traceback with --verbose)
@@ -52,7 +56,8 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
 
 
 def _compile_graph(graph, module_name, profile, external_workspace, fuse, source_graph,
-                   io_in_workspace, reorder, target, schedule_config) -> CompiledModel:
+                   io_in_workspace, reorder, target, schedule_config,
+                   output_names="onnx") -> CompiledModel:
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
@@ -67,16 +72,18 @@ def _compile_graph(graph, module_name, profile, external_workspace, fuse, source
             raise AssertionError(f"kernel {lk.kernel.fname}: {lk.kernel.scratch_bytes} bytes "
                                  f"of scratch emitted, {s.scratch.get(lk.step, 0)} planned")
     cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace,
-                   io_in_workspace=io_in_workspace, target=target)
+                   io_in_workspace=io_in_workspace, target=target, output_names=output_names)
     return CompiledModel(mod, source_graph or graph, g, plan, kernels, cmod.sources(),
                          profile=profile, external_workspace=external_workspace,
-                         io_in_workspace=io_in_workspace, target=target)
+                         io_in_workspace=io_in_workspace, target=target,
+                         output_names=output_names)
 
 
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,
             bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
             fuse: bool = True, io_in_workspace: bool = False,
-            reorder: bool = True, target=None, schedule_config=None) -> CompiledModel:
+            reorder: bool = True, target=None, schedule_config=None,
+            output_names: str = "onnx", tuning_records=None) -> CompiledModel:
     """Compile an ONNX model (path or ModelProto) to a C module.
 
     input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns
@@ -90,9 +97,21 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     or a Target; the schedules are chosen for it and the C of other targets
     left out. schedule_config (mtvm.schedules.ScheduleConfig or its dict
     form) sets schedule knobs per schedule or per kernel.
+
+    output_names: "onnx" (the default) names the members of struct
+    tvmgen_<mod>_outputs after the ONNX outputs (sanitized); "microtvm" names
+    them as microTVM does: `output`, or `output0`, `output1`, ... (docs/projects.md,
+    "Model Library Format and microTVM").
+
+    tuning_records: a `mtvm tune` records file (or several, or records already
+    loaded): each layer gets the best schedule and knobs measured for it on
+    this target; layers without records keep the default (docs/tuning.md).
     """
     target = Target.resolve(target)           # a bad target: one line, before loading
     schedule_config = ScheduleConfig.resolve(schedule_config)
+    if tuning_records is not None:
+        from .tune.apply import config_for
+        schedule_config = config_for(tuning_records, target, base=schedule_config)
     try:
         graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
     except MtvmError:
@@ -106,7 +125,7 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     return compile_graph(graph, module_name, profile=profile,
                          external_workspace=external_workspace, fuse=fuse,
                          io_in_workspace=io_in_workspace, reorder=reorder, target=target,
-                         schedule_config=schedule_config)
+                         schedule_config=schedule_config, output_names=output_names)
 
 
 __all__ = ["compile", "compile_graph"]

@@ -10,7 +10,7 @@ import sys
 from ..errors import MtvmError
 
 # Subcommand modules, in the order `mtvm --help` lists them.
-COMMANDS = ["compile", "analyze", "project", "run", "validate", "boards", "targets", "ops"]
+COMMANDS = ["compile", "analyze", "project", "run", "validate", "tune", "boards", "targets", "ops"]
 
 VERBOSE_HELP = "show tracebacks and debug logs (anywhere on the command line)"
 

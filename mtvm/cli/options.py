@@ -56,6 +56,13 @@ def add_compile_options(p) -> None:
     p.add_argument("--io-in-workspace", action="store_true",
                    help="place the model's inputs and outputs in the arena "
                         "(tvmgen_<name>_map_io gives their addresses)")
+    p.add_argument("--output-names", choices=["onnx", "microtvm"], default="onnx",
+                   help="members of struct tvmgen_<name>_outputs: onnx (the ONNX output "
+                        "names, sanitized; the default) or microtvm (output, or output0, "
+                        "output1, ... as microTVM names them)")
+    p.add_argument("--tuning-records", action="append", metavar="FILE",
+                   help="records of `mtvm tune`: each layer gets its best measured schedule "
+                        "and knobs for the target (repeatable; see docs/tuning.md)")
 
 
 def compile_kwargs(args) -> dict:
@@ -68,7 +75,10 @@ def compile_kwargs(args) -> dict:
         "fuse": not args.no_fuse,
         "io_in_workspace": getattr(args, "io_in_workspace", False),
         "reorder": not getattr(args, "no_reorder", False),
+        **({"output_names": o} if (o := getattr(args, "output_names", "onnx")) != "onnx"
+           else {}),
         **({"target": t} if (t := target_of(args)) is not None else {}),
+        **({"tuning_records": r} if (r := getattr(args, "tuning_records", None)) else {}),
     }
 
 

@@ -11,7 +11,8 @@ def add_parser(sub) -> None:
     ps = p.add_subparsers(dest="project_command", required=True, metavar="ACTION")
 
     g = ps.add_parser("generate", help="create a project directory from a model")
-    g.add_argument("model", help="ONNX file")
+    g.add_argument("model", help="ONNX file, or a Model Library Format mtvm exported (a .tar "
+                   "or a directory from `mtvm compile -o`): used as it is, not recompiled")
     g.add_argument("--board", default="host", help="board name (see `mtvm boards`; "
                    "default: host)")
     g.add_argument("-o", "--output", required=True, metavar="DIR", help="project directory")
@@ -39,14 +40,43 @@ def add_parser(sub) -> None:
         q.set_defaults(func=fn)
 
 
+# Compile options and the value that means "not given" (an MLF is already compiled).
+_COMPILE_DEFAULTS = {"target": None, "module_name": "default", "input_shape": [], "bind": [],
+                     "profile": False, "external_workspace": False, "no_fuse": False,
+                     "no_reorder": False, "io_in_workspace": False, "output_names": "onnx",
+                     "tuning_records": None}
+
+
+def _generate_from_mlf(args):
+    """`mtvm project generate build/model.tar`: the MLF's files as they are."""
+    from .. import project
+    given = [f"--{k.replace('_', '-')}" for k, default in _COMPILE_DEFAULTS.items()
+             if getattr(args, k, default) != default]
+    if given:
+        from ..errors import MtvmError
+        raise MtvmError(f"{args.model} is a compiled Model Library Format, and "
+                        f"{', '.join(given)} are options for compiling an ONNX model "
+                        "(recompile the model with them, or leave them out)")
+    return project.generate(args.model, board=args.board, out_dir=args.output, kind=args.kind,
+                            sample=args.sample, force=args.force,
+                            overwrite_edited=args.overwrite_edited, template=args.template)
+
+
 def generate(args) -> int:
     from .. import project
+    from ..model_library import is_model_library
+    if is_model_library(args.model):
+        return _report(args, _generate_from_mlf(args))
     kw = compile_kwargs(args)
     module_name, profile = kw.pop("module_name"), kw.pop("profile")
     proj = project.generate(args.model, board=args.board, out_dir=args.output, kind=args.kind,
                             sample=args.sample, force=args.force, profile=profile,
                             module_name=module_name, compile_options=kw,
                             overwrite_edited=args.overwrite_edited, template=args.template)
+    return _report(args, proj)
+
+
+def _report(args, proj) -> int:
     md = proj.metadata
     print(f"generated {proj.kind} project for model {md['model_name']} on board "
           f"{proj.board['name']} (template {proj.info['template']}): {proj.dir}")

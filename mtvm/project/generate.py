@@ -241,21 +241,32 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     the model or the sample file is refused.
 
     model: path to an .onnx file, or a CompiledModel (then `profile` must match how it
-    was compiled). sample (standalone): an .npz/.npy path, a {name: array} dict or a
-    list of arrays; default: the model's .npz beside it, else seeded random inputs.
+    was compiled), or a Model Library Format that mtvm exported (a .tar or a directory,
+    or a model_library.ModelLibrary): its files are used as they are, so compile_options
+    must be empty and profile, module_name come from it. sample (standalone): an
+    .npz/.npy path, a {name: array} dict or a list of arrays; default: the model's
+    .npz beside it, else seeded random inputs.
     template: a directory of project_templates/ (`cmake`); default: the template of the
     project being regenerated (same board), else the board's own (`host`, `cortex_m`).
     Another template must list the board's in its BOARD_TEMPLATES.
     """
     from ..compiler import compile as mtvm_compile
-    from ..model_library import CompiledModel
+    from ..model_library import CompiledModel, ModelLibrary, is_model_library, \
+        load_model_library
     progress = progress or default_progress
     if kind not in KINDS:
         raise MtvmError(f"unknown project kind {kind!r}; use one of {', '.join(KINDS)}")
     if out_dir is None:
         raise MtvmError("generate: out_dir is required")
     out_dir = check_output(out_dir, "project directory")
-    model_file = None if isinstance(model, CompiledModel) else os.path.abspath(os.fspath(model))
+    model_file = None if isinstance(model, CompiledModel) else \
+        model.path if isinstance(model, ModelLibrary) else os.path.abspath(os.fspath(model))
+    if not isinstance(model, (CompiledModel, ModelLibrary)) and is_model_library(model_file):
+        model = load_model_library(model_file)       # an MLF mtvm exported: no compiling
+    if isinstance(model, ModelLibrary) and compile_options:
+        raise MtvmError(f"{model.path} is a compiled Model Library Format: compile options "
+                        f"({', '.join(sorted(compile_options))}) apply to ONNX models: "
+                        "recompile the ONNX model with them instead")
     sample_file = (os.path.abspath(os.fspath(sample)) if isinstance(sample, (str, os.PathLike))
                    else None)
     existing_project = os.path.isfile(os.path.join(out_dir, PROJECT_FILE))
@@ -282,15 +293,17 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
 
     board_target = Target.from_board(board_data)
     compile_options = dict(compile_options or {})
-    target = model.target if isinstance(model, CompiledModel) else \
+    target = model.target if isinstance(model, (CompiledModel, ModelLibrary)) else \
         Target.resolve(compile_options.pop("target", None) or board_target)
     if not target.compatible_with(board_target):
         raise MtvmError(f"target {target.name} does not run on board {board_data['name']} "
                         f"({board_target.name}); compile for {board_target.name!r} (the "
                         f"board's, what leaving --target out gives) or \"c\"")
-    if isinstance(model, CompiledModel):
+    if isinstance(model, (CompiledModel, ModelLibrary)):
         cm, model_path = model, None
         profile = cm.profile
+        if isinstance(model, ModelLibrary):
+            progress(f"using the compiled model library {model.path}")
     else:
         model_path = os.path.abspath(os.fspath(model))
         if not os.path.exists(model_path):
@@ -327,7 +340,8 @@ def generate(model, board="host", out_dir=None, kind: str = "host-driven", sampl
     out_dir = tempfile.mkdtemp(prefix="mtvm-project-")     # staged, then merged
     try:
         _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, profile,
-                        model_path, sample_source_name, template_name)
+                        model_path, sample_source_name, template_name,
+                        model_library=cm.path if isinstance(cm, ModelLibrary) else None)
         if existing_project:
             _stop_running(final_dir)
         kept = _merge(out_dir, final_dir, overwrite_edited, existing_project, progress)
@@ -378,7 +392,8 @@ def _cflags(board_data: dict, target: Target) -> list[str]:
 
 
 def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, profile,
-                    model_path, sample_source_name, template_name=None) -> None:
+                    model_path, sample_source_name, template_name=None,
+                    model_library=None) -> None:
     md = cm.metadata
     cm.export(os.path.join(out_dir, "model"), force=True)
     for sub in ("include", "src"):
@@ -406,6 +421,7 @@ def _generate_files(out_dir, cm, board_data, tdir, template, kind, samples, prof
         "board": board_data["name"], "board_data": board_data,
         "template": template_name or board_data["template"], "kind": kind,
         "model_path": model_path, "module_name": cm.module_name,
+        **({"model_library": model_library} if model_library else {}),
         "model_name": md["model_name"], "profile": bool(profile),
         "max_packet_bytes": max_packet, "sample": sample_source_name,
         "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

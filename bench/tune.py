@@ -1,0 +1,161 @@
+"""Default vs tuned schedules on the host, paired in one run.
+
+    python bench/tune.py [--models-dir DIR] [--trials N] [--isa native|avx2] [MODEL ...]
+
+For each model: `mtvm tune` on the host board (profiling builds measured
+through host sessions, records in --records-dir), then two host-driven
+projects, the compiler's defaults and the tuned build (`--tuning-records`),
+both running at once and timed by their device timer in turns (default,
+tuned, default, ...: `number` back-to-back runs per turn, `rounds` turns
+each), so both see the same load on a shared machine. The figure of each is
+its fastest turn (preemption only adds time: on this 2-core machine at a load
+of 6 the median turn of two identical builds differed by up to 40 %, the
+fastest by 1 %); the median turn is shown beside it. tuned/default < 1 means
+tuning made it faster.
+
+--isa native compiles for this machine (`mtvm targets`: x86-64-v4 with
+AVX-512 on an AVX-512 host), --isa avx2 for x86-64-v3 (AVX2 + FMA), which
+runs on the same machine. Figures, not pass/fail; say which CPU they came
+from (the table's first line does).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import math
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_MODELS = os.path.join(HERE, "..", "..", "shared", "models")
+DEFAULT_RECORDS = os.path.join(HERE, "..", "build", "bench-tune")
+
+
+def quiet(*_a, **_k):
+    pass
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def paired(sessions: dict, inputs: dict, number: int, rounds: int) -> dict:
+    """{name: (median, min) seconds per inference over the turns}, timed in turns."""
+    for s in sessions.values():
+        s.executor.run(inputs)
+        s.executor.benchmark(number=max(1, number // 4), repeat=1)   # warm up
+    times = {k: [] for k in sessions}
+    for _ in range(rounds):
+        for k, s in sessions.items():
+            times[k].append(s.executor.benchmark(number=number, repeat=1, warmup=0).median)
+    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+
+
+def bench_model(path: str, target: str, args) -> dict:
+    import mtvm
+    import mtvm.project as P
+    from mtvm.tune.measure import reference_inputs
+    name = os.path.splitext(os.path.basename(path))[0]
+    row = {"model": name}
+    rec = os.path.join(args.records_dir, f"{name}.{target}.jsonl")
+    os.makedirs(args.records_dir, exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        res = mtvm.tune(path, board="host", records=rec, trials=args.trials, target=target,
+                        runs=args.runs)
+    except mtvm.MtvmError as e:
+        row["error"] = str(e).splitlines()[0][:120]
+        return row
+    row.update(tune_s=time.monotonic() - t0, builds=res.stats.builds,
+               layers=len(res.layers), tunable=sum(len(lay.candidates) > 1
+                                                   for lay in res.layers),
+               improved=sum(1 for lay in res.layers if lay.key in res.best
+                            and not res.best[lay.key].is_default),
+               measured=res.stats.measured, summary=res.summary())
+    work = tempfile.mkdtemp(prefix="mtvm-bench-tune-")
+    sessions = {}
+    try:
+        projs = {}
+        for kind, extra in (("default", {}), ("tuned", {"tuning_records": rec})):
+            lib = mtvm.compile(path, target=target, **extra)
+            row[f"{kind}_arena"] = lib.metadata["workspace_bytes"]
+            projs[kind] = P.generate(lib, board="host", out_dir=os.path.join(work, kind),
+                                     progress=quiet).build(progress=quiet)
+        inputs = reference_inputs(path, projs["default"].metadata)
+        for kind, proj in projs.items():
+            sessions[kind] = proj.session()
+        t = paired(sessions, inputs, args.number, args.rounds)
+        row.update(default_s=t["default"][1], tuned_s=t["tuned"][1],
+                   default_med=t["default"][0], tuned_med=t["tuned"][0],
+                   ratio=t["tuned"][1] / t["default"][1])
+    finally:
+        for s in sessions.values():
+            s.close()
+    return row
+
+
+def table(rows, target, args) -> str:
+    lines = [f"host: {cpu_name()}, target {target} (--isa {args.isa}); mtvm tune --trials "
+             f"{args.trials}, {args.runs or 15} profiled runs per build (fastest run per kernel); "
+             f"latency = fastest of {args.rounds} turns of {args.number} runs (median turn in "
+             "brackets), default and tuned in turns, device timer (clock_gettime)", "",
+             "| model | layers (tunable) | builds | tune s | improved layers | default ms "
+             "| tuned ms | tuned/default | arena default -> tuned B |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    ratios = []
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * 7)
+            continue
+        ratios.append(r["ratio"])
+        lines.append(f"| {r['model']} | {r['layers']} ({r['tunable']}) | {r['builds']} | "
+                     f"{r['tune_s']:.0f} | {r['improved']} | {r['default_s'] * 1e3:.3f} "
+                     f"({r['default_med'] * 1e3:.3f}) | {r['tuned_s'] * 1e3:.3f} "
+                     f"({r['tuned_med'] * 1e3:.3f}) | {r['ratio']:.3f} | "
+                     f"{r['default_arena']:,} -> {r['tuned_arena']:,} |")
+    if ratios:
+        gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(f"\ngeometric mean tuned/default: {gm:.3f} over {len(ratios)} model(s)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("models", nargs="*", help="model names (default: all in --models-dir)")
+    p.add_argument("--models-dir", default=DEFAULT_MODELS)
+    p.add_argument("--records-dir", default=DEFAULT_RECORDS)
+    p.add_argument("--isa", choices=["native", "avx2"], default="native")
+    p.add_argument("--trials", type=int, default=16)
+    p.add_argument("--runs", type=int, help="profiled runs per tuning build (default 15)")
+    p.add_argument("--number", type=int, default=20, help="runs per timed turn")
+    p.add_argument("--rounds", type=int, default=30, help="timed turns of each build")
+    p.add_argument("--show", action="store_true", help="print each tuning summary too")
+    args = p.parse_args(argv)
+    from mtvm.target import Target
+    target = Target.parse("host" if args.isa == "native" else "x86-64-v3").name
+    paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
+    if args.models:
+        paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
+    rows = []
+    for path in paths:
+        print(f"  {os.path.basename(path)} ({target}) ...", file=sys.stderr, flush=True)
+        rows.append(bench_model(path, target, args))
+        if args.show and "summary" in rows[-1]:
+            print(rows[-1]["summary"], file=sys.stderr)
+    print(table(rows, target, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""The search: which candidates to measure, in which builds, on which devices.
+
+One profiling build measures one candidate of EVERY layer at once (the
+profile gives each kernel's figure), so a model needs as many builds as its
+layer with the most candidates to try, not the sum over its layers. Build 0
+is the compiler's default for every layer (the baseline); build i gives each
+layer the next candidate its strategy proposes, and a layer with nothing
+left to try runs its best so far (a candidate already checked on the device).
+
+Per layer, with `trials` candidates to measure at most in a run:
+  exhaustive   when its untried candidates fit in the trial budget: all of
+               them, in the order space.py found them (nearest the default first);
+  annealing    otherwise: simulated annealing over the candidates, the
+               proposal being an untried candidate nearest (fewest differing
+               knobs) to the current one, or with probability `jump` (which
+               decays) a random untried one; a measured proposal becomes the
+               current one when faster, or when slower with the Metropolis
+               probability exp(-(f - f_current) / (T f_current)). No cost model
+               (AutoTVM's XGBoost ranking) is learned.
+
+A build whose candidates fail together (compile or build error, wrong output,
+device reset or timeout, arena over --memory-budget) is split in two and
+each half built again, until the candidate at fault is alone: only it is
+recorded as failed, and failed candidates are never chosen.
+
+Devices work in parallel: a thread pool with one worker per device, each
+building in its own directory and measuring on its own emulator or board.
+"""
+from __future__ import annotations
+
+import math
+import queue
+import random
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from ..errors import MtvmError
+from ..schedules import ScheduleConfig
+from . import records as R
+from .measure import Device, measure
+from .space import Candidate, Layer
+
+
+def distance(a: Candidate, b: Candidate) -> int:
+    """Knobs that differ (a different schedule counts one more)."""
+    ka, kb = a.knob_dict, b.knob_dict
+    d = sum(1 for k in set(ka) | set(kb) if ka.get(k) != kb.get(k))
+    return d + (a.schedule != b.schedule)
+
+
+class LayerSearch:
+    """The search state of one layer."""
+
+    def __init__(self, layer: Layer, done: set, trials: int, rng: random.Random,
+                 best_figure: float | None = None, best: Candidate | None = None):
+        self.layer = layer
+        self.rng = rng
+        self.untried = [c for c in layer.candidates if (layer.key, c.ident) not in done]
+        self.trials = trials
+        self.strategy = "exhaustive" if len(self.untried) <= trials else "annealing"
+        self.tried = 0                     # proposed in this run
+        self.pending: set[str] = set()
+        self.figures: dict[str, float] = {}
+        self.failed: set[str] = set()
+        self.best, self.best_figure = best or layer.default, best_figure
+        self.current, self.current_figure = self.best, best_figure
+        self.temperature, self.jump = 0.3, 0.4
+
+    @property
+    def remaining(self) -> int:
+        return min(len(self.untried), max(0, self.trials - self.tried))
+
+    def propose(self) -> Candidate | None:
+        if not self.untried or self.tried >= self.trials:
+            return None
+        if self.strategy == "exhaustive" or self.current_figure is None:
+            c = self.untried[0]
+        elif self.rng.random() < self.jump:
+            c = self.rng.choice(self.untried)
+        else:
+            near = min(distance(x, self.current) for x in self.untried)
+            c = self.rng.choice([x for x in self.untried if distance(x, self.current) == near])
+        self.jump *= 0.9
+        self.untried.remove(c)
+        self.pending.add(c.ident)
+        self.tried += 1
+        return c
+
+    def requeue(self, c: Candidate) -> None:
+        """A candidate whose build failed with others: it is built again in a split."""
+        self.pending.discard(c.ident)
+
+    def result(self, c: Candidate, figure: float | None) -> None:
+        self.pending.discard(c.ident)
+        if figure is None:
+            self.failed.add(c.ident)
+            return
+        self.figures[c.ident] = figure
+        if self.best_figure is None or figure < self.best_figure:
+            self.best, self.best_figure = c, figure
+        if self.current_figure is None or figure < self.current_figure or \
+                self.rng.random() < math.exp(-(figure - self.current_figure)
+                                             / (self.temperature * self.current_figure)):
+            self.current, self.current_figure = c, figure
+        self.temperature *= 0.9
+
+
+@dataclass
+class Build:
+    index: int
+    trying: dict                    # {key: Candidate} measured in this build (new)
+    fixed: dict                     # {key: Candidate} the other layers run (best so far)
+    phase: str = "search"
+
+    def config(self, base=None) -> ScheduleConfig:
+        cfg = ScheduleConfig.resolve(base) or ScheduleConfig()
+        work = dict(cfg.workloads)
+        for key, c in list(self.fixed.items()) + list(self.trying.items()):
+            work[key] = c.config_entry()
+        return ScheduleConfig(dict(cfg.knobs), work)
+
+
+@dataclass
+class TuneStats:
+    builds: int = 0
+    failed_builds: int = 0
+    split_builds: int = 0
+    measured: int = 0
+    failed: int = 0
+    skipped: int = 0               # candidates already in the records (resume)
+    seconds: float = 0.0
+    build_seconds: float = 0.0     # summed over builds (device-seconds)
+    interrupted: bool = False
+    stopped_by_time: bool = False
+    baseline_total: float | None = None
+    unit: str = ""
+    errors: list = field(default_factory=list)
+
+
+class Tuner:
+    """Runs the search of `layers` on `devices`, appending records to `writer`."""
+
+    def __init__(self, model, model_name: str, board: dict, target: str, layers: list,
+                 devices: list[Device], writer: R.Writer, inputs: dict, trials: int,
+                 done: set, prior: dict, runs: int = 10, time_limit: float | None = None,
+                 memory_budget: int | None = None, compile_options=None,
+                 timeout: float | None = None, seed: int = 0, progress=None, log=None,
+                 base_config=None):
+        self.model, self.model_name, self.board, self.target = model, model_name, board, target
+        self.layers = {lay.key: lay for lay in layers}
+        self.devices, self.writer, self.inputs = devices, writer, inputs
+        self.runs, self.time_limit, self.memory_budget = runs, time_limit, memory_budget
+        self.compile_options, self.timeout = compile_options, timeout
+        self.base_config = base_config
+        self.log = log or (lambda msg: None)
+        self.progress = progress
+        rng = random.Random(seed)
+        self.search = {}
+        for lay in layers:
+            pb = prior.get(lay.key)
+            best = pb_fig = None
+            if pb is not None:      # resumed: start from the best already recorded
+                rec = pb.record
+                best = next((c for c in lay.candidates
+                             if c.ident == R.ident(rec)), None)
+                pb_fig = rec.get("figure") if best is not None else None
+            self.search[lay.key] = LayerSearch(lay, done, trials, rng, pb_fig, best)
+        self.stats = TuneStats()
+        self.stats.skipped = sum(len(lay.candidates) for lay in layers) - \
+            sum(len(s.untried) for s in self.search.values())
+        self.queue: list[Build] = []     # builds to make before proposing new ones
+        self.n = 0
+        self.stop = threading.Event()
+
+    # -- composing builds --------------------------------------------------------------
+    def _fixed(self, exclude) -> dict:
+        return {k: s.best for k, s in self.search.items()
+                if k not in exclude and s.best.ident != self.layers[k].default.ident}
+
+    def next_build(self) -> Build | None:
+        if self.queue:
+            return self.queue.pop(0)
+        trying = {}
+        for key, s in self.search.items():
+            c = s.propose()
+            if c is not None:
+                trying[key] = c
+        if not trying:
+            return None
+        b = Build(self.n, trying, self._fixed(trying))
+        self.n += 1
+        return b
+
+    def estimate(self) -> int:
+        """Builds still to make (without splits)."""
+        return len(self.queue) + max([s.remaining for s in self.search.values()] + [0])
+
+    # -- results -----------------------------------------------------------------------
+    def _record(self, key: str, c: Candidate, build: Build, res, device: Device, status: str,
+                fig=None, error: str = "") -> None:
+        lay = self.layers[key]
+        rec = R.make(key=key, target=self.target, board=self.board["name"], op=lay.kind,
+                     layer=lay.what, schedule=c.schedule, knobs=c.knob_dict,
+                     default=c.ident == lay.default.ident, status=status,
+                     figure=fig.figure if fig else None, unit=res.unit,
+                     spread=round(fig.spread, 4) if fig else None, runs=res.runs,
+                     statistic=res.statistic,
+                     ticks_per_second=res.ticks_per_second,
+                     scratch_bytes=fig.scratch_bytes if fig else c.scratch_bytes,
+                     arena_bytes=res.arena_bytes, model=self.model_name,
+                     build=build.index, device=device.name, phase=build.phase)
+        if error:
+            rec["error"] = error
+        self.writer.write(rec)
+
+    def finish(self, build: Build, res, device: Device) -> None:
+        self.stats.builds += 1
+        self.stats.build_seconds += res.seconds
+        if res.status != R.OK:
+            self.stats.failed_builds += 1
+            if build.phase == "baseline":
+                raise MtvmError(f"the model fails with the compiler's default schedules on "
+                                f"{self.board['name']} ({res.status}): {res.error}")
+            new = dict(build.trying)
+            if len(new) > 1:       # split: find the candidate at fault
+                self.stats.split_builds += 1
+                items = sorted(new.items())
+                half = len(items) // 2
+                for part in (items[:half], items[half:]):
+                    trying = dict(part)
+                    self.queue.append(Build(self.n, trying, self._fixed(trying), "split"))
+                    self.n += 1
+                self.log(f"build {build.index} failed ({res.status}: {res.error}); "
+                         f"splitting its {len(new)} candidates")
+                return
+            for key, c in new.items():
+                self.stats.failed += 1
+                self.stats.errors.append(f"{key} {c.describe(self.layers[key].default)}: "
+                                         f"{res.status}: {res.error}")
+                self._record(key, c, build, res, device, res.status, error=res.error)
+                self.search[key].result(c, None)
+            return
+        if build.phase == "baseline" and res.total is not None:
+            self.stats.baseline_total, self.stats.unit = res.total, res.unit
+        for key, c in build.trying.items():
+            fig = res.figures.get(key)
+            if fig is None or res.realized.get(key) != c.ident:
+                # The build did not run this candidate for this key (the key
+                # changed with another layer's scratch, or it was not applied).
+                self.log(f"layer {key}: {c.describe(self.layers[key].default)} was not "
+                         f"realized in build {build.index}; not measured")
+                self.search[key].result(c, None)
+                continue
+            self.stats.measured += 1
+            self._record(key, c, build, res, device, R.OK, fig)
+            self.search[key].result(c, fig.figure)
+
+    # -- running -----------------------------------------------------------------------
+    def _run_one(self, build: Build):
+        dev = self._pool.get()
+        try:
+            cfg = build.config(self.base_config)
+            # the baseline is measured whatever its arena: it is what the budget is against
+            budget = None if build.phase == "baseline" else self.memory_budget
+            return measure(self.model, self.board, cfg, dev, self.inputs, self.runs,
+                           budget, self.compile_options, self.timeout), dev
+        finally:
+            self._pool.put(dev)
+
+    def run(self) -> TuneStats:
+        t0 = time.monotonic()
+        devices = list(self.devices)
+        self._pool = queue.Queue()
+        for d in devices:
+            self._pool.put(d)
+        # build 0: every layer at its default (the baseline every speedup is against)
+        base = {k: s.layer.default for k, s in self.search.items()
+                if s.untried and s.untried[0].ident == s.layer.default.ident}
+        for k in base:
+            s = self.search[k]
+            s.untried.remove(s.layer.default)
+            s.pending.add(s.layer.default.ident)
+            s.tried += 1
+        self.queue.append(Build(self.n, base, {}, "baseline"))
+        self.n += 1
+        total = self.estimate()
+        bar_ctx = self.progress(total) if self.progress else None
+        bar = bar_ctx.__enter__() if bar_ctx else None
+        executor = ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="mtvm-tune")
+        pending = {}
+        try:
+            # the baseline alone first when a layer's search needs its figures
+            first = any(s.strategy == "annealing" for s in self.search.values())
+            while True:
+                out_of_time = self.time_limit is not None and self.stats.builds > 0 and \
+                    time.monotonic() - t0 > self.time_limit     # the baseline always runs
+                if out_of_time and not self.stats.stopped_by_time:
+                    self.stats.stopped_by_time = True
+                    self.log(f"time limit of {self.time_limit:.0f} s reached")
+                while len(pending) < len(devices) and not out_of_time and \
+                        not (first and pending):
+                    b = self.next_build()
+                    if b is None:
+                        break
+                    pending[executor.submit(self._run_one, b)] = b
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    b = pending.pop(f)
+                    res, dev = f.result()
+                    self.finish(b, res, dev)
+                    first = False
+                    if bar is not None:
+                        bar.total = self.stats.builds + len(pending) + self.estimate()
+                        bar.update(1)
+                        bar.set_postfix_str(self.postfix())
+        except KeyboardInterrupt:
+            self.stats.interrupted = True
+            for f in pending:
+                f.cancel()
+            for d in devices:      # a session in flight sees its device go away
+                d.stop()
+            raise
+        finally:
+            executor.shutdown(wait=not self.stats.interrupted, cancel_futures=True)
+            if bar_ctx is not None:
+                bar_ctx.__exit__(None, None, None)
+            self.stats.seconds = time.monotonic() - t0
+        return self.stats
+
+    def postfix(self) -> str:
+        better = [s for s in self.search.values() if s.best.ident != s.layer.default.ident]
+        return f"{len(better)}/{len(self.search)} layers improved"
+
+
+__all__ = ["Tuner", "LayerSearch", "Build", "TuneStats", "distance"]

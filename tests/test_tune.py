@@ -1,0 +1,238 @@
+"""mtvm tune (docs/tuning.md): the search space, records, resuming, failures,
+applying records -- with real builds and sessions on the host and on QEMU."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import mtvm
+import mtvm.project as P
+from mtvm.cli import main
+from mtvm.testing import assert_close, reference_outputs
+from mtvm.tune import records as R
+from mtvm.tune.measure import Device, reference_inputs
+from mtvm.tune.search import Tuner
+from mtvm.tune.space import Candidate, layers_of
+
+FIELDS = {"key", "target", "board", "op", "layer", "schedule", "knobs", "default", "status",
+          "figure", "unit", "spread", "runs", "scratch_bytes", "mtvm_version", "date"}
+
+
+def tiny_convs():
+    """Two small 3x3 convs: the second has a 4-column output, which the float
+    conv's default sends to im2col (window_min_cols=8)."""
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    w1 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c0"], ["r0"]),
+         helper.make_node("Conv", ["r0", "w1"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
+        "tiny_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4, 4])],
+        [numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w1, "w1")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = str(tmp_path / "tiny_convs.onnx")
+    onnx.save(tiny_convs(), path)
+    return path
+
+
+def need_qemu():
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+
+
+def _lines(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _x():
+    return {"x": np.random.default_rng(1).standard_normal((1, 8, 8, 8)).astype(np.float32)}
+
+
+# -- the space (no builds) --------------------------------------------------------------------
+def test_candidates_are_distinct_code_default_first(model):
+    cm = mtvm.compile(model, target="cortex-m4")
+    layers = layers_of(cm)
+    assert len(layers) == 2
+    for lay, op in zip(layers, [o for o in cm.metadata["operators"] if o.get("schedule")]):
+        assert lay.key == op["workload_key"] and lay.complete
+        assert lay.default.schedule == op["schedule"] and lay.default.knob_dict == op["knobs"]
+        assert len({c.ident for c in lay.candidates}) == len(lay.candidates) > 1
+        assert lay.raw_size > 1000 > len(lay.candidates)     # most settings emit the same C
+    # the 4-column layer: the default (im2col below 8 columns) and the window
+    assert [c.describe(layers[1].default) for c in layers[1].candidates] == \
+        ["default", "window_min_cols=4"]
+    # an AVX-512 host target also offers the portable schedule for the AVX-512 layers
+    host = layers_of(mtvm.compile(model, target="x86-64-v4"))
+    assert any(c.schedule != lay.default.schedule for lay in host for c in lay.candidates)
+
+
+# -- the host: CLI end to end, --show, resume, apply ------------------------------------------
+def test_host_tune_show_resume_apply(model, tmp_path, capsys):
+    rec = str(tmp_path / "tiny.host.jsonl")
+    assert main(["tune", model, "--board", "host", "-o", rec, "--trials", "3",
+                 "--runs", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "tuned on host" in out and "--tuning-records" in out
+    first = _lines(rec)
+    assert first and all(FIELDS <= set(r) for r in first)
+    target = mtvm.Target.parse("host").name
+    assert {r["target"] for r in first} == {target} and {r["unit"] for r in first} == {"ticks"}
+    assert all(r["status"] == "ok" and r["figure"] > 0 for r in first)
+    keys = {r["key"] for r in first}
+    assert len(keys) == 2 and all(sum(r["default"] for r in first if r["key"] == k) == 1
+                                  for k in keys)
+    assert all(sum(1 for r in first if r["key"] == k) == 3 for k in keys)   # 3 trials each
+
+    # resume: nothing measured twice, three more candidates per layer (where there are)
+    res = mtvm.tune(model, board="host", records=rec, trials=3, runs=5)
+    assert res.stats.skipped == len(first) and res.hits == [lay.key for lay in res.layers]
+    both = _lines(rec)
+    idents = [(r["key"], R.ident(r)) for r in both]
+    assert len(idents) == len(set(idents)) > len(first)
+
+    assert main(["tune", "--show", rec]) == 0
+    shown = capsys.readouterr().out
+    assert f"target {target}: 2 key(s), {len(both)} record(s)" in shown
+    assert all(k in shown for k in keys) and "speedup" in shown
+
+    # apply: each key gets exactly the best record's schedule and knobs
+    best = R.best(both, target)
+    lib = mtvm.compile(model, target="host", tuning_records=rec)
+    for op in (o for o in lib.metadata["operators"] if o.get("schedule")):
+        b = best[op["workload_key"]].record
+        assert (op["schedule"], op["knobs"]) == (b["schedule"], b["knobs"])
+    assert_close(lib.run_host(_x())["y"], reference_outputs(tiny_convs(), _x())[0], what="y")
+    # the project command takes the records too
+    proj = tmp_path / "proj"
+    assert main(["project", "generate", model, "--board", "host", "-o", str(proj),
+                 "--tuning-records", rec]) == 0
+    md = json.loads((proj / "model" / "metadata.json").read_text())
+    assert [o.get("knobs") for o in md["operators"]] == \
+        [o.get("knobs") for o in lib.metadata["operators"]]
+
+
+def test_time_limit_and_ctrl_c_keep_the_records(model, tmp_path):
+    rec = str(tmp_path / "limit.jsonl")
+    res = mtvm.tune(model, board="host", records=rec, trials=30, time_limit=0, runs=3)
+    assert res.stats.stopped_by_time and res.stats.builds == 1     # the baseline only
+    assert len(_lines(rec)) == 2
+    # Ctrl-C while tuning: the records written so far stay, every line whole
+    rec = str(tmp_path / "interrupted.jsonl")
+    p = subprocess.Popen([sys.executable, "-m", "mtvm", "tune", model, "--board", "host",
+                          "-o", rec, "--trials", "30", "--runs", "3"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and p.poll() is None and \
+            not (os.path.exists(rec) and len(_lines(rec)) >= 4):
+        time.sleep(0.1)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and "interrupted" in err
+    kept = _lines(rec)
+    assert len(kept) >= 4 and all(FIELDS <= set(r) for r in kept)
+    # and a resumed run skips them
+    again = mtvm.tune(model, board="host", records=rec, trials=2, runs=3)
+    assert again.stats.skipped == len(kept)
+
+
+# -- failures ---------------------------------------------------------------------------------
+def test_failing_candidates_are_recorded_and_never_chosen(model, tmp_path):
+    """A knob value the emitter cannot handle (gemm_mr=0: a compile error) in a
+    build with another layer's candidate: the build is split, only the bad
+    candidate is recorded as failed; a memory budget rejects bigger arenas."""
+    cm = mtvm.compile(model, target="host", profile=True)
+    layers = layers_of(cm)
+    bad = Candidate.make(layers[0].default.schedule, {**layers[0].default.knob_dict,
+                                                      "gemm_mr": 0})
+    # three candidates for the first layer: the default, the bad one, the one with the
+    # most scratch; two for the second: the default and the one with the least
+    hungry = max(layers[0].candidates[1:], key=lambda c: c.scratch_bytes)
+    assert hungry.scratch_bytes > layers[0].default.scratch_bytes
+    layers[0].candidates[1:] = [bad, hungry]
+    layers[1].candidates[1:] = [min(layers[1].candidates[1:], key=lambda c: c.scratch_bytes)]
+    rec = str(tmp_path / "fail.jsonl")
+    board = P.load_board("host")
+    budget = cm.metadata["workspace_bytes"]
+    with R.Writer(rec) as w:
+        tuner = Tuner(model, "tiny", board, cm.target.name, layers,
+                      [Device(0, str(tmp_path / "dev0"))], w,
+                      reference_inputs(model, cm.metadata), trials=3, done=set(), prior={},
+                      runs=3, memory_budget=budget)
+        stats = tuner.run()
+    recs = _lines(rec)
+    failed = [r for r in recs if r["status"] != "ok"]
+    assert stats.split_builds >= 1
+    bad_recs = [r for r in failed if R.ident(r) == bad.ident]
+    assert len(bad_recs) == 1 and bad_recs[0]["status"] == "compile_error" \
+        and bad_recs[0]["figure"] is None and "range()" in bad_recs[0]["error"]
+    # the other failure: the scratch-hungry candidate, over the memory budget
+    over = [r for r in failed if r is not bad_recs[0]]
+    assert [R.ident(r) for r in over] == [hungry.ident]
+    assert over[0]["status"] == "over_budget" and over[0]["arena_bytes"] > budget
+    # the other layer's candidate of the failed build was measured after the split
+    assert any(r["status"] == "ok" and not r["default"] for r in recs
+               if r["key"] == layers[1].key)
+    # a failed record is never chosen, even with a (bogus) figure merged in from elsewhere
+    merged = recs + [dict(bad_recs[0], figure=1.0)]
+    assert all(R.ident(b.record) != bad.ident for b in R.best(merged).values())
+    cfg = R.schedule_config(merged, cm.target.name)
+    assert all(w["knobs"].get("gemm_mr") != 0 for w in cfg.workloads.values())
+
+
+# -- QEMU: instruction counts --------------------------------------------------------------------
+def _tune_and_apply_on_qemu(model, tmp_path, board, devices=1):
+    need_qemu()
+    rec = str(tmp_path / f"tiny.{board}.jsonl")
+    res = mtvm.tune(model, board=board, records=rec, trials=2, devices=devices)
+    recs = _lines(rec)
+    assert recs and {r["unit"] for r in recs} == {"instructions"}
+    # icount: exact counts, up to the 40 instructions of one 25 MHz SysTick tick
+    assert all(r["status"] == "ok" and r["spread"] < 0.01 for r in recs)
+    # the 4-column layer: the window beats im2col on a Cortex-M (measured, not assumed)
+    narrow = res.layers[1]
+    best = res.best[narrow.key]
+    assert best.record["knobs"]["window_min_cols"] == 4 and best.speedup > 1.05
+    target = mtvm.Target.from_board(P.load_board(board))
+    lib = mtvm.compile(model, target=target, tuning_records=rec)
+    knobs = {o["workload_key"]: o["knobs"] for o in lib.metadata["operators"]
+             if o.get("schedule")}
+    assert knobs[narrow.key]["window_min_cols"] == 4
+    default = mtvm.compile(model, target=target)
+    assert lib.sources != default.sources
+    proj = P.generate(lib, board=board, out_dir=str(tmp_path / "tuned"),
+                      progress=lambda *a: None)
+    proj.build(progress=lambda *a: None)
+    with proj.session() as sess:
+        y = sess.executor.run(_x())["y"]
+    assert_close(y, reference_outputs(tiny_convs(), _x())[0], what="y")
+    return res
+
+
+@pytest.mark.device
+def test_tune_on_mps2_an386(model, tmp_path):
+    res = _tune_and_apply_on_qemu(model, tmp_path, "mps2-an386")
+    assert res.target == "cortex-m4" and res.stats.builds == 2
+
+
+@pytest.mark.device
+def test_tune_on_mps2_an500_two_emulators(model, tmp_path):
+    res = _tune_and_apply_on_qemu(model, tmp_path, "mps2-an500", devices=2)
+    assert res.target.startswith("cortex-m7")
