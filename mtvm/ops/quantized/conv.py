@@ -557,9 +557,14 @@ def _x86_requant(store, mg: int) -> str:
     step = int(store.mult.size > 1)
     add = (1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0])) if one else \
         2 * int(store.y_zp) + 1
-    return (f"(mtvm_conv_requant_x86_t){{{store.mult.c} + g * {mg * step}, {store.shift.c} + "
-            f"g * {mg * step}, {step}, {int(m[0]) if one else 0}, {add}, {int(store.lo)}, "
-            f"{int(store.hi)}}}")
+    def array(buf) -> str:
+        # one constant value: a literal (the other paths fold it too, and a parameter
+        # read only here would be unused where this path is preprocessed away)
+        if buf.const is not None and buf.size == 1:
+            return f"(const int32_t[]){{{per_channel(buf, '0')}}}"
+        return f"{buf.c} + g * {mg * step}"
+    return (f"(mtvm_conv_requant_x86_t){{{array(store.mult)}, {array(store.shift)}, {step}, "
+            f"{int(m[0]) if one else 0}, {add}, {int(store.lo)}, {int(store.hi)}}}")
 
 
 def direct_x86(k, x, w, bias, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh, sw, ph,
