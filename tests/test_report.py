@@ -123,8 +123,10 @@ def test_report_with_a_saved_profile(tmp_path, capsys):
     d = str(tmp_path / "proj")
     assert cli(["project", "generate", EXAMPLE, "--board", "host", "-o", d, "--profile"]) == 0
     assert cli(["project", "build", d]) == 0
-    prof = str(tmp_path / "prof.json")
-    assert cli(["run", d, "--profile", "3", "--profile-json", prof]) == 0
+    prof, plot = str(tmp_path / "prof.json"), str(tmp_path / "prof.png")
+    assert cli(["run", d, "--profile", "3", "--profile-json", prof, "--profile-plot", plot]) == 0
+    with open(plot, "rb") as f:          # the bar chart of `mtvm run --profile`
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     with open(prof) as f:
         p = json.load(f)
     assert p["runs"] == 3 and p["kernels"] and all(k["ticks"] >= 0 for k in p["kernels"])
@@ -140,6 +142,8 @@ def test_report_with_a_saved_profile(tmp_path, capsys):
     capsys.readouterr()
     assert cli(["run", d, "--profile-json", prof]) == 1
     assert "give --profile too" in capsys.readouterr().err
+    assert cli(["run", d, "--profile-plot", plot]) == 1
+    assert "--profile-plot saves what --profile measures" in capsys.readouterr().err
 
 
 def test_without_matplotlib_one_line_and_the_summary_still_works(tmp_path):

@@ -31,6 +31,9 @@ def add_parser(sub) -> None:
     p.add_argument("--profile-json", metavar="FILE", help="with --profile: also save the "
                    "per-kernel times as JSON (for `mtvm analyze --report DIR --profile-json "
                    "FILE`)")
+    p.add_argument("--profile-plot", metavar="FILE.png", help="with --profile: also draw the "
+                   "per-kernel times as a bar chart (needs matplotlib: pip install "
+                   "mtvm[report])")
     p.add_argument("--validate", action="store_true", help="compare the device's outputs with "
                    "onnxruntime: max abs error, RMSE, cosine similarity")
     p.add_argument("--compare-layers", action="store_true", help="debug: build a copy of the "
@@ -168,8 +171,13 @@ def run(args) -> int:
     from .. import project
     from ..session.executor import fmt_seconds
     proj = project.load(args.dir)
-    if args.profile_json and not args.profile:
-        raise MtvmError("--profile-json saves what --profile measures: give --profile too")
+    for flag, given in (("--profile-json", args.profile_json),
+                        ("--profile-plot", args.profile_plot)):
+        if given and not args.profile:
+            raise MtvmError(f"{flag} saves what --profile measures: give --profile too")
+    if args.profile_plot:
+        from ..report import require_matplotlib
+        require_matplotlib()        # before the device runs, not after
     if args.compare_layers:         # its debug build is host-driven, whatever DIR's kind
         return compare_layers(proj, args)
     if proj.kind == "standalone":
@@ -229,6 +237,11 @@ def run(args) -> int:
             print_profile(proj, prof)
             if args.profile_json:
                 save_profile(prof, args.profile_json)
+            if args.profile_plot:
+                from ..report import plot_profile
+                from ..report.data import profile_json
+                plot_profile(proj.metadata, profile_json(prof), args.profile_plot)
+                print(f"wrote {args.profile_plot}")
         return status
 
 

@@ -25,8 +25,8 @@ def require_matplotlib():
     try:
         import matplotlib
     except ImportError:
-        raise MtvmError(f"--report draws its figures with matplotlib, which is not installed: "
-                        f"{INSTALL_HINT}") from None
+        raise MtvmError(f"the figures (--report, --profile-plot) are drawn with matplotlib, "
+                        f"which is not installed: {INSTALL_HINT}") from None
     matplotlib.use("Agg")       # headless: never open a window
     import matplotlib.pyplot as plt
     return plt
@@ -136,6 +136,19 @@ def _fig_time(plt, rows: list[dict], profile: dict):
     ax.set_title(f"Time per kernel (median of {profile.get('runs', 1)} run(s))")
     fig.tight_layout()
     return fig
+
+
+def plot_profile(md: dict, profile: dict, path: str) -> None:
+    """`mtvm run --profile N --profile-plot FILE.png`: the per-kernel time bar chart
+    of the report, on its own. profile: profile_json's form."""
+    plt = require_matplotlib()
+    fig = _fig_time(plt, layer_rows(md, profile=profile), profile)
+    try:
+        fig.savefig(path)
+    except OSError as e:
+        raise MtvmError(f"--profile-plot {path}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
 
 
 # -- page --------------------------------------------------------------------------------
