@@ -1,7 +1,8 @@
-"""Cortex-M figures of mtvm's C under QEMU: instructions per inference and per MAC,
-flash, static RAM, stack high-water, arena vs its lower bound.
+"""Cortex-M and RISC-V figures of mtvm's C under QEMU: instructions per inference and per
+MAC, flash, static RAM, stack high-water, arena vs its lower bound.
 
     python bench/device.py [--board mps2-an386] [--models-dir DIR] [MODEL ...]
+    python bench/device.py --board riscv32-virt kws_dscnn_int8     # or sifive_e
 
 For each model of ../shared/models a standalone project is generated for the
 board (the model's own sample input), built with arm-none-eabi-gcc (the
@@ -46,7 +47,14 @@ def bench_model(path: str, board: str, work: str) -> dict:
     out = os.path.join(work, f"{name}-{board}")
     try:
         t = time.perf_counter()
-        lib = mtvm.compile(path)
+        # RISC-V boards: compiled for the board's target (its RV32 kernels, which the
+        # portable C of target "c" does not contain); Cortex-M boards: target "c", whose
+        # #if branches the board's compiler flags resolve (the figures of docs/performance.md)
+        from mtvm.boards import load_board
+        from mtvm.target import Target
+        b = load_board(board)
+        lib = mtvm.compile(path, target=Target.from_board(b)) \
+            if b.data.get("template") == "riscv" else mtvm.compile(path)
         proj = P.generate(lib, board=board, out_dir=out, kind="standalone", sample=npz,
                           force=True, progress=quiet)
         proj.build(progress=quiet)
@@ -82,10 +90,14 @@ def table(rows: list[dict], board: str) -> str:
     head = ["model", "MACs", "instructions", "instr/MAC", "flash B", "static RAM B", "stack B",
             "arena B", "lower bound B"]
     cal = sorted({round(r["instr_per_tick"], 3) for r in rows if "instr_per_tick" in r})
-    lines = [f"{board}, QEMU -icount shift=0, arm-none-eabi-gcc -O2; timer calibrated by a loop "
+    from mtvm.boards import load_board
+    riscv = load_board(board).data.get("template") == "riscv"
+    cc = "riscv64-unknown-elf-gcc" if riscv else "arm-none-eabi-gcc"
+    predict = "(minstret under icount: 1)" if riscv else \
+        "(icount shift=0 and a 25 MHz SysTick predict 40)"
+    lines = [f"{board}, QEMU -icount shift=0, {cc} -O2; timer calibrated by a loop "
              f"of 2,000,000 instructions run on the board after the model: "
-             f"{', '.join(f'{c:g}' for c in cal) or '-'} instructions per tick "
-             "(icount shift=0 and a 25 MHz SysTick predict 40)",
+             f"{', '.join(f'{c:g}' for c in cal) or '-'} instructions per tick {predict}",
              "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         if "error" in r:

@@ -92,7 +92,8 @@ _X86_ALL_MACROS = tuple(_X86_MACROS.values()) + ("__x86_64__", "__i386__")
 
 # -- RISC-V (32-bit microcontrollers) --------------------------------------------------
 # The ISAs mtvm compiles for: name -> (single-letter extensions beyond I, ABI).
-# No SIMD (P, V) and no RV32-specific schedules yet: the portable kernels.
+# No SIMD (P, V): the int8 conv and dense kernels have RV32IM forms
+# (c_runtime/kernels/riscv/); the rest is portable.
 _RISCV_ISAS = {
     "rv32imc": (("m", "c"), "ilp32"),
     "rv32imac": (("m", "a", "c"), "ilp32"),

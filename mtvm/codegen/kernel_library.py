@@ -80,11 +80,12 @@ def closure(names: list[str]) -> list[str]:
 
 def for_target(name: str, target) -> bool:
     """Whether a library file can matter on target: x86/ files only on x86 (and
-    the generic target), arm_dsp/ files only on Arm."""
+    the generic target), arm_dsp/ files only on Arm, riscv/ files only on RISC-V."""
     family = os.path.basename(os.path.dirname(_path(name) or ""))
     if target.is_generic:
         return True
-    return {"x86": target.is_x86, "arm_dsp": target.is_arm}.get(family, True)
+    return {"x86": target.is_x86, "arm_dsp": target.is_arm,
+            "riscv": target.is_riscv}.get(family, True)
 
 
 def needed(names: list[str], target) -> list[str]:

@@ -8,7 +8,9 @@ headers, specialized for the target) and runs
     with -march=native (the AVX2/AVX-512 paths of this machine);
   * on an emulated board (mps2-an386: Cortex-M4F, mps2-an385: Cortex-M3, ...):
     arm-none-eabi-gcc with the board's cflags, under qemu-system-arm, output
-    and exit status through semihosting (semihost_start.c, semihost_link.ld).
+    and exit status through semihosting (semihost_start.c, semihost_link.ld);
+  * on riscv32-virt: riscv64-unknown-elf-gcc with picolibc's semihosting crt0 and
+    I/O, under qemu-system-riscv32 -M virt -bios none.
 The Python side compares the printed values with the NumPy bit-exact models.
 """
 from __future__ import annotations
@@ -65,6 +67,8 @@ def run_c_test(test_c: str, *, name: str, target: str = "host", sanitize: bool =
             env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0",
                        UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
             r = _run([exe], f"running {name}", env=env)
+        elif load_board(target).data.get("template") == "riscv":
+            r = _run_riscv(tmp, src, name, target, library)
         else:
             board = load_board(target)
             for tool in (board.data.get("cc", "arm-none-eabi-gcc"), "qemu-system-arm"):
@@ -87,6 +91,34 @@ def run_c_test(test_c: str, *, name: str, target: str = "host", sanitize: bool =
             pytest.fail(f"{name} on {target} exited {r.returncode}:\n{r.stdout[-2000:]}\n"
                         f"{r.stderr[-3000:]}")
         return r.stdout
+
+
+def _run_riscv(tmp, src, name, target, library) -> subprocess.CompletedProcess:
+    """A test on an emulated RISC-V board (riscv32-virt): riscv64-unknown-elf-gcc with the
+    board's -march/-mabi and picolibc's semihosting crt0 and I/O (printf, exit status),
+    loaded at the board's RAM by qemu-system-riscv32 -M virt -bios none."""
+    board = load_board(target)
+    cc = board.data.get("cc", "riscv64-unknown-elf-gcc")
+    for tool in (cc, "qemu-system-riscv32"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    if board.qemu_machine != "virt":
+        pytest.skip(f"C unit tests run on riscv32-virt only, not {target}")
+    _write_library(tmp, library, Target.from_board(board))
+    elf = os.path.join(tmp, f"{name}.elf")
+    mem = ["-Wl,--defsym=__flash=0x80000000", "-Wl,--defsym=__flash_size=0x200000",
+           "-Wl,--defsym=__ram=0x80200000", "-Wl,--defsym=__ram_size=0x200000"]
+    march = Target.from_board(board).cflags()
+    p = _run([cc, *march, "-O2", *WARN, "--specs=picolibc.specs", "--oslib=semihost",
+              "--crt0=semihost", *mem, "-I", tmp, src, "-o", elf, "-lm"], f"compiling {name}")
+    if p.returncode:
+        pytest.fail(f"compiling {name} for {target} failed:\n{p.stderr[-3000:]}")
+    r = _run(["qemu-system-riscv32", "-M", "virt", "-bios", "none", "-nographic",
+              "-monitor", "none", "-serial", "none", "-semihosting-config",
+              "enable=on,target=native", "-kernel", elf], f"running {name} on {target}",
+             timeout=QEMU_TIMEOUT)
+    # picolibc's semihosting stdout reaches QEMU's stderr
+    return subprocess.CompletedProcess(r.args, r.returncode, r.stdout + r.stderr, "")
 
 
 def c_array(name: str, values, ctype: str) -> str:

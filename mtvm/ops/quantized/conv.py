@@ -123,6 +123,13 @@ def mm4_x86_helper(k, w_dtype) -> str:
     return f"mtvm_mm2x4_x86_{INT8_EXT[np.dtype(w_dtype).name][1]}"
 
 
+def mm4_rv32_helper(k, w_dtype) -> str:
+    """Two channel pairs (four channels) x two pixels on RV32 cores
+    (c_runtime/kernels/riscv/mtvm_mm_s16_rv32.h)."""
+    k.library("mtvm_mm_s16_rv32.h")
+    return f"mtvm_mm2x4_rv32_{INT8_EXT[np.dtype(w_dtype).name][1]}"
+
+
 def st16x2_helper(k) -> str:
     """Store two sign-extended values as one word of two int16 lanes (PKHBT)."""
     k.library("mtvm_st16x2.h")
@@ -264,7 +271,12 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     mm2 = mm_helper(k, w.dtype, 2)
     mm1 = mm_helper(k, w.dtype, 1) if ohw % 2 else None
     mmx1 = mm1_helper(k, w.dtype) if mg % 2 else None
-    k.scratch_bytes = col_bytes(kk)
+    # RV32: four pixels (a second column, cn int16 after the first) x four channels in
+    # registers (mtvm_mm_s16_rv32.h), where the channels come in fours and the second pair's
+    # weights are within a load offset
+    quad = rv32_quad_applies(k, group, kk)
+    cn = col_bytes(kk) // 2
+    k.scratch_bytes = col_bytes(kk) * (2 if quad else 1)
     zx = c_literal(x_zp, np.int32)
     pointwise = khw == 1 and sh == sw == 1 and (oh, ow) == (h, wd) and ph == pw == 0
     oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
@@ -275,6 +287,9 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
              "int16_t* col = (int16_t*)scratch;"] + store.decls
     if tl % 2:   # the zero slot of each pixel's last tail word
         lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
+        if quad:
+            lines += [f"col[{cn + 8 * nb + ts - 1}] = 0;",
+                      f"col[{cn + 8 * nb + 2 * ts - 1}] = 0;"]
     body = []
 
     def tail_ptr(px: str) -> list[str]:
@@ -431,6 +446,8 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                      f"{ts} * (size_t)px + j];   /* the padding slots hold 0 */"]
         body += ["}"]
 
+    ngather = len(body)
+
     def zw(ch, px):
         return f" - {per_channel(w_zp, ch)} * xsum[{px}]" if w_zp is not None else ""
 
@@ -442,7 +459,27 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
     chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, " \
                 f"yp += {2 * ohw}) {{"
-    if mg >= 4:
+    if mg >= 4 and k.target.is_riscv:
+        # RV32 (no SIMD): four channels x two pixels in registers, then the last pair
+        mm4 = mm4_rv32_helper(k, w.dtype)
+        four = [f"int32_t a[8] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1],",
+                f"                 {bias.c}[o + 2], {bias.c}[o + 3], {bias.c}[o + 2], "
+                f"{bias.c}[o + 3] }};",
+                f"{mm4}(col, wp, wp + {2 * kk}, {nb}, {tl}, a);"]
+        for h_ in (0, 4):
+            o_ = "o" if not h_ else "o + 2"
+            o1 = "o + 1" if not h_ else "o + 3"
+            r = 2 * ohw if h_ else 0
+            four += st(h_, o_, f"yp[{r}]", 0) + st(h_ + 1, o1, f"yp[{r + ohw}]", 0) + \
+                st(h_ + 2, o_, f"yp[{r + 1}]", 1) + st(h_ + 3, o1, f"yp[{r + ohw + 1}]", 1)
+        two_loop = ["{", f"    size_t o = g * {mg};",
+                    f"    for (; o + 3 < (g + 1) * {mg}; o += 4, wp += {4 * kk}, "
+                    f"yp += {4 * ohw}) {{"]
+        two_loop += indent_c(four, 2) + ["    }"]
+        two_loop += [f"    for (; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, "
+                     f"yp += {2 * ohw}) {{"]
+        two_loop += indent_c(two, 2) + ["    }", "}"]
+    elif mg >= 4:
         # x86 hosts: four channels at a time (the column loads shared, more independent
         # sums), then the last pair
         mm4 = mm4_x86_helper(k, w.dtype)
@@ -496,6 +533,9 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         lines += [f"            const int32_t npx = q + 1 < {ohw} ? 2 : 1;"]
     elif not pointwise or mg % 2 or w_zp is not None:
         lines += ["            const int32_t npx = 2;"]
+    if quad:
+        body = rv32_quad(k, body, body[:ngather], st, w, bias, mg=mg, kk=kk, ohw=ohw, nb=nb,
+                         tl=tl, cn=cn)
     nest = indent_c(body, 3) + ["        }", "    }", "}"]
     direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
         if pointwise and w_zp is None and k.inplace is None else None
@@ -517,6 +557,44 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
             (["#elif defined(MTVM_INT8_X86)"] + avx2 if avx2 else []) + \
             ["#else"] + loops + ["#endif"]
     return lines + nest
+
+
+def rv32_quad_applies(k, group: int, kk: int) -> bool:
+    """Whether emit_im2col takes four pixels at a time (rv32_quad): an RV32 target, no
+    weight zero point, output channels per group a multiple of four, the second channel
+    pair's weights (2 * kk bytes on) within a load's 12-bit offset, four output pixels."""
+    w_zp = (k.ins + [None] * 6)[5]
+    mg = k.ins[1].shape[0] // group
+    ohw = int(np.prod(k.out.shape[2:]))
+    return k.target.is_riscv and w_zp is None and mg % 4 == 0 and 2 * kk <= 2040 and ohw >= 4
+
+
+def rv32_quad(k, body, gather, st, w, bias, *, mg, kk, ohw, nb, tl, cn) -> list[str]:
+    """emit_im2col's loop body on RV32: four output pixels at a time while they last (the
+    pair gather run twice, into col and col + cn; MTVM_MM4X4_RV32 over both columns, four
+    channels at a time), else the pair body."""
+    k.library("mtvm_mm_s16_rv32.h")
+    mm4 = f"MTVM_MM4X4_RV32_{INT8_EXT[np.dtype(w.dtype).name][1].upper()}"
+    b = bias.c
+    four = [f"int32_t a[16] = {{ {b}[o], {b}[o + 1], {b}[o], {b}[o + 1], {b}[o + 2], {b}[o + 3], "
+            f"{b}[o + 2], {b}[o + 3],",
+            f"                  {b}[o], {b}[o + 1], {b}[o], {b}[o + 1], {b}[o + 2], {b}[o + 3], "
+            f"{b}[o + 2], {b}[o + 3] }};",
+            f"{mm4}(col, col + {cn}, wp, {2 * kk}, {nb}, {tl}, a);"]
+    for h, pp in ((0, 0), (8, 2)):
+        for i, (ch, r) in enumerate((("o", 0), ("o + 1", ohw), ("o", 1), ("o + 1", ohw + 1),
+                                     ("o + 2", 2 * ohw), ("o + 3", 3 * ohw),
+                                     ("o + 2", 2 * ohw + 1), ("o + 3", 3 * ohw + 1))):
+            four += st(h + i, ch, f"yp[{r + pp}]", 0)
+    out = [f"if (q + 3 < {ohw}) {{   /* four pixels: q, q + 1 into col, q + 2, q + 3 into "
+           f"col + {cn} */", "    {"] + indent_c(gather, 2) + \
+        ["    }", "    {", f"        int16_t* const col_b = col + {cn};",
+         "        const int32_t q_b = q + 2;", "        {", "            int16_t* col = col_b;",
+         "            const int32_t q = q_b;", "            (void)q;"] + indent_c(gather, 3) + \
+        ["        }", "    }",
+         f"    for (size_t o = g * {mg}; o < (g + 1) * {mg}; o += 4, wp += {4 * kk}, "
+         f"yp += {4 * ohw}) {{"] + indent_c(four, 2) + ["    }", "    q += 2;", "} else {"]
+    return out + indent_c(body) + ["}"]
 
 
 def x86_weight_pairs(w, group: int, khw: int) -> np.ndarray | None:
@@ -695,7 +773,8 @@ class QConv(IntOp):
         written over the input (depthwise.padded_plane_bytes)."""
         x, w = k.ins[0], k.ins[1]
         if folded:
-            return col_bytes(x.shape[1] // group * int(np.prod(w.shape[2:])))
+            kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+            return col_bytes(kk) * (2 if rv32_quad_applies(k, group, kk) else 1)
         from .depthwise import padded_plane_bytes
         return padded_plane_bytes(k, x, strides, pads, dilations)
 

@@ -24,6 +24,9 @@ def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
     and widens `a` once for four output channels."""
     k.library("mtvm_dot_8.h")
     na, nb = INT8_EXT[np.dtype(a_dtype).name][1], INT8_EXT[np.dtype(b_dtype).name][1]
+    if rows == 4 and k.target.is_riscv:   # RV32: c_runtime/kernels/riscv/mtvm_dot_8_rv32.h
+        k.library("mtvm_dot_8_rv32.h")
+        return f"mtvm_dot4_rv32_{na}_{nb}"
     return f"mtvm_dot{'4' if rows == 4 else ''}_{na}_{nb}"
 
 
