@@ -1,4 +1,4 @@
-/* startup.c: reset handler and vector table for any Cortex-M (Armv7-M,
+/* startup.c: reset handler and vector table for any Cortex-M (Armv6-M, Armv7-M,
  * Armv8-M). Enables the FPU (and MVE) when the build uses it, copies .data
  * from flash, zeroes .bss, then calls main().
  *
@@ -128,7 +128,9 @@ void mtvm_reset_handler(void)
     enable_caches();
     paint_stack();
     SCB_VTOR = (uint32_t)(uintptr_t)mtvm_vector_table;
+#if !defined(__ARM_ARCH_6M__)   /* Armv6-M: no divide instruction, CCR read-only */
     SCB_CCR |= (1u << 4);   /* DIV_0_TRP: integer divide by zero faults */
+#endif
     while (dst < _edata) {
         *dst++ = *src++;
     }
