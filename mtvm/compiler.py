@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import os
+import re
 
-
+import numpy as np
 
 from . import passes
 from .codegen.c_codegen import CModule, kernel_scratch, lower_kernels
-from .codegen.names import OUTPUT_NAMES, sanitize
+from .codegen.names import KEYWORDS, OUTPUT_NAMES, RESERVED, sanitize
 from .errors import MtvmError, internal_error
 from .frontend import load_onnx
 from .ir import Graph, Node
+from .memory import plan_memory
 from .memory.schedule import choose_order
 from .model_library import CompiledModel
 from .schedules import ScheduleConfig
@@ -33,22 +35,71 @@ def materialize_outputs(g: Graph) -> Graph:
     return g
 
 
+_POOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+_SECTION_NAME = re.compile(r"\.?[A-Za-z_][A-Za-z0-9_.]{0,62}")
+
+
+def check_workspace_pools(pools) -> list[tuple[str, int]]:
+    """[(name, bytes), ...] (or {name: bytes}; None or empty: the one arena)
+    checked: names are plain C identifiers (they become struct members, macros,
+    section and linker-script names), unique regardless of case; sizes
+    positive integers."""
+    if pools is None:
+        return []
+    items = list(pools.items()) if isinstance(pools, dict) else list(pools)
+    out, seen = [], set()
+    for item in items:
+        try:
+            name, size = item
+        except (TypeError, ValueError):
+            raise MtvmError(f"workspace pool {item!r}: expected (name, bytes)") from None
+        if not (isinstance(name, str) and _POOL_NAME.fullmatch(name)) or name in KEYWORDS \
+                or name in RESERVED:
+            raise MtvmError(f"workspace pool name {name!r}: use a C identifier of letters, "
+                            "digits and _ (at most 32, starting with a letter, not a C "
+                            "keyword), e.g. sram1")
+        if name.lower() in seen:
+            raise MtvmError(f"workspace pool {name!r} is given twice (names are compared "
+                            "without regard to case)")
+        seen.add(name.lower())
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
+            raise MtvmError(f"workspace pool {name}: size {size!r} must be a positive number "
+                            "of bytes")
+        out.append((name, int(size)))
+    return out
+
+
+def check_section_name(name) -> str | None:
+    """A linker section name for the weights: a plain name (.qspi_weights,
+    ExtFlashSection), never anything that could end the attribute."""
+    if name is None:
+        return None
+    if not (isinstance(name, str) and _SECTION_NAME.fullmatch(name)):
+        raise MtvmError(f"constants section {name!r}: use a plain section name of letters, "
+                        "digits, _ and . (at most 63, e.g. .qspi_weights)")
+    return name
+
+
 def compile_graph(graph: Graph, module_name: str = "default", profile: bool = False,
                   external_workspace: bool = False, fuse: bool = True,
                   source_graph: Graph | None = None,
                   io_in_workspace: bool = False, reorder: bool = True,
                   target=None, schedule_config=None,
-                  output_names: str = "onnx") -> CompiledModel:
+                  output_names: str = "onnx", workspace_pools=None,
+                  constants_section: str | None = None) -> CompiledModel:
     """reorder: run independent branches in the order of lowest peak memory
-    (memory.schedule); False keeps the graph's node order. target, output_names:
-    see compile()."""
+    (memory.schedule); False keeps the graph's node order. target, output_names,
+    workspace_pools, constants_section: see compile()."""
     target = Target.resolve(target)
     if output_names not in OUTPUT_NAMES:
         raise MtvmError(f"output_names {output_names!r}: use one of {', '.join(OUTPUT_NAMES)}")
+    workspace_pools = check_workspace_pools(workspace_pools)
+    constants_section = check_section_name(constants_section)
     try:
         return _compile_graph(graph, module_name, profile, external_workspace, fuse,
                               source_graph, io_in_workspace, reorder, target,
-                              schedule_config, output_names)
+                              schedule_config, output_names, workspace_pools,
+                              constants_section)
     except MtvmError:
         raise
     except Exception as e:   # a bug: one line naming the node (the traceback with --verbose)
@@ -57,7 +108,8 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
 
 def _compile_graph(graph, module_name, profile, external_workspace, fuse, source_graph,
                    io_in_workspace, reorder, target, schedule_config,
-                   output_names="onnx") -> CompiledModel:
+                   output_names="onnx", workspace_pools=(),
+                   constants_section=None) -> CompiledModel:
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
@@ -66,24 +118,30 @@ def _compile_graph(graph, module_name, profile, external_workspace, fuse, source
                                                           schedule_config),
                      io_in_workspace=io_in_workspace, reorder=reorder)
     g, plan = s.graph, s.plan
+    if workspace_pools:   # the chosen order's buffers, split over the pools
+        plan = plan_memory(g, s.scratch, inplace=s.inplace, io_in_workspace=io_in_workspace,
+                           pools=workspace_pools)
+        plan.original_lower_bound = s.plan.original_lower_bound
     kernels = lower_kernels(g, mod, s.inplace, target, schedule_config)
     for lk in kernels:   # the plan was made from the pure scratch sizes
         if lk.kernel.scratch_bytes != s.scratch.get(lk.step, 0):
             raise AssertionError(f"kernel {lk.kernel.fname}: {lk.kernel.scratch_bytes} bytes "
                                  f"of scratch emitted, {s.scratch.get(lk.step, 0)} planned")
     cmod = CModule(g, plan, kernels, mod, profile=profile, external_workspace=external_workspace,
-                   io_in_workspace=io_in_workspace, target=target, output_names=output_names)
+                   io_in_workspace=io_in_workspace, target=target, output_names=output_names,
+                   constants_section=constants_section)
     return CompiledModel(mod, source_graph or graph, g, plan, kernels, cmod.sources(),
                          profile=profile, external_workspace=external_workspace,
                          io_in_workspace=io_in_workspace, target=target,
-                         output_names=output_names)
+                         output_names=output_names, constants_section=constants_section)
 
 
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,
             bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
             fuse: bool = True, io_in_workspace: bool = False,
             reorder: bool = True, target=None, schedule_config=None,
-            output_names: str = "onnx", tuning_records=None) -> CompiledModel:
+            output_names: str = "onnx", tuning_records=None, workspace_pools=None,
+            constants_section: str | None = None) -> CompiledModel:
     """Compile an ONNX model (path or ModelProto) to a C module.
 
     input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns
@@ -106,7 +164,16 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     tuning_records: a `mtvm tune` records file (or several, or records already
     loaded): each layer gets the best schedule and knobs measured for it on
     this target; layers without records keep the default (docs/tuning.md).
+
+    workspace_pools: [("sram1", 32768), ("sram2", 65536)] (or a dict) splits the
+    arena over several pools (RAM banks), the hottest buffers in the first:
+    struct tvmgen_<mod>_workspace_pools and tvmgen_<mod>_run(inputs, outputs,
+    pools) with external_workspace, else one static array per pool in section
+    .mtvm.pool.<name> (docs/compiler.md, "Several workspace pools").
+    constants_section: a linker section name for the weights' const arrays.
     """
+    workspace_pools = check_workspace_pools(workspace_pools)   # before loading: one line
+    constants_section = check_section_name(constants_section)
     target = Target.resolve(target)           # a bad target: one line, before loading
     schedule_config = ScheduleConfig.resolve(schedule_config)
     if tuning_records is not None:
@@ -125,7 +192,8 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     return compile_graph(graph, module_name, profile=profile,
                          external_workspace=external_workspace, fuse=fuse,
                          io_in_workspace=io_in_workspace, reorder=reorder, target=target,
-                         schedule_config=schedule_config, output_names=output_names)
+                         schedule_config=schedule_config, output_names=output_names,
+                         workspace_pools=workspace_pools, constants_section=constants_section)
 
 
 __all__ = ["compile", "compile_graph"]

@@ -52,7 +52,7 @@ def _io(g, names, c_names) -> list[dict]:
 class CompiledModel:
     def __init__(self, module_name, source_graph, graph, plan, kernels, sources,
                  profile=False, external_workspace=False, io_in_workspace=False,
-                 target=None, output_names="onnx"):
+                 target=None, output_names="onnx", constants_section=None):
         from .target import Target
         self.module_name = module_name
         self.target = Target.resolve(target)
@@ -65,10 +65,13 @@ class CompiledModel:
         self.external_workspace = external_workspace
         self.io_in_workspace = io_in_workspace
         self.output_names = output_names
+        self.constants_section = constants_section
         self.metadata = self._metadata()
         if io_in_workspace:   # where the inputs and outputs live in the arena
             for entry in self.metadata["inputs"] + self.metadata["outputs"]:
                 entry["workspace_offset"] = plan.offsets.get(plan.root(entry["name"]))
+                if plan.pools:
+                    entry["workspace_pool"] = plan.pool_of.get(plan.root(entry["name"]))
         self.metadata.update(mlf_metadata(self.metadata))
 
     @property
@@ -121,6 +124,10 @@ class CompiledModel:
             "operators": ops,
             **quantization_metadata(g),   # int8 kernels, float fallbacks (+ notes)
         }
+        if self.plan.pools:   # several pools (workspace_bytes is their sum)
+            md["workspace_pools"] = [p.as_dict() for p in self.plan.pools]
+        if self.constants_section:
+            md["constants_section"] = self.constants_section
         notes = self.source_graph.notes + md.get("notes", [])
         if notes:
             md["notes"] = notes

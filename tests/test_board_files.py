@@ -32,6 +32,7 @@ def test_every_board_merges_to_what_its_single_file_said():
     for name in sorted(before):
         now = dict(load_board(name).data)
         now.pop("soc", None)
+        now.pop("ram_banks", None)   # added since: the memory banks of several pools
         assert json.dumps(now, sort_keys=True) == json.dumps(before[name], sort_keys=True), name
 
 

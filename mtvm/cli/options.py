@@ -28,6 +28,23 @@ def parse_bind(text: str) -> tuple[str, np.ndarray]:
         raise MtvmError(f"--bind {name}: cannot read {path}: {e.strerror or e}")
 
 
+def parse_workspace_pools(text: str) -> list[tuple[str, int]]:
+    """'sram1:32768,sram2:64K' -> [('sram1', 32768), ('sram2', 65536)] (sizes in
+    bytes, 0x..., or with a K/M suffix; the names are checked by the compiler)."""
+    from ..boards import parse_size
+    pools = []
+    for part in text.split(","):
+        name, sep, size = part.strip().partition(":")
+        try:
+            if not sep or not name:
+                raise ValueError
+            pools.append((name, parse_size(size)))
+        except (ValueError, MtvmError):
+            raise MtvmError(f"--workspace-pools {text!r}: expected NAME:BYTES[,NAME:BYTES...] "
+                            "e.g. sram1:32768,sram2:65536") from None
+    return pools
+
+
 def add_board_option(p) -> None:
     """--board for the commands that only compile (project generate has its own)."""
     p.add_argument("--board", help="compile for this board's target (see `mtvm boards`); "
@@ -48,7 +65,16 @@ def add_compile_options(p) -> None:
     p.add_argument("--profile", action="store_true",
                    help="instrument the entry function with per-operator timers")
     p.add_argument("--external-workspace", action="store_true",
-                   help="the application passes the arena to tvmgen_<name>_run")
+                   help="the application passes the arena to tvmgen_<name>_run (with "
+                        "--workspace-pools: every pool, in struct tvmgen_<name>_workspace_pools)")
+    p.add_argument("--workspace-pools", metavar="NAME:BYTES[,NAME:BYTES...]",
+                   help="split the arena over several pools (RAM banks), the hottest buffers "
+                        "in the first; each pool is a static array in section "
+                        ".mtvm.pool.<NAME>, or passed by the application with "
+                        "--external-workspace (docs/compiler.md)")
+    p.add_argument("--constants-section", metavar="NAME",
+                   help="put the weights' const arrays in this linker section "
+                        "(e.g. .qspi_weights)")
     p.add_argument("--no-fuse", action="store_true", help="do not fuse elementwise tails")
     p.add_argument("--no-reorder", action="store_true",
                    help="keep the graph's node order and in-place writes (default: those "
@@ -79,6 +105,9 @@ def compile_kwargs(args) -> dict:
            else {}),
         **({"target": t} if (t := target_of(args)) is not None else {}),
         **({"tuning_records": r} if (r := getattr(args, "tuning_records", None)) else {}),
+        **({"workspace_pools": parse_workspace_pools(w)}
+           if (w := getattr(args, "workspace_pools", None)) else {}),
+        **({"constants_section": c} if (c := getattr(args, "constants_section", None)) else {}),
     }
 
 

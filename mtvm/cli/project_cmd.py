@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
 _COMPILE_DEFAULTS = {"target": None, "module_name": "default", "input_shape": [], "bind": [],
                      "profile": False, "external_workspace": False, "no_fuse": False,
                      "no_reorder": False, "io_in_workspace": False, "output_names": "onnx",
-                     "tuning_records": None}
+                     "tuning_records": None, "workspace_pools": None, "constants_section": None}
 
 
 def _generate_from_mlf(args):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import MtvmError
 from ..ir import Graph
 from ..memory import MemoryPlan
 from ..ops.base import get_op
@@ -131,8 +132,12 @@ class CModule:
     def __init__(self, g: Graph, plan: MemoryPlan, kernels: list[LoweredKernel], mod: str,
                  profile: bool = False, external_workspace: bool = False,
                  io_in_workspace: bool = False, target: Target = GENERIC,
-                 output_names: str = "onnx"):
+                 output_names: str = "onnx", constants_section: str | None = None):
         self.g, self.plan, self.kernels, self.mod = g, plan, kernels, mod
+        # Several workspace pools (plan.pools), and the weights' linker section:
+        # both None/empty by default (then the C is what it always was).
+        self.pools = list(plan.pools)
+        self.constants_section = constants_section
         self.target = target
         self.libraries: list[str] = []
         for lk in kernels:
@@ -144,6 +149,12 @@ class CModule:
         self.io_in_workspace = io_in_workspace
         ins, outs = interface_names(g.inputs, g.outputs, output_names)
         self.in_names, self.out_names = dict(zip(g.inputs, ins)), dict(zip(g.outputs, outs))
+        taken = {f"{c.upper()}_SIZE" for c in ins + outs}
+        clash = [p.name for p in self.pools if f"{p.name.upper()}_WORKSPACE_POOL_SIZE" in taken]
+        if clash:
+            raise MtvmError(f"workspace pool {clash[0]!r}: TVMGEN_{self.MOD}_"
+                            f"{clash[0].upper()}_WORKSPACE_POOL_SIZE is also the size macro of "
+                            "a model input or output; name the pool otherwise")
         used = []
         for lk in kernels:
             for _, b in lk.params:
@@ -171,7 +182,11 @@ class CModule:
             lines += [f"    void* {c};" for c in names.values()]
             lines.append("};")
         args = f"struct tvmgen_{self.mod}_inputs* inputs, struct tvmgen_{self.mod}_outputs* outputs"
-        if self.external_workspace:
+        if self.pools:
+            lines += self._pool_header()
+            if self.external_workspace:
+                args += f",\n    struct tvmgen_{self.mod}_workspace_pools* workspace_pools"
+        elif self.external_workspace:
             # microTVM's name for the size of an external pool: TVMGEN_<MOD>_<POOL>_...
             lines += [f"#define TVMGEN_{M}_GLOBAL_WORKSPACE_WORKSPACE_POOL_SIZE "
                       f"{self.plan.arena_bytes}",
@@ -198,6 +213,57 @@ class CModule:
                       f"extern uint64_t tvmgen_{self.mod}_profile_ticks[{max(len(self.kernels), 1)}];"]
         lines += ["", "#ifdef __cplusplus", "}", "#endif", f"#endif  /* TVMGEN_{M}_H_ */", ""]
         return "\n".join(lines)
+
+    def _pool_header(self) -> list[str]:
+        """Several pools (USMP's names): a size macro per pool and, when the
+        application passes them (external), the struct of their pointers."""
+        M = self.MOD
+        lines = ["", "/* The activations are split over these workspace pools (--workspace-pools),",
+                 " * the hottest buffers in the first; each needs 16-byte alignment. */"]
+        for p in self.pools:
+            lines.append(f"#define TVMGEN_{M}_{p.name.upper()}_WORKSPACE_POOL_SIZE {p.bytes}")
+        if self.external_workspace:
+            lines.append(f"struct tvmgen_{self.mod}_workspace_pools {{")
+            lines += [f"    void* {p.name};  /* TVMGEN_{M}_{p.name.upper()}_WORKSPACE_POOL_SIZE "
+                      "bytes */" for p in self.pools]
+            lines.append("};")
+        else:
+            lines += ["/* Static arrays, each in its own section .mtvm.pool.<name> for the "
+                      "linker script to place. */"]
+        return lines
+
+    def _ws(self, root: str) -> str:
+        """The local pointer to the pool holding a tensor (ws: the one arena)."""
+        return f"ws_{self.plan.pool_of[root]}" if self.pools else "ws"
+
+    def _ws_scratch(self, step: int) -> str:
+        return f"ws_{self.plan.scratch_pool[step]}" if self.pools else "ws"
+
+    def _pool_arrays(self) -> list[str]:
+        """Internal pools: one static, aligned array per (used) pool, in section
+        .mtvm.pool.<name> (ELF targets) so a linker script can place it in a bank."""
+        mod, M = self.mod, self.MOD
+        lines = []
+        for p in self.pools:
+            if not p.bytes:
+                continue
+            decl = (f"static uint8_t tvmgen_{mod}_pool_{p.name}"
+                    f"[TVMGEN_{M}_{p.name.upper()}_WORKSPACE_POOL_SIZE]")
+            lines += [f"/* Workspace pool {p.name}: {p.bytes} of its {p.capacity} bytes. */",
+                      "#if defined(__GNUC__) && defined(__ELF__)",
+                      f"{decl} __attribute__((aligned(16), section(\".mtvm.pool.{p.name}\")));",
+                      "#elif defined(__GNUC__)",
+                      f"{decl} __attribute__((aligned(16)));", "#else", f"{decl};", "#endif", ""]
+        return lines
+
+    def _pool_locals(self) -> list[str]:
+        """The run/map_io locals: a byte pointer to each used pool."""
+        used = [p for p in self.pools if p.bytes]
+        if self.external_workspace:
+            out = [f"    uint8_t* ws_{p.name} = (uint8_t*)workspace_pools->{p.name};"
+                   for p in used]
+            return out or ["    (void)workspace_pools;"]
+        return [f"    uint8_t* ws_{p.name} = tvmgen_{self.mod}_pool_{p.name};" for p in used]
 
     # -- internal header, kernels, constants -----------------------------------------
     def internal_header(self) -> str:
@@ -230,8 +296,20 @@ class CModule:
         parts = [f"/* Generated by mtvm: the weights of model \"{c_comment(self.g.name)}\" "
                  "(const: flash). */",
                  f'#include "tvmgen_{self.mod}_internal.h"', "", cst.ENDIAN_CHECK]
+        if self.constants_section:
+            sect = f"TVMGEN_{self.MOD}_CONSTANTS_SECTION"
+            parts += [f"/* The weights go to linker section {self.constants_section} "
+                      "(--constants-section). */",
+                      "#if defined(__GNUC__) && defined(__ELF__)",
+                      f'#define {sect} __attribute__((section("{self.constants_section}")))',
+                      "#else", f"#define {sect}", "#endif", ""]
         for name, sym in self.const_syms.items():
-            parts.append(cst.definition(sym, self.g.tensors[name].data, name))
+            text = cst.definition(sym, self.g.tensors[name].data, name)
+            if self.constants_section:
+                head = f"\nconst union {sym}_u {sym} = "
+                assert text.count(head) == 1
+                text = text.replace(head, f"\nconst union {sym}_u {sym} {sect} = ")
+            parts.append(text)
         return "\n".join(parts)
 
     # -- the AOT entry ---------------------------------------------------------------
@@ -241,12 +319,12 @@ class CModule:
         if buf.const is not None:
             return f"{self.const_syms[name]}.data"
         if self.io_in_workspace and root in self.plan.offsets:
-            return f"({ct}*)(ws + {self.plan.offsets[root]})"
+            return f"({ct}*)({self._ws(root)} + {self.plan.offsets[root]})"
         if root in self.in_names:
             return f"({ct}*)inputs->{self.in_names[root]}"
         if root in self.out_names:
             return f"({ct}*)outputs->{self.out_names[root]}"
-        return f"({ct}*)(ws + {self.plan.offsets[root]})"
+        return f"({ct}*)({self._ws(root)} + {self.plan.offsets[root]})"
 
     def entry_source(self) -> str:
         mod, M = self.mod, self.MOD
@@ -262,6 +340,8 @@ class CModule:
         args = f"struct tvmgen_{mod}_inputs* inputs, struct tvmgen_{mod}_outputs* outputs"
         if self.external_workspace:
             args += f", struct tvmgen_{mod}_workspace_pools* workspace_pools"
+        elif self.pools:
+            lines += self._pool_arrays()
         elif ws_bytes:
             lines += ["/* All activations live in this one statically planned arena. */",
                       "#if defined(__GNUC__)",
@@ -269,7 +349,8 @@ class CModule:
                       "__attribute__((aligned(16)));", "#else",
                       f"static uint8_t tvmgen_{mod}_workspace[TVMGEN_{M}_WORKSPACE_SIZE];",
                       "#endif", ""]
-        io_ws = [(kind, c, self.plan.offsets[onnx_name], self.g.tensors[onnx_name].nbytes)
+        io_ws = [(kind, c, self.plan.offsets[onnx_name], self.g.tensors[onnx_name].nbytes,
+                  self._ws(onnx_name))
                  for kind, names in (("inputs", self.in_names), ("outputs", self.out_names))
                  for onnx_name, c in names.items()
                  if self.io_in_workspace and onnx_name in self.plan.offsets]
@@ -279,28 +360,37 @@ class CModule:
                 margs += f", struct tvmgen_{mod}_workspace_pools* workspace_pools"
             base = ("(uint8_t*)workspace_pools->global_workspace" if self.external_workspace
                     else f"tvmgen_{mod}_workspace")
-            lines += [f"void tvmgen_{mod}_map_io({margs})", "{",
-                      f"    uint8_t* ws = {base};", "    (void)ws; (void)inputs; (void)outputs;"]
-            lines += [f"    {kind}->{c} = ws + {off};" for kind, c, off, _ in io_ws]
+            if self.pools:
+                lines += [f"void tvmgen_{mod}_map_io({margs})", "{", *self._pool_locals(),
+                          "    (void)inputs; (void)outputs;"]
+                lines += [f"    (void)ws_{p.name};" for p in self.pools if p.bytes]
+            else:
+                lines += [f"void tvmgen_{mod}_map_io({margs})", "{",
+                          f"    uint8_t* ws = {base};",
+                          "    (void)ws; (void)inputs; (void)outputs;"]
+            lines += [f"    {kind}->{c} = {b} + {off};" for kind, c, off, _, b in io_ws]
             lines += ["}", ""]
         lines += [f"int32_t tvmgen_{mod}_run({args})", "{"]
         if self.kernels:   # none when the model has no outputs left
             lines.append("    int32_t status;")
-        if self.external_workspace:
+        if self.pools:
+            lines += self._pool_locals()
+        elif self.external_workspace:
             lines.append("    uint8_t* ws = (uint8_t*)workspace_pools->global_workspace;")
             if not ws_bytes:
                 lines.append("    (void)ws;")
         elif ws_bytes:
             lines.append(f"    uint8_t* ws = tvmgen_{mod}_workspace;")
         lines.append("    (void)inputs; (void)outputs;  /* a model may use neither directly */")
-        for kind, c, off, size in io_ws:
+        for kind, c, off, size, b in io_ws:
             if kind == "inputs" and size:
-                lines.append(f"    if ((void*)inputs->{c} != (void*)(ws + {off})) "
-                             f"memcpy(ws + {off}, inputs->{c}, {size});")
+                lines.append(f"    if ((void*)inputs->{c} != (void*)({b} + {off})) "
+                             f"memcpy({b} + {off}, inputs->{c}, {size});")
         for i, lk in enumerate(self.kernels):
             args_c = []
             for _, b in lk.params:
-                args_c.append(f"ws + {self.plan.scratch[lk.step]}" if b is None else self._pointer(b))
+                args_c.append(f"{self._ws_scratch(lk.step)} + {self.plan.scratch[lk.step]}"
+                              if b is None else self._pointer(b))
             call = f"{lk.kernel.fname}({', '.join(args_c)})"
             if self.profile:
                 lines.append("    mtvm_platform_timer_start();")
@@ -309,10 +399,10 @@ class CModule:
                 lines.append(f"    tvmgen_{mod}_profile_ticks[{i}] = "
                              "mtvm_platform_timer_stop_ticks();")
             lines.append("    if (status != 0) return status;")
-        for kind, c, off, size in io_ws:
+        for kind, c, off, size, b in io_ws:
             if kind == "outputs" and size:
-                lines.append(f"    if ((void*)outputs->{c} != (void*)(ws + {off})) "
-                             f"memcpy(outputs->{c}, ws + {off}, {size});")
+                lines.append(f"    if ((void*)outputs->{c} != (void*)({b} + {off})) "
+                             f"memcpy(outputs->{c}, {b} + {off}, {size});")
         lines += ["    return 0;", "}", ""]
         return "\n".join(lines)
 

@@ -1,2 +1,3 @@
-from .planner import (GreedyPlanner, LinearPlanner, MemoryPlan, inplace_steps, order_peak,  # noqa: F401
+from .planner import (GreedyPlanner, LinearPlanner, MemoryPlan, Pool, inplace_steps,  # noqa: F401
+                      order_peak, split_pools,
                       plan_memory)

@@ -5,11 +5,16 @@ add_buffer(size, first_use, last_use) then offsets() and arena_size().
 LinearPlanner (every buffer its own bytes) is the trivially correct oracle;
 GreedyPlanner places the largest buffers first at the lowest offset that does
 not collide with any placed buffer whose lifetime overlaps.
+
+Several workspace pools (RAM banks, compile(workspace_pools=...)): the buffers
+are split over the pools, hottest first into the first pool (split_pools), and
+each pool is planned on its own (its own planner, its own lower bound).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import MtvmError
 from ..ir import Graph
 
 
@@ -156,11 +161,33 @@ class MemoryPlan:
     # The lower bound in the graph's node order with inplace_steps as they are
     # (what reorder=False gives; memory.schedule may do better).
     original_lower_bound: int = 0
+    # Several workspace pools (empty: the one arena). Then offsets and scratch
+    # are offsets inside the pool named by pool_of[tensor] / scratch_pool[step],
+    # and arena_bytes is the sum of the pools' planned bytes.
+    pools: list["Pool"] = field(default_factory=list)
+    pool_of: dict[str, str] = field(default_factory=dict)
+    scratch_pool: dict[int, str] = field(default_factory=dict)
 
     def root(self, name: str) -> str:
         while name in self.alias_of:
             name = self.alias_of[name]
         return name
+
+
+@dataclass
+class Pool:
+    """One workspace pool: its name, the bytes the user gave it (capacity), and
+    what the plan uses of it (bytes: its arena; lower_bound: the largest sum of
+    its buffers live at once; buffers: how many it holds)."""
+    name: str
+    capacity: int
+    bytes: int = 0
+    lower_bound: int = 0
+    buffers: int = 0
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "size_bytes": self.capacity, "used_bytes": self.bytes,
+                "lower_bound": self.lower_bound, "buffers": self.buffers}
 
 
 def inplace_steps(g: Graph) -> dict[int, int | str]:
@@ -358,15 +385,19 @@ def order_peak(g: Graph, scratch_bytes: dict[int, int] | None = None,
 
 def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
                 planner_cls=GreedyPlanner, inplace: dict[int, int] | None = None,
-                io_in_workspace: bool = False) -> MemoryPlan:
+                io_in_workspace: bool = False, pools=None) -> MemoryPlan:
     """Lifetimes in execution order -> arena offsets. `scratch_bytes` maps a
     node index to the scratch its kernel needs while it runs; `inplace` (from
     inplace_steps) the nodes whose output takes over an input's buffer: the
     output becomes an alias of that input, the buffer sized for the larger.
     io_in_workspace: the model's inputs (live from the start to their last use)
-    and outputs (from their producer to the end) get arena offsets too."""
+    and outputs (from their producer to the end) get arena offsets too.
+    pools: [(name, bytes), ...] splits the buffers over several pools
+    (split_pools); None or [] plans the one arena."""
     life = lifetimes(g, scratch_bytes, inplace, io_in_workspace)
     plan = MemoryPlan(alias_of=life.alias_of)
+    if pools:
+        return _plan_pools(g, life, plan, pools, planner_cls)
     planner = planner_cls()
     ids = {name: planner.add_buffer(*b) for name, b in life.tensors.items()}
     scratch_ids = {i: planner.add_buffer(b, i, i) for i, b in life.scratch.items()}
@@ -377,4 +408,129 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
     plan.lower_bound = planner.lower_bound()
     plan.original_lower_bound = plan.lower_bound
     plan.live_bytes = (planner.live_bytes() + [0] * len(g.nodes))[:len(g.nodes)]
+    return plan
+
+
+# -- several workspace pools ------------------------------------------------------------------
+def heat(accesses: int, size: int, first: int, last: int) -> tuple:
+    """The order in which buffers claim the first pools, hottest first: kernel
+    accesses per step of life (accesses / live steps = the buffer's traffic,
+    bytes x accesses, per byte-step of pool it occupies), then the larger
+    traffic (bytes x accesses), then the earlier first use. A kernel's scratch
+    (written and read by its kernel in its one step) scores 2; an activation
+    written by one kernel and read by the next, 1; one written once and read
+    once, live over ten steps (a skip connection), 0.2."""
+    return (-accesses / (last - first + 1), -size * accesses, first)
+
+
+def _accesses(g: Graph, life: Lifetimes) -> dict[str, int]:
+    """Kernel reads and writes of each buffer (tensor root): one per kernel
+    output written and per input (fused tails included) read."""
+    def root(name):
+        while name in life.alias_of:
+            name = life.alias_of[name]
+        return name
+    acc: dict[str, int] = {}
+    for n in g.nodes:
+        if n.alias:
+            continue
+        for name in [o for o in n.kernel_outputs if o] + \
+                [i for part in [n] + n.tail for i in part.inputs if i]:
+            r = root(name)
+            acc[r] = acc.get(r, 0) + 1
+    return acc
+
+
+def split_pools(buffers: dict, accesses: dict, pools: list[tuple[str, int]],
+                planner_cls=None, names=None) -> tuple[dict, list[list[int]]]:
+    """buffers {key: (bytes, first, last)}, accesses {key: count} -> ({key: pool
+    index}, per pool the offsets planner's result). Buffers are taken hottest
+    first (heat) and each goes into the first pool whose live bytes stay within
+    its size over the buffer's life; each pool is then placed by its own
+    planner, and a pool whose placement overflows (fragmentation above its
+    lower bound) hands its coldest buffers on to the next pools. MtvmError
+    (one line) when they do not fit."""
+    planner_cls = planner_cls or GreedyPlanner
+    order = sorted(buffers, key=lambda k: heat(accesses.get(k, 1), *buffers[k]) + (str(k),))
+    steps = max((b[2] for b in buffers.values()), default=0) + 1
+    live = [[0] * steps for _ in pools]
+    where: dict = {}
+
+    def fits(p, key):
+        size, f, l = buffers[key]
+        return max(live[p][f:l + 1]) + _align(size) <= pools[p][1]
+
+    def put(p, key, sign=1):
+        size, f, l = buffers[key]
+        for s in range(f, l + 1):
+            live[p][s] += sign * _align(size)
+        if sign > 0:
+            where[key] = p
+
+    def fail(key):
+        need = LinearPlanner()
+        for b in buffers.values():
+            need.add_buffer(*b)
+        size, f, l = buffers[key]
+        total = sum(c for _, c in pools)
+        raise MtvmError(
+            "workspace pools " + ", ".join(f"{n}:{c}" for n, c in pools)
+            + f" ({total} bytes in all) are too small: the activations need at least "
+            f"{need.lower_bound()} bytes live at once, and a {_align(size)}-byte buffer "
+            f"(live over operators {f}..{l}) fits in no pool; make the pools larger or "
+            "add one (--workspace-pools NAME:BYTES,...)")
+
+    for key in order:
+        p = next((p for p in range(len(pools)) if fits(p, key)), None)
+        if p is None:
+            fail(key)
+        put(p, key)
+    results = []
+    for p in range(len(pools)):
+        while True:
+            mine = [k for k in order if where.get(k) == p]
+            planner = planner_cls()
+            for k in mine:
+                planner.add_buffer(*buffers[k])
+            offs = planner.offsets() if mine else []
+            if not mine or planner.arena_size() <= pools[p][1]:
+                results.append(dict(zip(mine, offs)))
+                break
+            coldest = mine[-1]           # the placement overflowed: pass it on
+            put(p, coldest, -1)
+            del where[coldest]
+            q = next((q for q in range(p + 1, len(pools)) if fits(q, coldest)), None)
+            if q is None:
+                fail(coldest)
+            put(q, coldest)
+    return where, results
+
+
+def _plan_pools(g: Graph, life: Lifetimes, plan: MemoryPlan, pools, planner_cls) -> MemoryPlan:
+    buffers = dict(life.tensors)
+    buffers.update({("scratch", i): (b, i, i) for i, b in life.scratch.items()})
+    acc = _accesses(g, life)
+    acc.update({("scratch", i): 2 for i in life.scratch})   # written and read by its kernel
+    where, offsets = split_pools(buffers, acc, list(pools), planner_cls)
+    whole = LinearPlanner()
+    for b in buffers.values():
+        whole.add_buffer(*b)
+    for p, (name, cap) in enumerate(pools):
+        mine = offsets[p]
+        lin = LinearPlanner()
+        for k in mine:
+            lin.add_buffer(*buffers[k])
+        top = max((o + _align(buffers[k][0]) for k, o in mine.items()), default=0)
+        plan.pools.append(Pool(name, int(cap), top, lin.lower_bound(), len(mine)))
+        for k, o in mine.items():
+            if isinstance(k, tuple):
+                plan.scratch[k[1]] = o
+                plan.scratch_pool[k[1]] = name
+            else:
+                plan.offsets[k] = o
+                plan.pool_of[k] = name
+    plan.arena_bytes = sum(p.bytes for p in plan.pools)
+    plan.lower_bound = whole.lower_bound()
+    plan.original_lower_bound = plan.lower_bound
+    plan.live_bytes = (whole.live_bytes() + [0] * len(g.nodes))[:len(g.nodes)]
     return plan

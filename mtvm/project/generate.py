@@ -125,7 +125,16 @@ def descriptor_source(md: dict, var: str = "mtvm_model") -> str:
             L.append(f"    {var_}.{_c_ident(t['c_name'], 'c_name')} = mtvm_{pre}{i}_data;")
     if not md["inputs"]:
         L.append("    (void)inputs;")
-    if md.get("external_workspace"):
+    if md.get("external_workspace") and md.get("workspace_pools"):
+        L[L.index("static int32_t mtvm_run(void)"):L.index("static int32_t mtvm_run(void)")] = \
+            _pool_buffers(md["workspace_pools"])
+        L += [f"    struct tvmgen_{mod}_workspace_pools pools;"]
+        for p in md["workspace_pools"]:
+            name = _c_ident(p["name"], "workspace pool name")
+            L.append(f"    pools.{name} = " + (f"mtvm_pool_{name};" if int(p["used_bytes"])
+                                                else "(void*)0;  /* unused */"))
+        L += [f"    return tvmgen_{mod}_run(&inputs, &outputs, &pools);", "}", ""]
+    elif md.get("external_workspace"):
         L[L.index("static int32_t mtvm_run(void)"):L.index("static int32_t mtvm_run(void)")] = [
             f"static uint64_t mtvm_workspace[{max((md['workspace_bytes'] + 15) // 8, 2)}];", ""]
         L += [f"    struct tvmgen_{mod}_workspace_pools pools;",
@@ -153,6 +162,25 @@ def descriptor_source(md: dict, var: str = "mtvm_model") -> str:
           f"{'mtvm_kernel_macs' if ops else '0'},",
           f"    {prof}", "};", ""]
     return "\n".join(L)
+
+
+def _pool_buffers(pools: list) -> list[str]:
+    """The external workspace pools' buffers (mtvm compile --workspace-pools
+    --external-workspace): 16-byte aligned static arrays, each in section
+    .mtvm.pool.<name>, which the template's linker script places in the
+    board's memory bank for that pool."""
+    L = []
+    for p in pools:
+        name, used = _c_ident(p["name"], "workspace pool name"), int(p["used_bytes"])
+        if not used:
+            continue
+        decl = f"static uint8_t mtvm_pool_{name}[{used}]"
+        L += [f"/* workspace pool {name}: {used} bytes */",
+              "#if defined(__GNUC__) && defined(__ELF__)",
+              f'{decl} __attribute__((aligned(16), section(".mtvm.pool.{name}")));',
+              "#elif defined(__GNUC__)", f"{decl} __attribute__((aligned(16)));",
+              "#else", f"{decl};", "#endif"]
+    return L + [""]
 
 
 def sample_source(md: dict, sample: list, var: str = "mtvm_sample") -> str:

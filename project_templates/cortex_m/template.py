@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from mtvm.boards import board_from_dict
 from mtvm.codegen.names import c_comment, make_word
@@ -28,6 +29,11 @@ STATIC_FILES = ["src/startup.c", "src/cortex_m.h", "src/uart.h", "src/uart_ring.
 NRF_UARTE_BAUD = {9600: 0x00275000, 19200: 0x004EA000, 38400: 0x009D0000, 57600: 0x00EB0000,
                   115200: 0x01D60000, 230400: 0x03B00000, 460800: 0x07400000,
                   921600: 0x0F000000, 1000000: 0x10000000}
+# nRF51 UART BAUDRATE register values (nRF51 Series Reference Manual v3.0, 29.10).
+NRF_UART_BAUD = {9600: 0x00275000, 14400: 0x003B0000, 19200: 0x004EA000, 28800: 0x0075F000,
+                 38400: 0x009D5000, 57600: 0x00EBF000, 76800: 0x013A9000, 115200: 0x01D7E000,
+                 230400: 0x03AFB000, 250000: 0x04000000, 460800: 0x075F7000,
+                 921600: 0x0EBEDFA4, 1000000: 0x10000000}
 
 
 def _board(project_or_ctx):
@@ -83,14 +89,16 @@ def uart_extra(board) -> str:
                   f"#define MTVM_UART_SET_BITS_COUNT {nextra}u"]
     elif drv == "cmsdk_uart":
         lines += [f"#define MTVM_UART_PCLK_HZ {_int(u['pclk_hz'])}u"]
-    elif drv == "nrf_uarte":
+    elif drv in ("nrf_uarte", "nrf_uart"):
+        table, what = ((NRF_UARTE_BAUD, "nRF UARTE") if drv == "nrf_uarte"
+                       else (NRF_UART_BAUD, "nRF51 UART"))
         baud = int(u.get("baud", 115200))
-        if baud not in NRF_UARTE_BAUD:
-            raise MtvmError(f"board {board.name}: the nRF UARTE has no {baud} baud setting; "
-                            f"use one of {sorted(NRF_UARTE_BAUD)}")
+        if baud not in table:
+            raise MtvmError(f"board {board.name}: the {what} has no {baud} baud setting; "
+                            f"use one of {sorted(table)}")
         lines += [f"#define MTVM_UART_TX_PIN {int(u['pins']['tx'])}u",
                   f"#define MTVM_UART_RX_PIN {int(u['pins']['rx'])}u",
-                  f"#define MTVM_UART_BAUD_REG {NRF_UARTE_BAUD[baud]:#010x}u"]
+                  f"#define MTVM_UART_BAUD_REG {table[baud]:#010x}u"]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -112,7 +120,7 @@ def generate(ctx):
         FLASH_ORIGIN=f"{b.flash.origin:#010x}", FLASH_SIZE=b.flash.size,
         RAM_ORIGIN=f"{b.ram.origin:#010x}", RAM_SIZE=b.ram.size,
         FLASH_NAME=c_comment(b.flash.name or "flash"), RAM_NAME=c_comment(b.ram.name or "RAM"),
-        STACK_BYTES=b.stack_bytes)
+        STACK_BYTES=b.stack_bytes, **memory_placement(b, ctx.metadata))
     ctx.render("Makefile.in", "Makefile", **subs)
     ctx.render("link.ld.in", "link.ld", **subs)
     ctx.render("src/board_config.h.in", "src/board_config.h", **subs)
@@ -128,11 +136,79 @@ def generate(ctx):
                              baud=int(b.uart.get("baud", 115200)))
 
 
+def ram_banks(b) -> list[dict]:
+    """The board's RAM banks ("ram_banks": name, origin, size), each with the
+    linker-script region that holds it: RAM for the bank that is the board's
+    RAM, BANK_<NAME> for the others."""
+    from mtvm.boards import parse_int, parse_size
+    out = []
+    for bank in b.data.get("ram_banks") or []:
+        origin, size_ = parse_int(bank["origin"]), parse_size(bank["size"])
+        name = str(bank["name"])
+        if not re.fullmatch(r"[a-z0-9_]+", name):
+            raise MtvmError(f"board {b.name}: ram bank name {name!r}: use a-z, 0-9 and _")
+        region = "RAM" if origin == b.ram.origin else f"BANK_{name.upper()}"
+        out.append({"name": name, "origin": origin, "size": size_, "region": region})
+    return out
+
+
+def pool_banks(b, pools: list) -> dict:
+    """{pool name: bank} for the model's workspace pools: the bank of the same
+    name, else the next bank not taken (in the board's order), else the
+    board's RAM."""
+    banks = ram_banks(b)
+    ram = {"name": "ram", "origin": b.ram.origin, "size": b.ram.size, "region": "RAM"}
+    taken = {p["name"] for p in pools if any(k["name"] == p["name"] for k in banks)}
+    free = [k for k in banks if k["name"] not in taken]
+    out = {}
+    for p in pools:
+        match = [k for k in banks if k["name"] == p["name"]]
+        out[p["name"]] = match[0] if match else (free.pop(0) if free else ram)
+    return out
+
+
+def memory_placement(b, md: dict) -> dict:
+    """link.ld's placeholders for the model's workspace pools (each pool's
+    section .mtvm.pool.<name> in its bank, NOLOAD) and its constants section
+    (in flash, after .rodata)."""
+    from mtvm.compiler import check_section_name, check_workspace_pools
+    pools = [p for p in md.get("workspace_pools") or [] if int(p.get("used_bytes", 0))]
+    check_workspace_pools([(p["name"], int(p["size_bytes"])) for p in pools])   # names as compiled
+    where = pool_banks(b, pools)
+    regions, ram_secs, bank_secs = {}, "", ""
+    for p in pools:
+        bank = where[p["name"]]
+        sec = (f"\n\n    /* workspace pool {p['name']} ({int(p['used_bytes'])} bytes) in bank "
+               f"{bank['name']} */\n    .mtvm.pool.{p['name']} (NOLOAD) : ALIGN(16)\n    {{\n"
+               f"        KEEP(*(.mtvm.pool.{p['name']}))\n    }} > {bank['region']} AT> "
+               f"{bank['region']}")
+        if bank["region"] == "RAM":
+            ram_secs += sec
+        else:
+            regions[bank["region"]] = bank
+            bank_secs += sec
+    memory = "".join(f"\n    {r} (rwx) : ORIGIN = {k['origin']:#010x}, LENGTH = {k['size']}"
+                     for r, k in regions.items())
+    consts = ""
+    name = check_section_name(md.get("constants_section"))
+    if name:
+        consts = (f"\n\n    /* the weights (--constants-section {name}) */\n"
+                  f"    {name} : ALIGN(16)\n    {{\n        KEEP(*({name}))\n    }} > FLASH")
+    return dict(POOL_MEMORY=memory, POOL_SECTIONS_RAM=ram_secs, POOL_SECTIONS_BANKS=bank_secs,
+                CONSTANTS_SECTION=consts)
+
+
 def _regions(b, prefix: bool = True) -> dict:
     """The board's memory for the fit checks: {key: (origin, size, label)}."""
     flash, ram = b.flash.name or "flash", b.ram.name or "RAM"
-    return {"flash": (b.flash.origin, b.flash.size, f"FLASH ({flash})" if prefix else flash),
-            "ram": (b.ram.origin, b.ram.size, f"RAM ({ram})" if prefix else ram)}
+    out = {"flash": (b.flash.origin, b.flash.size, f"FLASH ({flash})" if prefix else flash),
+           "ram": (b.ram.origin, b.ram.size, f"RAM ({ram})" if prefix else ram)}
+    for bank in ram_banks(b):   # the other RAM banks (workspace pools)
+        if bank["region"] != "RAM":
+            out[bank["region"].lower()] = (bank["origin"], bank["size"],
+                                           f"{bank['region']} ({bank['name']})" if prefix
+                                           else bank["name"])
+    return out
 
 
 def build(project, progress):
