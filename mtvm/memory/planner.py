@@ -322,6 +322,24 @@ class Lifetimes:
         return list(self.tensors.values()) + [(b, i, i) for i, b in self.scratch.items()]
 
 
+def live_steps(g: Graph, root) -> tuple[dict[str, int], dict[str, int]]:
+    """(first, last): per buffer (root(name) of every kernel output), the step that
+    first writes it and the last step that reads or writes it (fused tails included)."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for step, n in enumerate(g.nodes):
+        for o in n.kernel_outputs:
+            if o:
+                r = root(o)
+                first.setdefault(r, step)
+                last[r] = max(last.get(r, step), step)
+        for part in [n] + n.tail:
+            for i in part.inputs:
+                if i:
+                    last[root(i)] = step
+    return first, last
+
+
 def lifetimes(g: Graph, scratch_bytes: dict[int, int] | None = None,
               inplace: dict[int, int] | None = None, io_in_workspace: bool = False) -> Lifetimes:
     """Lifetimes in execution order (see plan_memory)."""
@@ -344,18 +362,7 @@ def lifetimes(g: Graph, scratch_bytes: dict[int, int] | None = None,
         r = root(name)
         nbytes[r] = max(nbytes.get(r, 0), t.nbytes)
     io = set(g.inputs) | set(g.outputs)
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for step, n in enumerate(g.nodes):
-        for o in n.kernel_outputs:
-            if o:
-                r = root(o)
-                first.setdefault(r, step)
-                last[r] = max(last.get(r, step), step)
-        for part in [n] + n.tail:
-            for i in part.inputs:
-                if i:
-                    last[root(i)] = step
+    first, last = live_steps(g, root)
     if io_in_workspace:
         end = max(len(g.nodes) - 1, 0)
         for name in g.inputs:

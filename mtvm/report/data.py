@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import MtvmError
-from ..memory.planner import ALIGN
+from ..memory.planner import ALIGN, live_steps
 
 
 def _align(n: int) -> int:
@@ -45,18 +45,7 @@ def timeline(lib) -> Timeline:
     Checked against the plan's own per-step sums."""
     g, plan = lib.graph, lib.plan
     root = plan.root
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
-    for step, n in enumerate(g.nodes):
-        for o in n.kernel_outputs:
-            if o:
-                r = root(o)
-                first.setdefault(r, step)
-                last[r] = max(last.get(r, step), step)
-        for part in [n] + n.tail:
-            for i in part.inputs:
-                if i:
-                    last[root(i)] = step
+    first, last = live_steps(g, root)
     nbytes: dict[str, int] = {}
     for name, t in g.tensors.items():
         if not t.is_const and root(name) in plan.offsets:
