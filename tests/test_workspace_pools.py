@@ -278,3 +278,36 @@ def test_external_pools_standalone_on_mps2_an386(kws, tmp_path):
     m = re.search(r"^output 0 output float32\[1,12\]: (.*)$", r.output, re.M)
     y = np.array([float(v) for v in m.group(1).split()], np.float32)
     np.testing.assert_array_equal(y, y1.ravel())
+
+
+@pytest.mark.device
+def test_the_issues_split_sram1_32k_sram2_64k_on_mps2_an386(tmp_path):
+    """Issue 15's example, `sram1:32768,sram2:65536`, on a model whose arena needs
+    both (vww_mobilenetv1_int8: 55,328 bytes in one arena), through a session on
+    mps2-an386: the same outputs as the one-arena host build."""
+    _arm_tools()
+    import mtvm.project as P
+    models_dir = testing.models_dir()
+    path = os.path.join(models_dir, "vww_mobilenetv1_int8.onnx")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not found")
+    with np.load(os.path.join(models_dir, "vww_mobilenetv1_int8.npz")) as z:
+        x = z["in_0"]
+    y1 = list(mtvm.compile(path).run_host([x]).values())[0]
+    pools = [("sram1", 32768), ("sram2", 65536)]
+    proj = P.generate(path, board="mps2-an386", out_dir=str(tmp_path / "p"),
+                      compile_options={"workspace_pools": pools}, progress=lambda m: None)
+    used = {p["name"]: p["used_bytes"] for p in proj.metadata["workspace_pools"]}
+    assert used["sram1"] > 0 and used["sram2"] > 0, used   # a real split
+    proj.build(progress=lambda m: None)
+    secs = _sections(proj.path("build", "firmware.elf"))
+    assert ".mtvm.pool.sram1" in secs and ".mtvm.pool.sram2" in secs, sorted(secs)
+    assert 0 < secs[".mtvm.pool.sram1"][2] <= 32768 and 0 < secs[".mtvm.pool.sram2"][2] <= 65536
+    proj.flash(progress=lambda m: None)
+    try:
+        with proj.session() as s:
+            y = list(s.executor.run([x]).values())[0]
+    finally:
+        proj.stop()
+    np.testing.assert_array_equal(y, y1)
+    print("pools used:", used)
