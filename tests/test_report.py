@@ -158,3 +158,31 @@ def test_without_matplotlib_one_line_and_the_summary_still_works(tmp_path):
     assert not (tmp_path / "r").exists()
     p = run("analyze", EXAMPLE)
     assert p.returncode == 0 and "MACs" in p.stdout, p.stderr
+
+
+def test_report_time_from_tuning_records(tmp_path, capsys):
+    """Without a profile, `analyze --report --tuning-records` shows each layer's time as
+    `mtvm tune` measured its chosen candidate (here on the host board, 2 trials)."""
+    import mtvm
+    from mtvm.report.data import profile_from_records
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from test_schedules import two_convs
+    model, _ = two_convs()
+    path = str(tmp_path / "two_convs.onnx")
+    import onnx
+    onnx.save(model, path)
+    recs = str(tmp_path / "recs.jsonl")
+    mtvm.tune(path, board="host", records=recs, trials=2, progress=False,
+              workdir=str(tmp_path / "work"))
+    md = mtvm.compile(path, target="host", tuning_records=recs).metadata
+    prof = profile_from_records(md, recs)
+    timed = {k["index"] for k in prof["kernels"]}
+    assert timed and timed <= {o["index"] for o in md["operators"]}
+    assert all(k["ticks"] > 0 for k in prof["kernels"]) and prof["unit"] == "ticks"
+    out = str(tmp_path / "rep")
+    assert cli(["analyze", path, "--board", "host", "--target", "host", "--report", out,
+                "--tuning-records", recs]) == 0
+    assert os.path.exists(os.path.join(out, "time.png"))
+    with open(os.path.join(out, "report.json")) as f:
+        rows = json.load(f)["layers"]
+    assert {r["index"] for r in rows if r.get("ticks")} == timed

@@ -107,6 +107,10 @@ def run(args) -> int:
         if lib is None:
             print("(the memory timeline from metadata.json's live bytes: give the ONNX model "
                   "for the timeline by tensor and the parameters per layer)")
+        if profile is None and getattr(args, "tuning_records", None):
+            # no profile: the layers' times as `mtvm tune` measured them
+            from ..report.data import profile_from_records
+            profile = profile_from_records(md, args.tuning_records)
         path = write_report(report_dir, md, lib=lib, board=board, profile=profile, mlf_dir=mlf)
         print(f"wrote {path}")
     return 0

@@ -132,8 +132,12 @@ def _fig_time(plt, rows: list[dict], profile: dict):
     ax.set_yticks(y)
     ax.set_yticklabels([f"{r['index']} {r['kind'].split('+')[0]}" for r in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("us (device timer)" if tps else "ticks")
-    ax.set_title(f"Time per kernel (median of {profile.get('runs', 1)} run(s))")
+    unit = profile.get("unit")
+    ax.set_xlabel("us (device timer)" if tps else ("instructions" if unit == "instructions"
+                                                  else "ticks"))
+    ax.set_title("Time per kernel (the tuning records' chosen candidates)"
+                 if profile.get("source") == "tuning records"
+                 else f"Time per kernel (median of {profile.get('runs', 1)} run(s))")
     fig.tight_layout()
     return fig
 

@@ -253,6 +253,35 @@ def load_profile(path: str) -> dict:
     return p
 
 
+def profile_from_records(md: dict, records) -> dict | None:
+    """A profile (profile_json's form) from `mtvm tune` records: per kernel whose
+    workload key the records measured for md's target, the figure of the candidate
+    they choose (mtvm.tune.records.best). None when no kernel has one. Figures of
+    one group only (board, unit): instructions under QEMU -icount, else timer ticks."""
+    from ..tune import records as R
+    target = (md.get("target") or {}).get("name")
+    chosen = R.best(R.resolve(records), target=target)
+    kernels, units, rates, boards = [], set(), set(), set()
+    for o in md["operators"]:
+        b = chosen.get(o.get("workload_key") or "")
+        if b is None:
+            continue
+        rec = b.record
+        kernels.append({"index": o["index"], "ticks": int(rec["figure"])})
+        units.add(rec.get("unit"))
+        rates.add(rec.get("ticks_per_second") if rec.get("unit") != "instructions" else None)
+        boards.add(rec.get("board"))
+    if not kernels:
+        return None
+    if len(units) > 1 or len(rates) > 1:
+        raise MtvmError(f"the tuning records measure this model's layers in different units "
+                        f"or clocks ({', '.join(sorted(map(str, units)))}; boards "
+                        f"{', '.join(sorted(map(str, boards)))}): give the records of one board")
+    unit = units.pop()
+    return {"format": "mtvm-profile-1", "source": "tuning records", "unit": unit,
+            "ticks_per_second": rates.pop(), "runs": 1, "kernels": kernels}
+
+
 def profile_json(prof) -> dict:
     """ProfileResult -> the JSON `--profile-json` writes."""
     from dataclasses import asdict
