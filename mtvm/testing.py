@@ -97,7 +97,13 @@ def run_on_board(lib, inputs: dict, out_dir, board: str = "mps2-an386") -> dict:
     import mtvm.project
     proj = mtvm.project.generate(lib, board=board, out_dir=str(out_dir))
     proj.build()
-    proj.flash()
+    return run_once(proj, inputs)
+
+
+def run_once(proj, inputs, progress=None) -> dict:
+    """One inference of a built host-driven project: flashed (an emulator started),
+    run over the serial session, and stopped. Returns {output name: array}."""
+    proj.flash(progress=progress)
     try:
         with proj.session() as s:
             return s.executor.run(inputs)

@@ -244,12 +244,7 @@ def test_two_pools_on_mps2_an386_match_the_one_arena_build(kws, tmp_path):
     assert kind == "NOBITS" and 0x20000000 <= addr < 0x20400000
     kind, addr, size = secs[".mtvm_weights"]
     assert kind == "PROGBITS" and addr < 0x00400000 and size >= 30000   # flash
-    proj.flash(progress=lambda m: None)
-    try:
-        with proj.session() as s:
-            y = list(s.executor.run([x]).values())[0]
-    finally:
-        proj.stop()
+    y = list(testing.run_once(proj, [x], progress=lambda m: None).values())[0]
     np.testing.assert_array_equal(y, y1)
 
 
@@ -303,11 +298,6 @@ def test_the_issues_split_sram1_32k_sram2_64k_on_mps2_an386(tmp_path):
     secs = _sections(proj.path("build", "firmware.elf"))
     assert ".mtvm.pool.sram1" in secs and ".mtvm.pool.sram2" in secs, sorted(secs)
     assert 0 < secs[".mtvm.pool.sram1"][2] <= 32768 and 0 < secs[".mtvm.pool.sram2"][2] <= 65536
-    proj.flash(progress=lambda m: None)
-    try:
-        with proj.session() as s:
-            y = list(s.executor.run([x]).values())[0]
-    finally:
-        proj.stop()
+    y = list(testing.run_once(proj, [x], progress=lambda m: None).values())[0]
     np.testing.assert_array_equal(y, y1)
     print("pools used:", used)
