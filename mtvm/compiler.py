@@ -86,16 +86,22 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
                   io_in_workspace: bool = False, reorder: bool = True,
                   target=None, schedule_config=None,
                   output_names: str = "onnx", workspace_pools=None,
-                  constants_section: str | None = None) -> CompiledModel:
+                  constants_section: str | None = None, backend: str = "c") -> CompiledModel:
     """reorder: run independent branches in the order of lowest peak memory
     (memory.schedule); False keeps the graph's node order. target, output_names,
-    workspace_pools, constants_section: see compile()."""
+    workspace_pools, constants_section, backend: see compile()."""
     target = Target.resolve(target)
+    check_backend(backend, profile=profile, external_workspace=external_workspace,
+                  io_in_workspace=io_in_workspace, workspace_pools=workspace_pools,
+                  schedule_config=schedule_config)
     if output_names not in OUTPUT_NAMES:
         raise MtvmError(f"output_names {output_names!r}: use one of {', '.join(OUTPUT_NAMES)}")
     workspace_pools = check_workspace_pools(workspace_pools)
     constants_section = check_section_name(constants_section)
     try:
+        if backend == "llvm":
+            return _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder,
+                                       target, output_names, constants_section)
         return _compile_graph(graph, module_name, profile, external_workspace, fuse,
                               source_graph, io_in_workspace, reorder, target,
                               schedule_config, output_names, workspace_pools,
@@ -136,12 +142,53 @@ def _compile_graph(graph, module_name, profile, external_workspace, fuse, source
                          output_names=output_names, constants_section=constants_section)
 
 
+BACKENDS = ("c", "llvm")
+
+
+def check_backend(backend, **options) -> None:
+    """One line for a backend mtvm lacks, or an option the LLVM backend does not
+    have yet (they are all C-backend features today)."""
+    if backend not in BACKENDS:
+        raise MtvmError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    if backend == "llvm":
+        used = [name for name, value in options.items() if value]
+        if used:
+            raise MtvmError(f"--backend llvm does not support {', '.join(used)} yet; "
+                            "use --backend c for them")
+
+
+def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
+                        output_names, constants_section) -> CompiledModel:
+    try:
+        import llvmlite  # noqa: F401
+    except ImportError:
+        raise MtvmError("--backend llvm needs llvmlite: pip install 'mtvm[llvm]' "
+                        "(or pip install llvmlite)") from None
+    from .codegen.llvm import NO_INPLACE_OPS, compile_llvm
+    from .codegen.llvm.compiled import LLVMCompiledModel
+    from .memory.planner import no_inplace
+    mod = sanitize(module_name).lower()
+    g = passes.optimize(graph, fuse=fuse)
+    g = materialize_outputs(g)
+    # The LLVM kernels use no scratch, and the ops of NO_INPLACE_OPS never overwrite
+    # their input there (their loop nests are not the C schedules that can).
+    with no_inplace(NO_INPLACE_OPS):
+        s = choose_order(g, lambda h, inplace: {}, reorder=reorder)
+    g, plan = s.graph, s.plan
+    kernels, sources, text, target = compile_llvm(
+        g, plan, s.inplace, mod, target, model=graph.source, output_names=output_names,
+        constants_section=constants_section)
+    return LLVMCompiledModel(mod, source_graph or graph, g, plan, kernels, sources,
+                             target=target, output_names=output_names,
+                             constants_section=constants_section, llvm_ir=text)
+
+
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,
             bind: dict | None = None, profile: bool = False, external_workspace: bool = False,
             fuse: bool = True, io_in_workspace: bool = False,
             reorder: bool = True, target=None, schedule_config=None,
             output_names: str = "onnx", tuning_records=None, workspace_pools=None,
-            constants_section: str | None = None) -> CompiledModel:
+            constants_section: str | None = None, backend: str = "c") -> CompiledModel:
     """Compile an ONNX model (path or ModelProto) to a C module.
 
     input_shapes pins symbolic dims ({"input": (1, 3, 96, 96)}); bind turns
@@ -171,10 +218,15 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     pools) with external_workspace, else one static array per pool in section
     .mtvm.pool.<name> (docs/compiler.md, "Several workspace pools").
     constants_section: a linker section name for the weights' const arrays.
+
+    backend: "c" (the default: C sources) or "llvm" (LLVM IR compiled by
+    llvmlite: an object file in the MLF, run_host through the JIT with no C
+    compiler; see docs/llvm.md for the ops it lowers so far).
     """
     workspace_pools = check_workspace_pools(workspace_pools)   # before loading: one line
     constants_section = check_section_name(constants_section)
     target = Target.resolve(target)           # a bad target: one line, before loading
+    check_backend(backend)
     schedule_config = ScheduleConfig.resolve(schedule_config)
     if tuning_records is not None:
         from .tune.apply import config_for
@@ -193,7 +245,8 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
                          external_workspace=external_workspace, fuse=fuse,
                          io_in_workspace=io_in_workspace, reorder=reorder, target=target,
                          schedule_config=schedule_config, output_names=output_names,
-                         workspace_pools=workspace_pools, constants_section=constants_section)
+                         workspace_pools=workspace_pools, constants_section=constants_section,
+                         backend=backend)
 
 
 __all__ = ["compile", "compile_graph"]

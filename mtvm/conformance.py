@@ -363,7 +363,7 @@ def compare(got: list, expected: list, rtol: float, atol: float) -> str:
     return ""
 
 
-def _compile_case(case: Case, mod: str):
+def _compile_case(case: Case, mod: str, backend: str = "c"):
     """-> (CompiledModel, runtime inputs) for a case; raises on unsupported."""
     import onnx
 
@@ -373,7 +373,7 @@ def _compile_case(case: Case, mod: str):
     names = [i.name for i in model.graph.input if i.name not in inits]
     values = dict(zip(names, case.inputs))
     bind = {n: values[n] for n in case.bound if n in values}
-    cm = mtvm.compile(model, module_name=mod, bind=bind)
+    cm = mtvm.compile(model, module_name=mod, bind=bind, backend=backend)
     runtime = [values[n] for n in names if n not in bind]
     return cm, runtime
 
@@ -575,6 +575,46 @@ def run_batch(cases: list[Case], tmp: str, log, sanitize: bool = False) -> None:
         emit(res)
 
 
+def run_batch_llvm(cases: list[Case], log) -> None:
+    """The LLVM backend: compile each case with backend="llvm" and run it in
+    this process through LLVM's JIT (no C compiler); one JSON line per case."""
+    import warnings
+    warnings.simplefilter("ignore")
+
+    def emit(res: Result):
+        log.write(json.dumps(res.__dict__) + "\n")
+        log.flush()
+
+    for i, case in enumerate(cases):
+        t0 = time.time()
+        res = Result(case.name, case.suite, case.op, case.opset, "unsupported",
+                     bound=bool(case.bound))
+        if case.skip:
+            res.status, res.reason = "skip", case.skip
+            emit(res)
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                cm, runtime = _compile_case(case, f"c{i:03d}", backend="llvm")
+            res.dtypes = _dtypes(cm)
+        except Exception as e:   # noqa: BLE001  (every failure is a recorded result)
+            res.reason = _short(e)
+            res.seconds = time.time() - t0
+            emit(res)
+            continue
+        log.write(json.dumps({"start": case.name}) + "\n")
+        log.flush()
+        try:
+            outs = cm.run_host(_ensure_arrays(cm, runtime))
+            got = _as_onnx_dtypes(cm, [outs[o["name"]] for o in cm.metadata["outputs"]])
+            reason = compare(got, case.outputs, case.rtol, case.atol)
+            res.status, res.reason = ("fail", reason) if reason else ("pass", "")
+        except Exception as e:   # noqa: BLE001
+            res.status, res.reason = "fail", _short(e)
+        res.seconds = time.time() - t0
+        emit(res)
+
+
 def _run_lib(ffi, lib, cm, arrays) -> list:
     return _as_onnx_dtypes(cm, call_run(ffi, lib, cm, arrays))
 
@@ -606,13 +646,16 @@ def _run_exe(exe, mod, cm, arrays, tmp, env) -> list:
     return _as_onnx_dtypes(cm, got)
 
 
-def worker_main(batch_path: str, log_path: str, sanitize: bool) -> int:
+def worker_main(batch_path: str, log_path: str, sanitize: bool, backend: str = "c") -> int:
     with open(batch_path, "rb") as f:
         cases = pickle.load(f)
     tmp = tempfile.mkdtemp(prefix="mtvm-conf-")
     try:
         with open(log_path, "a") as log:
-            run_batch(cases, tmp, log, sanitize)
+            if backend == "llvm":
+                run_batch_llvm(cases, log)
+            else:
+                run_batch(cases, tmp, log, sanitize)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
@@ -640,7 +683,7 @@ def _read_log(path: str):
 
 
 def run_cases_isolated(cases: list[Case], workdir: str, sanitize: bool = False,
-                       timeout: float = 600) -> list[Result]:
+                       timeout: float = 600, backend: str = "c") -> list[Result]:
     """Run `cases` in worker subprocesses until each has a result; a case that
     kills its worker is recorded as a crash and the others are re-run."""
     results: dict[str, Result] = {}
@@ -655,6 +698,8 @@ def run_cases_isolated(cases: list[Case], workdir: str, sanitize: bool = False,
         cmd = [sys.executable, "-m", "mtvm.conformance", "--worker", batch, log]
         if sanitize:
             cmd.append("--sanitize")
+        if backend != "c":
+            cmd += ["--backend", backend]
         err = ""
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -673,7 +718,8 @@ def run_cases_isolated(cases: list[Case], workdir: str, sanitize: bool = False,
                 if len(rest) > 1:   # isolate the culprit: one case at a time
                     for c in rest:
                         results.update({r.name: r for r in
-                                        run_cases_isolated([c], workdir, sanitize, timeout)})
+                                        run_cases_isolated([c], workdir, sanitize, timeout,
+                                                           backend)})
                     rest = []
                     continue
                 reason = f"worker died before running ({tail[:150]})"
@@ -706,13 +752,14 @@ def _batches(cases: list[Case], size: int) -> list[list[Case]]:
 
 
 def run_all(cases: list[Case], jobs: int = 2, batch_size: int = 40, sanitize: bool = False,
-            progress=None) -> list[Result]:
+            progress=None, backend: str = "c") -> list[Result]:
     workdir = tempfile.mkdtemp(prefix="mtvm-conformance-")
     try:
         batches = _batches(cases, batch_size)
         results: list[Result] = []
         with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
-            futs = [pool.submit(run_cases_isolated, b, workdir, sanitize) for b in batches]
+            futs = [pool.submit(run_cases_isolated, b, workdir, sanitize, 600, backend)
+                    for b in batches]
             for f in futs:
                 rs = f.result()
                 results.extend(rs)
@@ -853,6 +900,9 @@ def read_expected(path: str) -> list[str]:
 
 EXPECTED_PASS = os.path.join(os.path.dirname(__file__), "..", "tests", "conformance",
                              "expected_pass.txt")
+# The node cases the LLVM backend passes (python -m mtvm.conformance --suite node
+# --backend llvm --update).
+EXPECTED_PASS_LLVM = os.path.join(os.path.dirname(EXPECTED_PASS), "expected_pass_llvm.txt")
 
 
 def main(argv=None) -> int:
@@ -865,15 +915,18 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-size", type=int, default=40)
     ap.add_argument("--report", help="write the Markdown report (docs/operators.md)")
     ap.add_argument("--update", action="store_true",
-                    help="write tests/conformance/expected_pass.txt")
+                    help="write tests/conformance/expected_pass.txt (expected_pass_llvm.txt "
+                         "with --backend llvm)")
     ap.add_argument("--sanitize", action="store_true",
                     help="build with -fsanitize=address,undefined (one process per case)")
     ap.add_argument("--json", help="write all results as JSON")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    ap.add_argument("--backend", choices=["c", "llvm"], default="c",
+                    help="compile with this backend (llvm: run through LLVM's JIT)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        return worker_main(args.worker[0], args.worker[1], args.sanitize)
+        return worker_main(args.worker[0], args.worker[1], args.sanitize, args.backend)
     t0 = time.time()
     cases = collect(tuple(args.suite.split(",")), args.filter)
     print(f"{len(cases)} cases collected in {time.time() - t0:.1f} s", file=sys.stderr)
@@ -881,7 +934,8 @@ def main(argv=None) -> int:
     def progress(n, total):
         print(f"\r{n}/{total} ({time.time() - t0:.0f} s)", end="", file=sys.stderr, flush=True)
 
-    results = run_all(cases, args.jobs, args.batch_size, args.sanitize, progress)
+    results = run_all(cases, args.jobs, args.batch_size, args.sanitize, progress,
+                      backend=args.backend)
     wall = time.time() - t0
     print(file=sys.stderr)
     counts = collections.Counter(r.status for r in results)
@@ -900,7 +954,7 @@ def main(argv=None) -> int:
         with open(args.report, "w") as f:
             f.write(report(results, wall))
     if args.update:
-        write_expected(results, EXPECTED_PASS)
+        write_expected(results, EXPECTED_PASS_LLVM if args.backend == "llvm" else EXPECTED_PASS)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([r.__dict__ for r in results], f, indent=1)

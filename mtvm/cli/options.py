@@ -56,6 +56,10 @@ def add_compile_options(p) -> None:
                    help="what the C runs on: c (portable, every ISA under #if; the default "
                         "without --board), host, x86-64-v3, x86-64-v4, cortex-m4, ... "
                         "(`mtvm targets` lists them); --board implies the board's")
+    p.add_argument("--backend", choices=["c", "llvm"], default="c",
+                   help="c (C sources; the default) or llvm (LLVM IR compiled by llvmlite: "
+                        "object code in the MLF's codegen/host/lib/, host runs through the "
+                        "JIT with no C compiler; docs/llvm.md lists the ops it lowers)")
     p.add_argument("--module-name", default="default",
                    help="C name prefix: tvmgen_<name>_run (default: default)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME:D1,D2,...",
@@ -108,6 +112,7 @@ def compile_kwargs(args) -> dict:
         **({"workspace_pools": parse_workspace_pools(w)}
            if (w := getattr(args, "workspace_pools", None)) else {}),
         **({"constants_section": c} if (c := getattr(args, "constants_section", None)) else {}),
+        **({"backend": b} if (b := getattr(args, "backend", "c")) != "c" else {}),
     }
 
 

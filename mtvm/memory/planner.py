@@ -12,6 +12,8 @@ each pool is planned on its own (its own planner, its own lower bound).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from ..errors import MtvmError
@@ -261,13 +263,30 @@ def view_root(g: Graph):
     return root
 
 
+# Ops whose kernels must not write over their input in this planning, whatever
+# Op.inplace_input says: the LLVM backend's loop nests read their whole input
+# while writing (mtvm.codegen.llvm). A context variable, so that every path of
+# the scheduler (orders, trims, problems) sees it without a parameter each.
+_NO_INPLACE: ContextVar[frozenset] = ContextVar("mtvm_no_inplace", default=frozenset())
+
+
+@contextmanager
+def no_inplace(op_types):
+    """Within the block, kernels of these op types never take their input's buffer."""
+    token = _NO_INPLACE.set(frozenset(op_types))
+    try:
+        yield
+    finally:
+        _NO_INPLACE.reset(token)
+
+
 def inplace_candidates(g: Graph, n, root, io) -> list[tuple[int | str, str]]:
     """What node n could write its output over, in order of preference, as
     (inplace_steps value, root of the buffer taken over): every condition of
     inplace_steps but the order-dependent one (that buffer is read for the last
     time at n)."""
     from ..ops.base import get_op
-    if n.alias:
+    if n.alias or n.op in _NO_INPLACE.get():
         return []
     op = get_op(n.op, n.domain)
     idx = op.inplace_input(n, g)

@@ -91,11 +91,22 @@ class Op:
         raise NotImplementedError(self.name)
 
     def emit(self, k, /, **attrs) -> str:
-        """C statements of the kernel body. `k` is a mtvm.codegen.kernel.Kernel."""
+        """C statements of the kernel body. `k` is a mtvm.codegen.kernel.Kernel.
+        Default: ir_body rendered as C."""
+        body = self.ir_body(k, **attrs)
+        if body is None:
+            raise NotImplementedError(self.name)
+        from ..codegen.cwriter import render_c
+        return render_c(body)
+
+    def ir_body(self, k, /, **attrs):
+        """The kernel body as C writer statements (mtvm.codegen.cwriter), which
+        both the C and the LLVM backends render; None for an op whose emit()
+        still writes C text (the LLVM backend cannot lower it)."""
         if self.elementwise:
-            from .elementwise import emit_elementwise
-            return emit_elementwise(self, k, attrs)
-        raise NotImplementedError(self.name)
+            from .elementwise import elementwise_body
+            return elementwise_body(self, k, attrs)
+        return None
 
     def inplace_input(self, node, graph) -> int | None:
         """Index of the input whose buffer this kernel may write its output over

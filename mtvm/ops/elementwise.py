@@ -48,10 +48,6 @@ def broadcast_strides(in_shape, out_shape) -> list[int]:
     return list(reversed(strides))
 
 
-def emit_elementwise(op, k, attrs) -> str:
-    return render_c(elementwise_body(op, k, attrs))
-
-
 def elementwise_body(op, k, attrs) -> list[Stmt]:
     """One loop over the output; each input is read at its broadcast offset."""
     shape = k.out.shape

@@ -32,7 +32,6 @@ from ..codegen.cwriter import (
     kernel_lit,
     lt,
     param,
-    render_c,
     scaled,
     select,
     sum_of,
@@ -117,13 +116,13 @@ class BatchNormalization(Op):
     def macs(self, node, inputs, outputs):
         return inputs[0].size
 
-    def emit(self, k, *, epsilon=1e-5):
+    def ir_body(self, k, *, epsilon=1e-5):
         x, scale, b, mean, var = (param(buf) for buf in k.ins[:5])
         n, c = k.ins[0].shape[:2]
         cv, g, t = Var("c"), value(k, "g", const=True), value(k, "t", const=True)
         per_channel = [Decl(g, scale[cv] / _sqrt(k, var[cv] + kernel_lit(k, epsilon))),
                        Decl(t, b[cv] - mean[cv] * g)]
-        return render_c(_channel_loops(k, n, c, prod(k.ins[0].shape[2:]), per_channel,
+        return (_channel_loops(k, n, c, prod(k.ins[0].shape[2:]), per_channel,
                                        lambda i: _store(k, x[i] * g + t, i, cv)))
 
 
@@ -153,7 +152,7 @@ class InstanceNormalization(Op):
     def macs(self, node, inputs, outputs):
         return 3 * inputs[0].size
 
-    def emit(self, k, *, epsilon=1e-5):
+    def ir_body(self, k, *, epsilon=1e-5):
         x, scale, b = (param(buf) for buf in k.ins[:3])
         n, c = k.ins[0].shape[:2]
         inner = prod(k.ins[0].shape[2:])
@@ -164,7 +163,7 @@ class InstanceNormalization(Op):
                 Decl(g, value(k, "inv_std") * scale[cv]),
                 Decl(t, b[cv] - value(k, "mean") * g),
                 For(s, inner, _store(k, x[BASE + s] * g + t, BASE + s, cv))]
-        return render_c([For(nv, n, [For(cv, c, body)])])
+        return ([For(nv, n, [For(cv, c, body)])])
 
 
 def _mean_inv_std(k, x: Var, base: Expr, count: int, epsilon) -> list[Stmt]:
@@ -221,7 +220,7 @@ class LayerNormalization(Op):
     def macs(self, node, inputs, outputs):
         return 4 * inputs[0].size
 
-    def emit(self, k, *, axis=-1, epsilon=1e-5, stash_type=1):
+    def ir_body(self, k, *, axis=-1, epsilon=1e-5, stash_type=1):
         x = k.ins[0]
         axis = norm_axis(axis, len(x.shape))
         rows, cols = prod(x.shape[:axis]), prod(x.shape[axis:])
@@ -258,7 +257,7 @@ class LayerNormalization(Op):
         else:
             flat = sum_of(scaled(v, st) for v, st in zip(js, prod_strides(norm_shape)))
             body += loop_nest(zip(js, norm_shape), [Decl(j, flat), *elements])
-        return render_c([For(r, rows, body)])
+        return ([For(r, rows, body)])
 
 
 def prod_strides(shape) -> list[int]:
@@ -288,7 +287,7 @@ class LpNormalization(Op):
     def macs(self, node, inputs, outputs):
         return 2 * inputs[0].size
 
-    def emit(self, k, *, axis=-1, p=2):
+    def ir_body(self, k, *, axis=-1, p=2):
         x = param(k.ins[0])
         outer, n, inner = split_axis(k.ins[0].shape, norm_axis(axis, len(k.ins[0].shape)))
         r = Var("r")
@@ -302,7 +301,7 @@ class LpNormalization(Op):
                 Decl(norm, total if p == 1 else _sqrt(k, total)),
                 Decl(inv, select(eq(norm, zero), zero, kernel_lit(k, 1) / norm)),
                 For(r, n, [Decl(IDX, at(BASE, r, inner)), *_store(k, x[IDX] * inv, IDX, None)])]
-        return render_c(row_loops(outer, n, inner, body))
+        return (row_loops(outer, n, inner, body))
 
 
 def bcast_offset(idx: Expr, in_shape, out_shape) -> Expr:
@@ -326,7 +325,7 @@ class RMSNormalization(Op):
                      keepdims=True)
         return (x / np.sqrt(ms + epsilon) * scale).astype(x.dtype)
 
-    def emit(self, k, *, axis=-1, epsilon=1e-5, stash_type=1):
+    def ir_body(self, k, *, axis=-1, epsilon=1e-5, stash_type=1):
         x, w = param(k.ins[0]), param(k.ins[1])
         shape = k.ins[0].shape
         a = naxis(axis, len(shape))
@@ -334,7 +333,7 @@ class RMSNormalization(Op):
         i0, j = Var("i0"), Var("j")
         pos = Var("p", index_type(const=True))
         ss, r, v = value(k, "ss"), value(k, "r"), value(k, "v")
-        return render_c([For(i0, outer, [
+        return ([For(i0, outer, [
             Decl(BASE, i0 * n),
             Decl(ss, kernel_lit(k, 0)),
             For(j, n, [Assign(ss, x[BASE + j] * x[BASE + j], "+=")]),
@@ -357,7 +356,7 @@ class LRN(Op):
             s[:, c] = sq[:, max(0, c - lo):min(C, c + hi + 1)].sum(axis=1)
         return (x / (bias + alpha / size * s) ** beta).astype(x.dtype)
 
-    def emit(self, k, *, size, alpha=1e-4, beta=0.75, bias=1.0):
+    def ir_body(self, k, *, size, alpha=1e-4, beta=0.75, bias=1.0):
         x = param(k.ins[0])
         N, C = k.ins[0].shape[:2]
         inner = prod(k.ins[0].shape[2:])
@@ -366,7 +365,7 @@ class LRN(Op):
         c0, c1 = Var("c0", index_type(const=True)), Var("c1", index_type(const=True))
         pos = Var("p", index_type(const=True))
         total, sq, v = value(k, "s"), value(k, "v", const=True), value(k, "v")
-        return render_c(_index_loops([N, C, inner], [
+        return (_index_loops([N, C, inner], [
             Decl(c0, select(ge(i1, lo), i1 - lo, 0)),
             Decl(c1, select(lt(i1 + hi, C), i1 + (hi + 1), C)),   # the window's end
             Decl(total, kernel_lit(k, 0)),
@@ -398,7 +397,7 @@ class MeanVarianceNormalization(Op):
         v = ((x - m) ** 2).mean(axis=ax, keepdims=True)
         return ((x - m) / np.sqrt(v + 1e-9)).astype(x.dtype)
 
-    def emit(self, k, *, axes=(0, 2, 3)):
+    def ir_body(self, k, *, axes=(0, 2, 3)):
         x = k.ins[0]
         rank = len(x.shape)
         ax = sorted(naxis(a, rank) for a in axes)
@@ -420,7 +419,7 @@ class MeanVarianceNormalization(Op):
         body = [Decl(BASE, base), *_mean_var(k, n, at_j),
                 Decl(r, kernel_lit(k, 1) / _sqrt(k, value(k, "var") + kernel_lit(k, 1e-9))),
                 For(j, n, [Assign(out[BASE + table[j]], (at_j(j) - value(k, "mean")) * r)])]
-        return render_c([ArrayDecl(table, red),
+        return ([ArrayDecl(table, red),
                          *_index_loops([x.shape[d] for d in kept] or [1], body)])
 
 
@@ -438,7 +437,7 @@ class GroupNormalization(Op):
             bias = np.repeat(bias, C // num_groups)
         return (y * scale.reshape(shp) + bias.reshape(shp)).astype(x.dtype)
 
-    def emit(self, k, *, num_groups, epsilon=1e-5, stash_type=1):
+    def ir_body(self, k, *, num_groups, epsilon=1e-5, stash_type=1):
         x, sc = k.ins[0], k.ins[1]
         N, C = x.shape[:2]
         inner = prod(x.shape[2:])
@@ -449,7 +448,7 @@ class GroupNormalization(Op):
         per_group = sc.size == G and G != C
         ch = i1 if per_group else i1 * (C // G) + j / inner
         r, v = value(k, "r", const=True), value(k, "v")
-        return render_c(_index_loops([N, G], [
+        return (_index_loops([N, G], [
             Decl(BASE, (i0 * G + i1) * n),
             *_mean_var(k, n, lambda jv: xs[BASE + jv]),
             Decl(r, kernel_lit(k, 1) / _sqrt(k, value(k, "var") + kernel_lit(k, epsilon))),

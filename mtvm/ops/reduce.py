@@ -45,7 +45,6 @@ from ..codegen.cwriter import (
     not_,
     or_,
     param,
-    render_c,
     scaled,
     select,
     sum_of,
@@ -200,8 +199,8 @@ class Reduce(Op):
     def macs(self, node, inputs, outputs):
         return inputs[0].size
 
-    def emit(self, k, *, axes=None, keepdims=1, noop_with_empty_axes=0):
-        return render_c(self.loops(k, axes, noop_with_empty_axes))
+    def ir_body(self, k, *, axes=None, keepdims=1, noop_with_empty_axes=0):
+        return (self.loops(k, axes, noop_with_empty_axes))
 
     def loops(self, k, axes, noop_with_empty_axes) -> list[Stmt]:
         """A loop nest over the kept dims, each output reduced inside it."""

@@ -34,7 +34,6 @@ from ..codegen.cwriter import (
     not_,
     or_,
     param,
-    render_c,
     select,
 )
 from .base import Op, register
@@ -79,8 +78,8 @@ class AlongAxis(Op):
         end_axis = axis if end_axis is None else end_axis
         return self.np_rows(_block(x, axis, end_axis)).reshape(x.shape).astype(x.dtype)
 
-    def emit(self, k, *, axis=-1, end_axis=None):
-        return render_c(self.loops(k, axis, end_axis))
+    def ir_body(self, k, *, axis=-1, end_axis=None):
+        return (self.loops(k, axis, end_axis))
 
     def loops(self, k, axis, end_axis) -> list[Stmt]:
         x = k.ins[0]

@@ -1,0 +1,112 @@
+"""The LLVM backend: object code through llvmlite, and host runs with no C compiler.
+
+    mtvm.compile("model.onnx", backend="llvm", target="cortex-m4")
+
+lowers each kernel's C writer body (Op.ir_body, or a loop nest of
+loopnests.py) to LLVM IR, adds the weights, the arena and the AOT entry
+(module.py), and compiles it for the target with LLVM's -O3 (machine.py):
+an object file in the MLF (codegen/host/lib/lib0.o, as microTVM's llvm
+target writes) next to the same C header, or in-process code through
+LLVM's JIT for run_host (jit.py).
+
+Not every kernel has an LLVM form yet: ops whose emitters still write C text
+(the int8 kernels, most layout and indexing ops) do not, and a model using
+one gets a one-line error naming the node. docs/llvm.md lists what lowers.
+"""
+from __future__ import annotations
+
+from ...errors import MtvmError, node_context
+from ...ops.base import get_op
+from ..c_codegen import CModule, make_kernel
+from ..cwriter import render_c
+from .cparse import NotLowerable
+from .machine import abi, llvm_target, optimize, target_machine, triple_cpu_features
+from .module import IRKernel, LLVMModule
+
+# Ops whose LLVM loop nests read their whole input while writing: never in place.
+NO_INPLACE_OPS = ("Conv",)
+
+
+def ir_body(k) -> list:
+    """The C writer statements of kernel k for the LLVM backend."""
+    from .loopnests import LOOP_NESTS
+    n = k.node
+    if all(b is None or b.size == 0 for b in k.outs):
+        return []
+    nest = LOOP_NESTS.get((n.domain, n.op))
+    body = nest(k, **n.attrs) if nest is not None else get_op(n.op, n.domain).ir_body(k, **n.attrs)
+    if body is None:
+        raise NotLowerable("its emitter still writes C text")
+    return list(body)
+
+
+def ir_kernels(g, mod: str, inplace, target, model: str) -> list[IRKernel]:
+    out = []
+    for step, n in enumerate(g.nodes):
+        if n.alias:
+            continue
+        k = make_kernel(g, step, mod, inplace, target)
+        try:
+            body = ir_body(k)
+            params = k.params(render_c(body))
+            if any(b is None for _, b in params):
+                raise NotLowerable("it needs scratch memory")
+        except NotLowerable as e:
+            raise unlowerable(model, g, n, e) from None
+        out.append(IRKernel(k, body, step, params))
+    return out
+
+
+def unlowerable(model: str, g, n, e: Exception) -> MtvmError:
+    """The one line for a kernel the LLVM backend cannot lower."""
+    tail = "".join(f" + {t.op}" for t in n.tail)
+    return MtvmError(f"{node_context(model, n, g.opset)}{' fused with' + tail if tail else ''}: "
+                     f"no LLVM lowering yet ({e}); compile with --backend c")
+
+
+def compile_llvm(g, plan, inplace, mod: str, target, *, model: str, output_names: str,
+                 constants_section: str | None):
+    """(kernels, sources, llvm IR text, target) of a planned graph."""
+    target = llvm_target(target)
+    kernels = ir_kernels(g, mod, inplace, target, model)
+    triple, *_ = triple_cpu_features(target)
+    tm = target_machine(target)
+    # CModule gives the C header (the same interface) from the same kernels.
+    cmod = CModule(g, plan, kernels, mod, target=target, output_names=output_names)
+    cconv, intrinsics = abi(target)
+    lm = LLVMModule(g, plan, kernels, mod, cmod.in_names, cmod.out_names,
+                    8 * (target.pointer_bytes or 8), triple, str(tm.target_data),
+                    constants_section=constants_section, calling_convention=cconv,
+                    intrinsics=intrinsics)
+    try:
+        text = str(lm.build())
+    except NotLowerable as e:
+        raise unlowerable(model, g, e.kernel.kernel.node, e) from None
+    sources = {f"codegen/host/include/tvmgen_{mod}.h": cmod.header(),
+               f"codegen/host/src/tvmgen_{mod}.ll": text}
+    return kernels, sources, text, target
+
+
+def parse_and_optimize(ir_text: str, target, jit: bool = False):
+    """The verified, -O3 optimized llvmlite module and its target machine."""
+    from .machine import _llvm
+    llvm = _llvm()
+    m = llvm.parse_assembly(ir_text)
+    m.verify()
+    tm = target_machine(target, jit=jit)
+    optimize(m, tm)
+    return m, tm
+
+
+def object_code(ir_text: str, target) -> bytes:
+    """An ELF relocatable object of the module for the target."""
+    m, tm = parse_and_optimize(ir_text, target)
+    obj = tm.emit_object(m)
+    if abi(target)[0] == "arm_aapcs_vfpcc":
+        from .elf_arm import mark_vfp_args
+        obj = mark_vfp_args(obj)
+    return obj
+
+
+__all__ = ["NO_INPLACE_OPS", "compile_llvm", "object_code", "parse_and_optimize",
+           "NotLowerable"]

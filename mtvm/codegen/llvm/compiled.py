@@ -1,0 +1,47 @@
+"""A model compiled by the LLVM backend: the MLF holds the C header, the LLVM
+IR (src/) and the object code for the target (lib/lib0.o); run_host runs it
+through the JIT."""
+from __future__ import annotations
+
+from ...model_library import CompiledModel
+
+
+class LLVMCompiledModel(CompiledModel):
+    backend = "llvm"
+
+    def __init__(self, *args, llvm_ir: str, **kw):
+        self.llvm_ir = llvm_ir
+        self._object: bytes | None = None
+        self._jit = None
+        super().__init__(*args, **kw)
+        self.metadata["backend"] = "llvm"
+
+    def object_code(self) -> bytes:
+        """The ELF object of the whole module for self.target (cached)."""
+        if self._object is None:
+            from . import object_code
+            self._object = object_code(self.llvm_ir, self.target)
+        return self._object
+
+    def blobs(self) -> dict[str, bytes]:
+        return {**super().blobs(), "codegen/host/lib/lib0.o": self.object_code()}
+
+    def run_host(self, inputs, sanitize: bool = False, **build_opts) -> dict:
+        """Run in this process through LLVM's JIT (no C compiler involved).
+        sanitize and build options belong to the C backend."""
+        from ...errors import MtvmError
+        from ...host_runner import normalize_inputs
+        if sanitize or build_opts:
+            raise MtvmError("run_host(sanitize=..., build options) is for the C backend; "
+                            "an LLVM-backend model runs through the JIT")
+        if not self.target.runs_on_host():
+            raise MtvmError(f"this model was compiled for {self.target.name}, "
+                            "which is not this machine; compile it for target host to run here")
+        if self._jit is None:
+            from .jit import JITModule
+            self._jit = JITModule(self)
+        outs = self._jit.run(normalize_inputs(self, inputs))
+        return {o["name"]: a for o, a in zip(self.metadata["outputs"], outs)}
+
+
+__all__ = ["LLVMCompiledModel"]

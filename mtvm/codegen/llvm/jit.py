@@ -1,0 +1,42 @@
+"""Run an LLVM-backend model in this process through LLVM's MCJIT: no C
+compiler, no shared library on disk. The entry is called through ctypes with
+the same structs of pointers the C interface takes."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from ...errors import MtvmError
+
+
+class JITModule:
+    """A model's code compiled for this machine and loaded in this process."""
+
+    def __init__(self, model):
+        from . import parse_and_optimize
+        from .machine import _llvm
+        llvm = _llvm()
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        self.model = model
+        module, tm = parse_and_optimize(model.llvm_ir, model.target, jit=True)
+        # libm's functions (tanhf, erff, ...) resolve against this process,
+        # which has libm loaded (CPython links it).
+        self.engine = llvm.create_mcjit_compiler(module, tm)
+        self.engine.finalize_object()
+        addr = self.engine.get_function_address(f"tvmgen_{model.module_name}_run")
+        self._run = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p)(addr)
+
+    def run(self, arrays) -> list[np.ndarray]:
+        md = self.model.metadata
+        outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
+        ins_s = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        outs_s = (ctypes.c_void_p * max(len(outs), 1))(*[a.ctypes.data for a in outs])
+        status = self._run(ctypes.cast(ins_s, ctypes.c_void_p), ctypes.cast(outs_s, ctypes.c_void_p))
+        if status != 0:
+            raise MtvmError(f"model {self.model.module_name} returned status {status}")
+        return outs
+
+
+__all__ = ["JITModule"]

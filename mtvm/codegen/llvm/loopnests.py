@@ -1,0 +1,443 @@
+"""Loop nests in the C writer's IR for the ops whose C emitters still write
+text: what the LLVM backend lowers for them.
+
+Plain nests, ordered so that the innermost loop runs over contiguous,
+independent outputs (LLVM vectorizes it without reassociating any float
+sum); the reductions accumulate in the output row, which the fused tail then
+finishes element by element. Each function takes the Kernel and the node's
+attributes, as Op.ir_body does, and returns statements. When these nests and
+the C emitters share one IR, these become the generic schedules.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.conv import conv_geometry
+from ...ops.elementwise import broadcast_strides
+from ...ops.gemm import _matmul_dims
+from ...ops.pool import pool_geometry, tap_counts
+from ..cwriter import (
+    ArrayDecl,
+    Assign,
+    Block,
+    Cast,
+    Const,
+    Decl,
+    Expr,
+    For,
+    If,
+    Return,
+    Type,
+    Var,
+    and_,
+    ge,
+    gt,
+    kernel_dtype,
+    lt,
+    param,
+    select,
+    sum_of,
+    scaled,
+    tail,
+)
+from .cparse import NotLowerable
+
+LOOP_NESTS: dict = {}
+I64 = Type("int64")
+
+
+def nest(*ops: str, domain: str = ""):
+    def wrap(fn):
+        for op in ops:
+            LOOP_NESTS[(domain, op)] = fn
+        return fn
+    return wrap
+
+
+def prod(dims) -> int:
+    return int(np.prod(dims, dtype=np.int64))
+
+
+def _float_only(k) -> None:
+    if kernel_dtype(k) not in ("float32", "float64"):
+        raise NotLowerable(f"{k.node.op} on {kernel_dtype(k)}")
+
+
+def _finish(k, out: Var, idx: Expr, value, ch: Expr | None = None) -> list:
+    """out[idx] = value(out[idx]) with the fused tail applied."""
+    v = Var("v", Type(kernel_dtype(k)))
+    return [Decl(v, value(out[idx])), *tail(k, v, idx, ch), Assign(out[idx], v)]
+
+
+# -- matrix products ------------------------------------------------------------------------
+
+def _product(k, *, m, kk, n, a, b, out, a_base, b_base, o_base, a_strides, b_strides,
+             value=lambda acc, i, j: acc, ch=None) -> list:
+    """out[o_base + i*n + j] = value(sum_p a[...] * b[...]) for an [m, kk] x [kk, n]
+    product: each output row is cleared, then gets a[i, p] * b[p, :] added for
+    every p (a row of b is contiguous: the j loop vectorizes), then finished."""
+    i, j, p = Var("i"), Var("j"), Var("p")
+    av = Var("av", Type(kernel_dtype(k)))
+    row = o_base + i * n
+    zero = Const(0, kernel_dtype(k))
+    body = [For(j, n, [Assign(out[row + j], zero)]),
+            For(p, kk, [Decl(av, a[a_base + scaled(i, a_strides[0]) + scaled(p, a_strides[1])]),
+                        For(j, n, [Assign(out[row + j], av * b[b_base + scaled(p, b_strides[0])
+                                                               + scaled(j, b_strides[1])], "+=")])]),
+            For(j, n, _finish(k, out, row + j, lambda acc: value(acc, i, j),
+                              None if ch is None else ch(i, j)))]
+    return [For(i, m, body)]
+
+
+@nest("Gemm")
+def gemm(k, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+    _float_only(k)
+    a, b = k.ins[0], k.ins[1]
+    m, n = k.out.shape
+    kk = a.shape[0] if transA else a.shape[1]
+    c = k.ins[2] if len(k.ins) > 2 else None
+    dt = kernel_dtype(k)
+
+    def value(acc, i, j):
+        v = acc if alpha == 1.0 else Const(alpha, dt) * acc
+        if c is None or beta == 0.0:
+            return v
+        cs = broadcast_strides(c.shape, k.out.shape)
+        cv = param(c)[sum_of([scaled(i, cs[0]), scaled(j, cs[1])] if cs[0] else [scaled(j, cs[1])]
+                             if cs[1] else [])]
+        return v + (cv if beta == 1.0 else Const(beta, dt) * cv)
+    return _product(k, m=m, kk=kk, n=n, a=param(a), b=param(b), out=param(k.out, output=True),
+                    a_base=Const(0), b_base=Const(0), o_base=Const(0),
+                    a_strides=(1, m) if transA else (kk, 1),
+                    b_strides=(1, kk) if transB else (n, 1), value=value,
+                    ch=lambda i, j: j)
+
+
+@nest("MatMul")
+def matmul(k):
+    _float_only(k)
+    a, b = k.ins
+    batch, sta, stb, m, kk, n, out_shape = _matmul_dims(a.shape, b.shape)
+    loops = [Var(f"b{d}") for d in range(len(batch))]
+    o_strides, s = [], m * n
+    for d in reversed(batch):
+        o_strides.append(s)
+        s *= d
+    o_strides.reverse()
+    a_base = sum_of(scaled(v, st) for v, st in zip(loops, sta) if st)
+    b_base = sum_of(scaled(v, st) for v, st in zip(loops, stb) if st)
+    o_base = sum_of(scaled(v, st) for v, st in zip(loops, o_strides))
+    body = _product(k, m=m, kk=kk, n=n, a=param(a), b=param(b), out=param(k.out, output=True),
+                    a_base=a_base, b_base=b_base, o_base=o_base, a_strides=(kk, 1),
+                    b_strides=(n, 1))
+    for v, size in reversed(list(zip(loops, batch))):
+        body = [For(v, size, body)]
+    return body
+
+
+# -- convolution --------------------------------------------------------------------------------
+
+def _spatial(shape) -> tuple[int, int]:
+    """(H, W) of an NC... shape with one or two spatial axes (1-D: H = 1)."""
+    if len(shape) == 3:
+        return 1, shape[2]
+    if len(shape) == 4:
+        return shape[2], shape[3]
+    raise NotLowerable(f"{len(shape) - 2}-D windows")
+
+
+def _tile_shape(target) -> tuple[int, int]:
+    """(output columns, output channels) of a Conv register tile: one vector of
+    columns (the SLP vectorizer packs them) times enough channels to reuse each
+    input load, within the target's registers."""
+    if target.is_x86:
+        lanes = 16 if target.has("avx512f") else 8 if target.has("avx2") else 4
+        return lanes, 4
+    return 4, 4   # 32 single-precision registers on an M-profile FPU: 16 accumulators
+
+
+def _split(total: int, size: int) -> list[tuple[int, int, int]]:
+    """[(first, count, width)]: `count` blocks of `width` from `first`, covering
+    [0, total) with full blocks and one remainder block."""
+    out = []
+    if total // size:
+        out.append((0, total // size, size))
+    if total % size:
+        out.append(((total // size) * size, 1, total % size))
+    return out
+
+
+@nest("Conv")
+def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+         strides=None):
+    """Register tiles of `mb` channels x `t` columns: each tile's accumulators
+    stay in registers over the whole reduction (input channels, kernel rows and
+    columns), each input load feeds mb products. The tiles cover the columns
+    where every tap is inside the input row; the few columns at the padded
+    edges are computed one by one with bounds checks."""
+    _float_only(k)
+    x, w = k.ins[0], k.ins[1]
+    bias = k.ins[2] if len(k.ins) > 2 else None
+    axes, group = conv_geometry(x.shape, w.shape, auto_pad=auto_pad, dilations=dilations,
+                                group=group, kernel_shape=kernel_shape, pads=pads,
+                                strides=strides)
+    if len(axes) == 1:
+        from ...ops.conv import Axis
+        axes = [Axis("h", 1, 1, 1, 1, 1, 0, 0), axes[0]]
+    ah, aw = axes
+    nb, c, m = x.shape[0], x.shape[1], w.shape[0]
+    cg, mg = c // group, m // group
+    hh, ww = ah.size, aw.size
+    oh_n, ow_n = ah.out, aw.out
+    kh_n, kw_n = ah.kernel, aw.kernel
+    sw, dw, pw = aw.stride, aw.dilation, aw.pad_begin
+    dt = kernel_dtype(k)
+    X, W, Y = param(x), param(w), param(k.out, output=True)
+    nv, gv, ohv, icv, khv, kwv = (Var(s) for s in ("n", "g", "oh", "ic", "kh", "kw"))
+    ih = Var("ih", I64)
+    lanes, mb = _tile_shape(k.target)
+    # Columns whose every tap lies inside the input row.
+    lo = min(ow_n, -(-pw // sw))
+    hi = max(lo, min(ow_n, (ww - 1 + pw - (kw_n - 1) * dw) // sw + 1))
+
+    def x_chan():
+        ic_abs = gv * cg + icv if group > 1 else icv
+        return ((nv * c + ic_abs) * hh) * ww
+
+    def oc_of(oc0, j):
+        base = gv * mg + oc0 if group > 1 else oc0
+        return base + j if j else base
+
+    def row_loop(inner):
+        """for kh: ih = oh*sh + kh*dh - ph; if (0 <= ih < H) { inner }"""
+        return For(khv, kh_n, [
+            Decl(ih, Cast(I64, ohv) * ah.stride + Cast(I64, khv) * ah.dilation
+                 - Const(ah.pad_begin, "int64")),
+            If(and_(ge(ih, Const(0, "int64")), lt(ih, Const(hh, "int64"))), inner)])
+
+    def w_at(oc, kwe):
+        return W[((oc * cg + icv) * kh_n + khv) * kw_n + kwe]
+
+    def tile(oc0, nm: int, ow0, nt: int) -> list:
+        acc = [[Var(f"acc{a}_{b}", Type(dt)) for b in range(nt)] for a in range(nm)]
+        ws = [Var(f"w{a}", Type(dt)) for a in range(nm)]
+        xs = [Var(f"x{b}", Type(dt)) for b in range(nt)]
+        out = []
+        for a in range(nm):
+            init = Const(0, dt) if bias is None else param(bias)[oc_of(oc0, a)]
+            out += [Decl(acc[a][b], init) for b in range(nt)]
+        xrow = Cast(Type("index"), ih) * ww + x_chan()
+        taps = [Decl(ws[a], w_at(oc_of(oc0, a), kwv)) for a in range(nm)]
+        for b in range(nt):
+            off = b * sw - pw
+            col = scaled(ow0, sw) + kwv * dw
+            col = col + off if off >= 0 else col - (-off)
+            taps.append(Decl(xs[b], X[xrow + col]))
+        taps += [Assign(acc[a][b], ws[a] * xs[b], "+=") for a in range(nm) for b in range(nt)]
+        out.append(For(icv, cg, [row_loop([For(kwv, kw_n, taps)])]))
+        y_row = lambda a: (nv * m + oc_of(oc0, a)) * (oh_n * ow_n) + ohv * ow_n + ow0  # noqa: E731
+        for a in range(nm):
+            for b in range(nt):
+                idx = y_row(a) + b if b else y_row(a)
+                out += [*tail(k, acc[a][b], idx, oc_of(oc0, a)), Assign(Y[idx], acc[a][b])]
+        return [Block(out)]
+
+    def edge_column(oc0, nm: int, owe) -> list:
+        """One output column next to the padding, all nm channels at once: each
+        tap is checked once and its input value feeds nm products."""
+        iw, xv = Var("iw", I64), Var("xv", Type(dt))
+        acc = [Var(f"acc{a}", Type(dt)) for a in range(nm)]
+        out = [Decl(acc[a], Const(0, dt) if bias is None else param(bias)[oc_of(oc0, a)])
+               for a in range(nm)]
+        hit = [Decl(xv, X[Cast(Type("index"), ih) * ww + x_chan() + Cast(Type("index"), iw)])]
+        hit += [Assign(acc[a], w_at(oc_of(oc0, a), kwv) * xv, "+=") for a in range(nm)]
+        inner = [Decl(iw, Cast(I64, owe) * sw + Cast(I64, kwv) * dw - Const(pw, "int64")),
+                 If(and_(ge(iw, Const(0, "int64")), lt(iw, Const(ww, "int64"))), hit)]
+        out.append(For(icv, cg, [row_loop([For(kwv, kw_n, inner)])]))
+        for a in range(nm):
+            idx = (nv * m + oc_of(oc0, a)) * (oh_n * ow_n) + ohv * ow_n + owe
+            out += [*tail(k, acc[a], idx, oc_of(oc0, a)), Assign(Y[idx], acc[a])]
+        return [Block(out)]
+
+    per_block = []   # (oc0 expression maker, channels) -> statements for one output row
+    owt, owe = Var("owt"), Var("owe")
+    for first_m, count_m, nm in _split(mg, mb):
+        mbv = Var("mb")
+        oc0 = (mbv * nm + first_m if first_m else mbv * nm) if count_m > 1 else Const(first_m)
+        row = []
+        for first_t, count_t, nt in _split(hi - lo, lanes):
+            ow0 = owt * nt + (lo + first_t) if count_t > 1 else Const(lo + first_t)
+            body = tile(oc0, nm, ow0, nt)
+            row += [For(owt, count_t, body)] if count_t > 1 else body
+        for e_lo, e_hi in ((0, lo), (hi, ow_n)):
+            if e_hi > e_lo:
+                row.append(For(owe, e_hi, edge_column(oc0, nm, owe), begin=Const(e_lo)))
+        per_block += [For(mbv, count_m, row)] if count_m > 1 else row
+    body = [For(ohv, oh_n, per_block)]
+    if group > 1:
+        body = [For(gv, group, body)]
+    return [For(nv, nb, body)]
+
+
+# -- pooling ------------------------------------------------------------------------------------
+
+def _window_pool(k, kind, attrs) -> list:
+    _float_only(k)
+    if len(k.outs) > 1 and k.outs[1] is not None:
+        raise NotLowerable("MaxPool's indices output")
+    x = k.ins[0]
+    keys = ("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode")
+    axes = pool_geometry(x.shape, **{a: v for a, v in attrs.items() if a in keys})
+    if len(axes) == 1:
+        from ...ops.conv import Axis
+        axes = [Axis("h", 1, 1, 1, 1, 1, 0, 0), axes[0]]
+    ah, aw = axes
+    dt = kernel_dtype(k)
+    X, Y = param(x), param(k.out, output=True)
+    planes = x.shape[0] * x.shape[1]
+    hh, ww = ah.size, aw.size
+    pv, ohv, owv = Var("p"), Var("oh"), Var("ow")
+    acc = Var("acc", Type(dt))
+    ih, iw = Var("ih", I64), Var("iw", I64)
+    xv = Var("xv", Type(dt))
+    if kind == "max":
+        step = [Decl(xv, X[pv * (hh * ww) + Cast(Type("index"), ih * ww + iw)]),
+                Assign(acc, select(gt(xv, acc), xv, acc))]
+        init = Const(float("-inf"), dt)
+    else:
+        step = [Assign(acc, X[pv * (hh * ww) + Cast(Type("index"), ih * ww + iw)], "+=")]
+        init = Const(0, dt)
+    inner = [Decl(iw, Cast(I64, owv) * aw.stride + Cast(I64, Var("tw")) * aw.dilation
+                  - Const(aw.pad_begin, "int64")),
+             If(and_(ge(iw, Const(0, "int64")), lt(iw, Const(ww, "int64"))), step)]
+    taps = [Decl(ih, Cast(I64, ohv) * ah.stride + Cast(I64, Var("th")) * ah.dilation
+                 - Const(ah.pad_begin, "int64")),
+            If(and_(ge(ih, Const(0, "int64")), lt(ih, Const(hh, "int64"))),
+               [For(Var("tw"), aw.kernel, inner)])]
+    idx = pv * (ah.out * aw.out) + ohv * aw.out + owv
+    per_out = [Decl(acc, init), For(Var("th"), ah.kernel, taps)]
+    tables = []
+    if kind == "max":
+        value = acc
+    else:
+        include = bool(attrs.get("count_include_pad", 0))
+        ch_, cw_ = tap_counts(ah, include), tap_counts(aw, include)
+        th_, tw_ = Var("taps_h", Type(dt)), Var("taps_w", Type(dt))
+        tables = [ArrayDecl(th_, [Const(float(v), dt) for v in ch_]),
+                  ArrayDecl(tw_, [Const(float(v), dt) for v in cw_])]
+        value = acc / (th_[ohv] * tw_[owv])
+    v = Var("v", Type(dt))
+    per_out += [Decl(v, value), *tail(k, v, idx, Cast(Type("index"), pv) % k.out.shape[1]),
+                Assign(Y[idx], v)]
+    return tables + [For(pv, planes, [For(ohv, ah.out, [For(owv, aw.out, per_out)])])]
+
+
+@nest("MaxPool")
+def max_pool(k, **attrs):
+    return _window_pool(k, "max", attrs)
+
+
+@nest("AveragePool")
+def average_pool(k, **attrs):
+    return _window_pool(k, "avg", attrs)
+
+
+@nest("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(k):
+    _float_only(k)
+    x = k.ins[0]
+    dt = kernel_dtype(k)
+    planes, size = x.shape[0] * x.shape[1], prod(x.shape[2:])
+    X, Y = param(x), param(k.out, output=True)
+    pv, iv = Var("p"), Var("i")
+    acc, xv = Var("acc", Type(dt)), Var("xv", Type(dt))
+    if k.node.op == "GlobalMaxPool":
+        init = Const(float("-inf"), dt)
+        step = [Decl(xv, X[pv * size + iv]), Assign(acc, select(gt(xv, acc), xv, acc))]
+        value = acc
+    else:
+        init = Const(0, dt)
+        step = [Assign(acc, X[pv * size + iv], "+=")]
+        value = acc / Const(float(size), dt)
+    v = Var("v", Type(dt))
+    return [For(pv, planes, [Decl(acc, init), For(iv, size, step), Decl(v, value),
+                             *tail(k, v, pv, pv % x.shape[1]), Assign(Y[pv], v)])]
+
+
+# -- data movement ------------------------------------------------------------------------------
+
+def _store(k, idx: Expr, value: Expr) -> list:
+    """out[idx] = value, through the fused tail when the kernel has one."""
+    out = param(k.out, output=True)
+    if not k.node.tail:
+        return [Assign(out[idx], value)]
+    v = Var("v", Type(kernel_dtype(k)))
+    return [Decl(v, value), *tail(k, v, idx), Assign(out[idx], v)]
+
+
+@nest("Transpose")
+def transpose(k, *, perm=None):
+    x = k.ins[0]
+    rank = len(x.shape)
+    perm = list(perm) if perm is not None else list(reversed(range(rank)))
+    out_shape = k.out.shape
+    loops = [Var(f"i{d}") for d in range(rank)]
+    src = sum_of(scaled(v, x.strides[perm[d]]) for d, v in enumerate(loops))
+    dst = sum_of(scaled(v, st) for v, st in zip(loops, k.out.strides))
+    body = _store(k, dst, param(x)[src])
+    for v, size in reversed(list(zip(loops, out_shape))):
+        body = [For(v, size, body)]
+    return body
+
+
+@nest("Concat")
+def concat(k, *, axis):
+    out = k.out
+    outer = prod(out.shape[:axis])
+    inner = prod(out.shape[axis + 1:])
+    row = out.shape[axis] * inner
+    Y, o, t = param(out, output=True), Var("o"), Var("t")
+    body, offset = [], 0
+    for b in k.ins:
+        if b is None:
+            continue
+        chunk = b.shape[axis] * inner
+        if chunk:
+            body.append(For(t, chunk, _store(k, o * row + offset + t, param(b)[o * chunk + t])))
+        offset += chunk
+    return [For(o, outer, body)] if body else []
+
+
+@nest("Gather")
+def gather(k, *, axis=0):
+    x, ind = k.ins
+    a = axis + len(x.shape) if axis < 0 else axis
+    outer, dim, inner = prod(x.shape[:a]), x.shape[a], prod(x.shape[a + 1:])
+    n = ind.size
+    o, j, t = Var("o"), Var("j"), Var("t")
+    idx = Var("idx", I64)
+    X, Y = param(x), param(k.out, output=True)
+    body = [Decl(idx, Cast(I64, param(ind)[j]))]
+    if np.dtype(ind.dtype).kind != "u":
+        body.append(If(lt(idx, Const(0, "int64")), [Assign(idx, Const(dim, "int64"), "+=")]))
+    # An index out of range is the model's error: the kernel fails instead of reading past x.
+    body.append(If(not_in_range(idx, dim), [Return(Const(1, "int32"))]))
+    src = (o * dim + Cast(Type("index"), idx)) * inner + t
+    body.append(For(t, inner, _store(k, (o * n + j) * inner + t, X[src])))
+    return [For(o, outer, [For(j, n, body)])]
+
+
+def not_in_range(v: Var, size: int):
+    from ..cwriter import or_
+    return or_(lt(v, Const(0, "int64")), ge(v, Const(size, "int64")))
+
+
+__all__ = ["LOOP_NESTS"]
+
+
+@nest("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+def copy(k, **_attrs):
+    """A view that had to be materialized (a model output): the bytes, copied."""
+    i = Var("i")
+    return [For(i, k.out.size, _store(k, i, param(k.ins[0])[i]))]
+

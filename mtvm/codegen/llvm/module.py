@@ -1,0 +1,144 @@
+"""A lowered, planned graph as one LLVM module: kernels, weights, arena, AOT entry.
+
+What the C backend writes into four C files (mtvm.codegen.c_codegen) in one
+llvmlite.ir.Module instead:
+  - one function per fused operator, lowered from its C writer body (lower.py);
+  - the weights as constant globals (in a named section on request);
+  - the activations' arena as one 16-byte aligned global;
+  - `int32_t tvmgen_<mod>_run(struct tvmgen_<mod>_inputs*, struct
+    tvmgen_<mod>_outputs*)`, the same C interface: each struct is an array of
+    `void*` in the header's order, so the C header is the module's header too.
+Nothing from the model becomes a symbol: kernels are named as in C
+(tvmgen_<mod>_<step>_<op>), weights by their index.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import llvmlite.ir as ir
+import numpy as np
+
+from ..cwriter import Const, Function, Return, Type, Var, render_c
+from .lower import FunctionLowering, NotLowerable
+
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+
+
+@dataclass
+class IRKernel:
+    """One kernel in the C writer's IR: its Kernel, statements and parameters
+    ([(C declaration, Buf | None)] as Kernel.params gives them)."""
+    kernel: object
+    body: list
+    step: int
+    params: list
+
+    def function(self) -> Function:
+        args = []
+        for decl, buf in self.params:
+            if buf is None:
+                raise NotLowerable("a kernel with scratch")
+            output = any(buf is o for o in self.kernel.outs)
+            args.append(Var(buf.c, Type(buf.dtype, pointer=True, const=not output,
+                                        restrict="restrict" in decl)))
+        return Function(self.kernel.fname, args, [*self.body, Return(Const(0, "int32"))],
+                        ret=Type("int32"))
+
+
+def kernel_c(ik: IRKernel) -> str:
+    """The kernel body as C (what the C backend would compile from the same IR)."""
+    return render_c(ik.body)
+
+
+class LLVMModule:
+    """Builds the module of one compiled graph for a target (index_bits: size_t)."""
+
+    def __init__(self, g, plan, kernels: list[IRKernel], mod: str, in_names: dict,
+                 out_names: dict, index_bits: int, triple: str, data_layout: str,
+                 constants_section: str | None = None, calling_convention: str = "",
+                 intrinsics: frozenset | None = None):
+        self.g, self.plan, self.kernels, self.mod = g, plan, kernels, mod
+        self.in_names, self.out_names = in_names, out_names
+        self.module = ir.Module(name=f"tvmgen_{mod}")
+        self.module.triple = triple
+        self.module.data_layout = data_layout
+        self.index_bits = index_bits
+        self.constants_section = constants_section
+        self.lowering = FunctionLowering(self.module, index_bits, calling_convention, intrinsics)
+        self._consts: dict[str, ir.GlobalVariable] = {}
+
+    def build(self) -> ir.Module:
+        fns = []
+        for ik in self.kernels:
+            try:
+                fns.append(self.lowering.function(ik.function(), linkage="internal"))
+            except NotLowerable as e:
+                e.kernel = ik
+                raise
+        self._entry(fns)
+        return self.module
+
+    # -- data ----------------------------------------------------------------------------
+    def _constant(self, buf) -> ir.GlobalVariable:
+        if buf.name not in self._consts:
+            data = np.ascontiguousarray(buf.const, dtype=buf.dtype)
+            raw = bytearray(data.tobytes()) or bytearray(1)
+            arr = ir.ArrayType(I8, len(raw))
+            gv = ir.GlobalVariable(self.module, arr, f"tvmgen_{self.mod}_c_{len(self._consts)}")
+            gv.global_constant, gv.linkage = True, "internal"
+            gv.initializer = ir.Constant(arr, raw)
+            gv.align = 16
+            if self.constants_section:
+                gv.section = self.constants_section
+            self._consts[buf.name] = gv
+        return self._consts[buf.name]
+
+    def _arena(self) -> ir.GlobalVariable | None:
+        size = self.plan.arena_bytes
+        if not size:
+            return None
+        arr = ir.ArrayType(I8, size)
+        gv = ir.GlobalVariable(self.module, arr, f"tvmgen_{self.mod}_workspace")
+        gv.linkage = "internal"
+        gv.initializer = ir.Constant(arr, None)
+        gv.align = 16
+        return gv
+
+    # -- the AOT entry -----------------------------------------------------------------------
+    def _entry(self, fns) -> None:
+        ptr = I8.as_pointer()
+        fty = ir.FunctionType(I32, [ptr.as_pointer(), ptr.as_pointer()])
+        fn = ir.Function(self.module, fty, f"tvmgen_{self.mod}_run")
+        fn.attributes.add("nounwind")
+        cconv = self.lowering.cconv
+        if cconv:
+            fn.calling_convention = cconv
+        inputs, outputs = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        arena = self._arena()
+        in_index = {name: i for i, name in enumerate(self.in_names)}
+        out_index = {name: i for i, name in enumerate(self.out_names)}
+
+        def pointer(buf) -> ir.Value:
+            root = self.plan.root(buf.name)
+            if buf.const is not None:
+                p = self._constant(buf).gep([ir.Constant(I32, 0), ir.Constant(I32, 0)])
+            elif root in in_index:
+                p = b.load(b.gep(inputs, [ir.Constant(I32, in_index[root])]))
+            elif root in out_index:
+                p = b.load(b.gep(outputs, [ir.Constant(I32, out_index[root])]))
+            else:
+                p = arena.gep([ir.Constant(I32, 0), ir.Constant(I32, self.plan.offsets[root])])
+            return b.bitcast(p, self.lowering.llvm_type(Type(buf.dtype, pointer=True)))
+
+        for ik, kfn in zip(self.kernels, fns):
+            args = [pointer(buf) for _, buf in ik.params]
+            status = b.call(kfn, args, cconv=cconv or None)
+            fail = b.icmp_signed("!=", status, ir.Constant(I32, 0))
+            with b.if_then(fail, likely=False):
+                b.ret(status)
+        b.ret(ir.Constant(I32, 0))
+
+
+__all__ = ["IRKernel", "LLVMModule", "kernel_c"]
