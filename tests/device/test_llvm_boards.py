@@ -1,0 +1,51 @@
+"""The LLVM backend's object code linked into the board projects and run under
+QEMU: the MLF's codegen/host/lib/lib0.o (no generated C) in the cortex_m and
+riscv templates, a host-driven session over the emulated UART, outputs within
+1e-4 of the reference. kws_dscnn on mps2-an386 (Cortex-M4, hard float: the
+object passes floats in VFP registers and says so to the linker), a small CNN
+on mps2-an385 (Cortex-M3, soft float) and riscv32-virt (RV32IMAFC, ilp32f)."""
+import os
+
+import numpy as np
+import pytest
+
+import mtvm.project as P
+from mtvm.testing import run_once
+
+from device_utils import MODELS_DIR, need_models, need_qemu, quiet, small_model_path
+
+pytestmark = pytest.mark.device
+
+
+def _run(path, board, out_dir, inputs) -> np.ndarray:
+    proj = P.generate(path, board=board, out_dir=str(out_dir), compile_options={"backend": "llvm"},
+                      progress=quiet)
+    assert os.path.isfile(os.path.join(out_dir, "model", "codegen", "host", "lib", "lib0.o"))
+    src = os.path.join(out_dir, "model", "codegen", "host", "src")
+    assert not [f for f in os.listdir(src) if f.endswith(".c")]   # no generated C
+    proj.build(progress=quiet)
+    return list(run_once(proj, inputs).values())[0]
+
+
+def test_kws_dscnn_object_code_on_the_cortex_m4(tmp_path):
+    need_qemu()
+    need_models()
+    ref = np.load(os.path.join(MODELS_DIR, "kws_dscnn.npz"))
+    y = _run(os.path.join(MODELS_DIR, "kws_dscnn.onnx"), "mps2-an386", tmp_path / "p",
+             [ref["in_0"]])
+    np.testing.assert_allclose(y, ref["out_0"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("board", ["mps2-an385", "riscv32-virt"])
+def test_small_cnn_object_code(tmp_path, board):
+    if board.startswith("riscv"):
+        from test_riscv import need_riscv
+        need_riscv()
+    else:
+        need_qemu()
+    path = small_model_path(str(tmp_path))
+    x = np.random.default_rng(3).standard_normal((1, 1, 8, 8)).astype(np.float32)
+    import mtvm
+    expected = mtvm.compile(path).run_host({"input": x})["output"]
+    y = _run(path, board, tmp_path / "p", [x])
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-6)
