@@ -402,3 +402,27 @@ def test_an_unexpected_exception_is_one_internal_error_line_naming_the_node():
     msg = str(e.value)
     assert msg.startswith('g.onnx: internal error while compiling at node "the_add" (Add)')
     assert "KeyError" in msg and "please report it" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("opset,op", [(9, "Upsample"), (10, "Resize")])
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_opset_9_and_10_upsampling_keeps_its_asymmetric_meaning(tmp_path, opset, op, mode):
+    """onnx's converter turns Upsample and Resize-10 into Resize-11 without a
+    coordinate_transformation_mode (default half_pixel): the loader restores
+    asymmetric + floor, so the outputs match onnxruntime's (a whole input step
+    off before, in linear mode)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+    scales = helper.make_tensor("s", TensorProto.FLOAT, [4], [1, 1, 2, 2.5])
+    node = helper.make_node(op, ["x", "s"], ["y"], mode=mode)
+    m = helper.make_model(helper.make_graph(
+        [node], "u", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 6, 10])], [scales]),
+        opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 7
+    path = str(tmp_path / "up.onnx")
+    onnx.save(m, path)
+    x = np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)
+    expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = mtvm.compile(path).run_host({"x": x})["y"]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)

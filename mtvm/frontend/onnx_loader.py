@@ -183,6 +183,7 @@ def _upgrade_opset(model: onnx.ModelProto, opset: int, source: str) -> onnx.Mode
         model = version_converter.convert_version(model, MIN_OPSET)
         # The converter adds initializers that are not graph inputs (IR >= 4).
         model.ir_version = max(model.ir_version, 4)
+        _keep_resize_10_semantics(model.graph)
         return model
     except Exception as e:  # the converter raises bare RuntimeErrors with C++ text
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -190,6 +191,27 @@ def _upgrade_opset(model: onnx.ModelProto, opset: int, source: str) -> onnx.Mode
             f"{source}: opset {opset} is older than {MIN_OPSET}, the oldest mtvm reads, and "
             f"onnx.version_converter could not convert it to opset {MIN_OPSET}: {reason}; "
             "re-export the model with a newer opset") from None
+
+
+def _keep_resize_10_semantics(graph) -> None:
+    """Upsample (opset 7-9) and Resize-10 map the output index to the input by
+    plain scaling (asymmetric) and pick the nearest pixel by floor; onnx's
+    converter makes them Resize-11 without saying so, whose defaults are
+    half_pixel and round_prefer_floor (a bilinear result differs by up to a
+    whole input step). The converted nodes get the old meaning explicitly."""
+    for n in graph.node:
+        if n.op_type == "Resize" and n.domain in ("", "ai.onnx"):
+            names = {a.name for a in n.attribute}
+            if "coordinate_transformation_mode" not in names:
+                n.attribute.append(onnx.helper.make_attribute("coordinate_transformation_mode",
+                                                              "asymmetric"))
+            if "nearest_mode" not in names:
+                n.attribute.append(onnx.helper.make_attribute("nearest_mode", "floor"))
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                _keep_resize_10_semantics(a.g)
+            for g in a.graphs:
+                _keep_resize_10_semantics(g)
 
 
 _SCAN8 = "mtvm_scan8_"
