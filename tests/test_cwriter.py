@@ -67,6 +67,8 @@ NODES = [
     (Decl(Var("p", Type("float32", pointer=True, const=True)), X + 4), "const float* p = in0 + 4;"),
     (ArrayDecl(Var("red", cw.index_type(const=True)), (0, 4, 8)),
      "static const size_t red[3] = { 0, 4, 8 };"),
+    (cw.Table(Var("wt", Type("float32")), np.array([[0.5, -1.0], [2.0, 0.25]])),
+     "static const float wt[4] = { 0.5f, -1.0f, 2.0f, 0.25f };"),
     (Assign(OUT[LOOP_I], V), "out0[i] = v;"),
     (Assign(V, X[LOOP_I], "+="), "v += in0[i];"),
     (ExprStmt(Cast(Type(VOID), OUT)), "(void)out0;"),

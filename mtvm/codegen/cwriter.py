@@ -255,6 +255,18 @@ class ArrayDecl(Stmt):
         object.__setattr__(self, "values", tuple(_expr(v) for v in self.values))
 
 
+@dataclass(frozen=True, eq=False)
+class Table(Stmt):
+    """A constant table given as an array (weights re-laid out at compile time):
+    static const <dtype> name[size] = { data... }; var.type is its element type."""
+    var: Var
+    data: np.ndarray
+
+    def __post_init__(self):
+        object.__setattr__(self, "data", np.ascontiguousarray(self.data,
+                                                              dtype=self.var.type.dtype).ravel())
+
+
 @dataclass(frozen=True)
 class Assign(Stmt):
     """target op value, op one of = += -= *= /=; target a Var or an Index (a store)."""
@@ -489,6 +501,11 @@ def _stmt_lines(s, level: int) -> list[str]:
     if isinstance(s, ArrayDecl):
         values = ", ".join(_expr_text(v)[0] for v in s.values)
         return [f"{pad}static {_declare(s.var)}[{len(s.values)}] = {{ {values} }};"]
+    if isinstance(s, Table):
+        from ..ops.base import c_literal
+        values = ", ".join(c_literal(v, s.data.dtype) for v in s.data)
+        return [f"{pad}static {_declare(Var(s.var.name, Type(s.var.type.dtype, const=True)))}"
+                f"[{max(s.data.size, 1)}] = {{ {values or '0'} }};"]
     if isinstance(s, Assign):
         if s.op not in _ASSIGN_OPS:
             raise ValueError(f"unknown assignment operator {s.op!r}")

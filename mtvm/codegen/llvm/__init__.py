@@ -18,7 +18,6 @@ from __future__ import annotations
 from ...errors import MtvmError, node_context
 from ...ops.base import get_op
 from ..c_codegen import CModule, make_kernel
-from ..cwriter import render_c
 from .cparse import NotLowerable
 from .machine import abi, llvm_target, optimize, target_machine, triple_cpu_features
 from .module import IRKernel, LLVMModule
@@ -40,6 +39,30 @@ def ir_body(k) -> list:
     return list(body)
 
 
+def names_used(node, out: set | None = None) -> set:
+    """Every name an IR tree refers to (Vars, and the identifiers of C text in
+    its escape hatches): what Kernel.params picks the parameters from, without
+    rendering the tree (its tables may hold millions of weights)."""
+    import dataclasses
+    import re
+
+    from ..cwriter import Raw, RawExpr, Var
+    out = set() if out is None else out
+    if isinstance(node, Var):
+        out.add(node.name)
+    elif isinstance(node, (Raw, RawExpr)):
+        out.update(re.findall(r"[A-Za-z_]\w*", node.text))
+    elif isinstance(node, (list, tuple)):
+        for x in node:
+            names_used(x, out)
+    elif dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            v = getattr(node, f.name)
+            if isinstance(v, (list, tuple)) or dataclasses.is_dataclass(v):
+                names_used(v, out)
+    return out
+
+
 def ir_kernels(g, mod: str, inplace, target, model: str) -> list[IRKernel]:
     out = []
     for step, n in enumerate(g.nodes):
@@ -48,7 +71,7 @@ def ir_kernels(g, mod: str, inplace, target, model: str) -> list[IRKernel]:
         k = make_kernel(g, step, mod, inplace, target)
         try:
             body = ir_body(k)
-            params = k.params(render_c(body))
+            params = k.params(" ".join(sorted(names_used(body))))
             if any(b is None for _, b in params):
                 raise NotLowerable("it needs scratch memory")
         except NotLowerable as e:

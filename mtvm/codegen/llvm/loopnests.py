@@ -27,6 +27,7 @@ from ..cwriter import (
     For,
     If,
     Return,
+    Table,
     Type,
     Var,
     and_,
@@ -146,12 +147,15 @@ def _spatial(shape) -> tuple[int, int]:
     raise NotLowerable(f"{len(shape) - 2}-D windows")
 
 
-def _tile_shape(target) -> tuple[int, int]:
-    """(output columns, output channels) of a Conv register tile: one vector of
-    columns (the SLP vectorizer packs them) times enough channels to reuse each
-    input load, within the target's registers."""
+def _tile_shape(target, channels: int, columns: int) -> tuple[int, int]:
+    """(output columns, output channels) of a Conv register tile, whose
+    accumulators the SLP vectorizer packs into vectors: along a vector of
+    columns when a row has that many inside the padding, else (narrow rows,
+    many channels) 4 columns x 16 channels; within the target's registers."""
     if target.is_x86:
         lanes = 16 if target.has("avx512f") else 8 if target.has("avx2") else 4
+        if columns < lanes and channels >= 16:
+            return 4, 16
         return lanes, 4
     return 4, 4   # 32 single-precision registers on an M-profile FPU: 16 accumulators
 
@@ -195,10 +199,10 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     X, W, Y = param(x), param(w), param(k.out, output=True)
     nv, gv, ohv, icv, khv, kwv = (Var(s) for s in ("n", "g", "oh", "ic", "kh", "kw"))
     ih = Var("ih", I64)
-    lanes, mb = _tile_shape(k.target)
     # Columns whose every tap lies inside the input row.
     lo = min(ow_n, -(-pw // sw))
     hi = max(lo, min(ow_n, (ww - 1 + pw - (kw_n - 1) * dw) // sw + 1))
+    lanes, mb = _tile_shape(k.target, mg, hi - lo)
 
     def x_chan():
         ic_abs = gv * cg + icv if group > 1 else icv
@@ -215,8 +219,20 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
                  - Const(ah.pad_begin, "int64")),
             If(and_(ge(ih, Const(0, "int64")), lt(ih, Const(hh, "int64"))), inner)])
 
-    def w_at(oc, kwe):
-        return W[((oc * cg + icv) * kh_n + khv) * kw_n + kwe]
+    # The weights re-laid out [group][in channel][kh][kw][out channel]: the mb
+    # weights a tap multiplies are adjacent (one vector load), and a constant
+    # table replaces the ONNX layout (W is then not a parameter: stored once).
+    wt = None
+    if w.const is not None:
+        wt = Var("wt", Type(dt))
+        table = w.const.reshape(group, mg, cg, kh_n, kw_n).transpose(0, 2, 3, 4, 1)
+
+    def w_at(oc0, a, kwe):
+        if wt is None:
+            return W[((oc_of(oc0, a) * cg + icv) * kh_n + khv) * kw_n + kwe]
+        ic_abs = gv * cg + icv if group > 1 else icv
+        m_in = oc0 + a if a else oc0
+        return wt[((ic_abs * kh_n + khv) * kw_n + kwe) * mg + m_in]
 
     def tile(oc0, nm: int, ow0, nt: int) -> list:
         acc = [[Var(f"acc{a}_{b}", Type(dt)) for b in range(nt)] for a in range(nm)]
@@ -227,7 +243,7 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
             init = Const(0, dt) if bias is None else param(bias)[oc_of(oc0, a)]
             out += [Decl(acc[a][b], init) for b in range(nt)]
         xrow = Cast(Type("index"), ih) * ww + x_chan()
-        taps = [Decl(ws[a], w_at(oc_of(oc0, a), kwv)) for a in range(nm)]
+        taps = [Decl(ws[a], w_at(oc0, a, kwv)) for a in range(nm)]
         for b in range(nt):
             off = b * sw - pw
             col = scaled(ow0, sw) + kwv * dw
@@ -250,7 +266,7 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
         out = [Decl(acc[a], Const(0, dt) if bias is None else param(bias)[oc_of(oc0, a)])
                for a in range(nm)]
         hit = [Decl(xv, X[Cast(Type("index"), ih) * ww + x_chan() + Cast(Type("index"), iw)])]
-        hit += [Assign(acc[a], w_at(oc_of(oc0, a), kwv) * xv, "+=") for a in range(nm)]
+        hit += [Assign(acc[a], w_at(oc0, a, kwv) * xv, "+=") for a in range(nm)]
         inner = [Decl(iw, Cast(I64, owe) * sw + Cast(I64, kwv) * dw - Const(pw, "int64")),
                  If(and_(ge(iw, Const(0, "int64")), lt(iw, Const(ww, "int64"))), hit)]
         out.append(For(icv, cg, [row_loop([For(kwv, kw_n, inner)])]))
@@ -276,7 +292,7 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     body = [For(ohv, oh_n, per_block)]
     if group > 1:
         body = [For(gv, group, body)]
-    return [For(nv, nb, body)]
+    return ([Table(wt, table)] if wt is not None else []) + [For(nv, nb, body)]
 
 
 # -- pooling ------------------------------------------------------------------------------------
@@ -441,3 +457,6 @@ def copy(k, **_attrs):
     i = Var("i")
     return [For(i, k.out.size, _store(k, i, param(k.ins[0])[i]))]
 
+
+# The other families' nests register themselves when imported.
+from . import loopnests_seq  # noqa: E402,F401

@@ -39,6 +39,7 @@ from ..cwriter import (
     Raw,
     RawExpr,
     Return,
+    Table,
     Ternary,
     Type,
     Unary,
@@ -234,6 +235,17 @@ class FunctionLowering:
             gv.initializer = ir.Constant(arr, values)
             ptr = gv.gep([ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
             self.scopes[-1][s.var.name] = (ptr, Type(t.dtype, pointer=True, const=True), True)
+        elif isinstance(s, Table):
+            raw = bytearray(s.data.tobytes()) or bytearray(1)
+            arr = ir.ArrayType(ir.IntType(8), len(raw))
+            self._tables += 1
+            gv = ir.GlobalVariable(self.module, arr, f"{self.fn.name}.table{self._tables}")
+            gv.global_constant, gv.linkage = True, "internal"
+            gv.initializer = ir.Constant(arr, raw)
+            gv.align = 16
+            t = Type(s.var.type.dtype, pointer=True, const=True)
+            ptr = gv.bitcast(self.llvm_type(t))
+            self.scopes[-1][s.var.name] = (ptr, t, True)
         elif isinstance(s, Assign):
             self.assign(s)
         elif isinstance(s, ExprStmt):

@@ -35,9 +35,11 @@ def triple_cpu_features(target: Target) -> tuple[str, str, str, str]:
     t = llvm_target(target)
     if t.is_x86:
         llvm = _llvm()
-        extra = sorted(f for f in t.features if f == "avx512vnni")
+        extra = [f"+{f}" for f in sorted(t.features) if f == "avx512vnni"]
+        if t.has("avx512f"):
+            extra.append("-prefer-256-bit")   # the kernels are written for full vectors
         return (llvm.get_process_triple() if t.runs_on_host() else "x86_64-unknown-linux-gnu",
-                t.cpu, ",".join(f"+{f}" for f in extra), "")
+                t.cpu, ",".join(extra), "")
     if t.is_arm:
         arch = _THUMB.get(t.isa)
         if arch is None:
