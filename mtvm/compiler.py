@@ -175,12 +175,12 @@ def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
     with no_inplace(NO_INPLACE_OPS):
         s = choose_order(g, lambda h, inplace: {}, reorder=reorder)
     g, plan = s.graph, s.plan
-    kernels, sources, text, target = compile_llvm(
+    kernels, sources, text, blobs, target = compile_llvm(
         g, plan, s.inplace, mod, target, model=graph.source, output_names=output_names,
         constants_section=constants_section)
     return LLVMCompiledModel(mod, source_graph or graph, g, plan, kernels, sources,
                              target=target, output_names=output_names,
-                             constants_section=constants_section, llvm_ir=text)
+                             constants_section=constants_section, llvm_ir=text, blobs=blobs)
 
 
 def compile(model, module_name: str = "default", input_shapes: dict | None = None,

@@ -89,7 +89,7 @@ def unlowerable(model: str, g, n, e: Exception) -> MtvmError:
 
 def compile_llvm(g, plan, inplace, mod: str, target, *, model: str, output_names: str,
                  constants_section: str | None):
-    """(kernels, sources, llvm IR text, target) of a planned graph."""
+    """(kernels, sources, llvm IR text, blobs {symbol: bytes}, target) of a planned graph."""
     target = llvm_target(target)
     kernels = ir_kernels(g, mod, inplace, target, model)
     triple, *_ = triple_cpu_features(target)
@@ -102,12 +102,13 @@ def compile_llvm(g, plan, inplace, mod: str, target, *, model: str, output_names
                     constants_section=constants_section, calling_convention=cconv,
                     intrinsics=intrinsics)
     try:
-        text = str(lm.build())
+        lm.build()
+        text = lm.text()
     except NotLowerable as e:
         raise unlowerable(model, g, e.kernel.kernel.node, e) from None
     sources = {f"codegen/host/include/tvmgen_{mod}.h": cmod.header(),
                f"codegen/host/src/tvmgen_{mod}.ll": text}
-    return kernels, sources, text, target
+    return kernels, sources, text, lm.lowering.blobs, target
 
 
 def parse_and_optimize(ir_text: str, target, jit: bool = False):
@@ -122,7 +123,8 @@ def parse_and_optimize(ir_text: str, target, jit: bool = False):
 
 
 def object_code(ir_text: str, target) -> bytes:
-    """An ELF relocatable object of the module for the target."""
+    """An ELF relocatable object of the module's code for the target (its
+    weights: elf_data.data_object)."""
     m, tm = parse_and_optimize(ir_text, target)
     obj = tm.emit_object(m)
     if abi(target)[0] == "arm_aapcs_vfpcc":

@@ -1,6 +1,6 @@
 """A model compiled by the LLVM backend: the MLF holds the C header, the LLVM
-IR (src/) and the object code for the target (lib/lib0.o); run_host runs it
-through the JIT."""
+IR (src/), the object code for the target (lib/lib0.o) and its weights
+(lib/lib1.o, written directly as ELF); run_host runs it through the JIT."""
 from __future__ import annotations
 
 from ...model_library import CompiledModel
@@ -9,8 +9,9 @@ from ...model_library import CompiledModel
 class LLVMCompiledModel(CompiledModel):
     backend = "llvm"
 
-    def __init__(self, *args, llvm_ir: str, **kw):
+    def __init__(self, *args, llvm_ir: str, blobs: dict, **kw):
         self.llvm_ir = llvm_ir
+        self.constant_blobs = blobs     # symbol -> bytes: weights and tables the code reads
         self._object: bytes | None = None
         self._jit = None
         super().__init__(*args, **kw)
@@ -23,8 +24,16 @@ class LLVMCompiledModel(CompiledModel):
             self._object = object_code(self.llvm_ir, self.target)
         return self._object
 
+    def data_object(self) -> bytes:
+        """The weights and tables as an ELF object for self.target."""
+        from .elf_data import data_object
+        from .machine import llvm_target
+        return data_object(self.constant_blobs, llvm_target(self.target),
+                           self.constants_section or f".rodata.tvmgen_{self.module_name}")
+
     def blobs(self) -> dict[str, bytes]:
-        return {**super().blobs(), "codegen/host/lib/lib0.o": self.object_code()}
+        return {**super().blobs(), "codegen/host/lib/lib0.o": self.object_code(),
+                "codegen/host/lib/lib1.o": self.data_object()}
 
     def run_host(self, inputs, sanitize: bool = False, **build_opts) -> dict:
         """Run in this process through LLVM's JIT (no C compiler involved).

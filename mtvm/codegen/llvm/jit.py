@@ -21,6 +21,14 @@ class JITModule:
         llvm.initialize_native_asmprinter()
         self.model = model
         module, tm = parse_and_optimize(model.llvm_ir, model.target, jit=True)
+        # The weights are symbols the code refers to: here, this object's buffers.
+        self._buffers = []
+        for name, data in model.constant_blobs.items():
+            buf = np.empty(len(data) + 16, np.uint8)
+            start = (-buf.ctypes.data) % 16
+            buf[start:start + len(data)] = np.frombuffer(data, np.uint8)
+            self._buffers.append(buf)
+            llvm.add_symbol(name, buf.ctypes.data + start)
         # libm's functions (tanhf, erff, ...) resolve against this process,
         # which has libm loaded (CPython links it).
         self.engine = llvm.create_mcjit_compiler(module, tm)

@@ -100,6 +100,7 @@ class FunctionLowering:
         # machine.abi for why an Arm hard-float target needs both.
         self.cconv = calling_convention
         self.intrinsics = intrinsics
+        self.blobs: dict[str, bytes] = {}   # global name -> its bytes (see blob)
         self._tables = 0
 
     # -- types ---------------------------------------------------------------------
@@ -198,6 +199,19 @@ class FunctionLowering:
         ir.IRBuilder(self.entry).branch(body_start)
         return fn
 
+    def blob(self, name: str, data: bytes, section: str | None = None) -> ir.GlobalVariable:
+        """A constant byte array (weights, tables), declared here as an external
+        global and defined outside the IR: in the data object (elf_data) or, for
+        the JIT, as a symbol on a buffer. Millions of weights as IR text cost
+        more to print and parse than all the code."""
+        gv = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), max(len(data), 1)), name)
+        gv.global_constant = True
+        gv.align = 16
+        if section:
+            gv.section = section
+        self.blobs[name] = data or b"\0"
+        return gv
+
     def _alloca(self, t: Type, name: str) -> ir.Value:
         eb = ir.IRBuilder(self.entry)
         return eb.alloca(self.llvm_type(t), name=_safe(name))
@@ -236,13 +250,8 @@ class FunctionLowering:
             ptr = gv.gep([ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
             self.scopes[-1][s.var.name] = (ptr, Type(t.dtype, pointer=True, const=True), True)
         elif isinstance(s, Table):
-            raw = bytearray(s.data.tobytes()) or bytearray(1)
-            arr = ir.ArrayType(ir.IntType(8), len(raw))
             self._tables += 1
-            gv = ir.GlobalVariable(self.module, arr, f"{self.fn.name}.table{self._tables}")
-            gv.global_constant, gv.linkage = True, "internal"
-            gv.initializer = ir.Constant(arr, raw)
-            gv.align = 16
+            gv = self.blob(f"{self.fn.name}.table{self._tables}", s.data.tobytes())
             t = Type(s.var.type.dtype, pointer=True, const=True)
             ptr = gv.bitcast(self.llvm_type(t))
             self.scopes[-1][s.var.name] = (ptr, t, True)

@@ -68,6 +68,10 @@ class LLVMModule:
         self.lowering = FunctionLowering(self.module, index_bits, calling_convention, intrinsics)
         self._consts: dict[str, ir.GlobalVariable] = {}
 
+    def text(self) -> str:
+        """The module's LLVM IR (build first)."""
+        return str(self.module)
+
     def build(self) -> ir.Module:
         fns = []
         for ik in self.kernels:
@@ -83,15 +87,8 @@ class LLVMModule:
     def _constant(self, buf) -> ir.GlobalVariable:
         if buf.name not in self._consts:
             data = np.ascontiguousarray(buf.const, dtype=buf.dtype)
-            raw = bytearray(data.tobytes()) or bytearray(1)
-            arr = ir.ArrayType(I8, len(raw))
-            gv = ir.GlobalVariable(self.module, arr, f"tvmgen_{self.mod}_c_{len(self._consts)}")
-            gv.global_constant, gv.linkage = True, "internal"
-            gv.initializer = ir.Constant(arr, raw)
-            gv.align = 16
-            if self.constants_section:
-                gv.section = self.constants_section
-            self._consts[buf.name] = gv
+            self._consts[buf.name] = self.lowering.blob(
+                f"tvmgen_{self.mod}_c_{len(self._consts)}", data.tobytes(), self.constants_section)
         return self._consts[buf.name]
 
     def _arena(self) -> ir.GlobalVariable | None:
