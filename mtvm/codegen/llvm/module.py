@@ -13,12 +13,12 @@ Nothing from the model becomes a symbol: kernels are named as in C
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import llvmlite.ir as ir
 import numpy as np
 
-from ..cwriter import Const, Function, Return, Type, Var, render_c
+from ..cwriter import Const, Function, Return, Table, Type, Var, render_c
 from .lower import FunctionLowering, NotLowerable
 
 I8 = ir.IntType(8)
@@ -28,11 +28,18 @@ I32 = ir.IntType(32)
 @dataclass
 class IRKernel:
     """One kernel in the C writer's IR: its Kernel, statements and parameters
-    ([(C declaration, Buf | None)] as Kernel.params gives them)."""
+    ([(C declaration, Buf | None)] as Kernel.params gives them). The constant
+    tables at the top of its body (re-laid-out weights) become parameters too,
+    so that kernels of the same shape share one function whatever their weights."""
     kernel: object
     body: list
     step: int
     params: list
+    tables: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.tables = [s for s in self.body if isinstance(s, Table)]
+        self.body = [s for s in self.body if not isinstance(s, Table)]
 
     def function(self) -> Function:
         args = []
@@ -42,8 +49,14 @@ class IRKernel:
             output = any(buf is o for o in self.kernel.outs)
             args.append(Var(buf.c, Type(buf.dtype, pointer=True, const=not output,
                                         restrict="restrict" in decl)))
+        args += [Var(t.var.name, Type(t.var.type.dtype, pointer=True, const=True, restrict=True))
+                 for t in self.tables]
         return Function(self.kernel.fname, args, [*self.body, Return(Const(0, "int32"))],
                         ret=Type("int32"))
+
+    def shape_key(self, fn: Function) -> str:
+        """Equal for two kernels that compute the same function of their parameters."""
+        return render_c(Function("k", fn.params, fn.body, fn.ret))
 
 
 def kernel_c(ik: IRKernel) -> str:
@@ -73,13 +86,18 @@ class LLVMModule:
         return str(self.module)
 
     def build(self) -> ir.Module:
-        fns = []
+        fns, by_shape = [], {}
         for ik in self.kernels:
-            try:
-                fns.append(self.lowering.function(ik.function(), linkage="internal"))
-            except NotLowerable as e:
-                e.kernel = ik
-                raise
+            f = ik.function()
+            key = ik.shape_key(f)
+            if key not in by_shape:   # a kernel of the same shape: the same function
+                try:
+                    by_shape[key] = self.lowering.function(f, linkage="internal")
+                except NotLowerable as e:
+                    e.kernel = ik
+                    raise
+            fns.append(by_shape[key])
+        self.shared_kernels = len(self.kernels) - len(by_shape)
         self._entry(fns)
         return self.module
 
@@ -129,8 +147,15 @@ class LLVMModule:
                 p = arena.gep([ir.Constant(I32, 0), ir.Constant(I32, self.plan.offsets[root])])
             return b.bitcast(p, self.lowering.llvm_type(Type(buf.dtype, pointer=True)))
 
+        tables = 0
         for ik, kfn in zip(self.kernels, fns):
             args = [pointer(buf) for _, buf in ik.params]
+            for t in ik.tables:
+                gv = self.lowering.blob(f"tvmgen_{self.mod}_t_{tables}", t.data.tobytes(),
+                                        self.constants_section)
+                tables += 1
+                args.append(b.bitcast(gv, self.lowering.llvm_type(
+                    Type(t.var.type.dtype, pointer=True))))
             status = b.call(kfn, args, cconv=cconv or None)
             fail = b.icmp_signed("!=", status, ir.Constant(I32, 0))
             with b.if_then(fail, likely=False):
