@@ -47,14 +47,16 @@ def bench_model(path: str, board: str, work: str) -> dict:
     out = os.path.join(work, f"{name}-{board}")
     try:
         t = time.perf_counter()
-        # RISC-V boards: compiled for the board's target (its RV32 kernels, which the
-        # portable C of target "c" does not contain); Cortex-M boards: target "c", whose
-        # #if branches the board's compiler flags resolve (the figures of docs/performance.md)
+        # RISC-V and Helium (MVE) boards: compiled for the board's target (its RV32 or MVE
+        # kernels, which the portable C of target "c" does not contain); other Cortex-M
+        # boards: target "c", whose #if branches the board's compiler flags resolve (the
+        # figures of docs/performance.md)
         from mtvm.boards import load_board
         from mtvm.target import Target
         b = load_board(board)
-        lib = mtvm.compile(path, target=Target.from_board(b)) \
-            if b.data.get("template") == "riscv" else mtvm.compile(path)
+        tg = Target.from_board(b)
+        lib = mtvm.compile(path, target=tg) \
+            if b.data.get("template") == "riscv" or tg.has("mve") else mtvm.compile(path)
         proj = P.generate(lib, board=board, out_dir=out, kind="standalone", sample=npz,
                           force=True, progress=quiet)
         proj.build(progress=quiet)

@@ -493,19 +493,22 @@ def _for_head(s: For) -> str:
     return f"for ({_declare(s.var)} = {begin}; {v} < {end}; {step})"
 
 
+def _table_line(pad: str, var: Var, values: list[str]) -> str:
+    """static <type> name[n] = { values };"""
+    return f"{pad}static {_declare(var)}[{len(values)}] = {{ {', '.join(values)} }};"
+
+
 def _stmt_lines(s, level: int) -> list[str]:
     pad = INDENT * level
     if isinstance(s, Decl):
         init = "" if s.init is None else f" = {_expr_text(s.init)[0]}"
         return [f"{pad}{_declare(s.var)}{init};"]
     if isinstance(s, ArrayDecl):
-        values = ", ".join(_expr_text(v)[0] for v in s.values)
-        return [f"{pad}static {_declare(s.var)}[{len(s.values)}] = {{ {values} }};"]
+        return [_table_line(pad, s.var, [_expr_text(v)[0] for v in s.values])]
     if isinstance(s, Table):
         from ..ops.base import c_literal
-        values = ", ".join(c_literal(v, s.data.dtype) for v in s.data)
-        return [f"{pad}static {_declare(Var(s.var.name, Type(s.var.type.dtype, const=True)))}"
-                f"[{max(s.data.size, 1)}] = {{ {values or '0'} }};"]
+        values = [c_literal(v, s.data.dtype) for v in s.data] or ["0"]
+        return [_table_line(pad, Var(s.var.name, Type(s.var.type.dtype, const=True)), values)]
     if isinstance(s, Assign):
         if s.op not in _ASSIGN_OPS:
             raise ValueError(f"unknown assignment operator {s.op!r}")

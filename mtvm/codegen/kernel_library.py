@@ -80,11 +80,13 @@ def closure(names: list[str]) -> list[str]:
 
 def for_target(name: str, target) -> bool:
     """Whether a library file can matter on target: x86/ files only on x86 (and
-    the generic target), arm_dsp/ files only on Arm, riscv/ files only on RISC-V."""
+    the generic target), arm_dsp/ files only on Arm, arm_mve/ files only on Arm cores
+    with Helium (MVE), riscv/ files only on RISC-V."""
     family = os.path.basename(os.path.dirname(_path(name) or ""))
     if target.is_generic:
         return True
     return {"x86": target.is_x86, "arm_dsp": target.is_arm,
+            "arm_mve": target.is_arm and target.has("mve"),
             "riscv": target.is_riscv}.get(family, True)
 
 

@@ -76,8 +76,9 @@ def run_c_test(test_c: str, *, name: str, target: str = "host", sanitize: bool =
                     pytest.skip(f"{tool} not installed")
             _write_library(tmp, library, Target.from_board(board))
             elf = os.path.join(tmp, f"{name}.elf")
+            ram_end = f"-Wl,--defsym=__mtvm_ram_end={board.ram.origin + board.ram.size:#x}"
             p = _run([board.data.get("cc", "arm-none-eabi-gcc"), *board.cflags, "-O2", *WARN,
-                      "--specs=rdimon.specs", "-nostartfiles", "-T",
+                      "--specs=rdimon.specs", "-nostartfiles", ram_end, "-T",
                       os.path.join(HERE, "semihost_link.ld"), "-I", tmp,
                       os.path.join(HERE, "semihost_start.c"), src, "-o", elf, "-lm"],
                      f"compiling {name}")

@@ -264,6 +264,11 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     cg, mg = c // group, oc // group
     khw = kh * kw
     kk = cg * khw
+    pointwise = khw == 1 and sh == sw == 1 and (oh, ow) == (h, wd) and ph == pw == 0
+    if isinstance(store, _Store) and mve_applies(k, group, kk, store.y_zp):
+        return emit_im2col_mve(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=h, wd=wd,
+                               kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
+                               dw=dw, x_zp=x_zp, pointwise=pointwise)
     hw, ohw = h * wd, oh * ow
     nb, tl = kk // 4, kk % 4
     ts = tail_stride(tl)
@@ -278,7 +283,6 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     cn = col_bytes(kk) // 2
     k.scratch_bytes = col_bytes(kk) * (2 if quad else 1)
     zx = c_literal(x_zp, np.int32)
-    pointwise = khw == 1 and sh == sw == 1 and (oh, ow) == (h, wd) and ph == pw == 0
     oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
     ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
     padded = (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
@@ -597,6 +601,96 @@ def rv32_quad(k, body, gather, st, w, bias, *, mg, kk, ohw, nb, tl, cn) -> list[
     return out + indent_c(body) + ["}"]
 
 
+def mve_applies(k, group: int, kk: int, y_zp: int) -> bool:
+    """Whether emit_im2col takes the Helium (MVE) path (emit_im2col_mve): a core with MVE,
+    int8 data and weights (VMLADAVA.S8) without weight zero points, the cheap
+    requantization (fast_requant: _Store.m), and a group's channel planes within the 16-bit
+    offsets of the column gathers (rows and columns within int16)."""
+    if not k.target.has("mve"):
+        return False
+    x, w = k.ins[0], k.ins[1]
+    mult, shift, w_zp = (k.ins + [None] * 6)[3:6]
+    if w_zp is not None or x.dtype != np.int8 or w.dtype != np.int8 or kk < 1 or \
+            mult is None or fast_requant(mult, shift, y_zp) is None:
+        return False
+    hw = int(np.prod(x.shape[2:]))
+    return x.shape[1] // group * hw <= 0xFFFF and max(x.shape[2:]) < 0x7FFF
+
+
+def mve_kp(kk: int) -> int:
+    """Bytes of a pixel's row in emit_im2col_mve's column: kk rounded up to 16."""
+    return -(-kk // 16) * 16
+
+
+def mve_column_tables(cg: int, h: int, wd: int, kh: int, kw: int, dh: int, dw: int):
+    """(off, dy, dx) [kp] of emit_im2col_mve's column: for column byte j, the input offset
+    of its tap from the window's first input (channel, row, column), and the tap's row and
+    column in the window; past kk zeros. Byte j holds the tap that meets a channel's j-th
+    packed weight byte (conv_pack_index): each block of four taps stored t0 t2 t1 t3, then
+    the kk % 4 tail taps in order."""
+    khw = kh * kw
+    kk = cg * khw
+    kp = mve_kp(kk)
+    taps = np.arange(kk)
+    ci, r = taps // khw, taps % khw
+    ky, kx = r // kw, r % kw
+    pos = np.where(taps < kk // 4 * 4, taps // 4 * 4 + np.array([0, 2, 1, 3])[taps % 4], taps)
+    off, dy, dx = (np.zeros(kp, np.int64) for _ in range(3))
+    off[pos] = ci * h * wd + ky * dh * wd + kx * dw
+    dy[pos], dx[pos] = ky * dh, kx * dw
+    return off, dy, dx
+
+
+def emit_im2col_mve(k, x, w, bias, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh, sw,
+                    ph, pw, dh, dw, x_zp, pointwise) -> list[str]:
+    """QConv (folded=1) on Helium (MVE) cores (mve_applies): emit_im2col's order (blocks of
+    output pixels in flat order gathered into a column, then two output channels at a time,
+    the odd last channel alone) over an int8 column instead of the int16 one: per pixel a
+    row of kp bytes whose taps are in the order of the packed weights (mve_column_tables),
+    built by byte gathers, four pixels' rows interleaved by 16-byte chunks, met by
+    VMLADAVA.S8 (16 MACs per instruction) against weights gathered from the layout every
+    target shares (so the model's constants stay the same), requantized four at a time on
+    vectors: the same int32 sums and integers as _Store. The loops are mtvm_conv_s8_mve
+    (c_runtime/kernels/arm_mve/mtvm_mm_s8_mve.h); here only its constants: the column's
+    gather tables, the geometry and the requantization."""
+    from ...codegen.cwriter import VOID, Call, Cast, Comment, Const, ExprStmt, Table, Type, \
+        Var, render_c
+    cg, mg = c // group, oc // group
+    kk = cg * kh * kw
+    hw = h * wd
+    kp = mve_kp(kk)
+    k.library("mtvm_mm_s8_mve.h")
+    k.scratch_bytes = 4 * kp
+    # a pointwise conv reads its channel planes as one row: pixel q's window starts at q
+    gh, gw = (1, hw) if pointwise else (h, wd)
+    off, dy, dx = mve_column_tables(cg, gh, gw, kh, kw, dh, dw)
+    assert off.max() <= 0xFFFF
+    oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
+    ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
+    border = not pointwise and (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
+    m = store.m
+    one = bool(np.all(m == m[0]))       # one shift: m > 0; else per channel (m = 0)
+    add = (1 << int(m[0] - 1)) + int(store.y_zp) * (1 << int(m[0])) if one else \
+        2 * int(store.y_zp) + 1
+    null = Cast(Type(VOID, pointer=True), Const(0))
+    tables = [Table(Var("col_off", Type("uint16")), off)]
+    if border:
+        tables += [Table(Var("col_dy", Type("int16")), dy), Table(Var("col_dx", Type("int16")), dx)]
+    args = [Var("scratch"), Var(x.c), Var(w.c), Var(bias.c), Var("out0"), Var("col_off"),
+            Var("col_dy") if border else null, Var("col_dx") if border else null] + \
+        [Const(int(v)) for v in (n, group, c, hw, kp, gh, gw, (kh - 1) * dh, (kw - 1) * dw, x_zp,
+                                 oh * ow, ow, sh, sw, ph, pw, pointwise,
+                                 # mtvm_conv4x2_s8_mve's passes (measured on QEMU -icount)
+                                 1 if pointwise else 2, mg, kk)] + \
+        [Var(store.mult.c), Var(store.shift.c)] + \
+        [Const(int(v)) for v in (store.mult.size > 1, m[0] if one else 0, add, store.lo,
+                                 store.hi)]
+    body = [Comment(f"Helium (MVE): int8 column rows of 4 output pixels ({kk} = {cg} x {kh} x "
+                    f"{kw} taps, in the packed weights' order), met by VMLADAVA.S8"),
+            *tables, ExprStmt(Call("mtvm_conv_s8_mve", tuple(args)))]
+    return [render_c(body)] + store.decls
+
+
 def x86_weight_pairs(w, group: int, khw: int) -> np.ndarray | None:
     """The weight pairs of the x86 direct paths, computed at compile time from the
     constant (packed) weights: [group][ceil4(mg)][khw][cp] int32, entry (j, k, t) holding
@@ -774,6 +868,8 @@ class QConv(IntOp):
         x, w = k.ins[0], k.ins[1]
         if folded:
             kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+            if mve_applies(k, group, kk, _attrs.get("y_zp", 0)):
+                return 4 * mve_kp(kk)
             return col_bytes(kk) * (2 if rv32_quad_applies(k, group, kk) else 1)
         from .depthwise import padded_plane_bytes
         return padded_plane_bytes(k, x, strides, pads, dilations)

@@ -356,7 +356,11 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     act_min, act_max = int(attrs.get("act_min", -128)), int(attrs.get("act_max", 127))
     mult, shift = (k.ins + [None] * 5)[3:5]
     fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x)
-    rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2
+    # Helium (MVE) cores: four output pixels per vector (mtvm_depthwise_s8_mve.h), where the
+    # requantization is the cheap one and the data int8
+    mve = k.target.has("mve") and fast and x.dtype == w.dtype == np.int8 and \
+        k.out.dtype.itemsize == 1 and w_zp is None
+    rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     if padded:
         k.scratch_bytes = ph_ * pw_ * x.dtype.itemsize
@@ -437,7 +441,13 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             [f"        (void)m{r};" for r in range(0, kh, 2)] + \
             (["        (void)rnd_o;"] if S is not None else []) + ["#endif"]
     if padded:
-        if pw == 0 and pe_w == 0:
+        if mve and (pw or pe_w):   # rows copied with vector loads and stores
+            from ...codegen.cwriter import Call, Const, ExprStmt, Var, render_c
+            k.library("mtvm_depthwise_s8_mve.h")
+            lines.append(render_c(ExprStmt(Call("mtvm_copy_rows_s8_mve", (
+                Var("pad"), Const(ph * pw_ + pw), Const(pw_), Var("xc"), Const(h),
+                Const(wd)))), 2))
+        elif pw == 0 and pe_w == 0:
             lines.append(f"        memcpy(pad + {ph * pw_}, xc, {h * wd});")
         else:
             lines += [f"        for (size_t y = 0; y < {h}; ++y) {{",
@@ -445,6 +455,24 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                       f"{wd});",
                       "        }"]
         lines.append("        xc = pad;")
+    end = ["    }", "}"]
+    if mve:   # one call per channel (mtvm_dw_channel_s8_mve)
+        from ...codegen.cwriter import VOID, Call, Cast, Const, ExprStmt, Table, Type, Var, \
+            render_c, sum_of
+        k.library("mtvm_depthwise_s8_mve.h")
+        offs = [ky * dh * row_w + kx * dw for ky in range(kh) for kx in range(kw)]
+        taps_t = Cast(Type(VOID, pointer=True), Const(0))
+        if taps <= 16 and max(offs) <= 255:   # a window per byte gather, a VMLADAV per pixel
+            lines.insert(1, render_c(Table(Var("dw_taps", Type("uint8")),
+                                           offs + [0] * (16 - taps))))
+            taps_t = Var("dw_taps")
+        args = [Var("xc"), Var("yc"), Var("wo"), Var("bias_in"), Var("mult_o"), Var("rnd_o"),
+                Var("sh_o"), taps_t] + [Const(v) for v in (row_w, oh, ow, kh, kw, sh, sw, dh, dw,
+                                                           act_min, act_max,
+                                                           int(3 * sw <= sh * row_w))]
+        body = [ExprStmt(Cast(Type(VOID), sum_of([Var(v) for v in wv]))),   # (the vector's)
+                ExprStmt(Call("mtvm_dw_channel_s8_mve", tuple(args)))]
+        return lines + [render_c(body, 2)] + end
 
     def stored(acc, xcoord, yrow="oy"):
         dst = f"yc[({yrow}) * {ow} + {xcoord}]" if " " in yrow else f"yc[{yrow} * {ow} + {xcoord}]"
@@ -603,5 +631,4 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             indent_c(scalar(), 4) + ["            }", "        }", "#endif"]
     if x86:
         lines.append("#endif")
-    lines += ["    }", "}"]
-    return lines
+    return lines + end

@@ -22,8 +22,11 @@ def dot_helper(k, a_dtype, b_dtype, rows: int = 1) -> str:
     """The name of the int32 dot product of an a_dtype vector with `rows` (1 or 4)
     b_dtype vectors (c_runtime/kernels/generic/mtvm_dot_8.h); the 4-row form loads
     and widens `a` once for four output channels."""
-    k.library("mtvm_dot_8.h")
     na, nb = INT8_EXT[np.dtype(a_dtype).name][1], INT8_EXT[np.dtype(b_dtype).name][1]
+    if k.target.has("mve") and na == nb == "s8":   # Helium: VMLADAVA.S8 (mtvm_dot_8_mve.h)
+        k.library("mtvm_dot_8_mve.h")
+        return f"mtvm_dot{'4' if rows == 4 else ''}_s8_s8_mve"
+    k.library("mtvm_dot_8.h")
     if rows == 4 and k.target.is_riscv:   # RV32: c_runtime/kernels/riscv/mtvm_dot_8_rv32.h
         k.library("mtvm_dot_8_rv32.h")
         return f"mtvm_dot4_rv32_{na}_{nb}"
