@@ -38,7 +38,7 @@ def quiet(*_a, **_k):
     pass
 
 
-def bench_model(path: str, board: str, work: str) -> dict:
+def bench_model(path: str, board: str, work: str, backend: str = "c") -> dict:
     import mtvm
     import mtvm.project as P
     name = os.path.splitext(os.path.basename(path))[0]
@@ -55,8 +55,11 @@ def bench_model(path: str, board: str, work: str) -> dict:
         from mtvm.target import Target
         b = load_board(board)
         tg = Target.from_board(b)
-        lib = mtvm.compile(path, target=tg) \
-            if b.data.get("template") == "riscv" or tg.has("mve") else mtvm.compile(path)
+        if backend != "c":   # the LLVM backend compiles for the board's own target
+            lib = mtvm.compile(path, target=tg, backend=backend)
+        else:
+            lib = mtvm.compile(path, target=tg) \
+                if b.data.get("template") == "riscv" or tg.has("mve") else mtvm.compile(path)
         proj = P.generate(lib, board=board, out_dir=out, kind="standalone", sample=npz,
                           force=True, progress=quiet)
         proj.build(progress=quiet)

@@ -185,8 +185,12 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     axes, group = conv_geometry(x.shape, w.shape, auto_pad=auto_pad, dilations=dilations,
                                 group=group, kernel_shape=kernel_shape, pads=pads,
                                 strides=strides)
+    from ...ops.conv import Axis
+    if all(a.kernel == 1 and a.stride == 1 and a.pad_begin == a.pad_end == 0 for a in axes):
+        # A pointwise conv: its planes are rows of H*W pixels (one long row of tiles).
+        plane = int(np.prod([a.size for a in axes]))
+        axes = [Axis("w", plane, plane, 1, 1, 1, 0, 0)]
     if len(axes) == 1:
-        from ...ops.conv import Axis
         axes = [Axis("h", 1, 1, 1, 1, 1, 0, 0), axes[0]]
     ah, aw = axes
     nb, c, m = x.shape[0], x.shape[1], w.shape[0]
