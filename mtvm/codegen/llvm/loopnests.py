@@ -42,6 +42,7 @@ from ..cwriter import (
     tail,
 )
 from .cparse import NotLowerable
+from .vector import Lane, Splat, VecLoad, VecType
 
 LOOP_NESTS: dict = {}
 I64 = Type("int64")
@@ -158,6 +159,14 @@ def _tile_shape(target, channels: int, columns: int) -> tuple[int, int]:
             return 4, 16
         return lanes, 4
     return 4, 4   # 32 single-precision registers on an M-profile FPU: 16 accumulators
+
+
+def _vector_lanes(target) -> int:
+    """float32 lanes of the target's vectors for explicit vector tiles (0: none:
+    the scalar tiles, which LLVM's SLP vectorizer packs where it can)."""
+    if target.is_x86:
+        return 16 if target.has("avx512f") else 8 if target.has("avx2") else 4
+    return 0
 
 
 def _split(total: int, size: int) -> list[tuple[int, int, int]]:
@@ -279,9 +288,73 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
             out += [*tail(k, acc[a], idx, oc_of(oc0, a)), Assign(Y[idx], acc[a])]
         return [Block(out)]
 
+    def vtile(oc0, nvec: int, ow0, nt: int, checked: bool = False) -> list:
+        """nvec vectors of output channels x nt columns: each tap loads the
+        channels' adjacent weights as vectors and multiplies them by one input
+        value per column (checked: one edge column, its taps tested)."""
+        L = vlanes
+        vt = VecType(dt, lanes=L)
+        acc = [[Var(f"vacc{a}_{b}", vt) for b in range(nt)] for a in range(nvec)]
+        ws = [Var(f"vw{a}", vt) for a in range(nvec)]
+        xs = [Var(f"x{b}", Type(dt)) for b in range(nt)]
+        out = []
+        for a in range(nvec):
+            init = Splat(Const(0, dt), L) if bias is None else \
+                VecLoad(param(bias), oc_of(oc0, a * L), L)
+            out += [Decl(acc[a][b], init) for b in range(nt)]
+        ic_abs = gv * cg + icv if group > 1 else icv
+        w_row = ((ic_abs * kh_n + khv) * kw_n + kwv) * mg
+        taps = [Decl(ws[a], VecLoad(wt, w_row + oc0 + a * L if a else w_row + oc0, L))
+                for a in range(nvec)]
+        xrow = Cast(Type("index"), ih) * ww + x_chan()
+        iw = Var("iw", I64)
+        for b in range(nt):
+            if checked:
+                col = Cast(Type("index"), iw)
+            else:
+                off = b * sw - pw
+                col = scaled(ow0, sw) + kwv * dw
+                col = col + off if off >= 0 else col - (-off)
+            taps.append(Decl(xs[b], X[xrow + col]))
+        taps += [Assign(acc[a][b], ws[a] * xs[b], "+=") for b in range(nt) for a in range(nvec)]
+        if checked:
+            taps = [Decl(iw, Cast(I64, ow0) * sw + Cast(I64, kwv) * dw - Const(pw, "int64")),
+                    If(and_(ge(iw, Const(0, "int64")), lt(iw, Const(ww, "int64"))), taps)]
+        out.append(For(icv, cg, [row_loop([For(kwv, kw_n, taps)])]))
+        v = Var("v", Type(dt))
+        for a in range(nvec):
+            for i in range(L):
+                oc = oc_of(oc0, a * L + i)
+                for b in range(nt):
+                    idx = (nv * m + oc) * (oh_n * ow_n) + ohv * ow_n + ow0
+                    idx = idx + b if b else idx
+                    out.append(Block([Decl(v, Lane(acc[a][b], i)), *tail(k, v, idx, oc),
+                                      Assign(Y[idx], v)]))
+        return [Block(out)]
+
     per_block = []   # (oc0 expression maker, channels) -> statements for one output row
     owt, owe = Var("owt"), Var("owe")
-    for first_m, count_m, nm in _split(mg, mb):
+    vlanes = _vector_lanes(k.target)
+    vector_channels = (mg // vlanes) * vlanes if wt is not None and vlanes else 0
+    if vector_channels:
+        # Vectors of output channels (x86): blocks of two vectors x 4 columns.
+        for first_m, count_m, nvec in _split(vector_channels // vlanes, 2):
+            mbv = Var("vb")
+            first = first_m * vlanes
+            oc0 = (mbv * (nvec * vlanes) + first if first else mbv * (nvec * vlanes)) \
+                if count_m > 1 else Const(first)
+            row = []
+            for first_t, count_t, nt in _split(hi - lo, 4):
+                ow0 = owt * nt + (lo + first_t) if count_t > 1 else Const(lo + first_t)
+                body = vtile(oc0, nvec, ow0, nt)
+                row += [For(owt, count_t, body)] if count_t > 1 else body
+            for e_lo, e_hi in ((0, lo), (hi, ow_n)):
+                if e_hi > e_lo:
+                    row.append(For(owe, e_hi, vtile(oc0, nvec, owe, 1, checked=True),
+                                   begin=Const(e_lo)))
+            per_block += [For(mbv, count_m, row)] if count_m > 1 else row
+    for first_m, count_m, nm in _split(mg - vector_channels, mb):
+        first_m += vector_channels
         mbv = Var("mb")
         oc0 = (mbv * nm + first_m if first_m else mbv * nm) if count_m > 1 else Const(first_m)
         row = []

@@ -46,6 +46,7 @@ from ..cwriter import (
     Var,
 )
 from .cparse import NotLowerable, parse_assignments, parse_expr
+from .vector import Lane, Splat, VecLoad, VecType
 
 _INT_BITS = {"int8": 8, "uint8": 8, "bool": 8, "int16": 16, "uint16": 16, "int32": 32,
              "uint32": 32, "int64": 64, "uint64": 64}
@@ -105,6 +106,8 @@ class FunctionLowering:
 
     # -- types ---------------------------------------------------------------------
     def llvm_type(self, t: Type) -> ir.Type:
+        if isinstance(t, VecType):
+            return ir.VectorType(self.llvm_type(Type(t.dtype)), t.lanes)
         if t.pointer:
             return self.llvm_type(Type(t.dtype)).as_pointer() if t.dtype != VOID \
                 else ir.IntType(8).as_pointer()
@@ -150,6 +153,8 @@ class FunctionLowering:
         """x's value as type `to` (C's conversion on assignment and casts)."""
         b, src = self.b, x.t
         lt = self.llvm_type(to)
+        if isinstance(to, VecType) or isinstance(x.v.type, ir.VectorType):
+            return self._convert_vector(x, to)
         if to.pointer or src.pointer:
             if to.pointer and src.pointer:
                 return x.v if x.v.type == lt else b.bitcast(x.v, lt)
@@ -169,6 +174,21 @@ class FunctionLowering:
         if fb > tb:
             return b.trunc(x.v, lt)
         return b.sext(x.v, lt) if is_signed(src) else b.zext(x.v, lt)
+
+    def _convert_vector(self, x: _Value, to: Type) -> ir.Value:
+        """Vectors convert only to their own type; a scalar becomes a splat."""
+        lt = self.llvm_type(to)
+        if isinstance(x.v.type, ir.VectorType):
+            if x.v.type != lt:
+                raise NotLowerable("a conversion between vector types")
+            return x.v
+        return self._splat(self.convert(x, Type(to.dtype)), to.lanes)
+
+    def _splat(self, scalar: ir.Value, lanes: int) -> ir.Value:
+        vt = ir.VectorType(scalar.type, lanes)
+        one = self.b.insert_element(ir.Constant(vt, ir.Undefined), scalar, ir.Constant(ir.IntType(32), 0))
+        return self.b.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                     ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
     # -- functions --------------------------------------------------------------------
     def function(self, f: Function, linkage: str | None = None) -> ir.Function:
@@ -234,7 +254,8 @@ class FunctionLowering:
         if isinstance(s, (Comment, Pragma)):
             return
         if isinstance(s, Decl):
-            t = Type(s.var.type.dtype, pointer=s.var.type.pointer, const=s.var.type.const)
+            t = s.var.type if isinstance(s.var.type, VecType) else \
+                Type(s.var.type.dtype, pointer=s.var.type.pointer, const=s.var.type.const)
             slot = self._alloca(t, s.var.name)
             if s.init is not None:
                 b.store(self.convert(self.expr(s.init), t), slot)
@@ -357,6 +378,18 @@ class FunctionLowering:
             return _Value(slot if is_array else b.load(slot), t)
         if isinstance(e, RawExpr):
             return self.expr(parse_expr(e.text))
+        if isinstance(e, VecLoad):
+            base = self.expr(e.base)
+            ptr, t = self._element_ptr(base, e.index)
+            vt = VecType(t.dtype, lanes=e.lanes)
+            vp = b.bitcast(ptr, self.llvm_type(vt).as_pointer())
+            return _Value(b.load(vp, align=4), vt)
+        if isinstance(e, Splat):
+            x = self.expr(e.value)
+            return _Value(self._splat(x.v, e.lanes), VecType(x.t.dtype, lanes=e.lanes))
+        if isinstance(e, Lane):
+            x = self.expr(e.vector)
+            return _Value(b.extract_element(x.v, ir.Constant(ir.IntType(32), e.i)), Type(x.t.dtype))
         if isinstance(e, Index):
             ptr, t = self._element_ptr(self.expr(e.base), e.index)
             return _Value(b.load(ptr), t)
@@ -433,6 +466,13 @@ class FunctionLowering:
             return _Value(b.ashr(x, y) if is_signed(t) else b.lshr(x, y), t)
         if a.t.pointer or c.t.pointer:
             return self._pointer_arith(op, a, c)
+        vec = a.t if isinstance(a.t, VecType) else c.t if isinstance(c.t, VecType) else None
+        if vec is not None:   # lane by lane; a scalar operand is splat
+            if not is_float(vec) or op not in ("+", "-", "*", "/"):
+                raise NotLowerable(f"vector {op} on {vec.dtype}")
+            x, y = self.convert(a, vec), self.convert(c, vec)
+            fop = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[op]
+            return _Value(fop(x, y, flags=("contract",)), vec)
         t = self.common(a.t, c.t)
         x, y = self.convert(a, t), self.convert(c, t)
         if is_float(t):
