@@ -164,16 +164,20 @@ def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
     except ImportError:
         raise MtvmError("--backend llvm needs llvmlite: pip install 'mtvm[llvm]' "
                         "(or pip install llvmlite)") from None
-    from .codegen.llvm import NO_INPLACE_OPS, compile_llvm
+    from .codegen.llvm import NO_INPLACE_OPS, compile_llvm, llvm_scratch
     from .codegen.llvm.compiled import LLVMCompiledModel
     from .memory.planner import no_inplace
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
-    # The LLVM kernels use no scratch, and the ops of NO_INPLACE_OPS never overwrite
-    # their input there (their loop nests are not the C schedules that can).
+    # The LLVM kernels' scratch is their loop nests' (llvm_scratch), and the ops of
+    # NO_INPLACE_OPS never overwrite their input there (their loop nests are not the
+    # C schedules that can).
+    from .codegen.llvm.machine import llvm_target
+    tg = llvm_target(Target.resolve(target))
     with no_inplace(NO_INPLACE_OPS):
-        s = choose_order(g, lambda h, inplace: {}, reorder=reorder)
+        s = choose_order(g, lambda h, inplace: llvm_scratch(h, mod, inplace, tg),
+                         reorder=reorder)
     g, plan = s.graph, s.plan
     kernels, sources, text, blobs, target = compile_llvm(
         g, plan, s.inplace, mod, target, model=graph.source, output_names=output_names,

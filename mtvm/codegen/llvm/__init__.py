@@ -26,6 +26,28 @@ from .module import IRKernel, LLVMModule
 NO_INPLACE_OPS = ("Conv",)
 
 
+def scratch_bytes(k) -> int:
+    """Bytes of scratch kernel k's loop nest asks for (loopnests.SCRATCH), planned
+    in the arena like the C kernels' and passed as its last parameter."""
+    from .loopnests import SCRATCH
+    n = k.node
+    fn = SCRATCH.get((n.domain, n.op))
+    if fn is None or all(b is None or b.size == 0 for b in k.outs):
+        return 0
+    return int(fn(k, **n.attrs))
+
+
+def llvm_scratch(g, mod: str, inplace, target) -> dict[int, int]:
+    """{step: scratch bytes} of every kernel: what memory planning reserves."""
+    out = {}
+    for step, n in enumerate(g.nodes):
+        if not n.alias:
+            b = scratch_bytes(make_kernel(g, step, mod, inplace, target))
+            if b:
+                out[step] = b
+    return out
+
+
 def ir_body(k) -> list:
     """The C writer statements of kernel k for the LLVM backend."""
     from .loopnests import LOOP_NESTS
@@ -70,10 +92,9 @@ def ir_kernels(g, mod: str, inplace, target, model: str) -> list[IRKernel]:
             continue
         k = make_kernel(g, step, mod, inplace, target)
         try:
+            k.scratch_bytes = scratch_bytes(k)
             body = ir_body(k)
             params = k.params(" ".join(sorted(names_used(body))))
-            if any(b is None for _, b in params):
-                raise NotLowerable("it needs scratch memory")
         except NotLowerable as e:
             raise unlowerable(model, g, n, e) from None
         out.append(IRKernel(k, body, step, params))

@@ -45,15 +45,27 @@ from .cparse import NotLowerable
 from .vector import Lane, Splat, VecLoad, VecType
 
 LOOP_NESTS: dict = {}
+SCRATCH: dict = {}     # (domain, op) -> scratch_bytes(k, **attrs) of nests that use scratch
 I64 = Type("int64")
 
 
-def nest(*ops: str, domain: str = ""):
+def nest(*ops: str, domain: str = "", scratch=None):
+    """Register a loop nest for ops; scratch(k, **attrs) -> bytes it needs (its
+    statements reach them through scratch_ptr)."""
     def wrap(fn):
         for op in ops:
             LOOP_NESTS[(domain, op)] = fn
+            if scratch is not None:
+                SCRATCH[(domain, op)] = scratch
         return fn
     return wrap
+
+
+def scratch_ptr(dtype: str, offset_bytes: int = 0) -> Expr:
+    """The kernel's scratch as a pointer to dtype, offset_bytes in (16-byte aligned
+    arena: keep offsets multiples of the element size)."""
+    base = Var("scratch", Type("uint8", pointer=True))
+    return Cast(Type(dtype, pointer=True), base + offset_bytes if offset_bytes else base)
 
 
 def prod(dims) -> int:

@@ -44,8 +44,9 @@ class IRKernel:
     def function(self) -> Function:
         args = []
         for decl, buf in self.params:
-            if buf is None:
-                raise NotLowerable("a kernel with scratch")
+            if buf is None:   # the kernel's scratch, planned in the arena
+                args.append(Var("scratch", Type("uint8", pointer=True, restrict=True)))
+                continue
             output = any(buf is o for o in self.kernel.outs)
             args.append(Var(buf.c, Type(buf.dtype, pointer=True, const=not output,
                                         restrict="restrict" in decl)))
@@ -135,7 +136,9 @@ class LLVMModule:
         in_index = {name: i for i, name in enumerate(self.in_names)}
         out_index = {name: i for i, name in enumerate(self.out_names)}
 
-        def pointer(buf) -> ir.Value:
+        def pointer(buf, step) -> ir.Value:
+            if buf is None:
+                return arena.gep([ir.Constant(I32, 0), ir.Constant(I32, self.plan.scratch[step])])
             root = self.plan.root(buf.name)
             if buf.const is not None:
                 p = self._constant(buf).gep([ir.Constant(I32, 0), ir.Constant(I32, 0)])
@@ -149,7 +152,7 @@ class LLVMModule:
 
         tables = 0
         for ik, kfn in zip(self.kernels, fns):
-            args = [pointer(buf) for _, buf in ik.params]
+            args = [pointer(buf, ik.step) for _, buf in ik.params]
             for t in ik.tables:
                 gv = self.lowering.blob(f"tvmgen_{self.mod}_t_{tables}", t.data.tobytes(),
                                         self.constants_section)
