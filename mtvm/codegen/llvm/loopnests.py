@@ -87,20 +87,84 @@ def _finish(k, out: Var, idx: Expr, value, ch: Expr | None = None) -> list:
 
 def _product(k, *, m, kk, n, a, b, out, a_base, b_base, o_base, a_strides, b_strides,
              value=lambda acc, i, j: acc, ch=None) -> list:
-    """out[o_base + i*n + j] = value(sum_p a[...] * b[...]) for an [m, kk] x [kk, n]
-    product: each output row is cleared, then gets a[i, p] * b[p, :] added for
-    every p (a row of b is contiguous: the j loop vectorizes), then finished."""
-    i, j, p = Var("i"), Var("j"), Var("p")
-    av = Var("av", Type(kernel_dtype(k)))
-    row = o_base + i * n
-    zero = Const(0, kernel_dtype(k))
-    body = [For(j, n, [Assign(out[row + j], zero)]),
-            For(p, kk, [Decl(av, a[a_base + scaled(i, a_strides[0]) + scaled(p, a_strides[1])]),
-                        For(j, n, [Assign(out[row + j], av * b[b_base + scaled(p, b_strides[0])
-                                                               + scaled(j, b_strides[1])], "+=")])]),
-            For(j, n, _finish(k, out, row + j, lambda acc: value(acc, i, j),
-                              None if ch is None else ch(i, j)))]
-    return [For(i, m, body)]
+    """out[o_base + i*n + j] = value(sum_p a[i, p] * b[p, j]) for an [m, kk] x
+    [kk, n] product, in register tiles whose accumulators live over the whole
+    sum: on x86, up to 4 rows x 2 vectors of columns (a row of b is contiguous:
+    one vector load feeds every row of the tile); elsewhere 4 x 4 scalars."""
+    dt = kernel_dtype(k)
+    L = _vector_lanes(k.target) if b_strides[1] == 1 else 0
+    p = Var("p")
+
+    def a_at(i):
+        return a[a_base + scaled(i, a_strides[0]) + scaled(p, a_strides[1])]
+
+    def b_at(j):
+        return b[b_base + scaled(p, b_strides[0]) + scaled(j, b_strides[1])]
+
+    def finish(acc, i, j) -> list:
+        idx = o_base + i * n + j
+        v = Var("v", Type(dt))
+        return [Block([Decl(v, value(acc, i, j)), *tail(k, v, idx, None if ch is None else ch(i, j)),
+                       Assign(out[idx], v)])]
+
+    def rows_of(first, count, size, var):
+        base = (var * size + first if first else var * size) if count > 1 else Const(first)
+        return base, [base + r if r else base for r in range(size)]
+
+    def vtile(rows, j0, nvec) -> list:
+        vt = VecType(dt, lanes=L)
+        acc = [[Var(f"vacc{r}_{v}", vt) for v in range(nvec)] for r in range(len(rows))]
+        bv = [Var(f"vb{v}", vt) for v in range(nvec)]
+        av = [Var(f"aval{r}", Type(dt)) for r in range(len(rows))]
+        body = [Decl(acc[r][v], Splat(Const(0, dt), L)) for r in range(len(rows))
+                for v in range(nvec)]
+        step = [Decl(bv[v], VecLoad(b, b_base + scaled(p, b_strides[0]) + j0 + v * L, L))
+                for v in range(nvec)]
+        step += [Decl(av[r], a_at(i)) for r, i in enumerate(rows)]
+        step += [Assign(acc[r][v], bv[v] * av[r], "+=") for r in range(len(rows))
+                 for v in range(nvec)]
+        body.append(For(p, kk, step))
+        for r, i in enumerate(rows):
+            for v in range(nvec):
+                for lane in range(L):
+                    body += finish(Lane(acc[r][v], lane), i, j0 + (v * L + lane))
+        return [Block(body)]
+
+    def stile(rows, cols) -> list:
+        acc = [[Var(f"acc{r}_{c}", Type(dt)) for c in range(len(cols))] for r in range(len(rows))]
+        av = [Var(f"aval{r}", Type(dt)) for r in range(len(rows))]
+        bv = [Var(f"bval{c}", Type(dt)) for c in range(len(cols))]
+        body = [Decl(acc[r][c], Const(0, dt)) for r in range(len(rows)) for c in range(len(cols))]
+        step = [Decl(av[r], a_at(i)) for r, i in enumerate(rows)]
+        step += [Decl(bv[c], b_at(j)) for c, j in enumerate(cols)]
+        step += [Assign(acc[r][c], av[r] * bv[c], "+=") for r in range(len(rows))
+                 for c in range(len(cols))]
+        body.append(For(p, kk, step))
+        for r, i in enumerate(rows):
+            for c, j in enumerate(cols):
+                body += finish(acc[r][c], i, j)
+        return [Block(body)]
+
+    iv, jv = Var("it"), Var("jt")
+    out_stmts = []
+    for first_m, count_m, mr in _split(m, 4):
+        _, rows = rows_of(first_m, count_m, mr, iv)
+        inner = []
+        vec_cols = (n // L) * L if L else 0
+        if vec_cols:
+            # 8 independent accumulators hide the multiply-add latency: fewer rows, more columns
+            for first_v, count_v, nvec in _split(vec_cols // L, max(2, 8 // mr)):
+                j0 = (jv * (nvec * L) + first_v * L if first_v else jv * (nvec * L)) \
+                    if count_v > 1 else Const(first_v * L)
+                body = vtile(rows, j0, nvec)
+                inner += [For(jv, count_v, body)] if count_v > 1 else body
+        for first_c, count_c, nc in _split(n - vec_cols, 4):
+            first_c += vec_cols
+            _, cols = rows_of(first_c, count_c, nc, jv)
+            body = stile(rows, cols)
+            inner += [For(jv, count_c, body)] if count_c > 1 else body
+        out_stmts += [For(iv, count_m, inner)] if count_m > 1 else inner
+    return out_stmts
 
 
 @nest("Gemm")
