@@ -158,7 +158,8 @@ def _product(k, *, m, kk, n, a, b, out, a_base, b_base, o_base, a_strides, b_str
                     if count_v > 1 else Const(first_v * L)
                 body = vtile(rows, j0, nvec)
                 inner += [For(jv, count_v, body)] if count_v > 1 else body
-        for first_c, count_c, nc in _split(n - vec_cols, 4):
+        # one row (a matrix-vector product): 8 columns, so that 8 sums run at once
+        for first_c, count_c, nc in _split(n - vec_cols, 8 if mr == 1 else 4):
             first_c += vec_cols
             _, cols = rows_of(first_c, count_c, nc, jv)
             body = stile(rows, cols)

@@ -51,6 +51,10 @@ def triple_cpu_features(target: Target) -> tuple[str, str, str, str]:
                 features.append(f"-{f}")
         if not t.fpu:
             features.append("+soft-float")
+        else:
+            # LLVM's Cortex-M4/M7 models call VFMA slow and keep VMUL + VADD; gcc (and so
+            # the C backend) fuses them: one instruction, the same cycles on an M4.
+            features.append("-slowfpvfmx")
         return triple, t.cpu, ",".join(features), ""
     if t.is_riscv:
         letters = [f for f in ("m", "a", "f", "c") if f in t.isa[4:]]
