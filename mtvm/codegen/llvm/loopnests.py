@@ -293,6 +293,12 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     lo = min(ow_n, -(-pw // sw))
     hi = max(lo, min(ow_n, (ww - 1 + pw - (kw_n - 1) * dw) // sw + 1))
     lanes, mb = _tile_shape(k.target, mg, hi - lo)
+    vl = _vector_lanes(k.target)
+    if (vl and cg == 1 and mg == 1 and w.const is not None and ah.stride == aw.stride == 1
+            and ah.dilation == aw.dilation == 1 and (oh_n, ow_n) == (hh, ww)
+            and ah.pad_begin < kh_n and aw.pad_begin < kw_n):
+        return _depthwise_planes(k, x, w, bias, nb, c, hh, ww, kh_n, kw_n, ah.pad_begin,
+                                 aw.pad_begin, vl)
 
     def x_chan():
         ic_abs = gv * cg + icv if group > 1 else icv
@@ -447,6 +453,70 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     if group > 1:
         body = [For(gv, group, body)]
     return ([Table(wt, table)] if wt is not None else []) + [For(nv, nb, body)]
+
+
+def _depthwise_planes(k, x, w, bias, nb, c, hh, ww, kh_n, kw_n, ph, pw, L) -> list:
+    """A stride-1 depthwise conv whose output has its input's size (the usual
+    "same" padding), vectorized over each plane's pixels: in the rows whose
+    taps all lie inside the plane, tap (kh, kw) of output p reads input
+    p + (kh - ph) * W + (kw - pw) -- contiguous in p -- times a 0/1 mask for the
+    columns where that tap falls in the padding. The rows at the top and bottom
+    edges, and what is left of the middle rows, are computed one by one."""
+    dt = kernel_dtype(k)
+    X, Y = param(x), param(k.out, output=True)
+    wt, masks = Var("wt", Type(dt)), Var("colmask", Type(dt))
+    taps = kh_n * kw_n
+    plane = hh * ww
+    # The vector region: rows whose taps are all inside the plane, trimmed so that
+    # every load (a masked one too) stays inside the plane.
+    r_lo, r_hi = ph, max(ph, hh - (kh_n - 1 - ph))
+    p_lo = r_lo * ww + pw
+    p_hi = max(p_lo, min(r_hi * ww, plane - (kh_n - 1 - ph) * ww - (kw_n - 1 - pw)))
+    region = p_hi - p_lo
+    cols = (p_lo + np.arange(region)) % ww
+    mask = np.stack([((cols + kw - pw >= 0) & (cols + kw - pw < ww)).astype(dt)
+                     for kw in range(kw_n)])
+    table = w.const.reshape(c, taps)
+    nv, cv, pb, pv = Var("n"), Var("ch"), Var("pb"), Var("p")
+    base = (nv * c + cv) * plane
+    vt = VecType(dt, lanes=L)
+    acc, v = Var("vacc", vt), Var("v", Type(dt))
+    init = Const(0, dt) if bias is None else param(bias)[cv]
+    nblocks = region // L
+    body = []
+    if nblocks:
+        p0 = pb * L + p_lo if p_lo else pb * L
+        vec = [Decl(acc, Splat(init, L))]
+        for kh in range(kh_n):
+            for kw in range(kw_n):
+                off = (kh - ph) * ww + (kw - pw)
+                src = base + p0 + off if off >= 0 else base + p0 - (-off)
+                xv = VecLoad(X, src, L)
+                if not mask[kw].all():
+                    xv = xv * VecLoad(masks, pb * L + kw * region if kw else pb * L, L)
+                vec.append(Assign(acc, xv * wt[cv * taps + (kh * kw_n + kw)], "+="))
+        for lane in range(L):
+            idx = base + p0 + lane if lane else base + p0
+            vec.append(Block([Decl(v, Lane(acc, lane)), *tail(k, v, idx, cv),
+                              Assign(Y[idx], v)]))
+        body.append(For(pb, nblocks, vec))
+    # Every other pixel: each tap checked.
+    iy, ix = Var("iy", I64), Var("ix", I64)
+    one = [Decl(v, init)]
+    for kh in range(kh_n):
+        for kw in range(kw_n):
+            inside = and_(and_(ge(iy, Const(ph - kh, "int64")), lt(iy, Const(hh + ph - kh, "int64"))),
+                          and_(ge(ix, Const(pw - kw, "int64")), lt(ix, Const(ww + pw - kw, "int64"))))
+            off = (kh - ph) * ww + (kw - pw)
+            src = base + pv + off if off >= 0 else base + pv - (-off)
+            one.append(If(inside, [Assign(v, X[src] * wt[cv * taps + (kh * kw_n + kw)], "+=")]))
+    one = [Decl(iy, Cast(I64, pv / ww)), Decl(ix, Cast(I64, pv % ww)), *one,
+           *tail(k, v, base + pv, cv), Assign(Y[base + pv], v)]
+    for lo, hi in ((0, p_lo), (p_lo + nblocks * L, p_hi), (p_hi, plane)):
+        if hi > lo:
+            body.append(For(pv, hi, [Block(one)], begin=Const(lo)))
+    tables = [Table(wt, table)] + ([Table(masks, mask)] if not mask.all() else [])
+    return tables + [For(nv, nb, [For(cv, c, body)])]
 
 
 # -- pooling ------------------------------------------------------------------------------------
