@@ -2,7 +2,8 @@
 QEMU: the MLF's codegen/host/lib/lib0.o (no generated C) in the cortex_m and
 riscv templates, a host-driven session over the emulated UART, outputs within
 1e-4 of the reference. kws_dscnn on mps2-an386 (Cortex-M4, hard float: the
-object passes floats in VFP registers and says so to the linker), a small CNN
+object passes floats in VFP registers and says so to the linker) and mps3-an547
+(Cortex-M55: Helium float vectors), a small CNN
 on mps2-an385 (Cortex-M3, soft float) and riscv32-virt (RV32IMAFC, ilp32f)."""
 import os
 
@@ -27,11 +28,14 @@ def _run(path, board, out_dir, inputs) -> np.ndarray:
     return list(run_once(proj, inputs).values())[0]
 
 
-def test_kws_dscnn_object_code_on_the_cortex_m4(tmp_path):
+@pytest.mark.parametrize("board", ["mps2-an386", "mps3-an547"])
+def test_kws_dscnn_object_code(tmp_path, board):
+    """On the Cortex-M4 (scalar FPU) and the Cortex-M55, whose conv tiles are
+    Helium vectors of 4 floats."""
     need_qemu()
     need_models()
     ref = np.load(os.path.join(MODELS_DIR, "kws_dscnn.npz"))
-    y = _run(os.path.join(MODELS_DIR, "kws_dscnn.onnx"), "mps2-an386", tmp_path / "p",
+    y = _run(os.path.join(MODELS_DIR, "kws_dscnn.onnx"), board, tmp_path / "p",
              [ref["in_0"]])
     np.testing.assert_allclose(y, ref["out_0"], rtol=1e-4, atol=1e-5)
 

@@ -243,6 +243,8 @@ def _vector_lanes(target) -> int:
     the scalar tiles, which LLVM's SLP vectorizer packs where it can)."""
     if target.is_x86:
         return 16 if target.has("avx512f") else 8 if target.has("avx2") else 4
+    if target.has("mve.fp"):   # Helium: 128-bit vectors of 4 floats (Cortex-M55/M85)
+        return 4
     return 0
 
 
