@@ -6,12 +6,11 @@ compiled with backend="llvm" and run in process through LLVM's JIT.
 Recurrent ops: every pair of values of direction, linear_before_reset, bias,
 initial states, peepholes, layout, sequence kind (one step, several, run-time
 sequence_lens) and the outputs used; then the output sets against directions,
-initial states and lengths (0 and out of range too), since the outputs decide
-where the kernel keeps its state (no scratch memory: the hidden states in Y;
-LSTM's cell state in Y_c, Y_h or Y; GRU's r * h in Y_h or Y, recomputed per
-element in the last step when neither has room); the activations with
-alpha/beta, clip, input_forget; float64. onnxruntime runs only layout 0: its
-model wraps each layout-1 node in Transposes. ConvTranspose: 1-D, 2-D and
+initial states and lengths (0 and out of range too); without Y (the state in
+scratch memory); sequences longer than a chunk of input projections; run-time
+weights; the scalar register tiles of targets without explicit vectors; the
+activations with alpha/beta, clip, input_forget; float64. onnxruntime runs
+only layout 0: its model wraps each layout-1 node in Transposes. ConvTranspose: 1-D, 2-D and
 3-D, groups, strides, dilations, pads, output_padding, output_shape,
 auto_pad, fused tails. Resize: every nearest_mode and coordinate
 transformation mode, linear, cubic, antialias, axes, extrapolation, integer
@@ -25,7 +24,6 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import mtvm
-from mtvm.errors import MtvmError
 from mtvm.interp import interpret
 
 ort = pytest.importorskip("onnxruntime")
@@ -71,8 +69,9 @@ def _run_llvm(model, feed) -> dict:
 def _rnn_models(cases, seed=0, dtype=np.float32):
     """(model, onnxruntime model, inputs) with one node per case. A case: op,
     direction, H, I, S, B and optionally lbr, bias, init, lens (run-time
-    sequence_lens), peep, layout, outs (indices of the outputs used), and the
-    attributes activations, activation_alpha, activation_beta, clip, input_forget."""
+    sequence_lens), peep, layout, outs (indices of the outputs used),
+    runtime_weights (W, R and B as graph inputs) and the attributes activations,
+    activation_alpha, activation_beta, clip, input_forget."""
     rng = np.random.default_rng(seed)
     elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     nodes, ort_nodes, inits, ins, outs, feed = [], [], [], [], [], {}
@@ -91,11 +90,16 @@ def _rnn_models(cases, seed=0, dtype=np.float32):
         G, layout, p = GATES[op], cs.get("layout", 0), f"c{c}_"
         names = [p + "x", p + "w", p + "r"] + [""] * 5
         graph_input(p + "x", rand(*((B, S, I) if layout else (S, B, I))))
-        inits += [numpy_helper.from_array(rand(dirs, G * H, I, scale=0.7), p + "w"),
-                  numpy_helper.from_array(rand(dirs, G * H, H, scale=0.7), p + "r")]
+        wr = [(p + "w", rand(dirs, G * H, I, scale=0.7)),
+              (p + "r", rand(dirs, G * H, H, scale=0.7))]
         if cs.get("bias"):
-            inits.append(numpy_helper.from_array(rand(dirs, 2 * G * H), p + "b"))
+            wr.append((p + "b", rand(dirs, 2 * G * H)))
             names[3] = p + "b"
+        for name, value in wr:   # run-time weights: graph inputs, not initializers
+            if cs.get("runtime_weights"):
+                graph_input(name, value)
+            else:
+                inits.append(numpy_helper.from_array(value, name))
         if cs.get("lens") is not None:
             graph_input(p + "sl", np.array(cs["lens"], np.int32))
             names[4] = p + "sl"
@@ -198,9 +202,9 @@ def test_attribute_pairs_match_onnxruntime(op):
 
 
 def test_where_the_state_lives_for_each_set_of_outputs():
-    """Longer sequences with every output set that has Y: LSTM's c in Y_c, Y_h
-    or Y's next time slot; GRU's r * h in Y_h or Y's next slot (the last step
-    recomputes r per element), with and without initial states and lengths."""
+    """Longer sequences with every output set that has Y (the C emitter and an
+    earlier LLVM nest kept the state in the outputs), with and without initial
+    states and lengths."""
     cases = []
     for op, outs in (("LSTM", [(0,), (0, 1), (0, 2)]), ("GRU", [(0,), (0, 1)])):
         for o, d, (init, lens) in itertools.product(outs, ("forward", "reverse", "bidirectional"),
@@ -273,14 +277,54 @@ def test_float64():
         np.testing.assert_allclose(got[name], e, atol=1e-5, rtol=RTOL, err_msg=name)
 
 
-@pytest.mark.parametrize("op,outs", [("GRU", (1,)), ("LSTM", (1, 2)), ("LSTM", (2,))])
-def test_without_y_the_state_needs_scratch_memory(op, outs):
-    model, _, _ = _rnn_models([dict(op=op, direction="forward", H=3, I=2, S=4, B=1,
-                                    outs=outs)])
-    with pytest.raises(MtvmError) as e:
-        mtvm.compile(model, backend="llvm")
-    msg = str(e.value)
-    assert "\n" not in msg and "scratch memory" in msg and "without its output Y" in msg
+@pytest.mark.parametrize("op", ["GRU", "LSTM", "RNN"])
+def test_without_y_the_state_lives_in_scratch(op):
+    """Y unused: only Y_h (and Y_c) out of the node; the state is in scratch memory
+    either way, for every direction, layout, initial state and lengths."""
+    outs = {"RNN": [(1,)], "GRU": [(1,)], "LSTM": [(1,), (2,), (1, 2)]}[op]
+    cases = []
+    for n, (o, d, (init, lens), lbr) in enumerate(itertools.product(
+            outs, ("forward", "reverse", "bidirectional"), ((0, None), (1, [7, 1, 0, 4])),
+            (0, 1) if op == "GRU" else (0,))):
+        cases.append(dict(op=op, direction=d, H=(6, 9)[n % 2], I=5, S=7, B=4, bias=1,
+                          init=init, lens=lens, outs=o, lbr=lbr, peep=op == "LSTM",
+                          layout=n // 2 % 2))
+    _check_rnn(cases, seed=13)
+
+
+def test_long_sequences_and_wide_gate_rows():
+    """More steps than scratch holds input projections for (4 at a time): chunk
+    boundaries with and without run-time lengths, in both directions; hidden sizes
+    whose gate rows fill several blocks of vectors and leave a remainder."""
+    cases = [dict(op=op, direction=d, H=H, I=I, S=19, B=3, bias=1, init=1, lbr=lbr,
+                  lens=lens, peep=op == "LSTM", outs=(0, 1))
+             for op, H, I in (("GRU", 37, 11), ("LSTM", 40, 3), ("RNN", 24, 9))
+             for d, lens, lbr in (("forward", None, 0), ("bidirectional", [19, 9, 8], 1),
+                                  ("reverse", [16, 17, 0], 0))]
+    _check_rnn(cases, seed=17)
+
+
+def test_runtime_weights():
+    """W, R and B as graph inputs (not constants: no transposed tables, the
+    products read the matrices as given)."""
+    cases = [dict(op=op, direction=d, H=5, I=3, S=6, B=2, bias=1, init=1, lbr=lbr,
+                  lens=[6, 4] if d == "bidirectional" else None, peep=op == "LSTM",
+                  runtime_weights=True, layout=layout)
+             for op in GATES for d, lbr, layout in (("forward", 0, 0), ("bidirectional", 1, 1),
+                                                     ("reverse", 1, 0))]
+    _check_rnn(cases, seed=19)
+
+
+def test_scalar_tiles(monkeypatch):
+    """The products in scalar register tiles (a target without explicit vectors, as
+    an Arm Cortex-M), checked on the host."""
+    from mtvm.codegen.llvm import loopnests_seq
+    monkeypatch.setattr(loopnests_seq, "_vector_lanes", lambda target: 0)
+    cases = [dict(op=op, direction=d, H=H, I=7, S=11, B=2, bias=1, init=1, lbr=lbr,
+                  lens=[11, 5], peep=op == "LSTM", outs=outs)
+             for op, H in (("GRU", 13), ("LSTM", 6), ("RNN", 19))
+             for d, lbr, outs in (("forward", 0, (0, 1)), ("bidirectional", 1, (1,)))]
+    _check_rnn(cases, seed=23)
 
 
 # -- ConvTranspose ---------------------------------------------------------------------------

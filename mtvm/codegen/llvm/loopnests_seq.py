@@ -4,27 +4,23 @@ ConvTranspose, Resize and Upsample (the C writer's IR, as loopnests.py).
 RNN / GRU / LSTM: every attribute the C emitter (mtvm/ops/recurrent.py)
 supports -- directions, layout, sequence_lens, initial states, peepholes,
 input_forget, linear_before_reset, clip, activations with alpha/beta -- with
-no scratch memory: each direction and batch entry runs its whole sequence in
-turn, and the state lives in the outputs. Y holds the hidden states (step t
-reads h_{t-1} from Y at the previous time index and writes h_t at its own:
-the double buffer a step needs, since every h_t[j] depends on all of
-h_{t-1}); every gate value is computed per element j (the gates of j in one
-pass over W and R) and used at once. What a step needs beyond that:
-  - LSTM's cell state (updated element by element in place): in Y_c, else in
-    Y_h (overwritten by the last h at the end), else in Y at the next step's
-    time index (still free; the last step's c is not needed then).
-  - GRU without linear_before_reset, r * h_{t-1} (all of it, before any h_t[j]):
-    in Y_h, else in Y at the next step's time index; the last step of a
-    sequence has none free, and recomputes r per element instead (about H/3
-    times a step's work, for that one step).
-Without Y the hidden state has no room for its double buffer: NotLowerable
-(with scratch memory, 2 x H values would do, H more for LSTM's c without Y_c
-or GRU's r * h). The gates' tanh and sigmoid in float are the kernel
-library's (mtvm_activation_f32.h: a rational tanh, no libm), as in C. The
-dot products keep a few partial sums over consecutive columns (as many as
-the target's float vector has lanes, at most 16 accumulators per loop): LLVM
-vectorizes them without reassociating a sum, and the chains of dependent
-adds get shorter. Both directions share one run-time loop when their
+the state in scratch memory (so Y may be unused). Each direction and batch
+entry runs its sequence in chunks of CHUNK steps: first the input projections
+of the chunk's steps (W x + biases, all gate rows side by side) as one product
+in register tiles of 4 steps, then step by step the recurrent product R h
+(all gate rows, from the projection) into a gate buffer, and the elementwise
+gate math, which updates the hidden (and cell) state in place and writes Y.
+GRU without linear_before_reset first finishes z and r, then R_h (r * h);
+with it, the h gate's W_h x + Wb_h stay in the projection and R_h h + Rb_h
+go to the gate buffer. The products run in register tiles of a few vectors
+of gate rows (explicit vectors on x86: one hidden value splat, a vector of
+weights per tile column) or, without vectors (Cortex-M), of 16 scalars; the
+constant W and R are re-laid out as panels, each tile's weights for one input
+contiguous. Sums are added in the order of the inputs as the C emitter does,
+except a one-row tile of fewer vectors than the FMA pipeline keeps busy, which
+keeps a few partial sums over interleaved inputs. The gates' tanh and sigmoid
+in float are the kernel library's (mtvm_activation_f32.h: a rational tanh, no
+libm), as in C. Both directions share one run-time loop when their
 activations agree; an initial state that is a constant zero is no state.
 
 ConvTranspose (any number of spatial axes, groups, strides, dilations, pads,
@@ -59,6 +55,7 @@ from ..cwriter import (
     Expr,
     For,
     If,
+    Table,
     Type,
     Var,
     call,
@@ -66,6 +63,7 @@ from ..cwriter import (
     ge,
     gt,
     kernel_dtype,
+    le,
     lt,
     ne,
     or_,
@@ -75,7 +73,8 @@ from ..cwriter import (
     sum_of,
 )
 from .cparse import NotLowerable
-from .loopnests import I64, _finish, _float_only, nest, prod
+from .loopnests import I64, _finish, _float_only, _split, _vector_lanes, nest, prod, scratch_ptr
+from .vector import Lane, Splat, VecLoad, VecType
 
 INDEX = Type("index")
 
@@ -161,53 +160,43 @@ class _Scalar:
 
 # -- RNN, GRU, LSTM -------------------------------------------------------------------------
 
-def _lanes(target, dt: str) -> int:
-    """Partial sums a dot product keeps (one per SIMD lane: LLVM's SLP vectorizer
-    makes them one vector): the float vector width of the target, 1 without SIMD."""
-    feats = getattr(target, "features", frozenset())
-    if getattr(target, "is_x86", False):
-        width = 64 if "avx512f" in feats else 32 if "avx" in feats else 16
-    elif "mve.fp" in feats:
-        width = 16
-    else:
-        return 1
-    return width // np.dtype(dt).itemsize
+CHUNK = 4     # time steps whose input projections scratch holds at once
+CHAINS = 8    # independent multiply-adds that keep an x86 core's FMA units busy
+SEGMENT = 16  # scratch segments start at multiples of 16 elements
 
 
-CHAINS = 16
+def _segments(op: str, gates: int, H: int, S: int, lbr: bool) -> tuple[dict, int]:
+    """Offsets (in elements) of the scratch segments and their total: the input
+    projections of a chunk of steps [chunk][gates * H], the gate pre-activations of
+    one step [gates * H], the hidden state [H], LSTM's cell state [H], GRU's r * h [H]."""
+    GH = gates * H
+    sizes = [("xw", min(S, CHUNK) * GH), ("gt", GH), ("hs", H)]
+    if op == "LSTM":
+        sizes.append(("cs", H))
+    if op == "GRU" and not lbr:
+        sizes.append(("rh", H))
+    offs, pos = {}, 0
+    for name, n in sizes:
+        offs[name] = pos
+        pos += -(-n // SEGMENT) * SEGMENT
+    return offs, pos
 
 
-def _dot(out: list, E: "_Scalar", n: int, inner: Var, vec, terms, lanes: int) -> None:
-    """acc += sum_{c < n} mat(c) * vec(c) for each (acc, mat) of terms, vec(c) read
-    once for all. With lanes > 1 (and n >= 2 lanes): `lanes` partial sums per acc over
-    consecutive columns (vectorizable: contiguous loads, no reassociation needed),
-    added pairwise at the end, then the last n % lanes columns."""
-    def plain(begin):
-        E.n += 1
-        v = Var(f"vq{E.n}", Type(E.dt))
-        body = [Decl(v, vec(inner))] + [Assign(a, mat(inner) * v, "+=") for a, mat in terms]
-        out.append(For(inner, n, body, begin=Const(begin)))
+def _recurrent_scratch(op: str, gates: int):
+    def scratch(k, *, hidden_size, layout=0, linear_before_reset=0, **_attrs) -> int:
+        x = k.ins[0]
+        S = x.shape[1] if layout else x.shape[0]
+        _, n = _segments(op, gates, int(hidden_size), S, op == "GRU" and bool(linear_before_reset))
+        return n * np.dtype(x.dtype).itemsize
+    return scratch
 
-    lanes = min(lanes, 8, 1 << max(0, (CHAINS // len(terms)).bit_length() - 1))
-    if lanes <= 1 or n < 2 * lanes:
-        plain(0)
-        return
-    parts = [[E.let(out, "ps", E.c(0)) for _ in range(lanes)] for _ in terms]
-    qb = Var(inner.name + "b")
-    body = []
-    for c in range(lanes):
-        col = qb * lanes + c if c else qb * lanes
-        E.n += 1
-        v = Var(f"vq{E.n}", Type(E.dt))
-        body.append(Decl(v, vec(col)))
-        body += [Assign(ps[c], mat(col) * v, "+=") for (_, mat), ps in zip(terms, parts)]
-    out.append(For(qb, n // lanes, body))
-    for (a, _), ps in zip(terms, parts):
-        while len(ps) > 1:
-            ps = [ps[i] + ps[i + 1] if i + 1 < len(ps) else ps[i] for i in range(0, len(ps), 2)]
-        out.append(Assign(a, ps[0], "+="))
-    if n % lanes:
-        plain(n // lanes * lanes)
+
+def _blocks(start: int, count: int, width: int, make) -> list:
+    """make(n0) for n0 = start + i * width, i < count (a loop when count > 1)."""
+    if count > 1:
+        nb = Var("nb")
+        return [For(nb, count, make(nb * width + start if start else nb * width))]
+    return make(Const(start))
 
 
 def _recurrent(k, op: str, gates: int, *, hidden_size, direction="forward", layout=0,
@@ -220,8 +209,7 @@ def _recurrent(k, op: str, gates: int, *, hidden_size, direction="forward", layo
         raise NotLowerable(f"{op} with a fused tail")
     x, w, r = k.ins[:3]
     bias, seqlens, h0, c0, peep = (list(k.ins) + [None] * 8)[3:8]
-    # An initial state known to be zero (PyTorch exports expand a constant 0) is none:
-    # the first step then skips R h.
+    # An initial state known to be zero (PyTorch exports expand a constant 0) is none.
     h0, c0 = (None if b is not None and b.const is not None and not np.any(b.const) else b
               for b in (h0, c0))
     Y, YH, YC = (list(k.outs) + [None] * 3)[:3]
@@ -232,39 +220,57 @@ def _recurrent(k, op: str, gates: int, *, hidden_size, direction="forward", layo
     B, S, I = x.shape if layout else (x.shape[1], x.shape[0], x.shape[2])
     dirs = 2 if direction == "bidirectional" else 1
     A = _activations(op, dirs, activations, activation_alpha, activation_beta)
-    if Y is None:
-        raise NotLowerable(
-            f"{op} without its output Y needs scratch memory: the hidden state's double "
-            f"buffer (2 x {H} values) has room only in Y")
+    lbr = op == "GRU" and bool(linear_before_reset)
+    offs, _ = _segments(op, gates, H, S, lbr)
+    CH = min(S, CHUNK)
+    es = np.dtype(dt).itemsize
     E = _Scalar(dt)
     zero, one = E.c(0), E.c(1)
-    lanes = _lanes(k.target, dt)
     X, Wp, Rp = param(x), param(w), param(r)
     Bp = param(bias) if bias is not None else None
-    Yp = param(Y, output=True)
+    Yp = param(Y, output=True) if Y is not None else None
     YHp = param(YH, output=True) if YH is not None else None
     YCp = param(YC, output=True) if YC is not None else None
-    bv, sv, j, q = Var("b"), Var("s"), Var("j"), Var("q")
-    tt, tp = Var("tt"), Var("tp")
+    bv, j, q = Var("b"), Var("j"), Var("q")
+    tt = Var("tt")
 
-    # Both directions in one run-time loop when their activations agree (half the
-    # code), else one nest per direction.
+    # Scratch: typed pointers to its segments.
+    ptr = {name: Var(name, Type(dt, pointer=True)) for name in offs}
+    top = [Decl(ptr[name], scratch_ptr(dt, off * es)) for name, off in offs.items()]
+    xw, ga, hs = ptr["xw"], ptr["gt"], ptr["hs"]
+    cs, rh = ptr.get("cs"), ptr.get("rh")
+
+    # W and R, when constant, re-laid out as panels ([dirs][gates * H * (I or H)]): the
+    # weights of a tile's gate rows n0 .. n0 + w - 1 for input q at K n0 + q w + (n - n0),
+    # so a tile reads one contiguous run per input (the products record their tiles in
+    # `panels`; the tables are built from them at the end).
+    mats, panels = {}, {"W": set(), "R": set()}
+    for name, buf, K, P in (("W", w, I, Wp), ("R", r, H, Rp)):
+        tab = Var(name.lower() + "t", Type(dt)) if buf.const is not None else None
+        mats[name] = (tab, K, P, buf)
+    L = _vector_lanes(k.target) * 4 // es
+    ACCS = 16 if _vector_lanes(k.target) >= 16 else 8   # vector accumulators of a tile
+    TILE_ROWS = {"W": 4, "R": 1}   # rows (time steps) of a product's tiles
+
     dv = Var("d")
     one_loop = dirs == 2 and A[0] == A[1]
+
     def direction_nest(d) -> For:
         """The loop over the batch of direction d (an int, or the loop variable)."""
         if one_loop:
             rev = eq(dv, Const(1))
         else:
             rev = direction == "reverse" or (direction == "bidirectional" and d == 1)
-        f_act, g_act = A[0 if one_loop else d][0], A[0 if one_loop else d][1:2]
-        h_act = A[0 if one_loop else d][2:3]
-        g_act, h_act = (g_act or [None])[0], (h_act or [None])[0]
+        acts = A[0 if one_loop else d]
+        f_act = acts[0]
+        g_act = acts[1] if len(acts) > 1 else None
+        h_act = acts[2] if len(acts) > 2 else None
 
         def at(stride, extra=0):
             """d * stride + extra: the offset of direction d's part."""
             if isinstance(d, int):
-                return d * stride + extra
+                return d * stride + extra if isinstance(extra, int) else \
+                    sum_of([d * stride, extra])
             return sum_of([scaled(d, stride), extra])
 
         def pick(cond, a, b):
@@ -287,197 +293,278 @@ def _recurrent(k, op: str, gates: int, *, hidden_size, direction="forward", layo
                 return sum_of([scaled(bv, S * I), scaled(t, I), qq])
             return sum_of([scaled(t, B * I), scaled(bv, I), qq])
 
-        def bias_of(g, jj, wx=True, rh=True):
-            """Wb + Rb of gate g, row jj (zero without B)."""
-            terms = []
-            if Bp is not None and wx:
-                terms.append(Bp[sum_of([at(2 * GH, g * H), jj])])
-            if Bp is not None and rh:
-                terms.append(Bp[sum_of([at(2 * GH, GH + g * H), jj])])
-            if not terms:
-                return zero
-            return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        def bias_init(mode, n, lanes):
+            """Wb + Rb ("both"), Wb ("wb") or Rb ("rb") of gate rows n.. (a vector of
+            lanes, or one value for lanes None); zero without B."""
+            if Bp is None:
+                return Splat(zero, lanes) if lanes else zero
+            idx = []
+            if mode in ("both", "wb"):
+                idx.append(sum_of([at(2 * GH), n]))
+            if mode in ("both", "rb"):
+                idx.append(sum_of([at(2 * GH, GH), n]))
+            loads = [VecLoad(Bp, i, lanes) if lanes else Bp[i] for i in idx]
+            return loads[0] if len(loads) == 1 else loads[0] + loads[1]
 
-        def peep_of(row, jj):
-            return param(peep)[sum_of([at(3 * H, row * H), jj])]
+        def product(which, rows, n_lo, n_hi, xv, init, dst) -> list:
+            """dst(r, n) = init(r, n, lanes) + sum_q xv(r, q) * M[n][q] for rows r <
+            rows and gate rows n in [n_lo, n_hi) of M (W or R of direction d):
+            register tiles of rows x a few vectors of gate rows (x86, M constant),
+            else of scalars; the tiles of a matrix are the same whatever `rows` (its
+            panels). The terms are added in the order of q, but for a single row in
+            fewer vectors than the FMA pipeline has room for: then `parts` partial
+            sums over interleaved q (q = parts * i + p), added pairwise."""
+            tab, K, P, _ = mats[which]
+            tile_rows = TILE_ROWS[which]
 
-        def dots(out, specs, row, t, inner=q):
-            """Accumulators of gate rows `row`: spec (gate, with W x, h vector (a function
-            of the column, or None), initial value); acc = init + W x + R h."""
-            accs = [E.let(out, "acc", init) for _, _, _, init in specs]
-            xs = [(a, g) for a, (g, wx, _, _) in zip(accs, specs) if wx]
-            if xs:
-                _dot(out, E, I, inner, lambda c: X[x_at(t, c)], [
-                    (a, lambda c, g=g: Wp[sum_of([at(GH * I, g * H * I), scaled(row, I), c])])
-                    for a, g in xs], lanes)
-            vecs = []
-            for a, (g, _, hv, _) in zip(accs, specs):
-                if hv is None:
-                    continue
-                for entry in vecs:
-                    if entry[0] is hv:
-                        entry[1].append((a, g))
-                        break
+            def w_at(qq, n0, width, c, lanes):
+                """M[n0 + c][qq] (lanes of them with lanes) of the tile at n0, `width` wide."""
+                if tab is not None:
+                    idx = sum_of([at(K * GH), scaled(n0, K), scaled(qq, width), c])
+                    return VecLoad(tab, idx, lanes) if lanes else tab[idx]
+                return P[sum_of([at(GH * K), (n0 + c if c else n0) * K, qq])]
+
+            def tile(n0, nm, lanes):
+                width = lanes or 1
+                vt = VecType(dt, lanes=lanes) if lanes else Type(dt)
+                pre = "pv" if lanes else "ps"
+                parts = 1
+                if lanes and rows == 1 and nm < CHAINS:
+                    parts = min(4, -(-CHAINS // nm), K // 2) or 1
+                accs = [[[Var(f"{pre}{rr}_{a}_{p}", vt) for a in range(nm)]
+                         for rr in range(rows)] for p in range(parts)]
+                xs = [Var(f"px{rr}", Type(dt)) for rr in range(rows)]
+                cols = [n0 + a * width if a else n0 for a in range(nm)]
+                body = [Decl(accs[p][rr][a], init(rr, cols[a], lanes) if p == 0 else
+                             Splat(zero, lanes))
+                        for p in range(parts) for rr in range(rows) for a in range(nm)]
+
+                def terms(qq, p):
+                    out = [Decl(xs[rr], xv(rr, qq)) for rr in range(rows)]
+                    for a in range(nm):
+                        wv = w_at(qq, n0, nm * width, a * width, lanes)
+                        out += [Assign(accs[p][rr][a], xs[rr] * wv, "+=") for rr in range(rows)]
+                    return out
+                if parts == 1:
+                    body.append(For(q, K, terms(q, 0)))
                 else:
-                    vecs.append((hv, [(a, g)]))
-            for hv, pairs in vecs:
-                _dot(out, E, H, inner, hv, [
-                    (a, lambda c, g=g: Rp[sum_of([at(GH * H, g * H * H), scaled(row, H), c])])
-                    for a, g in pairs], lanes)
-            return accs
+                    qb = Var("qb")
+                    body.append(For(qb, K // parts, [
+                        Block(terms(qb * parts + p if p else qb * parts, p))
+                        for p in range(parts)]))
+                    if K % parts:
+                        body.append(For(q, K, terms(q, 0), begin=Const(K // parts * parts)))
+                for rr in range(rows):
+                    for a in range(nm):
+                        total = [accs[p][rr][a] for p in range(parts)]
+                        while len(total) > 1:
+                            total = [total[i] + total[i + 1] if i + 1 < len(total) else total[i]
+                                     for i in range(0, len(total), 2)]
+                        if lanes:
+                            body += [Assign(dst(rr, cols[a] + i if i else cols[a]),
+                                            Lane(total[0], i)) for i in range(lanes)]
+                        else:
+                            body.append(Assign(dst(rr, cols[a]), total[0]))
+                return [Block(body)]
 
-        def step(first: bool, ln):
             out = []
-            s = Const(0) if first else sv
-            out.append(Decl(tt, pick(rev, ln - 1 - s, s)))
-            if first:
-                hp = (lambda qq: param(h0)[st_at(qq)]) if h0 is not None else None
-            else:
-                out.append(Decl(tp, pick(rev, tt + 1, tt - 1)))
-                hp = lambda qq: Yp[y_at(tp, qq)]   # noqa: E731
-            has_next = lt(s + 1, ln)
-            tn = pick(rev, tt - 1, tt + 1)      # the next step's time index (if has_next)
 
-            def h_prev(jj):
-                return hp(jj) if hp is not None else zero
+            def blocks(start, count, nm, lanes):
+                panels[which].add((start, count, nm * (lanes or 1)))
+                return _blocks(start, count, nm * (lanes or 1),
+                               lambda n0: tile(n0, nm, lanes))
+            nvec = (n_hi - n_lo) // L if L and tab is not None else 0
+            if nvec:   # blocks of about equal size within the register budget
+                most = max(1, ACCS // tile_rows)
+                per = -(-nvec // -(-nvec // most))
+                for first, count, nv in _split(nvec, per):
+                    out += blocks(n_lo + first * L, count, nv, L)
+            lo = n_lo + nvec * L
+            # Scalar tiles: 16 accumulators for one row (an M-profile FPU has 32
+            # registers), 4 x 4 for rows of 4.
+            for first, count, nm in _split(n_hi - lo, 16 if tile_rows == 1 else 4):
+                out += blocks(lo + first, count, nm, None)
+            return out
+
+        # The input projections (W x + biases) of the gate rows: ranges of rows that
+        # start from the same biases (GRU with linear_before_reset: Rb_h is added to
+        # R_h h inside r * (...), not here).
+        proj_ranges = [(0, 2 * H, "both"), (2 * H, GH, "wb")] if lbr else [(0, GH, "both")]
+
+        def projection(s0, m, ln) -> list:
+            """xw[i] = W x_t + biases for the steps s0 + i, i < m (rows of 4, then 1)."""
+            def rows_at(sr, rows):
+                tx = [Var(f"tx{rr}") for rr in range(rows)]
+                decls = []
+                for rr in range(rows):
+                    s = sum_of([s0, sr, rr])
+                    decls.append(Decl(tx[rr], pick(rev, ln - 1 - s, s)))
+                out = decls
+                for n_lo, n_hi, mode in proj_ranges:
+                    out += product("W", rows, n_lo, n_hi,
+                                   lambda rr, qq: X[x_at(tx[rr], qq)],
+                                   lambda rr, n, lanes, mode=mode: bias_init(mode, n, lanes),
+                                   lambda rr, n: xw[sum_of([scaled(sr + rr if rr else sr, GH),
+                                                            n])])
+                return [Block(out)]
+            s1 = Var("s1")
+            if CH < 4:
+                return [For(s1, m, rows_at(s1, 1))]
+            sr = Var("sr")
+            return [For(sr, m, [If(le(sr + 4, m), rows_at(sr, 4),
+                                   [For(s1, m, rows_at(s1, 1), begin=sr)])], step=4)]
+
+        def step(s0, si, ln) -> list:
+            """Step s0 + si: its gates from xw row si and R h, then the new state."""
+            s = sum_of([s0, si])
+            out = [Decl(tt, pick(rev, ln - 1 - s, s))]
+            row = scaled(si, GH)
+
+            def from_xw(rr, n, lanes):
+                idx = sum_of([row, n])
+                return VecLoad(xw, idx, lanes) if lanes else xw[idx]
+
+            def to_gt(rr, n):
+                return ga[n]
+
+            def h_of(rr, qq):
+                return hs[qq]
+
+            def xw_at(g, jj):
+                return xw[sum_of([row, g * H, jj])]
+
+            def store_h(per, hn):
+                per.append(Assign(hs[j], hn))
+                if Yp is not None:
+                    per.append(Assign(Yp[y_at(tt, j)], hn))
 
             if op == "RNN":
+                out += product("R", 1, 0, GH, h_of, from_xw, to_gt)
                 per = []
-                (acc,) = dots(per, [(0, True, hp, bias_of(0, j))], j, tt)
-                per.append(Assign(Yp[y_at(tt, j)], E.act(per, f_act, E.clip(acc, clip))))
+                hn = E.let(per, "hn", E.act(per, f_act, E.clip(ga[j], clip)))
+                store_h(per, hn)
                 out.append(For(j, H, per))
-            elif op == "GRU" and linear_before_reset:
+            elif op == "GRU" and lbr:
+                # z, r: W x + R h + biases; h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)).
+                out += product("R", 1, 0, 2 * H, h_of, from_xw, to_gt)
+                out += product("R", 1, 2 * H, GH, h_of,
+                               lambda rr, n, lanes: bias_init("rb", n, lanes), to_gt)
                 per = []
-                az, ar, ahx, ahr = dots(per, [(0, True, hp, bias_of(0, j)),
-                                              (1, True, hp, bias_of(1, j)),
-                                              (2, True, None, bias_of(2, j, rh=False)),
-                                              (2, False, hp, bias_of(2, j, wx=False))], j, tt)
-                z = E.let(per, "z", E.act(per, f_act, E.clip(az, clip)))
-                rg = E.let(per, "r", E.act(per, f_act, E.clip(ar, clip)))
-                hc = E.let(per, "hc", E.act(per, g_act, E.clip(ahx + rg * ahr, clip)))
-                per.append(Assign(Yp[y_at(tt, j)], (one - z) * hc + z * h_prev(j)))
+                z = E.let(per, "z", E.act(per, f_act, E.clip(ga[j], clip)))
+                rg = E.let(per, "r", E.act(per, f_act, E.clip(ga[sum_of([H, j])], clip)))
+                hc = E.let(per, "hc", E.act(per, g_act, E.clip(
+                    xw_at(2, j) + rg * ga[sum_of([2 * H, j])], clip)))
+                hn = E.let(per, "hn", (one - z) * hc + z * hs[j])
+                store_h(per, hn)
                 out.append(For(j, H, per))
             elif op == "GRU":
-                def r_gate(o, row, inner):
-                    (ar,) = dots(o, [(1, True, hp, bias_of(1, row))], row, tt, inner=inner)
-                    return E.let(o, "r", E.act(o, f_act, E.clip(ar, clip)))
-
-                def pass2(rh_mode, rh=None):
-                    """h_t[j] for every j; r * h_{t-1} from rh (stored), computed per
-                    element (recompute), or zero (h_{t-1} = 0)."""
-                    per = []
-                    specs = [(0, True, hp, bias_of(0, j)),
-                             (2, True, rh if rh_mode == "stored" else None, bias_of(2, j))]
-                    az, ah = dots(per, specs, j, tt)
-                    if rh_mode == "recompute":
-                        o = []
-                        rg = r_gate(o, q, Var("q2"))
-                        o.append(Assign(ah, Rp[sum_of([at(GH * H, 2 * H * H), scaled(j, H), q])]
-                                        * (rg * hp(q)), "+="))
-                        per.append(For(q, H, o))
-                    z = E.let(per, "z", E.act(per, f_act, E.clip(az, clip)))
-                    hc = E.let(per, "hc", E.act(per, g_act, E.clip(ah, clip)))
-                    per.append(Assign(Yp[y_at(tt, j)], (one - z) * hc + z * h_prev(j)))
-                    return [For(j, H, per)]
-
-                def stored(rh):
-                    jr = Var("jr")
-                    o = []
-                    rg = r_gate(o, jr, q)
-                    o.append(Assign(rh(jr), rg * hp(jr)))
-                    return [For(jr, H, o)] + pass2("stored", rh)
-
-                if hp is None:
-                    out += pass2("zero")
-                elif YHp is not None:
-                    out += stored(lambda qq: YHp[st_at(qq)])
-                else:
-                    out.append(If(has_next, stored(lambda qq: Yp[y_at(tn, qq)]),
-                                  pass2("recompute")))
-            else:   # LSTM: gates i, o, f, c; peepholes i, o, f
+                # z, r: W x + R h + biases; h~ = g(W_h x + R_h (r * h) + Wb_h + Rb_h).
+                out += product("R", 1, 0, 2 * H, h_of, from_xw, to_gt)
                 per = []
-                if YCp is not None:
-                    cell = lambda jj: YCp[st_at(jj)]   # noqa: E731
-                elif YHp is not None:
-                    cell = lambda jj: YHp[st_at(jj)]   # noqa: E731
-                else:
-                    cell = None   # in Y at the next step's time index
-                if first:
-                    c_prev = param(c0)[st_at(j)] if c0 is not None else zero
-                else:
-                    c_prev = cell(j) if cell is not None else Yp[y_at(tt, j)]
-                cp = E.let(per, "cp", c_prev)
-                specs = [(0, True, hp, bias_of(0, j)), (1, True, hp, bias_of(1, j)),
-                         (3, True, hp, bias_of(3, j))]
-                if not input_forget:
-                    specs.append((2, True, hp, bias_of(2, j)))
-                ai, ao, ac, *af = dots(per, specs, j, tt)
-                pi = ai + peep_of(0, j) * cp if peep is not None else ai
+                rg = E.let(per, "r", E.act(per, f_act, E.clip(ga[sum_of([H, j])], clip)))
+                per.append(Assign(rh[j], rg * hs[j]))
+                out.append(For(j, H, per))
+                out += product("R", 1, 2 * H, GH, lambda rr, qq: rh[qq], from_xw, to_gt)
+                per = []
+                z = E.let(per, "z", E.act(per, f_act, E.clip(ga[j], clip)))
+                hc = E.let(per, "hc", E.act(per, g_act, E.clip(ga[sum_of([2 * H, j])], clip)))
+                hn = E.let(per, "hn", (one - z) * hc + z * hs[j])
+                store_h(per, hn)
+                out.append(For(j, H, per))
+            else:   # LSTM: gate rows i, o, f, c; peepholes i, o, f
+                out += product("R", 1, 0, GH, h_of, from_xw, to_gt)
+                per = []
+
+                def peep_of(prow):
+                    return param(peep)[sum_of([at(3 * H, prow * H), j])]
+                cp = E.let(per, "cp", cs[j])
+                ai = ga[j]
+                pi = ai + peep_of(0) * cp if peep is not None else ai
                 ig = E.let(per, "ig", E.act(per, f_act, E.clip(pi, clip)))
                 if input_forget:
                     fg = E.let(per, "fg", one - ig)
                 else:
-                    pf = af[0] + peep_of(2, j) * cp if peep is not None else af[0]
+                    af = ga[sum_of([2 * H, j])]
+                    pf = af + peep_of(2) * cp if peep is not None else af
                     fg = E.let(per, "fg", E.act(per, f_act, E.clip(pf, clip)))
-                gc = E.act(per, g_act, E.clip(ac, clip))
+                gc = E.act(per, g_act, E.clip(ga[sum_of([3 * H, j])], clip))
                 cn = E.let(per, "cn", fg * cp + ig * gc)
-                po = ao + peep_of(1, j) * cn if peep is not None else ao
+                ao = ga[sum_of([H, j])]
+                po = ao + peep_of(1) * cn if peep is not None else ao
                 og = E.let(per, "og", E.act(per, f_act, E.clip(po, clip)))
                 hn = E.let(per, "hn", og * E.act(per, h_act, cn))
-                if cell is not None:
-                    per.append(Assign(cell(j), cn))
-                else:
-                    per.append(If(has_next, [Assign(Yp[y_at(tn, j)], cn)]))
-                per.append(Assign(Yp[y_at(tt, j)], hn))
+                per.append(Assign(cs[j], cn))
+                store_h(per, hn)
                 out.append(For(j, H, per))
             return out
 
-        pair = []
+        pair = [For(j, H, [Assign(hs[j], param(h0)[st_at(j)] if h0 is not None else zero)])]
+        if op == "LSTM":
+            pair.append(For(j, H, [Assign(cs[j], param(c0)[st_at(j)] if c0 is not None
+                                          else zero)]))
+        si = Var("si")
         if seqlens is not None:   # clamped to [0, S], as the C emitter
             lr, ln = Var("lr", I64), Var("ln")
             pair += [Decl(lr, Cast(I64, param(seqlens)[bv])),
                      Decl(ln, Cast(INDEX, select(lt(lr, Const(0, "int64")), Const(0, "int64"),
                                                  select(gt(lr, Const(S, "int64")),
                                                         Const(S, "int64"), lr))))]
-            pair.append(If(gt(ln, Const(0)), [*step(True, ln),
-                                              For(sv, ln, step(False, ln), begin=Const(1))]))
         else:
             ln = Const(S)
-            pair += step(True, ln)
-            if S > 1:
-                pair.append(For(sv, S, step(False, ln), begin=Const(1)))
-        # Y_h: the last h (0 for a sequence of length 0); Y_c holds the last c, but is 0
-        # for a sequence of length 0.
-        last = pick(rev, Const(0), ln - 1)
-        if YHp is not None:
-            copy = [For(j, H, [Assign(YHp[st_at(j)], Yp[y_at(last, j)])])]
+        if seqlens is None and S <= CH:
+            s0 = Const(0)
+            pair += projection(s0, Const(S), ln)
+            pair.append(For(si, S, step(s0, si, ln)))
+        else:   # chunks of CH steps: their projections, then the steps
+            s0, m = Var("s0"), Var("m")
+            rest = ln - s0
+            pair.append(For(s0, ln, [Decl(m, select(lt(rest, Const(CH)), rest, Const(CH))),
+                                     *projection(s0, m, ln), For(si, m, step(s0, si, ln))],
+                            step=CH))
+        # Y_h, Y_c: the last state (0 for a sequence of length 0, as the C emitter).
+        for o, st in ((YHp, hs), (YCp, cs)):
+            if o is None:
+                continue
+            copy = [For(j, H, [Assign(o[st_at(j)], st[j])])]
             if seqlens is not None:
-                pair.append(If(gt(ln, Const(0)), copy, [For(j, H, [Assign(YHp[st_at(j)], zero)])]))
+                pair.append(If(gt(ln, Const(0)), copy, [For(j, H, [Assign(o[st_at(j)], zero)])]))
             else:
                 pair += copy
-        if seqlens is not None:
-            if YCp is not None:
-                pair.append(If(eq(ln, Const(0)), [For(j, H, [Assign(YCp[st_at(j)], zero)])]))
+        if seqlens is not None and Yp is not None:   # Y is 0 past a sequence's length
             tz = Var("tz")
             pair.append(For(tz, S, [For(j, H, [Assign(Yp[y_at(tz, j)], zero)])], begin=ln))
         return For(bv, B, pair)
 
     if one_loop:
-        return [For(dv, 2, [direction_nest(dv)])]
-    return [direction_nest(d) for d in range(dirs)]
+        body = [For(dv, 2, [direction_nest(dv)])]
+    else:
+        body = [direction_nest(d) for d in range(dirs)]
+    tables = []
+    for name, (tab, K, _, buf) in mats.items():
+        if tab is None:
+            continue
+        m = np.asarray(buf.const).reshape(dirs, GH, K)
+        tiles = sorted((start + i * width, width) for start, count, width in panels[name]
+                       for i in range(count))
+        assert [n0 for n0, _ in tiles] == list(itertools.accumulate(
+            [0] + [wd for _, wd in tiles[:-1]])) and sum(wd for _, wd in tiles) == GH, tiles
+        tables.append(Table(tab, np.concatenate(
+            [m[:, n0:n0 + wd, :].transpose(0, 2, 1).reshape(dirs, -1) for n0, wd in tiles],
+            axis=1)))
+    return tables + top + body
 
 
-@nest("RNN")
+@nest("RNN", scratch=_recurrent_scratch("RNN", 1))
 def rnn(k, **attrs):
     return _recurrent(k, "RNN", 1, **attrs)
 
 
-@nest("GRU")
+@nest("GRU", scratch=_recurrent_scratch("GRU", 3))
 def gru(k, **attrs):
     return _recurrent(k, "GRU", 3, **attrs)
 
 
-@nest("LSTM")
+@nest("LSTM", scratch=_recurrent_scratch("LSTM", 4))
 def lstm(k, **attrs):
     return _recurrent(k, "LSTM", 4, **attrs)
 
