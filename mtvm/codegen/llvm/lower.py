@@ -49,7 +49,12 @@ from .cparse import NotLowerable, parse_assignments, parse_expr
 from .vector import Lane, Splat, VecLoad, VecType
 
 _INT_BITS = {"int8": 8, "uint8": 8, "bool": 8, "int16": 16, "uint16": 16, "int32": 32,
-             "uint32": 32, "int64": 64, "uint64": 64}
+             "uint32": 32, "int64": 64, "uint64": 64,
+             # Storage-only types: their bits, as the C backend's uint16_t/uint8_t codes
+             # (only Cast converts them; ops.base.CTYPES)
+             "float16": 16, "bfloat16": 16, "float8_e4m3fn": 8, "float8_e4m3fnuz": 8,
+             "float8_e5m2": 8, "float8_e5m2fnuz": 8, "float8_e8m0fnu": 8,
+             "float4_e2m1fn": 8, "int4": 8, "uint4": 8, "int2": 8, "uint2": 8}
 _FLOATS = ("float32", "float64")
 _COMPARE = {"==", "!=", "<", ">", "<=", ">="}
 
@@ -504,6 +509,21 @@ class FunctionLowering:
             n = self.b.neg(n)
         return _Value(self.b.gep(a.v, [n]), a.t)
 
+    def _python_mod(self, a: _Value, c: _Value, t: Type) -> _Value:
+        """Mod with fmod=0 on floats (the C helper mtvm_pymod[f]): the remainder with
+        the divisor's sign -- r = fmod(a, b); r == 0 ? copysign(0, b) :
+        ((r < 0) != (b < 0) ? r + b : r)."""
+        b = self.b
+        x, y = self.convert(a, t), self.convert(c, t)
+        zero = ir.Constant(x.type, 0.0)
+        r = b.frem(x, y)
+        copysign = self.module.declare_intrinsic("llvm.copysign", [x.type],
+                                                 ir.FunctionType(x.type, [x.type, x.type]))
+        signed_zero = b.call(copysign, [zero, y])
+        differ = b.xor(b.fcmp_ordered("<", r, zero), b.fcmp_ordered("<", y, zero))
+        adjusted = b.select(differ, b.fadd(r, y), r)
+        return _Value(b.select(b.fcmp_ordered("==", r, zero), signed_zero, adjusted), t)
+
     def logical(self, e: Binary) -> _Value:
         """&& and ||: the right operand is evaluated only when it decides."""
         b = self.b
@@ -571,6 +591,8 @@ class FunctionLowering:
             inf = ir.Constant(x.v.type, float("inf"))
             mag = b.call(fabs, [x.v])
             return self._bool(b.fcmp_ordered("==" if name == "isinf" else "<", mag, inf))
+        if name in ("mtvm_pymodf", "mtvm_pymod") and len(args) == 2:
+            return self._python_mod(*args, Type("float32" if name.endswith("f") else "float64"))
         if name in _LIBRARY:   # a kernel-library function LLVM has as an intrinsic
             name = _LIBRARY[name]
         base, t = (name[:-1], Type("float32")) if name.endswith("f") and name[:-1] in _LIBM \
@@ -581,7 +603,8 @@ class FunctionLowering:
         values = [self.convert(a, t) for a in args]
         intrinsic = _LIBM[base]
         if intrinsic is not None and (self.intrinsics is None or intrinsic in self.intrinsics):
-            fn = self.module.declare_intrinsic(intrinsic, [lt])
+            fn = self.module.declare_intrinsic(intrinsic, [lt],
+                                               ir.FunctionType(lt, [lt] * len(values)))
             return _Value(b.call(fn, values), t)
         fn = self.module.globals.get(name)
         if fn is None:
