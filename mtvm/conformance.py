@@ -976,6 +976,8 @@ def main(argv=None) -> int:
             f.write(report(results, wall, llvm))
     if args.update:
         write_expected(results, EXPECTED_PASS_LLVM if args.backend == "llvm" else EXPECTED_PASS)
+        if llvm is not None:
+            write_expected(llvm, EXPECTED_PASS_LLVM)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([r.__dict__ for r in results], f, indent=1)

@@ -411,21 +411,24 @@ def test_constants_section_is_honoured(tmp_path):
 # -- errors --------------------------------------------------------------------------------------
 
 def test_an_op_without_lowering_is_one_line_naming_the_node(tmp_path):
-    """A 3-D MaxPool: the C backend runs it, the LLVM backend's pools are 1-D and 2-D."""
+    """A 3-D (volumetric) 3x3x3 Conv: the C backend runs it; the LLVM backend's
+    conv tiles are 1-D and 2-D (a pointwise one of any rank is a row)."""
     import re
     x = rng.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
-    path = tmp_path / "p3.onnx"
+    w = rng.standard_normal((3, 2, 3, 3, 3)).astype(np.float32)
+    path = tmp_path / "c3.onnx"
     onnx.save(h.make_model(h.make_graph(
-        [h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], name="pool3d")], "p",
+        [h.make_node("Conv", ["x", "w"], ["y"], name="conv3d")], "c",
         [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
-        [h.make_tensor_value_info("y", T.FLOAT, (1, 2, 3, 3, 3))]),
+        [h.make_tensor_value_info("y", T.FLOAT, (1, 3, 2, 2, 2))],
+        [h.make_tensor("w", T.FLOAT, w.shape, w.ravel())]),
         opset_imports=[h.make_opsetid("", 17)]), str(path))
     mtvm.compile(str(path)).run_host({"x": x})     # the C backend's
     with pytest.raises(MtvmError) as e:
         mtvm.compile(str(path), backend="llvm")
     msg = str(e.value)
     assert "\n" not in msg
-    assert re.fullmatch(r'p3\.onnx: node "pool3d" \(MaxPool, opset 17\): no LLVM lowering yet '
+    assert re.fullmatch(r'c3\.onnx: node "conv3d" \(Conv, opset 17\): no LLVM lowering yet '
                         r'\(3-D windows\); compile with --backend c', msg), msg
 
 

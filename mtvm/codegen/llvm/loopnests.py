@@ -31,10 +31,13 @@ from ..cwriter import (
     Type,
     Var,
     and_,
+    call,
     ge,
     gt,
     kernel_dtype,
     lt,
+    not_,
+    or_,
     param,
     select,
     sum_of,
@@ -278,6 +281,8 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
         # A pointwise conv: its planes are rows of H*W pixels (one long row of tiles).
         plane = int(np.prod([a.size for a in axes]))
         axes = [Axis("w", plane, plane, 1, 1, 1, 0, 0)]
+    if len(axes) > 2:
+        raise NotLowerable(f"{len(axes)}-D windows")
     if len(axes) == 1:
         axes = [Axis("h", 1, 1, 1, 1, 1, 0, 0), axes[0]]
     ah, aw = axes
@@ -524,56 +529,74 @@ def _depthwise_planes(k, x, w, bias, nb, c, hh, ww, kh_n, kw_n, ph, pw, L) -> li
 # -- pooling ------------------------------------------------------------------------------------
 
 def _window_pool(k, kind, attrs) -> list:
-    _float_only(k)
-    if len(k.outs) > 1 and k.outs[1] is not None:
-        raise NotLowerable("MaxPool's indices output")
+    """MaxPool (with its Indices output) and AveragePool over any number of
+    spatial axes, as the C emitter: every tap checked against the input, NaN
+    taken by max (NumPy's rule), the first maximum's flat index, the average
+    over the taps inside the input (or the padded input: count_include_pad)."""
     x = k.ins[0]
+    dt = kernel_dtype(k)
+    is_float = dt in ("float32", "float64")
+    if kind == "avg":
+        _float_only(k)
+    indices = len(k.outs) > 1 and k.outs[1] is not None
     keys = ("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode")
     axes = pool_geometry(x.shape, **{a: v for a, v in attrs.items() if a in keys})
-    if len(axes) > 2:
-        raise NotLowerable(f"{len(axes)}-D windows")
-    if len(axes) == 1:
-        from ...ops.conv import Axis
-        axes = [Axis("h", 1, 1, 1, 1, 1, 0, 0), axes[0]]
-    ah, aw = axes
-    dt = kernel_dtype(k)
+    d = len(axes)
+    sizes, outs = [a.size for a in axes], [a.out for a in axes]
+    in_plane, out_plane = prod(sizes), prod(outs)
+    in_strides = [prod(sizes[i + 1:]) for i in range(d)]
+    out_strides = [prod(outs[i + 1:]) for i in range(d)]
+    idx_strides = ([prod(sizes[:i]) for i in range(d)] if attrs.get("storage_order", 0)
+                   else in_strides)
     X, Y = param(x), param(k.out, output=True)
-    planes = x.shape[0] * x.shape[1]
-    hh, ww = ah.size, aw.size
-    pv, ohv, owv = Var("p"), Var("oh"), Var("ow")
-    acc = Var("acc", Type(dt))
-    ih, iw = Var("ih", I64), Var("iw", I64)
-    xv = Var("xv", Type(dt))
+    pv = Var("p")
+    ov = [Var(f"o{i}") for i in range(d)]
+    tv = [Var(f"t{i}") for i in range(d)]
+    iv = [Var(f"i{i}", I64) for i in range(d)]
+    acc, xv, arg = Var("acc", Type(dt)), Var("xv", Type(dt)), Var("arg", I64)
+    x_off = sum_of(scaled(Cast(Type("index"), v), st) for v, st in zip(iv, in_strides))
+    xe = X[pv * in_plane + x_off]
     if kind == "max":
-        step = [Decl(xv, X[pv * (hh * ww) + Cast(Type("index"), ih * ww + iw)]),
-                Assign(acc, select(gt(xv, acc), xv, acc))]
-        init = Const(float("-inf"), dt)
+        if is_float:
+            init = Const(float("-inf"), dt)
+            bigger = or_(gt(xv, acc), call("isnan", xv))
+            take = or_(lt(arg, Const(0, "int64")), and_(bigger, not_(call("isnan", acc)))) \
+                if indices else bigger
+        else:
+            init = Const(int(np.iinfo(np.dtype(dt)).min), dt)
+            take = or_(gt(xv, acc), lt(arg, Const(0, "int64"))) if indices else gt(xv, acc)
+        flat = Cast(I64, pv * in_plane) + sum_of(scaled(v, st) for v, st in zip(iv, idx_strides))
+        step = [Decl(xv, xe), If(take, [Assign(acc, xv)] + ([Assign(arg, flat)] if indices else []))]
     else:
-        step = [Assign(acc, X[pv * (hh * ww) + Cast(Type("index"), ih * ww + iw)], "+=")]
         init = Const(0, dt)
-    inner = [Decl(iw, Cast(I64, owv) * aw.stride + Cast(I64, Var("tw")) * aw.dilation
-                  - Const(aw.pad_begin, "int64")),
-             If(and_(ge(iw, Const(0, "int64")), lt(iw, Const(ww, "int64"))), step)]
-    taps = [Decl(ih, Cast(I64, ohv) * ah.stride + Cast(I64, Var("th")) * ah.dilation
-                 - Const(ah.pad_begin, "int64")),
-            If(and_(ge(ih, Const(0, "int64")), lt(ih, Const(hh, "int64"))),
-               [For(Var("tw"), aw.kernel, inner)])]
-    idx = pv * (ah.out * aw.out) + ohv * aw.out + owv
-    per_out = [Decl(acc, init), For(Var("th"), ah.kernel, taps)]
+        step = [Assign(acc, xe, "+=")]
+    body = step
+    for a, o, t, i in reversed(list(zip(axes, ov, tv, iv))):
+        first = Cast(I64, o) * a.stride + Cast(I64, t) * a.dilation
+        body = [For(t, a.kernel, [
+            Decl(i, first - Const(a.pad_begin, "int64") if a.pad_begin else first),
+            If(and_(ge(i, Const(0, "int64")), lt(i, Const(a.size, "int64"))), body)])]
+    out_idx = pv * out_plane + sum_of(scaled(o, st) for o, st in zip(ov, out_strides))
+    per_out = [Decl(acc, init)] + ([Decl(arg, Const(-1, "int64"))] if indices else []) + body
     tables = []
     if kind == "max":
         value = acc
     else:
         include = bool(attrs.get("count_include_pad", 0))
-        ch_, cw_ = tap_counts(ah, include), tap_counts(aw, include)
-        th_, tw_ = Var("taps_h", Type(dt)), Var("taps_w", Type(dt))
-        tables = [ArrayDecl(th_, [Const(float(v), dt) for v in ch_]),
-                  ArrayDecl(tw_, [Const(float(v), dt) for v in cw_])]
-        value = acc / (th_[ohv] * tw_[owv])
+        count = None
+        for n_, (a, o) in enumerate(zip(axes, ov)):
+            t = Var(f"taps{n_}", Type(dt))
+            tables.append(ArrayDecl(t, [Const(float(c_), dt) for c_ in tap_counts(a, include)]))
+            count = t[o] if count is None else count * t[o]
+        value = acc / count
     v = Var("v", Type(dt))
-    per_out += [Decl(v, value), *tail(k, v, idx, Cast(Type("index"), pv) % k.out.shape[1]),
-                Assign(Y[idx], v)]
-    return tables + [For(pv, planes, [For(ohv, ah.out, [For(owv, aw.out, per_out)])])]
+    per_out += [Decl(v, value), *tail(k, v, out_idx, pv % x.shape[1]), Assign(Y[out_idx], v)]
+    if indices:
+        per_out.append(Assign(param(k.outs[1], output=True)[out_idx], arg))
+    loops = per_out
+    for o, n_ in reversed(list(zip(ov, outs))):
+        loops = [For(o, n_, loops)]
+    return tables + [For(pv, x.shape[0] * x.shape[1], loops)]
 
 
 @nest("MaxPool")
@@ -672,7 +695,6 @@ def gather(k, *, axis=0):
 
 
 def not_in_range(v: Var, size: int):
-    from ..cwriter import or_
     return or_(lt(v, Const(0, "int64")), ge(v, Const(size, "int64")))
 
 
