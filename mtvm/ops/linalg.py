@@ -40,18 +40,26 @@ class Einsum(Op):
             rhs = letters + rest
         return ",".join(out_terms) + "->" + rhs
 
-    def emit(self, k, *, equation):
-        eq = self._expand(equation, [len(b.shape) for b in k.ins])
-        lhs, _, rhs = eq.partition("->")
+    @classmethod
+    def plan(cls, equation, shapes) -> tuple[list[str], str, dict, list[str]]:
+        """(input terms, output term, size of each letter, summed letters) of an
+        equation over operands of these shapes (the implicit output: the letters
+        used once, sorted)."""
+        eq = cls._expand(equation, [len(s) for s in shapes])
+        lhs, arrow, rhs = eq.partition("->")
         terms = lhs.split(",")
-        if not _:
+        if not arrow:
             letters = sorted(set(lhs.replace(",", "")))
             rhs = "".join(c for c in letters if lhs.count(c) == 1)
         size = {}
-        for term, b in zip(terms, k.ins):
-            for c, n in zip(term, b.shape):
+        for term, shape in zip(terms, shapes):
+            for c, n in zip(term, shape):
                 size[c] = n
         summed = [c for c in dict.fromkeys(lhs.replace(",", "")) if c not in rhs]
+        return terms, rhs, size, summed
+
+    def emit(self, k, *, equation):
+        terms, rhs, size, summed = self.plan(equation, [b.shape for b in k.ins])
         t = k.ctype
         prods = []
         for j, (term, b) in enumerate(zip(terms, k.ins)):

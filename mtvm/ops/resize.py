@@ -123,15 +123,7 @@ class _ResizeBase(Op):
         for a, m in enumerate(mats):
             if m is None:
                 continue
-            bad = np.isnan(m).any(axis=1)
-            mm = np.nan_to_num(m)
-            T = max(int((mm[o] != 0).sum()) for o in range(mm.shape[0])) or 1
-            idx = np.zeros((mm.shape[0], T), np.int64)
-            w = np.zeros((mm.shape[0], T))
-            for o in range(mm.shape[0]):
-                nz = np.nonzero(mm[o])[0]
-                idx[o, :len(nz)] = nz
-                w[o, :len(nz)] = mm[o, nz]
+            T, idx, w, bad = sparse_taps(m)
             taps[a] = T
             lines.append(f"static const uint32_t idx{a}[{idx.size}] = "
                          f"{{ {', '.join(str(v) for v in idx.ravel())} }};")
@@ -175,6 +167,21 @@ class _ResizeBase(Op):
                      "}"] + inner
         lines += nest(out_shape, inner)
         return body(lines)
+
+
+def sparse_taps(m: np.ndarray):
+    """An axis' interpolation matrix [out, in] (NaN rows: outside, extrapolated) as
+    (taps per output T, input indices [out, T], weights [out, T], outside [out])."""
+    bad = np.isnan(m).any(axis=1)
+    mm = np.nan_to_num(m)
+    T = max(int((mm[o] != 0).sum()) for o in range(mm.shape[0])) or 1
+    idx = np.zeros((mm.shape[0], T), np.int64)
+    w = np.zeros((mm.shape[0], T))
+    for o in range(mm.shape[0]):
+        nz = np.nonzero(mm[o])[0]
+        idx[o, :len(nz)] = nz
+        w[o, :len(nz)] = mm[o, nz]
+    return T, idx, w, bad
 
 
 @register("Resize")

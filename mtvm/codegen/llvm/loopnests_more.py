@@ -1519,17 +1519,7 @@ def roi_align(k, *, coordinate_transformation_mode="half_pixel", mode="avg",
 @nest("Einsum")
 def einsum(k, *, equation):
     from ...ops.linalg import Einsum
-    eq_ = Einsum._expand(equation, [len(b.shape) for b in k.ins])
-    lhs, arrow, rhs = eq_.partition("->")
-    terms = lhs.split(",")
-    if not arrow:
-        letters = sorted(set(lhs.replace(",", "")))
-        rhs = "".join(c for c in letters if lhs.count(c) == 1)
-    size = {}
-    for term, b in zip(terms, k.ins):
-        for c, n in zip(term, b.shape):
-            size[c] = n
-    summed = [c for c in dict.fromkeys(lhs.replace(",", "")) if c not in rhs]
+    terms, rhs, size, summed = Einsum.plan(equation, [b.shape for b in k.ins])
     dt = kernel_dtype(k)
     var = {c: Var(f"i_{c}" if c.islower() else f"I_{c}") for c in size}
     prod_e = None

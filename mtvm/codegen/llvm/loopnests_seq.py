@@ -45,6 +45,7 @@ import numpy as np
 from ...ops.base import get_op
 from ...ops.conv_transpose import _geometry
 from ...ops.recurrent import _activations
+from ...ops.resize import sparse_taps
 from ..cwriter import (
     ArrayDecl,
     Assign,
@@ -712,15 +713,7 @@ def _resize(k, roi, scales, sizes, attrs) -> list:
     for a, m in enumerate(mats):
         if m is None:
             continue
-        bad = np.isnan(m).any(axis=1)
-        mm = np.nan_to_num(m)
-        T = max(int((mm[o] != 0).sum()) for o in range(mm.shape[0])) or 1
-        idx = np.zeros((mm.shape[0], T), np.int64)
-        wt = np.zeros((mm.shape[0], T))
-        for o in range(mm.shape[0]):
-            nz = np.nonzero(mm[o])[0]
-            idx[o, :len(nz)] = nz
-            wt[o, :len(nz)] = mm[o, nz]
+        T, idx, wt, bad = sparse_taps(m)
         taps[a] = T
         off = idx * ist[a]    # element offsets along axis a
         it = "uint32" if off.max(initial=0) < 2 ** 32 else "uint64"
