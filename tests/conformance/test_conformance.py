@@ -13,7 +13,7 @@ import os
 from mtvm import conformance
 
 # Raised as coverage grows; the count comes from the run, never by hand.
-NODE_THRESHOLD = 1740
+NODE_THRESHOLD = 1745
 JOBS = int(os.environ.get("MTVM_CONFORMANCE_JOBS", os.cpu_count() or 2))
 
 
@@ -61,7 +61,7 @@ def test_backend_suite():
 
 
 # Node cases the LLVM backend passes (mtvm.codegen.llvm); raised as lowerings are added.
-LLVM_NODE_THRESHOLD = 1700
+LLVM_NODE_THRESHOLD = 1740
 
 
 def test_backend_suite_with_the_llvm_backend():
