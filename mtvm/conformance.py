@@ -797,7 +797,7 @@ def report(results: list[Result], wall: float | None = None,
         if rs:
             lines.append(f"- `{suite}`: {sum(r.status == 'pass' for r in rs)} of {len(rs)} pass")
     if llvm is not None:
-        lines.append(f"- with the LLVM backend (`--backend llvm`, run through LLVM's JIT; "
+        lines.append(f"- with the LLVM backend (`--backend llvm`, run through LLVM's JIT, "
                      f"docs/llvm.md): **{len(llvm_pass)} of {NODE_TOTAL} node cases pass**, "
                      f"{sum(r.status in ('fail', 'crash') for r in llvm)} fail")
     if wall is not None:
