@@ -486,6 +486,39 @@ def _ensure_arrays(cm, runtime):
     return normalize_inputs(cm, runtime)
 
 
+def _emitter(log):
+    """emit(result): one JSON line to the batch's log, flushed (a crash loses none)."""
+    def emit(res: Result):
+        log.write(json.dumps(res.__dict__) + "\n")
+        log.flush()
+    return emit
+
+
+def _compiled(case: Case, mod: str, backend: str, emit):
+    """(CompiledModel, runtime inputs, its Result so far, start time) of a case
+    that compiles; None when its result is already emitted (out of scope, or
+    the compile failed: the reason recorded)."""
+    t0 = time.time()
+    res = Result(case.name, case.suite, case.op, case.opset, "unsupported",
+                 bound=bool(case.bound))
+    if case.skip:
+        res.status, res.reason = "skip", case.skip
+        emit(res)
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            cm, runtime = _compile_case(case, mod, backend)
+        res.dtypes = _dtypes(cm)
+        return cm, runtime, res, t0
+    except Exception as e:   # noqa: BLE001  (every failure is a recorded result)
+        res.reason = _short(e)
+        if os.environ.get("MTVM_CONFORMANCE_TRACE"):
+            traceback.print_exc()
+        res.seconds = time.time() - t0
+        emit(res)
+        return None
+
+
 def run_batch(cases: list[Case], tmp: str, log, sanitize: bool = False) -> None:
     """Compile, build and run `cases`; one JSON line per case to `log` (a
     'start' line is written before each case is run, so a crash is attributable)."""
@@ -493,32 +526,15 @@ def run_batch(cases: list[Case], tmp: str, log, sanitize: bool = False) -> None:
     warnings.simplefilter("ignore")
     from .host_runner import WARN_FLAGS, SANITIZE_FLAGS, _cc
 
-    def emit(res: Result):
-        log.write(json.dumps(res.__dict__) + "\n")
-        log.flush()
-
+    emit = _emitter(log)
     entries, meta = {}, {}
     for i, case in enumerate(cases):
-        t0 = time.time()
-        res = Result(case.name, case.suite, case.op, case.opset, "unsupported",
-                     bound=bool(case.bound))
-        if case.skip:
-            res.status, res.reason = "skip", case.skip
-            emit(res)
-            continue
         mod = f"c{i:03d}"
-        try:
-            with np.errstate(all="ignore"):
-                cm, runtime = _compile_case(case, mod)
-            res.dtypes = _dtypes(cm)
+        compiled = _compiled(case, mod, "c", emit)
+        if compiled is not None:
+            cm, runtime, res, t0 = compiled
             entries[mod] = (cm, runtime)
             meta[mod] = (case, res, t0)
-        except Exception as e:   # noqa: BLE001  (every failure is a recorded result)
-            res.reason = _short(e)
-            if os.environ.get("MTVM_CONFORMANCE_TRACE"):
-                traceback.print_exc()
-            res.seconds = time.time() - t0
-            emit(res)
     if not entries:
         return
     if sanitize:
@@ -581,27 +597,12 @@ def run_batch_llvm(cases: list[Case], log) -> None:
     import warnings
     warnings.simplefilter("ignore")
 
-    def emit(res: Result):
-        log.write(json.dumps(res.__dict__) + "\n")
-        log.flush()
-
+    emit = _emitter(log)
     for i, case in enumerate(cases):
-        t0 = time.time()
-        res = Result(case.name, case.suite, case.op, case.opset, "unsupported",
-                     bound=bool(case.bound))
-        if case.skip:
-            res.status, res.reason = "skip", case.skip
-            emit(res)
+        compiled = _compiled(case, f"c{i:03d}", "llvm", emit)
+        if compiled is None:
             continue
-        try:
-            with np.errstate(all="ignore"):
-                cm, runtime = _compile_case(case, f"c{i:03d}", backend="llvm")
-            res.dtypes = _dtypes(cm)
-        except Exception as e:   # noqa: BLE001  (every failure is a recorded result)
-            res.reason = _short(e)
-            res.seconds = time.time() - t0
-            emit(res)
-            continue
+        cm, runtime, res, t0 = compiled
         log.write(json.dumps({"start": case.name}) + "\n")
         log.flush()
         try:

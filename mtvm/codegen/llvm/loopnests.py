@@ -234,7 +234,7 @@ def _tile_shape(target, channels: int, columns: int) -> tuple[int, int]:
     columns when a row has that many inside the padding, else (narrow rows,
     many channels) 4 columns x 16 channels; within the target's registers."""
     if target.is_x86:
-        lanes = 16 if target.has("avx512f") else 8 if target.has("avx2") else 4
+        lanes = _vector_lanes(target)
         if columns < lanes and channels >= 16:
             return 4, 16
         return lanes, 4

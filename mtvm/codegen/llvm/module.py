@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import llvmlite.ir as ir
 import numpy as np
 
-from ..cwriter import Const, Function, Return, Table, Type, Var, render_c
+from ..cwriter import Const, Function, Return, Table, Type, Var
 from .lower import FunctionLowering, NotLowerable
 
 I8 = ir.IntType(8)
@@ -58,11 +58,6 @@ class IRKernel:
     def shape_key(self, fn: Function) -> str:
         """Equal for two kernels that compute the same function of their parameters."""
         return repr((fn.params, fn.body, fn.ret))   # structural: the IR's dataclass reprs
-
-
-def kernel_c(ik: IRKernel) -> str:
-    """The kernel body as C (what the C backend would compile from the same IR)."""
-    return render_c(ik.body)
 
 
 class LLVMModule:
@@ -166,4 +161,4 @@ class LLVMModule:
         b.ret(ir.Constant(I32, 0))
 
 
-__all__ = ["IRKernel", "LLVMModule", "kernel_c"]
+__all__ = ["IRKernel", "LLVMModule"]
