@@ -4,7 +4,10 @@ riscv templates, a host-driven session over the emulated UART, outputs within
 1e-4 of the reference. kws_dscnn on mps2-an386 (Cortex-M4, hard float: the
 object passes floats in VFP registers and says so to the linker) and mps3-an547
 (Cortex-M55: Helium float vectors), a small CNN
-on mps2-an385 (Cortex-M3, soft float) and riscv32-virt (RV32IMAFC, ilp32f)."""
+on mps2-an385 (Cortex-M3, soft float) and riscv32-virt (RV32IMAFC, ilp32f); int8
+models, bit for bit what the C backend computes on the host, on mps2-an386
+(SMLAD im2col dot products, SXTB16 word depthwise rows) and riscv32-virt (the
+same schedules in portable pairs)."""
 import os
 
 import numpy as np
@@ -53,3 +56,23 @@ def test_small_cnn_object_code(tmp_path, board):
     expected = mtvm.compile(path).run_host({"input": x})["output"]
     y = _run(path, board, tmp_path / "p", [x])
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("name,board", [("kws_dscnn_int8", "mps2-an386"),
+                                        ("vww_mobilenetv1_int8", "mps2-an386"),
+                                        ("ic_resnet8_int8", "riscv32-virt")])
+def test_int8_object_code_matches_the_c_backend(tmp_path, name, board):
+    """Stride-1 and stride-2 depthwise rows, pointwise and padded KxK im2col."""
+    if board.startswith("riscv"):
+        from test_riscv import need_riscv
+        need_riscv()
+    else:
+        need_qemu()
+    need_models()
+    import mtvm
+    path = os.path.join(MODELS_DIR, name + ".onnx")
+    x = np.load(os.path.join(MODELS_DIR, name + ".npz"))["in_0"]
+    lib = mtvm.compile(path)
+    expected = list(lib.run_host({lib.metadata["inputs"][0]["name"]: x}).values())[0]
+    y = _run(path, board, tmp_path / "p", [x])
+    np.testing.assert_array_equal(y, expected)

@@ -457,11 +457,15 @@ def test_integer_matrix_products():
         assert np.abs(got[name].astype(np.int32) - ref[name].astype(np.int32)).max() <= 1
 
 
-def test_integer_convolutions_match_the_c_backend():
+@pytest.mark.parametrize("target", ["host", "x86-64-v2", "c"])
+def test_integer_convolutions_match_the_c_backend(target):
     """QLinearConv and ConvInteger become QConv: the im2col kernel's packed weights
     (channel pairs, odd channels, tails of 0 to 3 taps, groups, per-channel weight
     zero points) and the depthwise kernel, 1-D and 2-D. Bit-exact against the C
-    backend (the specification of the integer kernels)."""
+    backend (the specification of the integer kernels). The LLVM nests compute
+    pair products: pmaddwd on vectors of 16/8 (host) or 4 (x86-64-v2) channels
+    and the scalar pairs (the portable target "c"); their vector blocks, the
+    channels left over and the odd input channel all meet here."""
     nodes, ins, inits = [], {}, {}
     cases = [  # (x shape, w shape, attrs, weight zero point per channel)
         ((1, 3, 6, 5), (5, 3, 3, 3), {"pads": [1, 1, 1, 1]}, False),          # kk 27: tail 3
@@ -476,6 +480,12 @@ def test_integer_convolutions_match_the_c_backend():
         ((1, 2, 5, 40), (3, 2, 2, 3), {"strides": [1, 2], "dilations": [1, 2],
                                        "pads": [0, 3, 0, 1]}, False),
         ((1, 3, 37), (5, 3, 4), {"pads": [2, 1]}, False),
+        # channel vectors: 2 x 16 + 4 + 1 output channels, odd input channels
+        ((1, 9, 6, 7), (37, 9, 3, 3), {"pads": [1, 1, 1, 1]}, True),
+        ((1, 17, 5, 5), (24, 17, 1, 1), {}, False),                            # pointwise
+        ((1, 8, 4, 9), (40, 4, 3, 1), {"group": 2, "pads": [1, 0, 1, 0],
+                                       "strides": [1, 2]}, True),
+        ((1, 6, 30), (16, 6, 5), {"pads": [2, 2], "dilations": [2]}, False),   # 1-D
     ]
     for j, (xs, ws, attrs, per_ch) in enumerate(cases):
         x = rng.integers(0, 256, xs).astype(np.uint8)
@@ -498,7 +508,7 @@ def test_integer_convolutions_match_the_c_backend():
     m = _model(nodes, ins, [], inits, opset=21)
     names = [n for j in range(len(cases)) for n in (f"q{j}", f"ci{j}")]
     m.graph.output.extend(types[n] for n in names)
-    got = mtvm.compile(m, backend="llvm").run_host(ins)
+    got = mtvm.compile(m, backend="llvm", target=target).run_host(ins)
     want = mtvm.compile(m).run_host(ins)
     ref = dict(zip(names, ReferenceEvaluator(m).run(None, ins)))
     for name in names:

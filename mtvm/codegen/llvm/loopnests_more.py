@@ -1806,11 +1806,44 @@ def _requantize(acc: Var, mult: Expr, shift: Expr, y_zp: int, act_min: int,
             Assign(acc, _clamp(acc, act_min, act_max))]
 
 
+def _requantize_high(acc: Var, mult: Expr, shift: Expr, y_zp: int, act_min: int,
+                     act_max: int, ties: bool, m_zero: bool) -> list:
+    """The same integers as _requantize when every shift is negative (the usual
+    case: scales below one), from the product's high word -- one long multiply
+    on a 32-bit core, no 64-bit shifts. mtvm_requantize's shift < 0 branch;
+    ties=False: no multiplier can make an exact tie (ties_impossible), so the
+    low word never matters (mtvm_requantize_nt); m_zero: some shift is -1."""
+    prod, hi, m = Var(f"{acc.name}_p", I64), Var(f"{acc.name}_hi", _I32), Var(f"{acc.name}_m", _I32)
+    lo = Var(f"{acc.name}_lo", Type("uint32"))
+    out = [Decl(prod, Cast(I64, acc) * Cast(I64, mult)),
+           Decl(hi, Cast(_I32, _bin(">>", prod, Const(32, "int64")))),
+           Decl(m, _i(-1) - Cast(_I32, shift))]
+    if not ties:
+        rounded = _bin(">>", hi + _bin("<<", _i(1), m - _i(1)), m)
+    else:
+        out.append(Decl(lo, Cast(Type("uint32"), prod)))
+        tie_down = and_(eq(_bin("&", _bin(">>", hi, m), _i(1)), _i(0)),
+                        eq(lo, Const(0, "uint32")))
+        rounded = _bin(">>", hi + _bin("<<", _i(1), m - _i(1)) - select(tie_down, _i(1), _i(0)), m)
+        if m_zero:
+            half = Const(0x80000000, "uint32")
+            up = or_(gt(lo, half), and_(eq(lo, half), ne(_bin("&", hi, _i(1)), _i(0))))
+            rounded = select(eq(m, _i(0)), hi + select(up, _i(1), _i(0)), rounded)
+    return out + [Assign(acc, rounded + _i(y_zp)), Assign(acc, _clamp(acc, act_min, act_max))]
+
+
 def _requantized(k, acc: Var, ch: Expr, mult, shift, y_zp: int, act_min: int,
                  act_max: int) -> list:
-    """quantized.common.store_lines up to the store, with channel ch's multiplier."""
-    return _requantize(acc, _per_channel(mult, ch), _per_channel(shift, ch), y_zp, act_min,
-                       act_max)
+    """quantized.common.store_lines up to the store, with channel ch's multiplier:
+    from the product's high word when the constant shifts allow it."""
+    from ...ops.quantized.common import ties_impossible
+    m_, s_ = _per_channel(mult, ch), _per_channel(shift, ch)
+    if mult.const is not None and shift.const is not None and shift.const.size \
+            and int(shift.const.max()) < 0:
+        ties = not ties_impossible(mult.const, shift.const)
+        return _requantize_high(acc, m_, s_, y_zp, act_min, act_max, ties,
+                                bool((shift.const == -1).any()))
+    return _requantize(acc, m_, s_, y_zp, act_min, act_max)
 
 
 @nest("QMatMul", domain="mtvm")
@@ -2236,3 +2269,6 @@ def det(k):
              Decl(best, Const(0.0, "float64")), Decl(p, _i(0)), *column(0),
              Assign(param(k.out, output=True)[i0], Cast(Type(kernel_dtype(k)), dv))]
     return [For(i0, batch, body)]
+
+
+from . import loopnests_int8  # noqa: E402,F401  (its QConv replaces the scalar one above)

@@ -46,7 +46,7 @@ from ..cwriter import (
     Var,
 )
 from .cparse import NotLowerable, parse_assignments, parse_expr
-from .vector import Lane, Splat, VecLoad, VecType
+from .vector import Bitcast, Intrinsic, Lane, Splat, VecLoad, VecType, WordLoad
 
 _INT_BITS = {"int8": 8, "uint8": 8, "bool": 8, "int16": 16, "uint16": 16, "int32": 32,
              "uint32": 32, "int64": 64, "uint64": 64,
@@ -395,6 +395,20 @@ class FunctionLowering:
         if isinstance(e, Lane):
             x = self.expr(e.vector)
             return _Value(b.extract_element(x.v, ir.Constant(ir.IntType(32), e.i)), Type(x.t.dtype))
+        if isinstance(e, WordLoad):
+            ptr, _ = self._element_ptr(self.expr(e.base), e.index)
+            wp = b.bitcast(ptr, ir.IntType(32).as_pointer())
+            return _Value(b.load(wp, align=1), Type("int32"))
+        if isinstance(e, Bitcast):
+            x = self.expr(e.value)
+            return _Value(b.bitcast(x.v, self.llvm_type(e.type)), e.type)
+        if isinstance(e, Intrinsic):
+            args = [self.expr(a).v for a in e.args]
+            fn = self.module.globals.get(e.name)
+            if fn is None:
+                fnty = ir.FunctionType(self.llvm_type(e.type), [a.type for a in args])
+                fn = ir.Function(self.module, fnty, e.name)
+            return _Value(b.call(fn, args), e.type)
         if isinstance(e, Index):
             ptr, t = self._element_ptr(self.expr(e.base), e.index)
             return _Value(b.load(ptr), t)
@@ -473,9 +487,13 @@ class FunctionLowering:
             return self._pointer_arith(op, a, c)
         vec = a.t if isinstance(a.t, VecType) else c.t if isinstance(c.t, VecType) else None
         if vec is not None:   # lane by lane; a scalar operand is splat
-            if not is_float(vec) or op not in ("+", "-", "*", "/"):
-                raise NotLowerable(f"vector {op} on {vec.dtype}")
             x, y = self.convert(a, vec), self.convert(c, vec)
+            if not is_float(vec):   # integer lanes wrap, as int32 arithmetic does
+                if op not in ("+", "-", "*"):
+                    raise NotLowerable(f"vector {op} on {vec.dtype}")
+                return _Value({"+": b.add, "-": b.sub, "*": b.mul}[op](x, y), vec)
+            if op not in ("+", "-", "*", "/"):
+                raise NotLowerable(f"vector {op} on {vec.dtype}")
             fop = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[op]
             return _Value(fop(x, y, flags=("contract",)), vec)
         t = self.common(a.t, c.t)

@@ -45,4 +45,33 @@ class Lane(Expr):
     i: int
 
 
-__all__ = ["Lane", "Splat", "VecLoad", "VecType"]
+@dataclass(frozen=True, eq=True)
+class Bitcast(Expr):
+    """The same bits as another type of the same size (<16 x i32> as <32 x i16>)."""
+    value: Expr
+    type: Type
+
+
+@dataclass(frozen=True, eq=True)
+class Intrinsic(Expr):
+    """A call of an LLVM target intrinsic (llvm.arm.smlad, llvm.x86.avx2.pmadd.wd):
+    the argument types are the arguments' own, `type` is the result's. The
+    nest that writes one checks that the target has it."""
+    name: str
+    args: tuple
+    type: Type
+
+
+@dataclass(frozen=True, eq=True)
+class WordLoad(Expr):
+    """The four bytes at byte pointer base + index as one int32 (little-endian),
+    at any alignment (Cortex-M3 and up load unaligned words; LLVM must not
+    merge such loads into LDRD, which would fault)."""
+    base: Expr
+    index: Expr
+
+    def __post_init__(self):
+        object.__setattr__(self, "index", _expr(self.index))
+
+
+__all__ = ["Bitcast", "Intrinsic", "Lane", "Splat", "VecLoad", "VecType", "WordLoad"]

@@ -1,0 +1,707 @@
+"""Integer convolutions for the LLVM backend in pairs of 16-bit products, as
+the C backend's SIMD kernels compute them.
+
+A folded QConv is bias[o] + the sum over every tap of xpad * (w - w_zp[o]),
+where padding reads as the input zero point (QConv.reference, expanded). Each
+weight minus its zero point fits in 16 bits, and so does each input value, so
+two input channels' taps at once are one 16-bit pair product:
+
+  * x86: `pmaddwd` multiplies 16 or 8 or 4 output channels' weight pairs by one
+    input pair broadcast to every lane and adds each lane's two products (AVX-512
+    VNNI fuses it with the accumulation: `vpdpwssd`);
+  * Arm DSP (Cortex-M4/M7/M33/M55): `smlad`, one pair product with accumulation;
+  * elsewhere: two multiply-adds.
+
+The weights are re-laid out at compile time as 32-bit words, each holding two
+input channels' weights of one output channel, [group][channel pair][kh][kw]
+[output channel]: the words a tap multiplies are adjacent (a vector load on
+x86). Register tiles of output channels x columns keep their sums in registers
+over the whole reduction, and the columns at the padded edges are computed one
+by one with bounds checks, as in the float Conv nest (loopnests.conv).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.quantized.common import conv_geometry
+from ...ops.quantized.conv import unpack_conv_weights
+from ..cwriter import (
+    Assign,
+    Block,
+    Cast,
+    Const,
+    Decl,
+    Expr,
+    For,
+    If,
+    Table,
+    Type,
+    Var,
+    and_,
+    eq,
+    ge,
+    lt,
+    param,
+    select,
+)
+from .cparse import NotLowerable
+from .loopnests import I64, _split, nest, scratch_ptr
+from .loopnests_more import _bin, _i, _requantized, qconv as qconv_scalar
+from .vector import Bitcast, Intrinsic, Lane, Splat, VecLoad, VecType, WordLoad
+
+_I32 = Type("int32")
+INDEX = Type("index")
+
+# pmaddwd of each x86 vector width: int32 lanes -> the intrinsic.
+_PMADDWD = {16: "llvm.x86.avx512.pmaddw.d.512", 8: "llvm.x86.avx2.pmadd.wd",
+            4: "llvm.x86.sse2.pmadd.wd"}
+
+
+def pair_mode(target) -> tuple[str, list[int]]:
+    """How this target multiplies 16-bit pairs: ("x86", the int32 lane counts
+    of its vectors, widest first), ("dsp", []) or ("scalar", [])."""
+    if target.is_x86:
+        lanes = [16] if target.has("avx512bw") else []
+        lanes += [8] if target.has("avx2") else []
+        return "x86", lanes + [4]
+    if target.is_arm and target.has("dsp"):
+        return "dsp", []
+    return "scalar", []
+
+
+def _for(var: Var, n: int, body: list) -> list:
+    """for var in [0, n), or the body alone with var = 0 when n is 1 (no loop for
+    LLVM to peel: a 1x1 conv's tap loops vanish)."""
+    return [For(var, n, body)] if n > 1 else [Block([Decl(var, Const(0)), *body])]
+
+
+def _pack(lo: Expr, hi: Expr | None) -> Expr:
+    """(lo & 0xffff) | (hi << 16): two int16 values in one int32 word, lo first
+    in memory order (little-endian), as SMLAD and pmaddwd pair them."""
+    low = _bin("&", lo, _i(0xFFFF))
+    return low if hi is None else _bin("|", low, _bin("<<", hi, _i(16)))
+
+
+def weight_pairs(w: np.ndarray, group: int, w_zp: np.ndarray | None) -> np.ndarray | None:
+    """Weights [OC, C/group, KH, KW] (logical order) minus their zero points as
+    int32 words of channel pairs, [group][pair][KH][KW][OC/group]; None when
+    a weight minus its zero point does not fit 16 bits."""
+    oc, cg, kh, kw = w.shape
+    wl = w.astype(np.int64)
+    if w_zp is not None:
+        wl = wl - w_zp.astype(np.int64).reshape(-1, 1, 1, 1)
+    if wl.size and np.abs(wl).max() > 32767:
+        return None
+    cp = (cg + 1) // 2
+    padded = np.zeros((oc, 2 * cp, kh, kw), np.int64)
+    padded[:, :cg] = wl
+    words = (padded[:, 0::2] & 0xFFFF) | ((padded[:, 1::2] & 0xFFFF) << 16)
+    mg = oc // group
+    table = words.astype(np.uint32).view(np.int32).reshape(group, mg, cp, kh, kw)
+    return np.ascontiguousarray(table.transpose(0, 2, 3, 4, 1))
+
+
+def _im2col_geometry(k, strides, pads, dilations, group, folded):
+    """(columns per tile, 32-bit words per column) of the im2col schedule, or None
+    when the kernel does not take it (x86 computes from the input in place)."""
+    x, w = k.ins[0], k.ins[1]
+    w_zp = (k.ins + [None] * 6)[5]
+    if (not folded or k.inplace is not None or w.const is None or pair_mode(k.target)[0] == "x86"
+            or (w_zp is not None and w_zp.const is None)
+            or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
+        return None
+    kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+    return IM2COL_COLUMNS, (kk + 1) // 2
+
+
+IM2COL_COLUMNS = 2   # output columns per im2col tile: 2 channels x 2 columns of sums
+
+
+def _plane_geometry(k, strides, pads, dilations, folded):
+    """(padded height, padded width) of the depthwise schedule's zero-point padded
+    input plane, or None when the kernel does not take it (x86 reads the input
+    in place)."""
+    x, w = k.ins[0], k.ins[1]
+    w_zp = (k.ins + [None] * 6)[5]
+    if (folded or k.inplace is not None or w.const is None or w.shape[1] != 1
+            or pair_mode(k.target)[0] == "x86" or (w_zp is not None and w_zp.const is None)
+            or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
+        return None
+    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, w.shape, strides, pads, dilations)
+    # every tap of every output inside; rows a word long past the last tap
+    return max(h + ph, (oh - 1) * sh + (kh - 1) * dh + 1), \
+        max(wd + pw, (ow - 1) * sw + (kw - 1) * dw + 1) + 3
+
+
+def _qconv_scratch(k, *, strides, pads, dilations, group=1, folded=1, **_attrs) -> int:
+    geo = _im2col_geometry(k, strides, pads, dilations, group, folded)
+    if geo is not None:
+        return 4 * geo[0] * geo[1]
+    plane = _plane_geometry(k, strides, pads, dilations, folded)
+    return 0 if plane is None else -(-plane[0] * plane[1] // 4) * 4
+
+
+@nest("QConv", domain="mtvm", scratch=_qconv_scratch)
+def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128, act_max=127,
+          folded=1):
+    """Folded QConv in register tiles of 16-bit pair products (see the module's
+    docstring); depthwise (folded=0) and the rest: the scalar nest."""
+    attrs = dict(strides=strides, pads=pads, dilations=dilations, group=group, x_zp=x_zp,
+                 y_zp=y_zp, act_min=act_min, act_max=act_max, folded=folded)
+    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+    mult, shift = (k.ins + [None] * 6)[3:5]
+    w_zp = (k.ins + [None] * 6)[5]
+    if (k.inplace is not None or w.const is None or (w_zp is not None and w_zp.const is None)
+            or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
+        return qconv_scalar(k, **attrs)
+    if not folded:
+        if _plane_geometry(k, strides, pads, dilations, folded) is not None:
+            return depthwise_plane(k, **attrs)
+        return depthwise(k, **attrs) if w.shape[1] == 1 else qconv_scalar(k, **attrs)
+    n, c = x.shape[:2]
+    oc = w.shape[0]
+    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, w.shape, strides, pads, dilations)
+    cg, mg = c // group, oc // group
+    logical = unpack_conv_weights(w.const, group).reshape(oc, cg, kh, kw)
+    zw = None if w_zp is None else np.broadcast_to(w_zp.const.reshape(-1), (oc,))
+    if _im2col_geometry(k, strides, pads, dilations, group, folded) is not None:
+        body = im2col(k, logical, zw, strides=strides, pads=pads, dilations=dilations,
+                      group=group, x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max)
+        if body is not None:
+            return body
+        raise NotLowerable("QConv weights minus their zero points beyond 16 bits")
+    table = weight_pairs(logical, group, zw)
+    if table is None:
+        return qconv_scalar(k, **attrs)
+    if (kh, kw, sh, sw, oh, ow) == (1, 1, 1, 1, h, wd) and ph == pw == 0:
+        # A pointwise conv: its planes are rows of H*W pixels (one long row of tiles).
+        h, wd, oh, ow = 1, h * wd, 1, oh * ow
+    mode, lane_options = pair_mode(k.target)
+    cp_full, odd = cg // 2, cg % 2
+    X, Y = param(x), param(k.out, output=True)
+    wt = Var("wt", _I32)
+    out_t = Type(np.dtype(k.out.dtype).name)
+    bv, gv, oyv, pv, kyv, kxv = (Var(s) for s in ("b", "g", "oy", "pv", "ky", "kx"))
+    iy = Var("iy", I64)
+    zero64 = Const(0, "int64")
+    row_inside = and_(ge(iy, zero64), lt(iy, Const(h, "int64")))
+    zp_pair = _pack(_i(x_zp), _i(x_zp))
+
+    def oc_abs(m_in: Expr) -> Expr:
+        return gv * mg + m_in if group > 1 else m_in
+
+    def w_index(pair: Expr, m_in: Expr) -> Expr:
+        g_off = gv * (-(-cg // 2) * kh * kw * mg) if group > 1 else Const(0)
+        i = ((pair * kh + kyv) * kw + kxv) * mg + m_in
+        return g_off + i if group > 1 else i
+
+    def x_value(ci: Expr, col: Expr) -> Expr:
+        """x[b, g*cg + ci, iy, col] as int32."""
+        ch = gv * cg + ci if group > 1 else ci
+        return Cast(_I32, X[((bv * c + ch) * h + Cast(INDEX, iy)) * wd + col])
+
+    def store(acc: Expr, m_in: Expr, ox: Expr) -> list:
+        """Requantize one sum and store it at output channel m_in, column ox."""
+        o = oc_abs(m_in)
+        v = Var("v", _I32)
+        out = [Decl(v, acc)]
+        if mult is not None:
+            out += _requantized(k, v, o, mult, shift, y_zp, act_min, act_max)
+        idx = ((bv * oc + o) * oh + oyv) * ow + ox
+        return [Block(out + [Assign(Y[idx], Cast(out_t, v))])]
+
+    def tile(kind: str, lanes: int, m0: Expr, nm: int, ox0: Expr, nt: int,
+             checked: bool = False) -> list:
+        """nm channel blocks (vectors of `lanes`, or single channels) starting at
+        m0 x nt columns from ox0 (checked: one column whose taps may fall in the
+        padding)."""
+        vec = kind == "x86"
+        acc_t = VecType("int32", lanes=lanes) if vec else _I32
+        acc = [[Var(f"acc{a}_{q}", acc_t) for q in range(nt)] for a in range(nm)]
+
+        def m_of(a: int) -> Expr:
+            step = a * lanes if vec else a
+            return m0 + step if step else m0
+
+        out = []
+        for a in range(nm):
+            init = VecLoad(param(bias), oc_abs(m_of(a)), lanes) if vec \
+                else param(bias)[oc_abs(m_of(a))]
+            out += [Decl(acc[a][q], init) for q in range(nt)]
+
+        def columns(pair: Expr, has_hi: bool, inside: bool) -> list:
+            """The products of one tap (pair, ky, kx) for the tile: inside: the
+            tap's input row is inside the plane (else it reads the zero point)."""
+            stmts, xs = [], []
+            for q in range(nt):
+                if not inside:
+                    xs.append((None, None))
+                    continue
+                ix = Var(f"ix{q}", I64)
+                col = ox0 + q if q else ox0
+                if checked:
+                    stmts.append(Decl(ix, Cast(I64, col * sw + kxv * dw) - Const(pw, "int64")))
+                    col_at = Cast(INDEX, ix)
+                    ok = and_(ge(ix, zero64), lt(ix, Const(wd, "int64")))
+                else:
+                    col_at = col * sw + kxv * dw - pw if pw else col * sw + kxv * dw
+                ci = pair * 2
+                lo, hi = Var(f"xlo{q}", _I32), Var(f"xhi{q}", _I32)
+                lo_v = x_value(ci, col_at)
+                hi_v = x_value(ci + 1, col_at) if has_hi else None
+                if checked:
+                    lo_v = select(ok, lo_v, _i(x_zp))
+                    hi_v = None if hi_v is None else select(ok, hi_v, _i(x_zp))
+                stmts.append(Decl(lo, lo_v))
+                if hi_v is not None:
+                    stmts.append(Decl(hi, hi_v))
+                xs.append((lo, hi if has_hi else None))
+            if kind == "scalar":
+                wp = Cast(Type("int16", pointer=True, const=True), wt)
+                for a in range(nm):
+                    wi = w_index(pair, m_of(a))
+                    w0, w1 = Var(f"w{a}lo", _I32), Var(f"w{a}hi", _I32)
+                    stmts.append(Decl(w0, wp[wi * 2]))
+                    if has_hi:
+                        stmts.append(Decl(w1, wp[wi * 2 + 1]))
+                    for q in range(nt):
+                        lo, hi = xs[q]
+                        term = w0 * (lo if lo is not None else _i(x_zp))
+                        if has_hi:
+                            term = term + w1 * (hi if hi is not None else _i(x_zp))
+                        stmts.append(Assign(acc[a][q], term, "+="))
+                return stmts
+            packs = []
+            for q in range(nt):
+                lo, hi = xs[q]
+                if lo is None:
+                    packs.append(zp_pair)
+                    continue
+                xp = Var(f"xp{q}", _I32)
+                stmts.append(Decl(xp, _pack(lo, hi)))
+                packs.append(xp)
+            for a in range(nm):
+                wi = w_index(pair, m_of(a))
+                if vec:
+                    w16 = VecType("int16", lanes=2 * lanes)
+                    wv = Var(f"wv{a}", w16)
+                    stmts.append(Decl(wv, Bitcast(VecLoad(wt, wi, lanes), w16)))
+                    for q in range(nt):
+                        xv = Bitcast(Splat(packs[q], lanes), w16)
+                        stmts.append(Assign(acc[a][q], Intrinsic(_PMADDWD[lanes], (wv, xv), acc_t),
+                                            "+="))
+                else:
+                    wv = Var(f"wv{a}", _I32)
+                    stmts.append(Decl(wv, wt[wi]))
+                    for q in range(nt):
+                        stmts.append(Assign(acc[a][q], Intrinsic(
+                            "llvm.arm.smlad", (wv, packs[q], acc[a][q]), _I32)))
+            return stmts
+
+        def reduction(pair: Expr, has_hi: bool) -> list:
+            row = [Decl(iy, Cast(I64, oyv * sh + kyv * dh) - Const(ph, "int64"))]
+            if h == 1 and kh == 1 and ph == 0:   # one input row: always inside
+                row += _for(kxv, kw, columns(pair, has_hi, True))
+            else:
+                row.append(If(row_inside, _for(kxv, kw, columns(pair, has_hi, True)),
+                              _for(kxv, kw, columns(pair, has_hi, False))))
+            return _for(kyv, kh, row)
+
+        if cp_full:
+            out.append(For(pv, cp_full, reduction(pv, True)))
+        if odd:
+            out += reduction(Const(cp_full), False)
+        for a in range(nm):
+            for q in range(nt):
+                ox = ox0 + q if q else ox0
+                if vec:
+                    for i in range(lanes):
+                        out += store(Lane(acc[a][q], i), m_of(a) + i if i else m_of(a), ox)
+                else:
+                    out += store(acc[a][q], m_of(a), ox)
+        return [Block(out)]
+
+    # Columns whose every tap lies inside the input row.
+    lo = min(ow, -(-pw // sw))
+    hi = max(lo, min(ow, (wd - 1 + pw - (kw - 1) * dw) // sw + 1))
+    blocks = []   # (kind, lanes, first channel, count, channels per tile)
+    first = 0
+    if mode == "x86":
+        lanes = next((L for L in lane_options if L <= mg), 0)
+        if lanes:
+            nvec = mg // lanes
+            for f, cnt, width in _split(nvec, 2):
+                blocks.append(("x86", lanes, f * lanes, cnt, width))
+            first = nvec * lanes
+    kind = "dsp" if mode == "dsp" else "scalar"
+    for f, cnt, width in _split(mg - first, 4):
+        blocks.append((kind, 1, first + f, cnt, width))
+
+    owt, owe, mb = Var("owt"), Var("owe"), Var("mb")
+    per_row = []
+    for kind_, lanes_, first_m, count_m, nm in blocks:
+        span = nm * lanes_
+        m0 = (mb * span + first_m if first_m else mb * span) if count_m > 1 else Const(first_m)
+        nt_max = 4 if kind_ == "x86" else 2
+        row = []
+        for first_t, count_t, nt in _split(hi - lo, nt_max):
+            ox0 = owt * nt + (lo + first_t) if count_t > 1 else Const(lo + first_t)
+            body = tile(kind_, lanes_, m0, nm, ox0, nt)
+            row += [For(owt, count_t, body)] if count_t > 1 else body
+        for e_lo, e_hi in ((0, lo), (hi, ow)):
+            if e_hi > e_lo:
+                row.append(For(owe, e_hi, tile(kind_, lanes_, m0, nm, owe, 1, checked=True),
+                               begin=Const(e_lo)))
+        per_row += [For(mb, count_m, row)] if count_m > 1 else row
+    body = [For(oyv, oh, per_row)]
+    if group > 1:
+        body = [For(gv, group, body)]
+    return [Table(wt, table), For(bv, n, body)]
+
+
+def depthwise(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
+              act_max=127, folded=0):
+    """A depthwise QConv (folded=0: one input channel per group), bias[o] + the sum
+    over the taps inside the input of (x - x_zp)(w - w_zp[o]), computed as
+    bias[o] - x_zp * sum(w - w_zp[o]) + the sum over every tap of xpad * (w - w_zp[o])
+    (xpad: the input, its zero point in the padding): the taps of a tile of
+    columns inside the input row read it unchecked and unshifted, each weight
+    (kept in a register) feeding the tile's columns; the edge columns are
+    computed one by one, each tap checked."""
+    del folded
+    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+    mult, shift = (k.ins + [None] * 6)[3:5]
+    w_zp = (k.ins + [None] * 6)[5]
+    n, c = x.shape[:2]
+    oc = w.shape[0]
+    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, w.shape, strides, pads, dilations)
+    mg = oc // group
+    wl = w.const.reshape(oc, kh * kw).astype(np.int64)
+    if w_zp is not None:
+        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (oc,)).astype(np.int64)[:, None]
+    if wl.size and np.abs(wl).max() > 32767:
+        return qconv_scalar(k, strides=strides, pads=pads, dilations=dilations, group=group,
+                            x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max, folded=0)
+    offsets = (-x_zp * wl.sum(axis=1)).astype(np.int64)
+    X, Y = param(x), param(k.out, output=True)
+    wt, off = Var("dw_w", Type("int16")), Var("dw_off", _I32)
+    out_t = Type(np.dtype(k.out.dtype).name)
+    bv, ov, oyv, kyv, kxv = (Var(s) for s in ("b", "o", "oy", "ky", "kx"))
+    iy = Var("iy", I64)
+    zero64 = Const(0, "int64")
+    row_inside = and_(ge(iy, zero64), lt(iy, Const(h, "int64")))
+    xrow = ((bv * c + ov / mg if mg > 1 else bv * c + ov) * h + Cast(INDEX, iy)) * wd
+    wv = Var("wk", _I32)
+
+    def store(acc: Var, ox: Expr) -> list:
+        out = []
+        if mult is not None:
+            out += _requantized(k, acc, ov, mult, shift, y_zp, act_min, act_max)
+        idx = ((bv * oc + ov) * oh + oyv) * ow + ox
+        return out + [Assign(Y[idx], Cast(out_t, acc))]
+
+    def tile(ox0: Expr, nt: int, checked: bool) -> list:
+        accs = [Var(f"acc{q}", _I32) for q in range(nt)]
+        out = [Decl(a, param(bias)[ov] + off[ov]) for a in accs]
+        hit = [Decl(wv, Cast(_I32, wt[(ov * kh + kyv) * kw + kxv]))]
+        miss = [Decl(wv, Cast(_I32, wt[(ov * kh + kyv) * kw + kxv]))]
+        for q, a in enumerate(accs):
+            col = ox0 + q if q else ox0
+            if checked:
+                ix = Var("ix", I64)
+                ok = and_(ge(ix, zero64), lt(ix, Const(wd, "int64")))
+                xv = Var("xv", _I32)
+                hit += [Decl(ix, Cast(I64, col * sw + kxv * dw) - Const(pw, "int64")),
+                        Decl(xv, select(ok, Cast(_I32, X[xrow + Cast(INDEX, ix)]), _i(x_zp)))]
+                hit.append(Assign(a, wv * xv, "+="))
+            else:
+                at = col * sw + kxv * dw - pw if pw else col * sw + kxv * dw
+                hit.append(Assign(a, wv * Cast(_I32, X[xrow + at]), "+="))
+            miss.append(Assign(a, wv * _i(x_zp), "+="))
+        out.append(For(kyv, kh, [
+            Decl(iy, Cast(I64, oyv * sh + kyv * dh) - Const(ph, "int64")),
+            If(row_inside, [For(kxv, kw, hit)], [For(kxv, kw, miss)] if x_zp else [])]))
+        for q, a in enumerate(accs):
+            out += store(a, ox0 + q if q else ox0)
+        return [Block(out)]
+
+    lo = min(ow, -(-pw // sw))
+    hi = max(lo, min(ow, (wd - 1 + pw - (kw - 1) * dw) // sw + 1))
+    nt_max = 8 if k.target.is_x86 else 4
+    owt, owe = Var("owt"), Var("owe")
+    row, first = [], lo
+    for first_t, count_t, nt in _split(hi - first, nt_max):
+        ox0 = owt * nt + (first + first_t) if count_t > 1 else Const(first + first_t)
+        body = tile(ox0, nt, False)
+        row += [For(owt, count_t, body)] if count_t > 1 else body
+    for e_lo, e_hi in ((0, lo), (hi, ow)):
+        if e_hi > e_lo:
+            row.append(For(owe, e_hi, tile(owe, 1, True), begin=Const(e_lo)))
+    return [Table(wt, np.ascontiguousarray(wl.astype(np.int16))),
+            Table(off, offsets.astype(np.int64).astype(np.int32)),
+            For(bv, n, [For(ov, oc, [For(oyv, oh, row)])])]
+
+
+def _centered(k, w, w_zp) -> np.ndarray | None:
+    """Depthwise weights [OC, KH*KW] minus their zero points (None: beyond 16 bits)."""
+    oc = w.shape[0]
+    wl = w.const.reshape(oc, -1).astype(np.int64)
+    if w_zp is not None:
+        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (oc,)).astype(np.int64)[:, None]
+    return None if wl.size and np.abs(wl).max() > 32767 else wl
+
+
+def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
+                    act_max=127, folded=0):
+    """A depthwise QConv on a core without vectors, as the C backend's: each input
+    plane is first copied into the scratch with its padding as the zero point,
+    so that every tap of every output lies inside it and nothing is checked;
+    then bias[o] - x_zp * sum(w') + the sum of padded * w' (w' = w - w_zp[o]).
+    Arm DSP with 3 taps a row: one word of four bytes x0..x3 feeds two outputs'
+    rows at stride 1 (SXTB16 gives (x0, x2) and, of the word rotated by 8,
+    (x1, x3); SMLAD with (w0, w2) and SMLAxB with w1: 7 instructions for 6
+    products), one output's at stride 2; otherwise tiles of four columns, each
+    weight feeding the four."""
+    del folded
+    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+    mult, shift = (k.ins + [None] * 6)[3:5]
+    w_zp = (k.ins + [None] * 6)[5]
+    n, c = x.shape[:2]
+    oc = w.shape[0]
+    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, w.shape, strides, pads, dilations)
+    mg = oc // group
+    wl = _centered(k, w, w_zp)
+    if wl is None:
+        raise NotLowerable("depthwise weights minus their zero points beyond 16 bits")
+    hp, wp = _plane_geometry(k, strides, pads, dilations, 0)
+    offsets = (-x_zp * wl.sum(axis=1)).astype(np.int64).astype(np.int32)
+    X, Y = param(x), param(k.out, output=True)
+    plane = Var("plane", Type("int8" if np.dtype(x.dtype) == np.dtype("int8") else "uint8",
+                              pointer=True))
+    wt, off = Var("dw_w", Type("int16")), Var("dw_off", _I32)
+    w02, w1 = Var("dw_w02", _I32), Var("dw_w1", _I32)
+    out_t = Type(np.dtype(k.out.dtype).name)
+    bv, ov, oyv, kyv, kxv, rv, cv = (Var(s) for s in ("b", "o", "oy", "ky", "kx", "r", "col"))
+    words = pair_mode(k.target)[0] == "dsp" and kw == 3 and dw == 1 and sw in (1, 2)
+    ext = "llvm.arm.uxtb16" if np.dtype(x.dtype) == np.dtype("uint8") else "llvm.arm.sxtb16"
+    zp = Cast(Type(np.dtype(x.dtype).name), _i(x_zp))
+
+    # The padded plane of input channel o // mg (once per channel: mg == 1 mostly).
+    src = (bv * c + (ov / mg if mg > 1 else ov)) * h
+    copy_row = [If(and_(ge(rv, Const(ph)), lt(rv, Const(ph + h))),
+                   [For(cv, wp, [Assign(plane[rv * wp + cv], select(
+                       and_(ge(cv, Const(pw)), lt(cv, Const(pw + wd))),
+                       X[(src + rv - ph) * wd + cv - pw], zp))])],
+                   [For(cv, wp, [Assign(plane[rv * wp + cv], zp)])])]
+    fill = [For(rv, hp, copy_row)]
+    if mg > 1:
+        fill = [If(eq(ov % mg, Const(0)), fill)]
+
+    def store(acc: Var, ox: Expr) -> list:
+        out = []
+        if mult is not None:
+            out += _requantized(k, acc, ov, mult, shift, y_zp, act_min, act_max)
+        idx = ((bv * oc + ov) * oh + oyv) * ow + ox
+        return out + [Assign(Y[idx], Cast(out_t, acc))]
+
+    def prow() -> Expr:
+        return (oyv * sh + kyv * dh) * wp
+
+    def tile(ox0: Expr, nt: int) -> list:
+        accs = [Var(f"acc{q}", _I32) for q in range(nt)]
+        out = [Decl(a, param(bias)[ov] + off[ov]) for a in accs]
+        wv = Var("wk", _I32)
+        taps = [Decl(wv, Cast(_I32, wt[(ov * kh + kyv) * kw + kxv]))]
+        for q, a in enumerate(accs):
+            col = ox0 + q if q else ox0
+            taps.append(Assign(a, wv * Cast(_I32, plane[prow() + col * sw + kxv * dw]), "+="))
+        out.append(For(kyv, kh, [For(kxv, kw, taps)]))
+        for q, a in enumerate(accs):
+            out += store(a, ox0 + q if q else ox0)
+        return [Block(out)]
+
+    def word_tile(ox0: Expr, nt: int) -> list:
+        """nt columns from ox0: at stride 1, a word per two columns; at stride 2,
+        one per column."""
+        accs = [Var(f"acc{q}", _I32) for q in range(nt)]
+        out = [Decl(a, param(bias)[ov] + off[ov]) for a in accs]
+        wa, wb = Var("wa", _I32), Var("wb", _I32)
+        row = [Decl(wa, w02[ov * kh + kyv]), Decl(wb, w1[ov * kh + kyv])]
+        per_word = 2 if sw == 1 else 1
+        for j in range(nt // per_word):
+            word, even, odd = Var(f"xw{j}", _I32), Var(f"xe{j}", _I32), Var(f"xo{j}", _I32)
+            col = ox0 + j * per_word if j else ox0
+            rotated = _bin("|", Cast(_I32, _bin(">>", Cast(Type("uint32"), word), _i(8))),
+                           _bin("<<", word, _i(24)))
+            row += [Decl(word, WordLoad(plane, prow() + col * sw)),
+                    Decl(even, Intrinsic(ext, (word,), _I32)),
+                    Decl(odd, Intrinsic(ext, (rotated,), _I32))]
+            a0 = accs[j * per_word]
+            row += [Assign(a0, Intrinsic("llvm.arm.smlad", (even, wa, a0), _I32)),
+                    Assign(a0, Intrinsic("llvm.arm.smlabb", (odd, wb, a0), _I32))]
+            if per_word == 2:
+                a1 = accs[j * 2 + 1]
+                row += [Assign(a1, Intrinsic("llvm.arm.smlad", (odd, wa, a1), _I32)),
+                        Assign(a1, Intrinsic("llvm.arm.smlatb", (even, wb, a1), _I32))]
+        out.append(For(kyv, kh, row))
+        for q, a in enumerate(accs):
+            out += store(a, ox0 + q if q else ox0)
+        return [Block(out)]
+
+    owt = Var("owt")
+    row = []
+    if words:
+        step = 4 if sw == 1 else 2
+        full = ow // step * step
+        if full:
+            row.append(For(owt, ow // step, word_tile(owt * step, step)))
+        if ow - full >= 2 and sw == 1:
+            row += word_tile(Const(full), 2)
+            full += 2
+        first = full
+    else:
+        first = 0
+    for first_t, count_t, nt in _split(ow - first, 4):
+        ox0 = owt * nt + (first + first_t) if count_t > 1 else Const(first + first_t)
+        body = tile(ox0, nt)
+        row += [For(owt, count_t, body)] if count_t > 1 else body
+    tables = [Table(wt, np.ascontiguousarray(wl.astype(np.int16))), Table(off, offsets)]
+    if words:
+        taps = wl.reshape(oc * kh, 3)
+        pairs = (taps[:, 0] & 0xFFFF) | ((taps[:, 2] & 0xFFFF) << 16)
+        tables += [Table(w02, pairs.astype(np.uint32).view(np.int32)),
+                   Table(w1, taps[:, 1].astype(np.int32))]
+    return tables + [Decl(plane, Cast(plane.type, scratch_ptr("uint8"))),
+                     For(bv, n, [For(ov, oc, [*fill, For(oyv, oh, row)])])]
+
+
+def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, dilations, group,
+           x_zp, y_zp, act_min, act_max) -> list | None:
+    """A folded QConv on a core without vectors (Arm DSP: SMLAD; elsewhere two
+    multiply-adds per pair), as the C backend's im2col kernel: per tile of
+    IM2COL_COLUMNS output columns, their input taps in (channel, kh, kw) order,
+    the padding as the zero point, are copied once as int16 into the scratch
+    (a column of pairs, an odd count ends in a zero); then every block of two
+    output channels is a dot product of their weight pairs ([OC][pairs] words,
+    minus the zero points) with the columns: two loads feed four pair products,
+    and no tap is checked in it. None when a weight minus its zero point does
+    not fit 16 bits."""
+    x, bias = k.ins[0], k.ins[2]
+    mult, shift = (k.ins + [None] * 6)[3:5]
+    oc, cg, kh, kw = logical.shape
+    n, c = x.shape[:2]
+    h, wd, _, _, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, k.ins[1].shape, strides, pads, dilations)
+    mg = oc // group
+    kk = cg * kh * kw
+    kp = (kk + 1) // 2
+    wl = logical.reshape(oc, kk).astype(np.int64)
+    if w_zp is not None:
+        wl = wl - w_zp.astype(np.int64)[:, None]
+    if wl.size and np.abs(wl).max() > 32767:
+        return None
+    padded = np.zeros((oc, 2 * kp), np.int64)
+    padded[:, :kk] = wl
+    words = ((padded[:, 0::2] & 0xFFFF) | ((padded[:, 1::2] & 0xFFFF) << 16)).astype(np.uint32)
+    dsp = pair_mode(k.target)[0] == "dsp"
+    X, Y = param(x), param(k.out, output=True)
+    wt = Var("wpairs", _I32)
+    col16 = Var("col16", Type("int16", pointer=True))
+    col32 = Var("col32", Type("int32", pointer=True))
+    out_t = Type(np.dtype(k.out.dtype).name)
+    bv, gv, oyv, ci, kyv, kxv, pv, mb = (Var(s) for s in ("b", "g", "oy", "ci", "ky", "kx",
+                                                            "p", "mb"))
+    iy, ix = Var("iy", I64), Var("ix", I64)
+    zero64 = Const(0, "int64")
+
+    def pack(q: int, ox: Expr, checked: bool) -> list:
+        """Column q of the scratch: the taps of output column ox."""
+        ch = gv * cg + ci if group > 1 else ci
+        xrow = ((bv * c + ch) * h + Cast(INDEX, iy)) * wd
+        slot = q * 2 * kp + (ci * kh + kyv) * kw + kxv
+        at = ox * sw + kxv * dw - pw if pw else ox * sw + kxv * dw
+        if checked:
+            inside = and_(ge(ix, zero64), lt(ix, Const(wd, "int64")))
+            hit = [Decl(ix, Cast(I64, ox * sw + kxv * dw) - Const(pw, "int64")),
+                   Assign(col16[slot], Cast(Type("int16"), select(
+                       inside, Cast(_I32, X[xrow + Cast(INDEX, ix)]), _i(x_zp))))]
+        else:
+            hit = [Assign(col16[slot], Cast(Type("int16"), X[xrow + at]))]
+        miss = [Assign(col16[slot], Cast(Type("int16"), _i(x_zp)))]
+        row = [Decl(iy, Cast(I64, oyv * sh + kyv * dh) - Const(ph, "int64")),
+               If(and_(ge(iy, zero64), lt(iy, Const(h, "int64"))), _for(kxv, kw, hit),
+                  _for(kxv, kw, miss))]
+        out = _for(ci, cg, _for(kyv, kh, row))
+        if kk % 2:
+            out.append(Assign(col16[q * 2 * kp + kk], Cast(Type("int16"), _i(0))))
+        return out
+
+    def dots(m0: Expr, nm: int, ox0: Expr, nt: int) -> list:
+        """Output channels m0 .. m0 + nm - 1 of the nt packed columns."""
+        acc = [[Var(f"acc{a}_{q}", _I32) for q in range(nt)] for a in range(nm)]
+        o = [(gv * mg + m0 if group > 1 else m0) + a if a else
+             (gv * mg + m0 if group > 1 else m0) for a in range(nm)]
+        out = [Decl(acc[a][q], param(bias)[o[a]]) for a in range(nm) for q in range(nt)]
+        step = []
+        if dsp:
+            xs = [Var(f"xq{q}", _I32) for q in range(nt)]
+            ws = [Var(f"wq{a}", _I32) for a in range(nm)]
+            step += [Decl(xs[q], col32[q * kp + pv]) for q in range(nt)]
+            step += [Decl(ws[a], wt[o[a] * kp + pv]) for a in range(nm)]
+            step += [Assign(acc[a][q], Intrinsic("llvm.arm.smlad", (ws[a], xs[q], acc[a][q]),
+                                                 _I32)) for a in range(nm) for q in range(nt)]
+        else:
+            w16 = Cast(Type("int16", pointer=True, const=True), wt)
+            xl = [Var(f"xl{q}", _I32) for q in range(nt)]
+            xh = [Var(f"xh{q}", _I32) for q in range(nt)]
+            wl_ = [Var(f"wl{a}", _I32) for a in range(nm)]
+            wh_ = [Var(f"wh{a}", _I32) for a in range(nm)]
+            for q in range(nt):
+                step += [Decl(xl[q], col16[(q * kp + pv) * 2]),
+                         Decl(xh[q], col16[(q * kp + pv) * 2 + 1])]
+            for a in range(nm):
+                step += [Decl(wl_[a], w16[(o[a] * kp + pv) * 2]),
+                         Decl(wh_[a], w16[(o[a] * kp + pv) * 2 + 1])]
+            step += [Assign(acc[a][q], wl_[a] * xl[q] + wh_[a] * xh[q], "+=")
+                     for a in range(nm) for q in range(nt)]
+        out.append(For(pv, kp, step))
+        for a in range(nm):
+            for q in range(nt):
+                v = Var("v", _I32)
+                st = [Decl(v, acc[a][q])]
+                if mult is not None:
+                    st += _requantized(k, v, o[a], mult, shift, y_zp, act_min, act_max)
+                idx = ((bv * oc + o[a]) * oh + oyv) * ow + (ox0 + q if q else ox0)
+                out.append(Block(st + [Assign(Y[idx], Cast(out_t, v))]))
+        return [Block(out)]
+
+    def tile(ox0: Expr, nt: int, checked: bool) -> list:
+        out = []
+        for q in range(nt):
+            out += pack(q, ox0 + q if q else ox0, checked)
+        for first, count, nm in _split(mg, 2):
+            m0 = (mb * nm + first if first else mb * nm) if count > 1 else Const(first)
+            body = dots(m0, nm, ox0, nt)
+            out += [For(mb, count, body)] if count > 1 else body
+        return [Block(out)]
+
+    lo = min(ow, -(-pw // sw))
+    hi = max(lo, min(ow, (wd - 1 + pw - (kw - 1) * dw) // sw + 1))
+    owt, owe = Var("owt"), Var("owe")
+    row = []
+    for first_t, count_t, nt in _split(hi - lo, IM2COL_COLUMNS):
+        ox0 = owt * nt + (lo + first_t) if count_t > 1 else Const(lo + first_t)
+        body = tile(ox0, nt, False)
+        row += [For(owt, count_t, body)] if count_t > 1 else body
+    for e_lo, e_hi in ((0, lo), (hi, ow)):
+        if e_hi > e_lo:
+            row.append(For(owe, e_hi, tile(owe, 1, True), begin=Const(e_lo)))
+    body = [For(oyv, oh, row)]
+    if group > 1:
+        body = [For(gv, group, body)]
+    return [Table(wt, words.view(np.int32)), Decl(col16, scratch_ptr("int16")),
+            Decl(col32, scratch_ptr("int32")), For(bv, n, body)]
