@@ -47,6 +47,7 @@ from ..cwriter import (
 from .cparse import NotLowerable
 from .loopnests import I64, _split, nest, scratch_ptr
 from .loopnests_more import _bin, _i, _requantized, qconv as qconv_scalar
+from .loopnests_more import qmatmul as qmatmul_scalar
 from .vector import Bitcast, Intrinsic, Lane, Splat, VecLoad, VecType, WordLoad
 
 _I32 = Type("int32")
@@ -705,3 +706,73 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
         body = [For(gv, group, body)]
     return [Table(wt, words.view(np.int32)), Decl(col16, scratch_ptr("int16")),
             Decl(col32, scratch_ptr("int32")), For(bv, n, body)]
+
+
+@nest("QMatMul", domain="mtvm")
+def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+    """x [..., M, K] times the constant w [N, K]: bias[o] + the sum of x * (w - w_zp[o]).
+    On Arm DSP, per row, blocks of four output channels: a word of four input
+    bytes, SXTB16 into (x0, x2) and (x1, x3), meets each channel's two weight
+    words (w0, w2), (w1, w3) with two SMLADs (the weights re-laid out so at
+    compile time); the K % 4 last products one by one. Elsewhere: the scalar
+    nest (loopnests_more.qmatmul)."""
+    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+    mult, shift = (k.ins + [None] * 6)[3:5]
+    w_zp = (k.ins + [None] * 6)[5]
+    kk, nn = x.shape[-1], w.shape[0]
+    if (pair_mode(k.target)[0] != "dsp" or w.const is None or kk < 4
+            or (w_zp is not None and w_zp.const is None)
+            or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
+        return qmatmul_scalar(k, x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max)
+    wl = w.const.reshape(nn, kk).astype(np.int64)
+    if w_zp is not None:
+        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (nn,)).astype(np.int64)[:, None]
+    if np.abs(wl).max() > 32767:
+        return qmatmul_scalar(k, x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max)
+    m = x.size // kk
+    nb, tl = kk // 4, kk % 4
+    blocks = wl[:, :4 * nb].reshape(nn, nb, 4)
+    even = (blocks[..., 0] & 0xFFFF) | ((blocks[..., 2] & 0xFFFF) << 16)
+    odd = (blocks[..., 1] & 0xFFFF) | ((blocks[..., 3] & 0xFFFF) << 16)
+    words = np.stack([even, odd], axis=-1).astype(np.uint32).view(np.int32)   # [N][nb][2]
+    X, Y = param(x), param(k.out, output=True)
+    wq, wtail = Var("wq", _I32), Var("wtail", Type("int16"))
+    ext = "llvm.arm.uxtb16" if np.dtype(x.dtype) == np.dtype("uint8") else "llvm.arm.sxtb16"
+    out_t = Type(np.dtype(k.out.dtype).name)
+    iv, jv, tv, mb = Var("i"), Var("j"), Var("t"), Var("mb")
+    xw, xe, xo = Var("xw", _I32), Var("xe", _I32), Var("xo", _I32)
+
+    def block(o0: Expr, nm: int) -> list:
+        o = [o0 + a if a else o0 for a in range(nm)]
+        acc = [Var(f"acc{a}", _I32) for a in range(nm)]
+        out = [Decl(acc[a], param(bias)[o[a]]) for a in range(nm)]
+        rotated = _bin("|", Cast(_I32, _bin(">>", Cast(Type("uint32"), xw), _i(8))),
+                       _bin("<<", xw, _i(24)))
+        step = [Decl(xw, WordLoad(X, iv * kk + jv * 4)),
+                Decl(xe, Intrinsic(ext, (xw,), _I32)), Decl(xo, Intrinsic(ext, (rotated,), _I32))]
+        for a in range(nm):
+            at = (o[a] * nb + jv) * 2
+            step += [Assign(acc[a], Intrinsic("llvm.arm.smlad", (xe, wq[at], acc[a]), _I32)),
+                     Assign(acc[a], Intrinsic("llvm.arm.smlad", (xo, wq[at + 1], acc[a]), _I32))]
+        out.append(For(jv, nb, step))
+        if tl:
+            out.append(For(tv, tl, [Assign(acc[a], Cast(_I32, X[iv * kk + 4 * nb + tv])
+                                           * Cast(_I32, wtail[o[a] * tl + tv]), "+=")
+                                    for a in range(nm)]))
+        for a in range(nm):
+            v = Var("v", _I32)
+            st = [Decl(v, acc[a])]
+            if mult is not None:
+                st += _requantized(k, v, o[a], mult, shift, y_zp, act_min, act_max)
+            out.append(Block(st + [Assign(Y[iv * nn + o[a]], Cast(out_t, v))]))
+        return [Block(out)]
+
+    row = []
+    for first, count, nm in _split(nn, 4):
+        o0 = (mb * nm + first if first else mb * nm) if count > 1 else Const(first)
+        body = block(o0, nm)
+        row += [For(mb, count, body)] if count > 1 else body
+    tables = [Table(wq, np.ascontiguousarray(words))]
+    if tl:
+        tables.append(Table(wtail, np.ascontiguousarray(wl[:, 4 * nb:]).astype(np.int16)))
+    return tables + [For(iv, m, row)]
