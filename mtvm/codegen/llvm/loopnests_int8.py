@@ -1,23 +1,28 @@
-"""Integer convolutions for the LLVM backend in pairs of 16-bit products, as
-the C backend's SIMD kernels compute them.
+"""Integer convolutions and matrix products for the LLVM backend in pairs of
+16-bit products, as the C backend's SIMD kernels compute them.
 
 A folded QConv is bias[o] + the sum over every tap of xpad * (w - w_zp[o]),
-where padding reads as the input zero point (QConv.reference, expanded). Each
-weight minus its zero point fits in 16 bits, and so does each input value, so
-two input channels' taps at once are one 16-bit pair product:
+where padding reads as the input zero point (QConv.reference, expanded); a
+depthwise one the same minus x_zp * sum(w - w_zp[o]). Each weight minus its
+zero point fits in 16 bits, and so does each input value, so two taps at once
+are one 16-bit pair product:
 
-  * x86: `pmaddwd` multiplies 16 or 8 or 4 output channels' weight pairs by one
-    input pair broadcast to every lane and adds each lane's two products (AVX-512
-    VNNI fuses it with the accumulation: `vpdpwssd`);
-  * Arm DSP (Cortex-M4/M7/M33/M55): `smlad`, one pair product with accumulation;
-  * elsewhere: two multiply-adds.
+  * x86: `pmaddwd` multiplies 16, 8 or 4 output channels' weight pairs by one
+    input pair broadcast to every lane and adds each lane's two products (with
+    AVX-512 VNNI LLVM fuses it with the accumulation: `vpdpwssd`); the input is
+    read in place, the weights re-laid out at compile time as 32-bit words of
+    two input channels' weights, [group][channel pair][kh][kw][output channel];
+  * Arm DSP (Cortex-M4/M7/M33/M55): `smlad`, one pair product with
+    accumulation, over an im2col column of int16 taps in the scratch (as the C
+    backend's kernel), two output channels x two columns a block; depthwise
+    rows and fully connected layers split words of four input bytes with
+    `sxtb16`;
+  * elsewhere (RV32, Cortex-M0/M3): the same schedules with two multiply-adds
+    per pair.
 
-The weights are re-laid out at compile time as 32-bit words, each holding two
-input channels' weights of one output channel, [group][channel pair][kh][kw]
-[output channel]: the words a tap multiplies are adjacent (a vector load on
-x86). Register tiles of output channels x columns keep their sums in registers
-over the whole reduction, and the columns at the padded edges are computed one
-by one with bounds checks, as in the float Conv nest (loopnests.conv).
+Register tiles keep their sums in registers over the whole reduction. What
+these nests cannot take (weights computed at run time, a kernel written over
+its input) goes to the scalar nests of loopnests_more.
 """
 from __future__ import annotations
 
@@ -112,7 +117,7 @@ def _im2col_geometry(k, strides, pads, dilations, group, folded):
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
         return None
     kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
-    return IM2COL_COLUMNS, (kk + 1) // 2
+    return IM2COL_COLUMNS, -(-kk // 4) * 2
 
 
 IM2COL_COLUMNS = 2   # output columns per im2col tile: 2 channels x 2 columns of sums
@@ -120,12 +125,11 @@ IM2COL_COLUMNS = 2   # output columns per im2col tile: 2 channels x 2 columns of
 
 def _plane_geometry(k, strides, pads, dilations, folded):
     """(padded height, padded width) of the depthwise schedule's zero-point padded
-    input plane, or None when the kernel does not take it (x86 reads the input
-    in place)."""
+    input plane, or None when the kernel does not take it."""
     x, w = k.ins[0], k.ins[1]
     w_zp = (k.ins + [None] * 6)[5]
     if (folded or k.inplace is not None or w.const is None or w.shape[1] != 1
-            or pair_mode(k.target)[0] == "x86" or (w_zp is not None and w_zp.const is None)
+            or (w_zp is not None and w_zp.const is None)
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
         return None
     h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
@@ -159,7 +163,7 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     if not folded:
         if _plane_geometry(k, strides, pads, dilations, folded) is not None:
             return depthwise_plane(k, **attrs)
-        return depthwise(k, **attrs) if w.shape[1] == 1 else qconv_scalar(k, **attrs)
+        return qconv_scalar(k, **attrs)
     n, c = x.shape[:2]
     oc = w.shape[0]
     h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
@@ -362,90 +366,6 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     return [Table(wt, table), For(bv, n, body)]
 
 
-def depthwise(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
-              act_max=127, folded=0):
-    """A depthwise QConv (folded=0: one input channel per group), bias[o] + the sum
-    over the taps inside the input of (x - x_zp)(w - w_zp[o]), computed as
-    bias[o] - x_zp * sum(w - w_zp[o]) + the sum over every tap of xpad * (w - w_zp[o])
-    (xpad: the input, its zero point in the padding): the taps of a tile of
-    columns inside the input row read it unchecked and unshifted, each weight
-    (kept in a register) feeding the tile's columns; the edge columns are
-    computed one by one, each tap checked."""
-    del folded
-    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
-    w_zp = (k.ins + [None] * 6)[5]
-    n, c = x.shape[:2]
-    oc = w.shape[0]
-    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
-        x.shape, w.shape, strides, pads, dilations)
-    mg = oc // group
-    wl = w.const.reshape(oc, kh * kw).astype(np.int64)
-    if w_zp is not None:
-        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (oc,)).astype(np.int64)[:, None]
-    if wl.size and np.abs(wl).max() > 32767:
-        return qconv_scalar(k, strides=strides, pads=pads, dilations=dilations, group=group,
-                            x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max, folded=0)
-    offsets = (-x_zp * wl.sum(axis=1)).astype(np.int64)
-    X, Y = param(x), param(k.out, output=True)
-    wt, off = Var("dw_w", Type("int16")), Var("dw_off", _I32)
-    out_t = Type(np.dtype(k.out.dtype).name)
-    bv, ov, oyv, kyv, kxv = (Var(s) for s in ("b", "o", "oy", "ky", "kx"))
-    iy = Var("iy", I64)
-    zero64 = Const(0, "int64")
-    row_inside = and_(ge(iy, zero64), lt(iy, Const(h, "int64")))
-    xrow = ((bv * c + ov / mg if mg > 1 else bv * c + ov) * h + Cast(INDEX, iy)) * wd
-    wv = Var("wk", _I32)
-
-    def store(acc: Var, ox: Expr) -> list:
-        out = []
-        if mult is not None:
-            out += _requantized(k, acc, ov, mult, shift, y_zp, act_min, act_max)
-        idx = ((bv * oc + ov) * oh + oyv) * ow + ox
-        return out + [Assign(Y[idx], Cast(out_t, acc))]
-
-    def tile(ox0: Expr, nt: int, checked: bool) -> list:
-        accs = [Var(f"acc{q}", _I32) for q in range(nt)]
-        out = [Decl(a, param(bias)[ov] + off[ov]) for a in accs]
-        hit = [Decl(wv, Cast(_I32, wt[(ov * kh + kyv) * kw + kxv]))]
-        miss = [Decl(wv, Cast(_I32, wt[(ov * kh + kyv) * kw + kxv]))]
-        for q, a in enumerate(accs):
-            col = ox0 + q if q else ox0
-            if checked:
-                ix = Var("ix", I64)
-                ok = and_(ge(ix, zero64), lt(ix, Const(wd, "int64")))
-                xv = Var("xv", _I32)
-                hit += [Decl(ix, Cast(I64, col * sw + kxv * dw) - Const(pw, "int64")),
-                        Decl(xv, select(ok, Cast(_I32, X[xrow + Cast(INDEX, ix)]), _i(x_zp)))]
-                hit.append(Assign(a, wv * xv, "+="))
-            else:
-                at = col * sw + kxv * dw - pw if pw else col * sw + kxv * dw
-                hit.append(Assign(a, wv * Cast(_I32, X[xrow + at]), "+="))
-            miss.append(Assign(a, wv * _i(x_zp), "+="))
-        out.append(For(kyv, kh, [
-            Decl(iy, Cast(I64, oyv * sh + kyv * dh) - Const(ph, "int64")),
-            If(row_inside, [For(kxv, kw, hit)], [For(kxv, kw, miss)] if x_zp else [])]))
-        for q, a in enumerate(accs):
-            out += store(a, ox0 + q if q else ox0)
-        return [Block(out)]
-
-    lo = min(ow, -(-pw // sw))
-    hi = max(lo, min(ow, (wd - 1 + pw - (kw - 1) * dw) // sw + 1))
-    nt_max = 8 if k.target.is_x86 else 4
-    owt, owe = Var("owt"), Var("owe")
-    row, first = [], lo
-    for first_t, count_t, nt in _split(hi - first, nt_max):
-        ox0 = owt * nt + (first + first_t) if count_t > 1 else Const(first + first_t)
-        body = tile(ox0, nt, False)
-        row += [For(owt, count_t, body)] if count_t > 1 else body
-    for e_lo, e_hi in ((0, lo), (hi, ow)):
-        if e_hi > e_lo:
-            row.append(For(owe, e_hi, tile(owe, 1, True), begin=Const(e_lo)))
-    return [Table(wt, np.ascontiguousarray(wl.astype(np.int16))),
-            Table(off, offsets.astype(np.int64).astype(np.int32)),
-            For(bv, n, [For(ov, oc, [For(oyv, oh, row)])])]
-
-
 def _centered(k, w, w_zp) -> np.ndarray | None:
     """Depthwise weights [OC, KH*KW] minus their zero points (None: beyond 16 bits)."""
     oc = w.shape[0]
@@ -461,6 +381,8 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
     plane is first copied into the scratch with its padding as the zero point,
     so that every tap of every output lies inside it and nothing is checked;
     then bias[o] - x_zp * sum(w') + the sum of padded * w' (w' = w - w_zp[o]).
+    x86 at stride 1: vectors of 16 / 8 / 4 adjacent columns, each tap one
+    widening load times the tap's weight in every lane.
     Arm DSP with 3 taps a row: one word of four bytes x0..x3 feeds two outputs'
     rows at stride 1 (SXTB16 gives (x0, x2) and, of the word rotated by 8,
     (x1, x3); SMLAD with (w0, w2) and SMLAxB with w1: 7 instructions for 6
@@ -536,11 +458,9 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
         for j in range(nt // per_word):
             word, even, odd = Var(f"xw{j}", _I32), Var(f"xe{j}", _I32), Var(f"xo{j}", _I32)
             col = ox0 + j * per_word if j else ox0
-            rotated = _bin("|", Cast(_I32, _bin(">>", Cast(Type("uint32"), word), _i(8))),
-                           _bin("<<", word, _i(24)))
-            row += [Decl(word, WordLoad(plane, prow() + col * sw)),
-                    Decl(even, Intrinsic(ext, (word,), _I32)),
-                    Decl(odd, Intrinsic(ext, (rotated,), _I32))]
+            pairs = _sxtb16_pairs(word, ext)
+            row += [Decl(word, WordLoad(plane, prow() + col * sw)), Decl(even, pairs[0]),
+                    Decl(odd, pairs[1])]
             a0 = accs[j * per_word]
             row += [Assign(a0, Intrinsic("llvm.arm.smlad", (even, wa, a0), _I32)),
                     Assign(a0, Intrinsic("llvm.arm.smlabb", (odd, wb, a0), _I32))]
@@ -553,9 +473,29 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
             out += store(a, ox0 + q if q else ox0)
         return [Block(out)]
 
+    def vector_tile(ox0: Expr, lanes: int) -> list:
+        vt = VecType("int32", lanes=lanes)
+        acc = Var("vacc", vt)
+        out = [Decl(acc, Splat(param(bias)[ov] + off[ov], lanes))]
+        wv = Var("wk", _I32)
+        taps = [Decl(wv, Cast(_I32, wt[(ov * kh + kyv) * kw + kxv])),
+                Assign(acc, Cast(vt, VecLoad(plane, prow() + ox0 + kxv * dw, lanes))
+                       * Splat(wv, lanes), "+=")]
+        out.append(For(kyv, kh, [For(kxv, kw, taps)]))
+        for i in range(lanes):
+            v = Var("v", _I32)
+            out.append(Block([Decl(v, Lane(acc, i)), *store(v, ox0 + i if i else ox0)]))
+        return [Block(out)]
+
     owt = Var("owt")
     row = []
-    if words:
+    mode, lane_options = pair_mode(k.target)
+    lanes = next((L for L in lane_options if L <= ow), 0) if mode == "x86" and sw == 1 else 0
+    if lanes:
+        full = ow // lanes * lanes
+        row.append(For(owt, ow // lanes, vector_tile(owt * lanes, lanes)))
+        first = full
+    elif words:
         step = 4 if sw == 1 else 2
         full = ow // step * step
         if full:
@@ -580,17 +520,25 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
                      For(bv, n, [For(ov, oc, [*fill, For(oyv, oh, row)])])]
 
 
+def _sxtb16_pairs(word: Expr, ext: str = "llvm.arm.sxtb16") -> tuple[Expr, Expr]:
+    """SXTB16 of a word of bytes b0..b3 and of the word rotated by 8: the int16
+    pairs (b0, b2) and (b1, b3)."""
+    rotated = _bin("|", Cast(_I32, _bin(">>", Cast(Type("uint32"), word), _i(8))),
+                   _bin("<<", word, _i(24)))
+    return Intrinsic(ext, (word,), _I32), Intrinsic(ext, (rotated,), _I32)
+
+
 def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, dilations, group,
            x_zp, y_zp, act_min, act_max) -> list | None:
     """A folded QConv on a core without vectors (Arm DSP: SMLAD; elsewhere two
     multiply-adds per pair), as the C backend's im2col kernel: per tile of
     IM2COL_COLUMNS output columns, their input taps in (channel, kh, kw) order,
     the padding as the zero point, are copied once as int16 into the scratch
-    (a column of pairs, an odd count ends in a zero); then every block of two
-    output channels is a dot product of their weight pairs ([OC][pairs] words,
-    minus the zero points) with the columns: two loads feed four pair products,
-    and no tap is checked in it. None when a weight minus its zero point does
-    not fit 16 bits."""
+    (padded with zeros to a multiple of four); then every block of two output
+    channels is a dot product of their weights with the columns, no tap checked.
+    The weights minus their zero points are int16 words of pairs on Arm DSP
+    (one load per SMLAD), bytes elsewhere when they fit. None when a weight
+    minus its zero point does not fit 16 bits."""
     x, bias = k.ins[0], k.ins[2]
     mult, shift = (k.ins + [None] * 6)[3:5]
     oc, cg, kh, kw = logical.shape
@@ -599,18 +547,23 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
         x.shape, k.ins[1].shape, strides, pads, dilations)
     mg = oc // group
     kk = cg * kh * kw
-    kp = (kk + 1) // 2
+    k4 = -(-kk // 4) * 4   # int16 slots of a column (two per word)
     wl = logical.reshape(oc, kk).astype(np.int64)
     if w_zp is not None:
         wl = wl - w_zp.astype(np.int64)[:, None]
     if wl.size and np.abs(wl).max() > 32767:
         return None
-    padded = np.zeros((oc, 2 * kp), np.int64)
-    padded[:, :kk] = wl
-    words = ((padded[:, 0::2] & 0xFFFF) | ((padded[:, 1::2] & 0xFFFF) << 16)).astype(np.uint32)
     dsp = pair_mode(k.target)[0] == "dsp"
+    # Bytes where a byte load costs what a halfword's does; SMLAD wants int16 words
+    # (bytes split by SXTB16 cost LLVM's code about 20 % more instructions: the
+    # C backend's trade, 1.6-1.8x its weights' flash, is taken the other way here).
+    bytes_ = not dsp and (not wl.size or (wl.min() >= -128 and wl.max() <= 127))
+    padded = np.zeros((oc, k4), np.int64)
+    padded[:, :kk] = wl
+    table = padded.astype(np.int8 if bytes_ else np.int16)
     X, Y = param(x), param(k.out, output=True)
-    wt = Var("wpairs", _I32)
+    wt = Var("wcols", Type("int8" if bytes_ else "int16"))
+    w32 = Cast(Type("int32", pointer=True, const=True), wt)
     col16 = Var("col16", Type("int16", pointer=True))
     col32 = Var("col32", Type("int32", pointer=True))
     out_t = Type(np.dtype(k.out.dtype).name)
@@ -623,7 +576,7 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
         """Column q of the scratch: the taps of output column ox."""
         ch = gv * cg + ci if group > 1 else ci
         xrow = ((bv * c + ch) * h + Cast(INDEX, iy)) * wd
-        slot = q * 2 * kp + (ci * kh + kyv) * kw + kxv
+        slot = q * k4 + (ci * kh + kyv) * kw + kxv
         at = ox * sw + kxv * dw - pw if pw else ox * sw + kxv * dw
         if checked:
             inside = and_(ge(ix, zero64), lt(ix, Const(wd, "int64")))
@@ -637,8 +590,7 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
                If(and_(ge(iy, zero64), lt(iy, Const(h, "int64"))), _for(kxv, kw, hit),
                   _for(kxv, kw, miss))]
         out = _for(ci, cg, _for(kyv, kh, row))
-        if kk % 2:
-            out.append(Assign(col16[q * 2 * kp + kk], Cast(Type("int16"), _i(0))))
+        out += [Assign(col16[q * k4 + t], Cast(Type("int16"), _i(0))) for t in range(kk, k4)]
         return out
 
     def dots(m0: Expr, nm: int, ox0: Expr, nt: int) -> list:
@@ -648,28 +600,29 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
              (gv * mg + m0 if group > 1 else m0) for a in range(nm)]
         out = [Decl(acc[a][q], param(bias)[o[a]]) for a in range(nm) for q in range(nt)]
         step = []
-        if dsp:
+        if dsp:              # int16 weights: a weight word and a column word per pair
             xs = [Var(f"xq{q}", _I32) for q in range(nt)]
             ws = [Var(f"wq{a}", _I32) for a in range(nm)]
-            step += [Decl(xs[q], col32[q * kp + pv]) for q in range(nt)]
-            step += [Decl(ws[a], wt[o[a] * kp + pv]) for a in range(nm)]
+            step += [Decl(xs[q], col32[q * (k4 // 2) + pv]) for q in range(nt)]
+            step += [Decl(ws[a], w32[o[a] * (k4 // 2) + pv]) for a in range(nm)]
             step += [Assign(acc[a][q], Intrinsic("llvm.arm.smlad", (ws[a], xs[q], acc[a][q]),
                                                  _I32)) for a in range(nm) for q in range(nt)]
-        else:
-            w16 = Cast(Type("int16", pointer=True, const=True), wt)
+            steps = k4 // 2
+        else:                # two multiply-adds per pair
             xl = [Var(f"xl{q}", _I32) for q in range(nt)]
             xh = [Var(f"xh{q}", _I32) for q in range(nt)]
             wl_ = [Var(f"wl{a}", _I32) for a in range(nm)]
             wh_ = [Var(f"wh{a}", _I32) for a in range(nm)]
             for q in range(nt):
-                step += [Decl(xl[q], col16[(q * kp + pv) * 2]),
-                         Decl(xh[q], col16[(q * kp + pv) * 2 + 1])]
+                step += [Decl(xl[q], col16[q * k4 + pv * 2]),
+                         Decl(xh[q], col16[q * k4 + pv * 2 + 1])]
             for a in range(nm):
-                step += [Decl(wl_[a], w16[(o[a] * kp + pv) * 2]),
-                         Decl(wh_[a], w16[(o[a] * kp + pv) * 2 + 1])]
+                step += [Decl(wl_[a], Cast(_I32, wt[o[a] * k4 + pv * 2])),
+                         Decl(wh_[a], Cast(_I32, wt[o[a] * k4 + pv * 2 + 1]))]
             step += [Assign(acc[a][q], wl_[a] * xl[q] + wh_[a] * xh[q], "+=")
                      for a in range(nm) for q in range(nt)]
-        out.append(For(pv, kp, step))
+            steps = k4 // 2
+        out.append(For(pv, steps, step))
         for a in range(nm):
             for q in range(nt):
                 v = Var("v", _I32)
@@ -704,7 +657,7 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
     body = [For(oyv, oh, row)]
     if group > 1:
         body = [For(gv, group, body)]
-    return [Table(wt, words.view(np.int32)), Decl(col16, scratch_ptr("int16")),
+    return [Table(wt, np.ascontiguousarray(table)), Decl(col16, scratch_ptr("int16")),
             Decl(col32, scratch_ptr("int32")), For(bv, n, body)]
 
 
@@ -712,10 +665,9 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
 def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     """x [..., M, K] times the constant w [N, K]: bias[o] + the sum of x * (w - w_zp[o]).
     On Arm DSP, per row, blocks of four output channels: a word of four input
-    bytes, SXTB16 into (x0, x2) and (x1, x3), meets each channel's two weight
-    words (w0, w2), (w1, w3) with two SMLADs (the weights re-laid out so at
-    compile time); the K % 4 last products one by one. Elsewhere: the scalar
-    nest (loopnests_more.qmatmul)."""
+    bytes, SXTB16 into (x0, x2) and (x1, x3), meets each channel's weights split
+    the same way with two SMLADs; the K % 4 last products one by one. Elsewhere:
+    the scalar nest (loopnests_more.qmatmul)."""
     x, w, bias = k.ins[0], k.ins[1], k.ins[2]
     mult, shift = (k.ins + [None] * 6)[3:5]
     w_zp = (k.ins + [None] * 6)[5]
@@ -737,6 +689,10 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     words = np.stack([even, odd], axis=-1).astype(np.uint32).view(np.int32)   # [N][nb][2]
     X, Y = param(x), param(k.out, output=True)
     wq, wtail = Var("wq", _I32), Var("wtail", Type("int16"))
+    # The weights stay bytes when they fit (the C backend's flash; SXTB16 splits
+    # them as it splits the input: +8 % instructions on kwt_tiny_int8), else int16.
+    bytes_ = wl.min() >= -128 and wl.max() <= 127
+    wb = Var("wb", Type("int8"))
     ext = "llvm.arm.uxtb16" if np.dtype(x.dtype) == np.dtype("uint8") else "llvm.arm.sxtb16"
     out_t = Type(np.dtype(k.out.dtype).name)
     iv, jv, tv, mb = Var("i"), Var("j"), Var("t"), Var("mb")
@@ -746,14 +702,20 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
         o = [o0 + a if a else o0 for a in range(nm)]
         acc = [Var(f"acc{a}", _I32) for a in range(nm)]
         out = [Decl(acc[a], param(bias)[o[a]]) for a in range(nm)]
-        rotated = _bin("|", Cast(_I32, _bin(">>", Cast(Type("uint32"), xw), _i(8))),
-                       _bin("<<", xw, _i(24)))
-        step = [Decl(xw, WordLoad(X, iv * kk + jv * 4)),
-                Decl(xe, Intrinsic(ext, (xw,), _I32)), Decl(xo, Intrinsic(ext, (rotated,), _I32))]
+        pairs = _sxtb16_pairs(xw, ext)
+        step = [Decl(xw, WordLoad(X, iv * kk + jv * 4)), Decl(xe, pairs[0]), Decl(xo, pairs[1])]
         for a in range(nm):
-            at = (o[a] * nb + jv) * 2
-            step += [Assign(acc[a], Intrinsic("llvm.arm.smlad", (xe, wq[at], acc[a]), _I32)),
-                     Assign(acc[a], Intrinsic("llvm.arm.smlad", (xo, wq[at + 1], acc[a]), _I32))]
+            if bytes_:
+                ww, we, wo = Var(f"ww{a}", _I32), Var(f"we{a}", _I32), Var(f"wo{a}", _I32)
+                wpairs = _sxtb16_pairs(ww)
+                step += [Decl(ww, WordLoad(wb, o[a] * kk + jv * 4)), Decl(we, wpairs[0]),
+                         Decl(wo, wpairs[1])]
+                wev, wov = we, wo
+            else:
+                at = (o[a] * nb + jv) * 2
+                wev, wov = wq[at], wq[at + 1]
+            step += [Assign(acc[a], Intrinsic("llvm.arm.smlad", (xe, wev, acc[a]), _I32)),
+                     Assign(acc[a], Intrinsic("llvm.arm.smlad", (xo, wov, acc[a]), _I32))]
         out.append(For(jv, nb, step))
         if tl:
             out.append(For(tv, tl, [Assign(acc[a], Cast(_I32, X[iv * kk + 4 * nb + tv])
@@ -772,7 +734,8 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
         o0 = (mb * nm + first if first else mb * nm) if count > 1 else Const(first)
         body = block(o0, nm)
         row += [For(mb, count, body)] if count > 1 else body
-    tables = [Table(wq, np.ascontiguousarray(words))]
+    tables = [Table(wb, np.ascontiguousarray(wl.astype(np.int8)))] if bytes_ else \
+        [Table(wq, np.ascontiguousarray(words))]
     if tl:
         tables.append(Table(wtail, np.ascontiguousarray(wl[:, 4 * nb:]).astype(np.int16)))
     return tables + [For(iv, m, row)]

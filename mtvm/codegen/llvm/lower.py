@@ -181,9 +181,15 @@ class FunctionLowering:
         return b.sext(x.v, lt) if is_signed(src) else b.zext(x.v, lt)
 
     def _convert_vector(self, x: _Value, to: Type) -> ir.Value:
-        """Vectors convert only to their own type; a scalar becomes a splat."""
+        """Vectors convert to their own type, or integer lanes to wider integer lanes
+        of the same count (sign- or zero-extended by the source's type); a scalar
+        becomes a splat."""
         lt = self.llvm_type(to)
         if isinstance(x.v.type, ir.VectorType):
+            if (x.v.type != lt and isinstance(to, VecType) and isinstance(x.t, VecType)
+                    and x.t.lanes == to.lanes and not is_float(x.t) and not is_float(to)
+                    and lt.element.width > x.v.type.element.width):
+                return (self.b.sext if is_signed(x.t) else self.b.zext)(x.v, lt)
             if x.v.type != lt:
                 raise NotLowerable("a conversion between vector types")
             return x.v
@@ -414,7 +420,8 @@ class FunctionLowering:
             return _Value(b.load(ptr), t)
         if isinstance(e, Cast):
             x = self.expr(e.operand)
-            to = Type(e.type.dtype, pointer=e.type.pointer)
+            to = e.type if isinstance(e.type, VecType) else Type(e.type.dtype,
+                                                                 pointer=e.type.pointer)
             return _Value(self.convert(x, to), to)
         if isinstance(e, Unary):
             x = self.expr(e.operand)
