@@ -8,7 +8,7 @@ on mps2-an385 (Cortex-M3, soft float) and riscv32-virt (RV32IMAFC, ilp32f); int8
 models, bit for bit what the C backend computes on the host, on mps2-an386
 (SMLAD im2col dot products, SXTB16 word depthwise rows and matrix products) and
 riscv32-virt (the
-same schedules in portable pairs)."""
+same schedules in portable pairs), and mps3-an547 (Helium byte dot products)."""
 import os
 
 import numpy as np
@@ -63,7 +63,8 @@ def test_small_cnn_object_code(tmp_path, board):
                                         ("vww_mobilenetv1_int8", "mps2-an386"),
                                         ("ic_resnet8_int8", "riscv32-virt"),
                                         ("ad_autoencoder_int8", "mps2-an386"),
-                                        ("kwt_tiny_int8", "mps2-an386")])
+                                        ("kwt_tiny_int8", "mps2-an386"),
+                                        ("vww_mobilenetv1_int8", "mps3-an547")])
 def test_int8_object_code_matches_the_c_backend(tmp_path, name, board):
     """Stride-1 and stride-2 depthwise rows, pointwise and padded KxK im2col, the
     SXTB16 word dot products of fully connected layers and of a transformer's

@@ -65,11 +65,14 @@ _PMADDWD = {16: "llvm.x86.avx512.pmaddw.d.512", 8: "llvm.x86.avx2.pmadd.wd",
 
 def pair_mode(target) -> tuple[str, list[int]]:
     """How this target multiplies 16-bit pairs: ("x86", the int32 lane counts
-    of its vectors, widest first), ("dsp", []) or ("scalar", [])."""
+    of its vectors, widest first), ("mve", []) -- Helium: byte dot products
+    LLVM vectorizes into VMLADAVA --, ("dsp", []) or ("scalar", [])."""
     if target.is_x86:
         lanes = [16] if target.has("avx512bw") else []
         lanes += [8] if target.has("avx2") else []
         return "x86", lanes + [4]
+    if target.is_arm and target.has("mve"):
+        return "mve", []
     if target.is_arm and target.has("dsp"):
         return "dsp", []
     return "scalar", []
@@ -117,6 +120,8 @@ def _im2col_geometry(k, strides, pads, dilations, group, folded):
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
         return None
     kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+    if pair_mode(k.target)[0] == "mve":   # a column of bytes, 16 to a vector (or int16)
+        return IM2COL_COLUMNS, max(-(-kk // 16) * 4, -(-kk // 4) * 2)
     return IM2COL_COLUMNS, -(-kk // 4) * 2
 
 
@@ -409,7 +414,7 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
     w02, w1 = Var("dw_w02", _I32), Var("dw_w1", _I32)
     out_t = Type(np.dtype(k.out.dtype).name)
     bv, ov, oyv, kyv, kxv, rv, cv = (Var(s) for s in ("b", "o", "oy", "ky", "kx", "r", "col"))
-    words = pair_mode(k.target)[0] == "dsp" and kw == 3 and dw == 1 and sw in (1, 2)
+    words = pair_mode(k.target)[0] in ("dsp", "mve") and kw == 3 and dw == 1 and sw in (1, 2)
     ext = "llvm.arm.uxtb16" if np.dtype(x.dtype) == np.dtype("uint8") else "llvm.arm.sxtb16"
     zp = Cast(Type(np.dtype(x.dtype).name), _i(x_zp))
 
@@ -490,7 +495,10 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
     owt = Var("owt")
     row = []
     mode, lane_options = pair_mode(k.target)
-    lanes = next((L for L in lane_options if L <= ow), 0) if mode == "x86" and sw == 1 else 0
+    if mode == "mve":   # Helium: VMLA.I32 of 4 widened bytes by the weight, 4 a vector
+        lane_options = [16, 8]
+    lanes = next((L for L in lane_options if L <= ow), 0) if mode in ("x86", "mve") and sw == 1 \
+        else 0
     if lanes:
         full = ow // lanes * lanes
         row.append(For(owt, ow // lanes, vector_tile(owt * lanes, lanes)))
@@ -553,19 +561,27 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
         wl = wl - w_zp.astype(np.int64)[:, None]
     if wl.size and np.abs(wl).max() > 32767:
         return None
-    dsp = pair_mode(k.target)[0] == "dsp"
+    mode = pair_mode(k.target)[0]
+    fits8 = not wl.size or (wl.min() >= -128 and wl.max() <= 127)
+    # Helium: byte columns and byte weights, plain dot products that LLVM's loop
+    # vectorizer turns into VMLADAVA over 16 lanes (tail-predicated).
+    mve = mode == "mve" and fits8 and np.dtype(x.dtype) == np.dtype("int8")
+    dsp = mode in ("dsp", "mve") and not mve
     # Bytes where a byte load costs what a halfword's does; SMLAD wants int16 words
     # (bytes split by SXTB16 cost LLVM's code about 20 % more instructions: the
     # C backend's trade, 1.6-1.8x its weights' flash, is taken the other way here).
-    bytes_ = not dsp and (not wl.size or (wl.min() >= -128 and wl.max() <= 127))
+    bytes_ = not dsp and fits8
+    if mve:
+        k4 = -(-kk // 16) * 16   # the column's byte slots
     padded = np.zeros((oc, k4), np.int64)
     padded[:, :kk] = wl
     table = padded.astype(np.int8 if bytes_ else np.int16)
     X, Y = param(x), param(k.out, output=True)
     wt = Var("wcols", Type("int8" if bytes_ else "int16"))
     w32 = Cast(Type("int32", pointer=True, const=True), wt)
-    col16 = Var("col16", Type("int16", pointer=True))
+    col16 = Var("col16", Type(np.dtype(x.dtype).name if mve else "int16", pointer=True))
     col32 = Var("col32", Type("int32", pointer=True))
+    slot_t = Type(np.dtype(x.dtype).name if mve else "int16")
     out_t = Type(np.dtype(k.out.dtype).name)
     bv, gv, oyv, ci, kyv, kxv, pv, mb = (Var(s) for s in ("b", "g", "oy", "ci", "ky", "kx",
                                                             "p", "mb"))
@@ -581,16 +597,16 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
         if checked:
             inside = and_(ge(ix, zero64), lt(ix, Const(wd, "int64")))
             hit = [Decl(ix, Cast(I64, ox * sw + kxv * dw) - Const(pw, "int64")),
-                   Assign(col16[slot], Cast(Type("int16"), select(
+                   Assign(col16[slot], Cast(slot_t, select(
                        inside, Cast(_I32, X[xrow + Cast(INDEX, ix)]), _i(x_zp))))]
         else:
-            hit = [Assign(col16[slot], Cast(Type("int16"), X[xrow + at]))]
-        miss = [Assign(col16[slot], Cast(Type("int16"), _i(x_zp)))]
+            hit = [Assign(col16[slot], Cast(slot_t, X[xrow + at]))]
+        miss = [Assign(col16[slot], Cast(slot_t, _i(x_zp)))]
         row = [Decl(iy, Cast(I64, oyv * sh + kyv * dh) - Const(ph, "int64")),
                If(and_(ge(iy, zero64), lt(iy, Const(h, "int64"))), _for(kxv, kw, hit),
                   _for(kxv, kw, miss))]
         out = _for(ci, cg, _for(kyv, kh, row))
-        out += [Assign(col16[q * k4 + t], Cast(Type("int16"), _i(0))) for t in range(kk, k4)]
+        out += [Assign(col16[q * k4 + t], Cast(slot_t, _i(0))) for t in range(kk, k4)]
         return out
 
     def dots(m0: Expr, nm: int, ox0: Expr, nt: int) -> list:
@@ -600,7 +616,19 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
              (gv * mg + m0 if group > 1 else m0) for a in range(nm)]
         out = [Decl(acc[a][q], param(bias)[o[a]]) for a in range(nm) for q in range(nt)]
         step = []
-        if dsp:              # int16 weights: a weight word and a column word per pair
+        if mve:              # 16 byte products a step: VMLADAVA.S8
+            v8 = VecType(np.dtype(x.dtype).name, lanes=16)
+            xs = [Var(f"xv{q}", v8) for q in range(nt)]
+            ws = [Var(f"wv{a}", VecType("int8", lanes=16)) for a in range(nm)]
+            step += [Decl(xs[q], VecLoad(col16, q * k4 + pv * 16, 16)) for q in range(nt)]
+            step += [Decl(ws[a], VecLoad(wt, o[a] * k4 + pv * 16, 16)) for a in range(nm)]
+            # (unsigned = 0, subtract = 0, exchange = 0, accumulator, a, b): LLVM splits
+            # the generic reduce(mul(sext, sext)) into 4-lane widening loads instead.
+            step += [Assign(acc[a][q], Intrinsic(
+                "llvm.arm.mve.vmldava.v16i8", (_i(0), _i(0), _i(0), acc[a][q], xs[q], ws[a]),
+                _I32)) for a in range(nm) for q in range(nt)]
+            steps = k4 // 16
+        elif dsp:            # int16 weights: a weight word and a column word per pair
             xs = [Var(f"xq{q}", _I32) for q in range(nt)]
             ws = [Var(f"wq{a}", _I32) for a in range(nm)]
             step += [Decl(xs[q], col32[q * (k4 // 2) + pv]) for q in range(nt)]
