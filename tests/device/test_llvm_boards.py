@@ -64,7 +64,8 @@ def test_small_cnn_object_code(tmp_path, board):
                                         ("ic_resnet8_int8", "riscv32-virt"),
                                         ("ad_autoencoder_int8", "mps2-an386"),
                                         ("kwt_tiny_int8", "mps2-an386"),
-                                        ("vww_mobilenetv1_int8", "mps3-an547")])
+                                        ("vww_mobilenetv1_int8", "mps3-an547"),
+                                        ("kwt_tiny_int8", "mps3-an547")])
 def test_int8_object_code_matches_the_c_backend(tmp_path, name, board):
     """Stride-1 and stride-2 depthwise rows, pointwise and padded KxK im2col, the
     SXTB16 word dot products of fully connected layers and of a transformer's

@@ -700,7 +700,8 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     mult, shift = (k.ins + [None] * 6)[3:5]
     w_zp = (k.ins + [None] * 6)[5]
     kk, nn = x.shape[-1], w.shape[0]
-    if (pair_mode(k.target)[0] != "dsp" or w.const is None or kk < 4
+    mode = pair_mode(k.target)[0]
+    if (mode not in ("dsp", "mve") or w.const is None or kk < 4
             or (w_zp is not None and w_zp.const is None)
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
         return qmatmul_scalar(k, x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max)
@@ -721,6 +722,11 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     # them as it splits the input: +8 % instructions on kwt_tiny_int8), else int16.
     bytes_ = wl.min() >= -128 and wl.max() <= 127
     wb = Var("wb", Type("int8"))
+    # Helium: 16 byte products an instruction (VMLADAVA.S8) where input and weights
+    # are both signed bytes; the K % 16 last products one by one.
+    mve = mode == "mve" and bytes_ and np.dtype(x.dtype) == np.dtype("int8") and kk >= 16
+    if mve:
+        nb, tl = kk // 16, kk % 16
     ext = "llvm.arm.uxtb16" if np.dtype(x.dtype) == np.dtype("uint8") else "llvm.arm.sxtb16"
     out_t = Type(np.dtype(k.out.dtype).name)
     iv, jv, tv, mb = Var("i"), Var("j"), Var("t"), Var("mb")
@@ -732,7 +738,14 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
         out = [Decl(acc[a], param(bias)[o[a]]) for a in range(nm)]
         pairs = _sxtb16_pairs(xw, ext)
         step = [Decl(xw, WordLoad(X, iv * kk + jv * 4)), Decl(xe, pairs[0]), Decl(xo, pairs[1])]
-        for a in range(nm):
+        if mve:
+            xv = Var("xv", VecType("int8", lanes=16))
+            step = [Decl(xv, VecLoad(X, iv * kk + jv * 16, 16))]
+            step += [Assign(acc[a], Intrinsic(
+                "llvm.arm.mve.vmldava.v16i8", (_i(0), _i(0), _i(0), acc[a], xv,
+                                               VecLoad(wb, o[a] * kk + jv * 16, 16)), _I32))
+                for a in range(nm)]
+        for a in range(nm if not mve else 0):
             if bytes_:
                 ww, we, wo = Var(f"ww{a}", _I32), Var(f"we{a}", _I32), Var(f"wo{a}", _I32)
                 wpairs = _sxtb16_pairs(ww)
@@ -746,7 +759,8 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
                      Assign(acc[a], Intrinsic("llvm.arm.smlad", (xo, wov, acc[a]), _I32))]
         out.append(For(jv, nb, step))
         if tl:
-            out.append(For(tv, tl, [Assign(acc[a], Cast(_I32, X[iv * kk + 4 * nb + tv])
+            done = nb * (16 if mve else 4)
+            out.append(For(tv, tl, [Assign(acc[a], Cast(_I32, X[iv * kk + done + tv])
                                            * Cast(_I32, wtail[o[a] * tl + tv]), "+=")
                                     for a in range(nm)]))
         for a in range(nm):
@@ -765,5 +779,5 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     tables = [Table(wb, np.ascontiguousarray(wl.astype(np.int8)))] if bytes_ else \
         [Table(wq, np.ascontiguousarray(words))]
     if tl:
-        tables.append(Table(wtail, np.ascontiguousarray(wl[:, 4 * nb:]).astype(np.int16)))
+        tables.append(Table(wtail, np.ascontiguousarray(wl[:, kk - tl:]).astype(np.int16)))
     return tables + [For(iv, m, row)]
