@@ -700,7 +700,12 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     mult, shift = (k.ins + [None] * 6)[3:5]
     w_zp = (k.ins + [None] * 6)[5]
     kk, nn = x.shape[-1], w.shape[0]
-    mode = pair_mode(k.target)[0]
+    mode, lane_options = pair_mode(k.target)
+    if mode == "x86" and w.const is not None and (w_zp is None or w_zp.const is not None) \
+            and np.dtype(x.dtype) in (np.dtype("int8"), np.dtype("uint8")):
+        body = _qmatmul_x86(k, lane_options, y_zp=y_zp, act_min=act_min, act_max=act_max)
+        if body is not None:
+            return body
     if (mode not in ("dsp", "mve") or w.const is None or kk < 4
             or (w_zp is not None and w_zp.const is None)
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
@@ -781,3 +786,83 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     if tl:
         tables.append(Table(wtail, np.ascontiguousarray(wl[:, kk - tl:]).astype(np.int16)))
     return tables + [For(iv, m, row)]
+
+
+def _qmatmul_x86(k, lane_options, *, y_zp, act_min, act_max) -> list | None:
+    """QMatMul on x86: vectors of output channels, pmaddwd of their weight pairs
+    (two K positions, minus the zero points, re-laid [K/2][N] at compile time)
+    with each row's input pair broadcast; tiles of up to 4 rows x 2 vectors (8
+    sums in registers). None when N has no multiple of 4 lanes or a weight
+    minus its zero point does not fit 16 bits."""
+    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
+    mult, shift = (k.ins + [None] * 6)[3:5]
+    w_zp = (k.ins + [None] * 6)[5]
+    kk, nn = x.shape[-1], w.shape[0]
+    lanes = next((L for L in lane_options if nn % L == 0), 0)
+    if not lanes:
+        return None
+    wl = w.const.reshape(nn, kk).astype(np.int64)
+    if w_zp is not None:
+        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (nn,)).astype(np.int64)[:, None]
+    if wl.size and np.abs(wl).max() > 32767:
+        return None
+    m = x.size // kk
+    kp = (kk + 1) // 2
+    padded = np.zeros((nn, 2 * kp), np.int64)
+    padded[:, :kk] = wl
+    words = ((padded[:, 0::2] & 0xFFFF) | ((padded[:, 1::2] & 0xFFFF) << 16)).astype(np.uint32)
+    table = np.ascontiguousarray(words.view(np.int32).T)   # [K/2][N]
+    X, Y = param(x), param(k.out, output=True)
+    wt = Var("wpairs", _I32)
+    out_t = Type(np.dtype(k.out.dtype).name)
+    acc_t, w16 = VecType("int32", lanes=lanes), VecType("int16", lanes=2 * lanes)
+    iv, jv, pv = Var("it"), Var("jt"), Var("p")
+
+    def tile(rows: list, o0: Expr, nvec: int, odd_tail: bool) -> list:
+        acc = [[Var(f"vacc{r}_{v}", acc_t) for v in range(nvec)] for r in range(len(rows))]
+        out = [Decl(acc[r][v], VecLoad(param(bias), o0 + v * lanes if v else o0, lanes))
+               for r in range(len(rows)) for v in range(nvec)]
+
+        def step(p: Expr, has_hi: bool) -> list:
+            st = []
+            wv = [Var(f"wv{v}", w16) for v in range(nvec)]
+            st += [Decl(wv[v], Bitcast(VecLoad(wt, p * nn + o0 + v * lanes if v
+                                               else p * nn + o0, lanes), w16))
+                   for v in range(nvec)]
+            for r, i in enumerate(rows):
+                xp = Var(f"xp{r}", _I32)
+                lo = Cast(_I32, X[i * kk + p * 2])
+                hi = Cast(_I32, X[i * kk + p * 2 + 1]) if has_hi else None
+                st.append(Decl(xp, _pack(lo, hi)))
+                xs = Bitcast(Splat(xp, lanes), w16)
+                st += [Assign(acc[r][v], Intrinsic(_PMADDWD[lanes], (wv[v], xs), acc_t), "+=")
+                       for v in range(nvec)]
+            return st
+        if kk // 2:
+            out.append(For(pv, kk // 2, step(pv, True)))
+        if odd_tail:
+            out.append(Block(step(Const(kk // 2), False)))
+        for r, i in enumerate(rows):
+            for v in range(nvec):
+                for lane in range(lanes):
+                    o = o0 + (v * lanes + lane) if v * lanes + lane else o0
+                    val = Var("v", _I32)
+                    st = [Decl(val, Lane(acc[r][v], lane))]
+                    if mult is not None:
+                        st += _requantized(k, val, o, mult, shift, y_zp, act_min, act_max)
+                    out.append(Block(st + [Assign(Y[i * nn + o], Cast(out_t, val))]))
+        return [Block(out)]
+
+    body = []
+    for first_m, count_m, mr in _split(m, 4):
+        base = (iv * mr + first_m if first_m else iv * mr) if count_m > 1 else Const(first_m)
+        rows = [base + r if r else base for r in range(mr)]
+        inner = []
+        for first_v, count_v, nvec in _split(nn // lanes, max(1, 8 // mr) if mr > 1 else 4):
+            span = nvec * lanes
+            o0 = (jv * span + first_v * lanes if first_v else jv * span) if count_v > 1 \
+                else Const(first_v * lanes)
+            t = tile(rows, o0, nvec, kk % 2 == 1)
+            inner += [For(jv, count_v, t)] if count_v > 1 else t
+        body += [For(iv, count_m, inner)] if count_m > 1 else inner
+    return [Table(wt, table)] + body
