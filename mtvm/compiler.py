@@ -92,8 +92,7 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
     workspace_pools, constants_section, backend: see compile()."""
     target = Target.resolve(target)
     check_backend(backend, profile=profile, external_workspace=external_workspace,
-                  io_in_workspace=io_in_workspace, workspace_pools=workspace_pools,
-                  schedule_config=schedule_config)
+                  io_in_workspace=io_in_workspace, workspace_pools=workspace_pools)
     if output_names not in OUTPUT_NAMES:
         raise MtvmError(f"output_names {output_names!r}: use one of {', '.join(OUTPUT_NAMES)}")
     workspace_pools = check_workspace_pools(workspace_pools)
@@ -101,7 +100,8 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
     try:
         if backend == "llvm":
             return _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder,
-                                       target, output_names, constants_section)
+                                       target, output_names, constants_section,
+                                       ScheduleConfig.resolve(schedule_config))
         return _compile_graph(graph, module_name, profile, external_workspace, fuse,
                               source_graph, io_in_workspace, reorder, target,
                               schedule_config, output_names, workspace_pools,
@@ -147,7 +147,8 @@ BACKENDS = ("c", "llvm")
 
 def check_backend(backend, **options) -> None:
     """One line for a backend mtvm lacks, or an option the LLVM backend does not
-    have yet (they are all C-backend features today)."""
+    have yet (they are all C-backend features today). A schedule config (and so
+    tuning records) it has: the knobs of its loop nests (codegen.llvm.loopnests)."""
     if backend not in BACKENDS:
         raise MtvmError(f"backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if backend == "llvm":
@@ -157,16 +158,21 @@ def check_backend(backend, **options) -> None:
                             "use --backend c for them")
 
 
-def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
-                        output_names, constants_section) -> CompiledModel:
+def _need_llvmlite() -> None:
     try:
         import llvmlite  # noqa: F401
     except ImportError:
         raise MtvmError("--backend llvm needs llvmlite: pip install 'mtvm[llvm]' "
                         "(or pip install llvmlite)") from None
-    from .codegen.llvm import NO_INPLACE_OPS, compile_llvm, llvm_scratch
+
+
+def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
+                        output_names, constants_section, config=None) -> CompiledModel:
+    _need_llvmlite()
+    from .codegen.llvm import NO_INPLACE_OPS, check_config, compile_llvm, llvm_scratch
     from .codegen.llvm.compiled import LLVMCompiledModel
     from .memory.planner import no_inplace
+    check_config(config)
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
@@ -176,12 +182,12 @@ def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
     from .codegen.llvm.machine import llvm_target
     tg = llvm_target(Target.resolve(target))
     with no_inplace(NO_INPLACE_OPS):
-        s = choose_order(g, lambda h, inplace: llvm_scratch(h, mod, inplace, tg),
+        s = choose_order(g, lambda h, inplace: llvm_scratch(h, mod, inplace, tg, config),
                          reorder=reorder)
     g, plan = s.graph, s.plan
     kernels, sources, text, blobs, target = compile_llvm(
         g, plan, s.inplace, mod, target, model=graph.source, output_names=output_names,
-        constants_section=constants_section)
+        constants_section=constants_section, config=config)
     return LLVMCompiledModel(mod, source_graph or graph, g, plan, kernels, sources,
                              target=target, output_names=output_names,
                              constants_section=constants_section, llvm_ir=text, blobs=blobs)
@@ -205,7 +211,9 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     with every ISA variant under #if), "host", "x86-64-v3", "cortex-m4", ...
     or a Target; the schedules are chosen for it and the C of other targets
     left out. schedule_config (mtvm.schedules.ScheduleConfig or its dict
-    form) sets schedule knobs per schedule or per kernel.
+    form) sets schedule knobs per schedule or per kernel; with backend="llvm"
+    the knob sets are its loop nests' (llvm.conv2d_f32, llvm.matmul_f32:
+    codegen.llvm.loopnests.NEST_KNOBS).
 
     output_names: "onnx" (the default) names the members of struct
     tvmgen_<mod>_outputs after the ONNX outputs (sanitized); "microtvm" names
@@ -214,7 +222,9 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
 
     tuning_records: a `mtvm tune` records file (or several, or records already
     loaded): each layer gets the best schedule and knobs measured for it on
-    this target; layers without records keep the default (docs/tuning.md).
+    this target with this backend (`mtvm tune --backend llvm` measures the
+    LLVM backend's loop nests); layers without records keep the default
+    (docs/tuning.md).
 
     workspace_pools: [("sram1", 32768), ("sram2", 65536)] (or a dict) splits the
     arena over several pools (RAM banks), the hottest buffers in the first:
@@ -234,7 +244,13 @@ def compile(model, module_name: str = "default", input_shapes: dict | None = Non
     schedule_config = ScheduleConfig.resolve(schedule_config)
     if tuning_records is not None:
         from .tune.apply import config_for
-        schedule_config = config_for(tuning_records, target, base=schedule_config)
+        if backend == "llvm":    # the records of the target LLVM compiles for, of this backend
+            _need_llvmlite()
+            from .codegen.llvm.machine import llvm_target
+            schedule_config = config_for(tuning_records, llvm_target(target),
+                                         base=schedule_config, backend="llvm")
+        else:
+            schedule_config = config_for(tuning_records, target, base=schedule_config)
     try:
         graph = load_onnx(model, input_shapes=input_shapes, bind=bind)
     except MtvmError:

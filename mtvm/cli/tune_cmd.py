@@ -50,6 +50,10 @@ def add_parser(sub) -> None:
                    "of these records files and exit")
     p.add_argument("--target", help="compile for this target (default: the board's; e.g. "
                    "x86-64-v3 on an AVX-512 host); with --show: only this target's records")
+    p.add_argument("--backend", choices=["c", "llvm"], default="c", help="c (default): the "
+                   "C schedules, measured in builds on the board; llvm: the LLVM backend's "
+                   "loop nests, measured in this process through LLVM's JIT (--board host, "
+                   "no C compiler needed), then compile with --backend llvm --tuning-records")
     p.set_defaults(func=run)
 
 
@@ -73,8 +77,9 @@ def run(args) -> int:
         return 0
     if not args.model:
         raise MtvmError("mtvm tune: give a model (or --show RECORDS)")
+    llvm = args.backend == "llvm"
     out = args.output or (os.path.splitext(os.path.basename(args.model))[0]
-                          + f".{args.board}.tune.jsonl")
+                          + f".{args.board}{'.llvm' if llvm else ''}.tune.jsonl")
     verbose = getattr(args, "verbose", False)
     res = tune(args.model, board=args.board, records=out, trials=args.trials,
                devices=_devices(args.devices), port=args.port, runs=args.runs,
@@ -82,9 +87,10 @@ def run(args) -> int:
                known_records=args.known_records or None, workdir=args.workdir,
                input_shapes=dict(parse_input_shape(s) for s in args.input_shape) or None,
                bind=dict(parse_bind(s) for s in args.bind) or None, seed=args.seed,
-               timeout=args.timeout, target=args.target,
+               timeout=args.timeout, target=args.target, backend=args.backend,
                log=(lambda msg: progress.write(f"[tune] {msg}")) if verbose else None)
     print(res.summary())
-    print(f"next: mtvm compile {args.model} --board {args.board} --tuning-records {out}")
+    print(f"next: mtvm compile {args.model} --board {args.board}"
+          f"{' --backend llvm' if llvm else ''} --tuning-records {out}")
     sys.stdout.flush()
     return 0

@@ -8,7 +8,8 @@ compile with the best (docs/tuning.md).
 Modules: space (the layers and their distinct candidates), measure (one
 profiling build on one device), search (which builds, on which devices),
 records (the JSON-lines file, choosing the best), apply (records -> a
-ScheduleConfig for the compiler).
+ScheduleConfig for the compiler), jit (the LLVM backend's loop nests,
+measured in this process through LLVM's JIT: `backend="llvm"`).
 
 The package is callable: `mtvm.tune(...)` is `mtvm.tune.tune(...)`.
 """
@@ -42,6 +43,9 @@ class TuneResult:
     budget_arena: int | None = None
     budget_dropped: list = field(default_factory=list)
     memory_budget: int | None = None
+    backend: str = "c"
+    tuned_check: str = ""            # llvm: the tuned model against the reference ("ok")
+    model_figures: tuple | None = None   # llvm: (default, tuned or None: same code) ns, JIT
 
     def _fig(self, key):
         b = self.best.get(key)
@@ -64,15 +68,21 @@ class TuneResult:
     def summary(self) -> str:
         st = self.stats
         unit = st.unit or "ticks"
-        lines = [f"tuned on {self.board} (target {self.target}): {len(self.layers)} layer(s), "
-                 f"{st.builds} build(s) ({st.split_builds} split after a failure), "
+        llvm = self.backend == "llvm"
+        builds = f"{st.builds} JIT module(s)" if llvm else \
+            f"{st.builds} build(s) ({st.split_builds} split after a failure)"
+        lines = [f"tuned on {self.board} (target {self.target}"
+                 f"{', backend llvm' if llvm else ''}): {len(self.layers)} layer(s), "
+                 f"{builds}, "
                  f"{st.measured} candidate(s) measured, {st.failed} failed, {st.skipped} "
                  f"already in the records, {st.seconds:.1f} s"
                  + (" [time limit reached]" if st.stopped_by_time else "")
                  + (" [interrupted]" if st.interrupted else "")]
         if not any(len(lay.candidates) > 1 for lay in self.layers):
-            lines.append("  no layer has more than one candidate: nothing to tune (int8 "
-                         "kernels and ops without registered schedules have no knobs yet)")
+            lines.append("  no layer has more than one candidate: nothing to tune ("
+                         + ("the LLVM backend's knobs are the float Conv, Gemm and MatMul "
+                            "nests'" if llvm else "int8 kernels and ops without registered "
+                            "schedules have no knobs yet") + ")")
         if self.hits:
             lines.append(f"  {len(self.hits)} layer key(s) found in earlier records "
                          f"(their measured candidates were skipped)")
@@ -89,7 +99,15 @@ class TuneResult:
                          f"{R._cut(lay.what, 44):<44}  {cands:>9}  {R._cut(desc, 28):<28}  "
                          f"{d or 0:>12,.0f}  {f or 0:>12,.0f}  {sp}")
         base, est = st.baseline_total, self.estimated_total()
-        if base:
+        if llvm and self.model_figures:
+            d, t = self.model_figures
+            lines.append(f"  model through the JIT (fastest of paired rounds, per inference): "
+                         f"default {d / 1e3:,.1f} us" + (" (the tuned build is the same code)"
+                                                         if t is None else
+                                                         f", tuned {t / 1e3:,.1f} us "
+                                                         f"({d / t:.2f}x)"))
+            lines.append(f"  tuned model against the reference: {self.tuned_check}")
+        elif base:
             lines.append(f"  model (all kernels, per inference): default {base:,.0f} {unit}, "
                          f"tuned about {est:,.0f} {unit} ({base / est:.2f}x; from the "
                          "per-layer figures)")
@@ -136,7 +154,7 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
          input_shapes: dict | None = None, bind: dict | None = None,
          max_emits: int = MAX_EMITS, seed: int = 0, timeout: float | None = None,
          icount: bool = True, target=None, progress: bool | None = None,
-         log=None) -> TuneResult:
+         log=None, backend: str = "c") -> TuneResult:
     """Tune `model` (an .onnx path) on `board`; appends a record per measured
     candidate to `records` (a JSON-lines file; what it already holds for this
     target is not measured again) and returns a TuneResult.
@@ -151,6 +169,9 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     exceeds it are rejected, and the summary reports the best under it.
     target: what to compile for (default: the board's; the host board also
     runs e.g. "x86-64-v3" on an AVX-512 machine).
+    backend: "c" (the C schedules, measured in builds on the device) or "llvm"
+    (the LLVM backend's loop nests, measured in this process through LLVM's
+    JIT: the host board only, no C compiler needed; mtvm/tune/jit.py).
     """
     from .. import progress as _progress
     from ..project import load_board
@@ -174,6 +195,16 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
                         f"({board_target.name})")
     log = log or (lambda msg: None)
     opts = {"input_shapes": input_shapes, "bind": bind}
+    if backend not in ("c", "llvm"):
+        raise MtvmError(f"tune: backend {backend!r}: use c or llvm")
+    if backend == "llvm":
+        _llvm_options(board_data, target, devices, port, memory_budget)
+        from .jit import tune_llvm
+        if progress is None:
+            progress = _progress.enabled()
+        return tune_llvm(model, board_data, target, os.path.abspath(os.fspath(records)),
+                         trials, runs, time_limit, known_records, opts, max_emits, seed,
+                         progress, log)
     cm = mtvm_compile(model, profile=True, target=target, **opts)
     opts["target"] = target
     layers = layers_of(cm, max_emits, log)
@@ -183,7 +214,8 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     records_path = os.path.abspath(os.fspath(records))
     old = R.load(records_path, missing_ok=True)
     known = R.load(known_records, missing_ok=False) if known_records else []
-    prior_recs = [r for r in old + known if r.get("target") == target.name]
+    prior_recs = [r for r in old + known if r.get("target") == target.name
+                  and R.backend_of(r) == "c"]
     done = R.measured(prior_recs)
     prior = R.best(prior_recs, target.name)
     hits = [lay.key for lay in layers if any(k == lay.key for k, _ in done)]
@@ -206,7 +238,8 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
-    all_recs = [r for r in R.load(records_path) + known if r.get("target") == target.name]
+    all_recs = [r for r in R.load(records_path) + known if r.get("target") == target.name
+                and R.backend_of(r) == "c"]
     res = TuneResult(records_path, board_data["name"], target.name, layers, stats,
                      R.best(all_recs, target.name), hits, memory_budget=memory_budget)
     if stats.baseline_total is None:     # resumed with the baseline measured before
@@ -218,6 +251,20 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
         within, dropped = compile_within(model, all_recs, memory_budget, **opts)
         res.budget_arena, res.budget_dropped = within.metadata["workspace_bytes"], dropped
     return res
+
+
+def _llvm_options(board_data, target, devices, port, memory_budget) -> None:
+    """What `--backend llvm` tuning cannot do, in one line each."""
+    if not target.runs_on_host():
+        raise MtvmError(f"tune --backend llvm measures through LLVM's JIT in this process: "
+                        f"target {target.name} (board {board_data['name']}) does not run "
+                        f"here; use --board host (cross-target LLVM tuning is not built)")
+    if port or (devices not in (None, 1, "1")):
+        raise MtvmError("tune --backend llvm measures in this process: --port and --devices "
+                        "are for device builds (--backend c)")
+    if memory_budget is not None:
+        raise MtvmError("tune --backend llvm: --memory-budget has nothing to trade (the LLVM "
+                        "nests' knobs use no scratch)")
 
 
 class _CallableModule(types.ModuleType):

@@ -13,9 +13,10 @@ import logging
 from . import records as R
 
 
-def config_for(records, target, base=None, log=None):
-    """The ScheduleConfig of the best records of `target` (a Target or its name).
-    Records of other targets only are worth a warning: nothing applies."""
+def config_for(records, target, base=None, log=None, backend: str = "c"):
+    """The ScheduleConfig of the best records of `target` (a Target or its name)
+    measured with `backend`. Records of other targets or of the other backend
+    only are worth a warning: nothing applies."""
     name = target if isinstance(target, str) else target.name
     recs = R.resolve(records)
     if recs and not any(r.get("target") == name for r in recs):
@@ -23,7 +24,13 @@ def config_for(records, target, base=None, log=None):
         logging.getLogger(__name__).warning(
             f"the tuning records hold no record for target {name} (only for "
             f"{', '.join(others)}): compiling with the default schedules")
-    return R.schedule_config(recs, name, base=base, log=log)
+    elif recs and not any(r.get("target") == name and R.backend_of(r) == backend
+                          for r in recs):
+        other = "llvm" if backend == "c" else "c"
+        logging.getLogger(__name__).warning(
+            f"the tuning records of target {name} were measured with --backend {other}, "
+            f"not {backend}: compiling with the default schedules")
+    return R.schedule_config(recs, name, base=base, log=log, backend=backend)
 
 
 def compile_within(model, records, memory_budget: int | None = None, **compile_kwargs):

@@ -53,6 +53,12 @@ def ident(rec: dict) -> str:
     return candidate_ident(rec.get("schedule", ""), rec.get("knobs", {}))
 
 
+def backend_of(rec: dict) -> str:
+    """The backend a record was measured with: "llvm" (`mtvm tune --backend llvm`,
+    through the JIT) or "c" (records without the field: the C backend's)."""
+    return rec.get("backend") or "c"
+
+
 def load(path, missing_ok: bool = False) -> list[dict]:
     """The records of a file (or of several: a list of paths). A line that is not
     a JSON object (the torn last line of an interrupted run) is skipped."""
@@ -156,16 +162,20 @@ def _figure(recs) -> float:
     return statistics.median(r["figure"] for r in recs)
 
 
-def best(records, target: str | None = None, margin: float | None = None) -> dict[str, Best]:
+def best(records, target: str | None = None, margin: float | None = None,
+         backend: str | None = None) -> dict[str, Best]:
     """{key: Best} over the ok records (of `target`, when given). Figures of
     different boards, units or statistics are not compared: per key, the
     (board, unit, statistic) group with the most ok records is used. In it,
     each candidate's figure is the median of its records, and a candidate other than the default is
     chosen only when it beats the default's figure by `margin` (default: 0 for
-    instruction counts, TIMER_MARGIN for timer ticks)."""
+    instruction counts, TIMER_MARGIN for timer ticks). backend: only the records
+    of that backend ("c" or "llvm")."""
     by_key: dict[str, list] = {}
     for r in resolve(records):
         if target is not None and r.get("target") != target:
+            continue
+        if backend is not None and backend_of(r) != backend:
             continue
         by_key.setdefault(r["key"], []).append(r)
     out = {}
@@ -197,22 +207,31 @@ def best(records, target: str | None = None, margin: float | None = None) -> dic
     return out
 
 
-def schedule_config(records, target: str, base=None, log=None):
+def schedule_config(records, target: str, base=None, log=None, backend: str = "c"):
     """A ScheduleConfig choosing, for every key of `target` in the records, the
     best measured schedule and knobs (keys not in the records, and keys whose
     best is the default, keep the compiler's choice). base: a schedule config
     to start from; its own per-workload entries win over the records.
     Knobs a schedule no longer has are dropped; a schedule that no longer
-    exists leaves its key at the default."""
+    exists leaves its key at the default. backend: whose records ("c": the C
+    schedules; "llvm": the LLVM backend's loop nests' knobs)."""
     from ..schedules import ScheduleConfig, get_schedule
     cfg = ScheduleConfig.resolve(base) or ScheduleConfig()
     cfg = ScheduleConfig(dict(cfg.knobs), dict(cfg.workloads))
-    for key, b in best(records, target).items():
+    if backend == "llvm":
+        from ..codegen.llvm.loopnests import NEST_KNOBS
+        nests = {n.name: n for n in NEST_KNOBS.values()}
+    for key, b in best(records, target, backend=backend).items():
         if b.is_default or key in cfg.workloads:
             continue
         name = b.record.get("schedule")
         try:
-            s = get_schedule(name)
+            if backend == "llvm":
+                if name not in nests:
+                    raise MtvmError(name)
+                s = nests[name]
+            else:
+                s = get_schedule(name)
         except MtvmError:
             if log:
                 log(f"tuning records: schedule {name} (key {key}) is unknown; default kept")
@@ -230,14 +249,16 @@ def show(records, target: str | None = None) -> str:
     if not recs:
         return "no records"
     lines = []
-    targets = sorted({r.get("target", "?") for r in recs
+    targets = sorted({(r.get("target", "?"), backend_of(r)) for r in recs
                       if target is None or r.get("target") == target})
-    for t in targets:
-        rows = [b for b in bests.values() if b.record.get("target") == t]
-        keys = {r["key"] for r in recs if r.get("target") == t}
+    for t, bk in targets:
+        mine = [r for r in recs if r.get("target") == t and backend_of(r) == bk]
+        rows = [b for b in bests.values() if b.record.get("target") == t
+                and backend_of(b.record) == bk]
+        keys = {r["key"] for r in mine}
         no_ok = sorted(keys - {b.key for b in rows})
-        lines.append(f"target {t}: {len(keys)} key(s), "
-                     f"{sum(1 for r in recs if r.get('target') == t)} record(s)")
+        lines.append(f"target {t}{' (backend llvm)' if bk == 'llvm' else ''}: "
+                     f"{len(keys)} key(s), {len(mine)} record(s)")
         head = (f"  {'key':<16}  {'op':<14}  {'layer':<40}  {'best':<30}  {'figure':>12}  "
                 f"{'default':>12}  {'speedup':>7}  tried  failed")
         lines.append(head)
@@ -274,4 +295,4 @@ def _cut(text: str, n: int) -> str:
 
 
 __all__ = ["OK", "TIMER_MARGIN", "make", "load", "resolve", "Writer", "measured", "best",
-           "Best", "schedule_config", "show", "ident"]
+           "Best", "schedule_config", "show", "ident", "backend_of"]

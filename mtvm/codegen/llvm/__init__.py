@@ -37,12 +37,12 @@ def scratch_bytes(k) -> int:
     return int(fn(k, **n.attrs))
 
 
-def llvm_scratch(g, mod: str, inplace, target) -> dict[int, int]:
+def llvm_scratch(g, mod: str, inplace, target, config=None) -> dict[int, int]:
     """{step: scratch bytes} of every kernel: what memory planning reserves."""
     out = {}
     for step, n in enumerate(g.nodes):
         if not n.alias:
-            b = scratch_bytes(make_kernel(g, step, mod, inplace, target))
+            b = scratch_bytes(make_kernel(g, step, mod, inplace, target, config))
             if b:
                 out[step] = b
     return out
@@ -85,12 +85,14 @@ def names_used(node, out: set | None = None) -> set:
     return out
 
 
-def ir_kernels(g, mod: str, inplace, target, model: str) -> list[IRKernel]:
+def ir_kernels(g, mod: str, inplace, target, model: str, config=None) -> list[IRKernel]:
+    """The IRKernel of every kernel; config: a ScheduleConfig of the nests' knobs
+    (loopnests.NEST_KNOBS, by nest name or per workload key)."""
     out = []
     for step, n in enumerate(g.nodes):
         if n.alias:
             continue
-        k = make_kernel(g, step, mod, inplace, target)
+        k = make_kernel(g, step, mod, inplace, target, config)
         try:
             k.scratch_bytes = scratch_bytes(k)
             body = ir_body(k)
@@ -109,10 +111,10 @@ def unlowerable(model: str, g, n, e: Exception) -> MtvmError:
 
 
 def compile_llvm(g, plan, inplace, mod: str, target, *, model: str, output_names: str,
-                 constants_section: str | None):
+                 constants_section: str | None, config=None):
     """(kernels, sources, llvm IR text, blobs {symbol: bytes}, target) of a planned graph."""
     target = llvm_target(target)
-    kernels = ir_kernels(g, mod, inplace, target, model)
+    kernels = ir_kernels(g, mod, inplace, target, model, config)
     triple, *_ = triple_cpu_features(target)
     tm = target_machine(target)
     # CModule gives the C header (the same interface) from the same kernels.
@@ -154,5 +156,23 @@ def object_code(ir_text: str, target) -> bytes:
     return obj
 
 
+def check_config(config) -> None:
+    """A ScheduleConfig for this backend: its per-schedule knobs must name the
+    nests' knob sets (a C schedule's name would silently do nothing)."""
+    from .loopnests import NEST_KNOBS
+    names = sorted({s.name for s in NEST_KNOBS.values()})
+    bad = sorted(set(config.knobs) - set(names)) if config is not None else []
+    if bad:
+        raise MtvmError(f"schedule_config for --backend llvm: {', '.join(bad)} "
+                        f"{'is' if len(bad) == 1 else 'are'} not a knob set of this backend "
+                        f"(its knob sets: {', '.join(names)})")
+
+
+def workload_key(k) -> str:
+    """The LLVM backend's workload key of kernel k (loopnests.workload_key)."""
+    from .loopnests import workload_key as key
+    return key(k)
+
+
 __all__ = ["NO_INPLACE_OPS", "compile_llvm", "object_code", "parse_and_optimize",
-           "NotLowerable"]
+           "NotLowerable", "check_config", "workload_key"]

@@ -16,6 +16,12 @@ class LLVMCompiledModel(CompiledModel):
         self._jit = None
         super().__init__(*args, **kw)
         self.metadata["backend"] = "llvm"
+        # The nests' knobs are keyed by this backend's workload keys (not the C backend's).
+        from . import workload_key
+        by_fn = {lk.kernel.fname: lk.kernel for lk in self.kernels}
+        for op in self.metadata.get("operators", []):
+            if op.get("schedule"):
+                op["workload_key"] = workload_key(by_fn[op["function"]])
 
     def object_code(self) -> bytes:
         """The ELF object of the whole module for self.target (cached)."""

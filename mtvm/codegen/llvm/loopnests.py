@@ -10,8 +10,13 @@ the C emitters share one IR, these become the generic schedules.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
+
 import numpy as np
 
+from ...errors import MtvmError
 from ...ops.conv import conv_geometry
 from ...ops.elementwise import broadcast_strides
 from ...ops.gemm import _matmul_dims
@@ -64,6 +69,80 @@ def nest(*ops: str, domain: str = "", scratch=None):
     return wrap
 
 
+# -- knobs: what `mtvm tune --backend llvm` searches (docs/tuning.md) -------------------------
+
+AUTO = 0   # a knob at AUTO: the nest's own choice for the shape and target (the default)
+
+
+@dataclass(frozen=True)
+class NestKnobs:
+    """The knobs of a loop nest, as a C schedule has them (mtvm.schedules.Knob):
+    set per nest name or per kernel (by workload_key) in a ScheduleConfig, which
+    is what tuning records become. Every default is AUTO: without a config the
+    nests make the choices they always made."""
+    name: str
+    knobs: tuple
+
+    def default_knobs(self) -> dict:
+        return {kn.name: kn.default for kn in self.knobs}
+
+
+def _knob(name, choices, doc):
+    from ...schedules import Knob
+    return Knob(name, AUTO, (AUTO, *choices), doc)
+
+
+CONV_KNOBS = NestKnobs("llvm.conv2d_f32", (
+    _knob("tile_cols", (2, 4, 8, 16, 32), "output columns of a scalar register tile "
+          "(auto: the x86 vector width, 4 for narrow rows of many channels, 4 elsewhere)"),
+    _knob("tile_channels", (1, 2, 4, 8, 16), "output channels of a scalar register tile "
+          "(auto: 4, 16 for narrow rows of many channels on x86)"),
+    _knob("vec_channels", (1, 2, 3, 4), "vectors of output channels of an x86 vector tile "
+          "(auto: 2)"),
+    _knob("vec_cols", (1, 2, 3, 4, 6, 8), "output columns of an x86 vector tile (auto: 4)"),
+))
+MATMUL_KNOBS = NestKnobs("llvm.matmul_f32", (
+    _knob("rows", (1, 2, 3, 4, 6, 8), "rows of a register tile (auto: 4)"),
+    _knob("vec_cols", (1, 2, 3, 4), "vectors of columns of a tile, with vectors (auto: "
+          "2, 8 for one row)"),
+    _knob("cols", (1, 2, 4, 8), "scalar columns of a tile (auto: 4, 8 for one row)"),
+))
+NEST_KNOBS = {("", "Conv"): CONV_KNOBS, ("", "Gemm"): MATMUL_KNOBS, ("", "MatMul"): MATMUL_KNOBS}
+
+
+def workload_key(k) -> str:
+    """The key of kernel k's workload (mtvm.schedules.workload: op, tail, shapes,
+    dtypes, attributes, in-place, target) for this backend: the C backend's
+    key of the same kernel is another, so records of one never apply to the other."""
+    from ...schedules import workload
+    text = json.dumps({**workload(k), "backend": "llvm"}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def nest_knobs(k) -> dict:
+    """The knob values of kernel k's nest: AUTO, overridden by k.config (a
+    ScheduleConfig) per nest name, then per workload key. Sets k.schedule and
+    k.knobs (the metadata and the tuner read them)."""
+    from ...schedules import ScheduleConfig
+    spec = NEST_KNOBS[(k.node.domain, k.node.op)]
+    values = spec.default_knobs()
+    cfg = ScheduleConfig.resolve(k.config)
+    if cfg is not None:
+        values.update(cfg.knobs.get(spec.name, {}))
+        w = cfg.workloads.get(workload_key(k))
+        if w and w.get("schedule", spec.name) == spec.name:
+            values.update(w.get("knobs", {}))
+    unknown = set(values) - set(spec.default_knobs())
+    if unknown:
+        raise MtvmError(f"{spec.name} has no knob(s) {', '.join(sorted(unknown))}; its "
+                        f"knobs: {', '.join(spec.default_knobs())}")
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise MtvmError(f"{spec.name}: knob {name}={v!r} is not a count (0: auto)")
+    k.schedule, k.knobs = spec.name, values
+    return values
+
+
 def scratch_ptr(dtype: str, offset_bytes: int = 0) -> Expr:
     """The kernel's scratch as a pointer to dtype, offset_bytes in (16-byte aligned
     arena: keep offsets multiples of the element size)."""
@@ -89,11 +168,13 @@ def _finish(k, out: Var, idx: Expr, value, ch: Expr | None = None) -> list:
 # -- matrix products ------------------------------------------------------------------------
 
 def _product(k, *, m, kk, n, a, b, out, a_base, b_base, o_base, a_strides, b_strides,
-             value=lambda acc, i, j: acc, ch=None) -> list:
+             value=lambda acc, i, j: acc, ch=None, knobs=None) -> list:
     """out[o_base + i*n + j] = value(sum_p a[i, p] * b[p, j]) for an [m, kk] x
     [kk, n] product, in register tiles whose accumulators live over the whole
     sum: on x86, up to 4 rows x 2 vectors of columns (a row of b is contiguous:
-    one vector load feeds every row of the tile); elsewhere 4 x 4 scalars."""
+    one vector load feeds every row of the tile); elsewhere 4 x 4 scalars.
+    knobs: MATMUL_KNOBS' values (rows, vec_cols, cols; AUTO: those)."""
+    knobs = knobs or {}
     dt = kernel_dtype(k)
     L = _vector_lanes(k.target) if b_strides[1] == 1 else 0
     p = Var("p")
@@ -150,19 +231,21 @@ def _product(k, *, m, kk, n, a, b, out, a_base, b_base, o_base, a_strides, b_str
 
     iv, jv = Var("it"), Var("jt")
     out_stmts = []
-    for first_m, count_m, mr in _split(m, 4):
+    for first_m, count_m, mr in _split(m, knobs.get("rows") or 4):
         _, rows = rows_of(first_m, count_m, mr, iv)
         inner = []
         vec_cols = (n // L) * L if L else 0
         if vec_cols:
             # 8 independent accumulators hide the multiply-add latency: fewer rows, more columns
-            for first_v, count_v, nvec in _split(vec_cols // L, max(2, 8 // mr)):
+            for first_v, count_v, nvec in _split(vec_cols // L,
+                                                 knobs.get("vec_cols") or max(2, 8 // mr)):
                 j0 = (jv * (nvec * L) + first_v * L if first_v else jv * (nvec * L)) \
                     if count_v > 1 else Const(first_v * L)
                 body = vtile(rows, j0, nvec)
                 inner += [For(jv, count_v, body)] if count_v > 1 else body
         # one row (a matrix-vector product): 8 columns, so that 8 sums run at once
-        for first_c, count_c, nc in _split(n - vec_cols, 8 if mr == 1 else 4):
+        for first_c, count_c, nc in _split(n - vec_cols,
+                                           knobs.get("cols") or (8 if mr == 1 else 4)):
             first_c += vec_cols
             _, cols = rows_of(first_c, count_c, nc, jv)
             body = stile(rows, cols)
@@ -174,6 +257,7 @@ def _product(k, *, m, kk, n, a, b, out, a_base, b_base, o_base, a_strides, b_str
 @nest("Gemm")
 def gemm(k, *, alpha=1.0, beta=1.0, transA=0, transB=0):
     _float_only(k)
+    knobs = nest_knobs(k)
     a, b = k.ins[0], k.ins[1]
     m, n = k.out.shape
     kk = a.shape[0] if transA else a.shape[1]
@@ -192,12 +276,13 @@ def gemm(k, *, alpha=1.0, beta=1.0, transA=0, transB=0):
                     a_base=Const(0), b_base=Const(0), o_base=Const(0),
                     a_strides=(1, m) if transA else (kk, 1),
                     b_strides=(1, kk) if transB else (n, 1), value=value,
-                    ch=lambda i, j: j)
+                    ch=lambda i, j: j, knobs=knobs)
 
 
 @nest("MatMul")
 def matmul(k):
     _float_only(k)
+    knobs = nest_knobs(k)
     a, b = k.ins
     batch, sta, stb, m, kk, n, out_shape = _matmul_dims(a.shape, b.shape)
     loops = [Var(f"b{d}") for d in range(len(batch))]
@@ -211,7 +296,7 @@ def matmul(k):
     o_base = sum_of(scaled(v, st) for v, st in zip(loops, o_strides))
     body = _product(k, m=m, kk=kk, n=n, a=param(a), b=param(b), out=param(k.out, output=True),
                     a_base=a_base, b_base=b_base, o_base=o_base, a_strides=(kk, 1),
-                    b_strides=(n, 1))
+                    b_strides=(n, 1), knobs=knobs)
     for v, size in reversed(list(zip(loops, batch))):
         body = [For(v, size, body)]
     return body
@@ -269,8 +354,10 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     stay in registers over the whole reduction (input channels, kernel rows and
     columns), each input load feeds mb products. The tiles cover the columns
     where every tap is inside the input row; the few columns at the padded
-    edges are computed one by one with bounds checks."""
+    edges are computed one by one with bounds checks. The tile shapes are
+    CONV_KNOBS' (AUTO: _tile_shape, and 2 vectors x 4 columns on x86)."""
     _float_only(k)
+    knobs = nest_knobs(k)
     x, w = k.ins[0], k.ins[1]
     bias = k.ins[2] if len(k.ins) > 2 else None
     axes, group = conv_geometry(x.shape, w.shape, auto_pad=auto_pad, dilations=dilations,
@@ -300,6 +387,7 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     lo = min(ow_n, -(-pw // sw))
     hi = max(lo, min(ow_n, (ww - 1 + pw - (kw_n - 1) * dw) // sw + 1))
     lanes, mb = _tile_shape(k.target, mg, hi - lo)
+    lanes, mb = knobs["tile_cols"] or lanes, knobs["tile_channels"] or mb
     vl = _vector_lanes(k.target)
     if (vl and cg == 1 and mg == 1 and w.const is not None and ah.stride == aw.stride == 1
             and ah.dilation == aw.dilation == 1 and (oh_n, ow_n) == (hh, ww)
@@ -428,13 +516,14 @@ def conv(k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pa
     vector_channels = (mg // vlanes) * vlanes if wt is not None and vlanes else 0
     if vector_channels:
         # Vectors of output channels (x86): blocks of two vectors x 4 columns.
-        for first_m, count_m, nvec in _split(vector_channels // vlanes, 2):
+        for first_m, count_m, nvec in _split(vector_channels // vlanes,
+                                             knobs["vec_channels"] or 2):
             mbv = Var("vb")
             first = first_m * vlanes
             oc0 = (mbv * (nvec * vlanes) + first if first else mbv * (nvec * vlanes)) \
                 if count_m > 1 else Const(first)
             row = []
-            for first_t, count_t, nt in _split(hi - lo, 4):
+            for first_t, count_t, nt in _split(hi - lo, knobs["vec_cols"] or 4):
                 ow0 = owt * nt + (lo + first_t) if count_t > 1 else Const(lo + first_t)
                 body = vtile(oc0, nvec, ow0, nt)
                 row += [For(owt, count_t, body)] if count_t > 1 else body
@@ -698,7 +787,7 @@ def not_in_range(v: Var, size: int):
     return or_(lt(v, Const(0, "int64")), ge(v, Const(size, "int64")))
 
 
-__all__ = ["LOOP_NESTS"]
+__all__ = ["LOOP_NESTS", "NEST_KNOBS", "nest_knobs", "workload_key"]
 
 
 @nest("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
