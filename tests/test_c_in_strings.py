@@ -13,10 +13,13 @@ TOOL = os.path.join(HERE, "..", "tools", "count_c_in_strings.py")
 # with the C writer and QConv's micro-kernels in c_runtime/kernels/, 1,634 with the
 # x86 direct int8 paths and the report/tune/compare-layers modules, about 15 of whose
 # lines the rule takes for C but are not (the report's CSS, messages ending in "; "),
-# 1,697 with the RV32 QConv emission (+29) and the workspace pools' entry code (+21):
-# those are the next to move into c_runtime/kernels/ and the C writer.
+# 1,697 with the RV32 QConv emission (+29) and the workspace pools' entry code (+21),
+# 1,110 with the float GEMM, band and direct micro-kernels in c_runtime/kernels/
+# (mtvm_gemm_f32.h, x86/mtvm_conv_f32_x86.h: -105) and the glue of the recurrent,
+# sampling, indexing, spectral, loss, ConvTranspose/DeformConv/LpPool, Einsum, Quantize,
+# pool, layout and Det ops and the AOT entry's run function in the C writer (-498).
 # Lower it as more C moves out. The goal of issue 12 is 1,000.
-BUDGET = 1700
+BUDGET = 1110
 
 sys.path.insert(0, os.path.dirname(TOOL))
 from count_c_in_strings import count_source  # noqa: E402

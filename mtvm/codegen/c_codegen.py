@@ -22,8 +22,25 @@ from .. import schedules
 from ..target import GENERIC, Target
 from . import constants as cst
 from . import kernel_library
+from .cwriter import (VOID, Assign, Block, Call, Cast, Comment, Const, Decl, ExprStmt, If, Index, RawExpr,
+                      Return, Type, Var, call, ne, render_c)
 from .kernel import Kernel
-from .names import c_comment, interface_names, sanitize, unique_names
+from .names import c_comment, c_name, interface_names, sanitize, unique_names
+
+BYTES, VOID_P = Type("uint8", pointer=True), Type(VOID, pointer=True)
+STATUS, WS = Var("status", Type("int32")), Var("ws", BYTES)
+inputs, outputs = Var("inputs"), Var("outputs")
+
+
+def _void(e) -> ExprStmt:
+    """(void)e;: a value the function may not use."""
+    return ExprStmt(Cast(Type(VOID), e))
+
+
+def _braced(body: list) -> str:
+    """A function body: { statements }."""
+    return render_c(Block(body))
+
 
 KERNEL_INCLUDES = "#include <math.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <string.h>\n"
 
@@ -234,10 +251,10 @@ class CModule:
 
     def _ws(self, root: str) -> str:
         """The local pointer to the pool holding a tensor (ws: the one arena)."""
-        return f"ws_{self.plan.pool_of[root]}" if self.pools else "ws"
+        return c_name(f"ws_{self.plan.pool_of[root]}") if self.pools else "ws"
 
     def _ws_scratch(self, step: int) -> str:
-        return f"ws_{self.plan.scratch_pool[step]}" if self.pools else "ws"
+        return c_name(f"ws_{self.plan.scratch_pool[step]}") if self.pools else "ws"
 
     def _pool_arrays(self) -> list[str]:
         """Internal pools: one static, aligned array per (used) pool, in section
@@ -256,14 +273,16 @@ class CModule:
                       f"{decl} __attribute__((aligned(16)));", "#else", f"{decl};", "#endif", ""]
         return lines
 
-    def _pool_locals(self) -> list[str]:
-        """The run/map_io locals: a byte pointer to each used pool."""
+    def _pool_locals(self) -> list:
+        """The run/map_io locals: a byte pointer to each used pool (C writer
+        statements)."""
         used = [p for p in self.pools if p.bytes]
         if self.external_workspace:
-            out = [f"    uint8_t* ws_{p.name} = (uint8_t*)workspace_pools->{p.name};"
-                   for p in used]
-            return out or ["    (void)workspace_pools;"]
-        return [f"    uint8_t* ws_{p.name} = tvmgen_{self.mod}_pool_{p.name};" for p in used]
+            out = [Decl(Var(f"ws_{p.name}", BYTES),
+                        Cast(BYTES, RawExpr(f"workspace_pools->{p.name}"))) for p in used]
+            return out or [_void(RawExpr("workspace_pools"))]
+        return [Decl(Var(f"ws_{p.name}", BYTES), RawExpr(f"tvmgen_{self.mod}_pool_{p.name}"))
+                for p in used]
 
     # -- internal header, kernels, constants -----------------------------------------
     def internal_header(self) -> str:
@@ -361,49 +380,47 @@ class CModule:
             base = ("(uint8_t*)workspace_pools->global_workspace" if self.external_workspace
                     else f"tvmgen_{mod}_workspace")
             if self.pools:
-                lines += [f"void tvmgen_{mod}_map_io({margs})", "{", *self._pool_locals(),
-                          "    (void)inputs; (void)outputs;"]
-                lines += [f"    (void)ws_{p.name};" for p in self.pools if p.bytes]
+                body = [*self._pool_locals(), _void(inputs), _void(outputs)]
+                body += [_void(Var(f"ws_{p.name}")) for p in self.pools if p.bytes]
             else:
-                lines += [f"void tvmgen_{mod}_map_io({margs})", "{",
-                          f"    uint8_t* ws = {base};",
-                          "    (void)ws; (void)inputs; (void)outputs;"]
-            lines += [f"    {kind}->{c} = {b} + {off};" for kind, c, off, _, b in io_ws]
-            lines += ["}", ""]
-        lines += [f"int32_t tvmgen_{mod}_run({args})", "{"]
-        if self.kernels:   # none when the model has no outputs left
-            lines.append("    int32_t status;")
+                body = [Decl(WS, RawExpr(base)), _void(WS), _void(inputs), _void(outputs)]
+            body += [Assign(RawExpr(f"{kind}->{c}"), RawExpr(b) + off)
+                     for kind, c, off, _, b in io_ws]
+            lines += [f"void tvmgen_{mod}_map_io({margs})", _braced(body), ""]
+        body = [Decl(STATUS)] if self.kernels else []   # none when no outputs are left
         if self.pools:
-            lines += self._pool_locals()
+            body += self._pool_locals()
         elif self.external_workspace:
-            lines.append("    uint8_t* ws = (uint8_t*)workspace_pools->global_workspace;")
+            body.append(Decl(WS, Cast(BYTES, RawExpr("workspace_pools->global_workspace"))))
             if not ws_bytes:
-                lines.append("    (void)ws;")
+                body.append(_void(WS))
         elif ws_bytes:
-            lines.append(f"    uint8_t* ws = tvmgen_{mod}_workspace;")
-        lines.append("    (void)inputs; (void)outputs;  /* a model may use neither directly */")
+            body.append(Decl(WS, RawExpr(f"tvmgen_{mod}_workspace")))
+        body += [Comment("a model may use neither directly"), _void(inputs), _void(outputs)]
         for kind, c, off, size, b in io_ws:
             if kind == "inputs" and size:
-                lines.append(f"    if ((void*)inputs->{c} != (void*)({b} + {off})) "
-                             f"memcpy({b} + {off}, inputs->{c}, {size});")
+                at = RawExpr(b) + off
+                body.append(If(ne(Cast(VOID_P, RawExpr(f"inputs->{c}")), Cast(VOID_P, at)),
+                               [ExprStmt(call("memcpy", at, RawExpr(f"inputs->{c}"), size))]))
         for i, lk in enumerate(self.kernels):
-            args_c = []
-            for _, b in lk.params:
-                args_c.append(f"{self._ws_scratch(lk.step)} + {self.plan.scratch[lk.step]}"
-                              if b is None else self._pointer(b))
-            call = f"{lk.kernel.fname}({', '.join(args_c)})"
+            args_c = [RawExpr(f"{self._ws_scratch(lk.step)} + {self.plan.scratch[lk.step]}"
+                              if b is None else self._pointer(b)) for _, b in lk.params]
             if self.profile:
-                lines.append("    mtvm_platform_timer_start();")
-            lines.append(f"    status = {call};")
+                body.append(ExprStmt(call("mtvm_platform_timer_start")))
+            fname = lk.kernel.fname   # escaped already (names.c_identifier)
+            body.append(Assign(STATUS, Call(fname, args_c) if c_name(fname) == fname else
+                               RawExpr(f"{fname}({', '.join(map(render_c, args_c))})")))
             if self.profile:
-                lines.append(f"    tvmgen_{mod}_profile_ticks[{i}] = "
-                             "mtvm_platform_timer_stop_ticks();")
-            lines.append("    if (status != 0) return status;")
+                body.append(Assign(Index(Var(f"tvmgen_{mod}_profile_ticks"), Const(i)),
+                                   call("mtvm_platform_timer_stop_ticks")))
+            body.append(If(ne(STATUS, 0), [Return(STATUS)]))
         for kind, c, off, size, b in io_ws:
             if kind == "outputs" and size:
-                lines.append(f"    if ((void*)outputs->{c} != (void*)({b} + {off})) "
-                             f"memcpy(outputs->{c}, {b} + {off}, {size});")
-        lines += ["    return 0;", "}", ""]
+                at = RawExpr(b) + off
+                body.append(If(ne(Cast(VOID_P, RawExpr(f"outputs->{c}")), Cast(VOID_P, at)),
+                               [ExprStmt(call("memcpy", RawExpr(f"outputs->{c}"), at, size))]))
+        body.append(Return(Const(0)))
+        lines += [f"int32_t tvmgen_{mod}_run({args})", _braced(body), ""]
         return "\n".join(lines)
 
     def sources(self) -> dict[str, str]:

@@ -9,8 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.cwriter import (Assign, Cast, Comment, Const, Decl, For, If, Index, Raw, RawExpr,
+                               Type, Var, and_, call, eq, ge, index_type, lt, param, render_c,
+                               select, sum_of, tail)
 from .base import Op, register
-from .indexing import body, nest, prod
+from .indexing import prod
+
+F, CF = Type("float32"), Type("float32", const=True)
+I64, CI64 = Type("int64"), Type("int64", const=True)
+
+
+def _f(value) -> Const:
+    """A float constant."""
+    return Const(float(value), "float32")
 from .recurrent import reference_via_onnx
 
 
@@ -70,35 +81,35 @@ class ConvTranspose(Op):
         Cig = Ci // G
         Co = Cog * G
         ins = x.shape[2:]
-        t = k.ctype
-        ov = [f"i{2 + d}" for d in range(D)]
-        o_flat = " + ".join(f"{v} * {prod(out[d + 1:])}" for d, v in enumerate(ov))
-        inner = [f"const size_t g = i1 / {Cog}, oc = i1 % {Cog};",
-                 f"{t} acc = {'in2[i1]' if b is not None else k.lit(0)};",
-                 f"for (size_t ic = 0; ic < {Cig}; ++ic) {{"]
-        body_k = []
-        conds, xi, wi = [], [], []
-        for d in range(D):
-            body_k.append(f"const int64_t q{d} = (int64_t){ov[d]} + {pb[d]} - "
-                          f"(int64_t)k{d} * {dil[d]};")
-            conds.append(f"q{d} >= 0 && q{d} % {st[d]} == 0 && q{d} / {st[d]} < {ins[d]}")
-            xi.append(f"(size_t)(q{d} / {st[d]}) * {prod(ins[d + 1:])}")
-            wi.append(f"k{d} * {prod(ks[d + 1:])}")
-        body_k.append(f"if ({' && '.join(f'({c})' for c in conds)}) {{")
-        body_k.append(f"    acc += in0[(i0 * {Ci} + g * {Cig} + ic) * {prod(ins)} + "
-                      f"{' + '.join(xi)}] * in1[((g * {Cig} + ic) * {Cog} + oc) * {prod(ks)} + "
-                      f"{' + '.join(wi)}];")
-        body_k.append("}")
+        T = Type(k.outs[0].dtype)
+        X, Wt = param(x), param(w)
+        iv = [Var(f"i{d}") for d in range(D + 2)]
+        ov, kv = iv[2:], [Var(f"k{d}") for d in range(D)]
+        qv = [Var(f"q{d}", CI64) for d in range(D)]
+        g, oc, ic = Var("g", index_type(const=True)), Var("oc", index_type(const=True)), Var("ic")
+        acc, p = Var("acc", T), Var("p", index_type(const=True))
+        tap = [Decl(q, Cast(I64, o) + pb[d] - Cast(I64, kk) * dil[d])
+               for d, (q, o, kk) in enumerate(zip(qv, ov, kv))]
+        cond = None
+        for d, q in enumerate(qv):
+            c = and_(and_(ge(q, 0), eq(q % st[d], 0)), lt(q / st[d], ins[d]))
+            cond = c if cond is None else and_(cond, c)
+        xi = sum_of([Cast(index_type(), q / st[d]) * prod(ins[d + 1:]) for d, q in enumerate(qv)])
+        wi = sum_of([kk * prod(ks[d + 1:]) for d, kk in enumerate(kv)])
+        tap.append(If(cond, [Assign(acc, X[(iv[0] * Ci + g * Cig + ic) * prod(ins) + xi]
+                                    * Wt[((g * Cig + ic) * Cog + oc) * prod(ks) + wi], "+=")]))
         for d in reversed(range(D)):
-            body_k = [f"for (size_t k{d} = 0; k{d} < {ks[d]}; ++k{d}) {{"] + \
-                ["    " + s for s in body_k] + ["}"]
-        inner += ["    " + s for s in body_k] + ["}"]
-        inner.append(f"const size_t p = i1 * {prod(out)} + i0 * {Co * prod(out)} + {o_flat};")
-        ep = k.epilogue("acc", "p", "i1")
-        if ep:
-            inner.append(ep)
-        inner.append("out0[p] = acc;")
-        return body(nest([N, Co] + out, inner))
+            tap = [For(kv[d], ks[d], tap)]
+        o_flat = sum_of([o * prod(out[d + 1:]) for d, o in enumerate(ov)])
+        inner = [Decl(g, iv[1] / Cog), Decl(oc, iv[1] % Cog),
+                 Decl(acc, param(b)[iv[1]] if b is not None else Const(0, T.dtype)),
+                 For(ic, Cig, tap),
+                 Decl(p, iv[1] * prod(out) + iv[0] * (Co * prod(out)) + o_flat),
+                 *tail(k, acc, p, iv[1]),
+                 Assign(param(k.outs[0], output=True)[p], acc)]
+        for d in reversed(range(D + 2)):
+            inner = [For(iv[d], ([N, Co] + list(out))[d], inner)]
+        return render_c(inner)
 
 
 def stride_sized(x_shape, w_shape, attrs) -> bool:
@@ -139,32 +150,33 @@ def emit_phase_gemm(k, attrs: dict, mr: int) -> str:
     name = k.graph.add_const(f"{w.name}_phases{mr}", packed)
     k.ins[1] = replace(w, name=name, shape=packed.shape, const=packed)
     D = len(ins)
-    # Output offset of input position x_at (flat) in phase ph, a C expression.
+    n, ph, r, q, q0 = (Var(v) for v in ("n", "ph", "r", "q", "q0"))
+    oc, x_at = Var("oc", index_type(const=True)), Var("x_at", index_type(const=True))
+    p, acc = Var("p", index_type(const=True)), Var("acc", Type(k.outs[0].dtype))
+    # Output offset of input position x_at (flat) in phase ph.
     if D == 1:
-        pos = f"x_at * {st[0]} + ph"
+        pos = x_at * st[0] + ph
     else:
-        pos = (f"(x_at / {ins[1]} * {st[0]} + ph / {st[1]}) * {out[1]} + "
-               f"x_at % {ins[1]} * {st[1]} + ph % {st[1]}")
+        pos = ((x_at / ins[1] * st[0] + ph / st[1]) * out[1] + x_at % ins[1] * st[1]
+               + ph % st[1])
+    wb = Var("wb", Type("float32", pointer=True, const=True))
 
     def block(m0: str, rows: int) -> list[str]:
-        store = [f"const size_t oc = {m0} + r, x_at = q0 + q;",
-                 f"const size_t p = n * {co * ohw} + oc * {ohw} + {pos};",
-                 f"{k.ctype} acc = tile[r * MTVM_F32_NR + q]{' + in2[oc]' if b else ''};"]
-        ep = k.epilogue("acc", "p", "oc")
-        if ep:
-            store.append(ep)
-        store.append("out0[p] = acc;")
-        return [f"const float* wb = in1 + (ph * {co} + {m0}) * {ci};"] + column_tiles(
+        value = Index(Var("tile", Type("float32", pointer=True)), r * RawExpr("MTVM_F32_NR") + q)
+        store = [Decl(oc, RawExpr(m0) + r), Decl(x_at, q0 + q),
+                 Decl(p, n * (co * ohw) + oc * ohw + pos),
+                 Decl(acc, value + param(b)[oc] if b else value),
+                 *tail(k, acc, p, oc),
+                 Assign(param(k.outs[0], output=True)[p], acc)]
+        first = Decl(wb, param(k.ins[1]) + (ph * co + RawExpr(m0)) * ci)
+        return [render_c(first)] + column_tiles(
             k, rows=rows, taps=ci, a="wb", b=f"in0 + n * {ci * hw} + q0", ldb=hw, cols=hw,
-            store=store)
-    lines = [f"/* Schedule: ConvTranspose as {phases} pointwise GEMMs, one per phase (kernel",
-             f" * == stride: each output pixel has one tap); weights packed per phase in",
-             f" * blocks of {mr} output channels. */",
-             f"for (size_t n = 0; n < {n_batch}; ++n) {{",
-             f"    for (size_t ph = 0; ph < {phases}; ++ph) {{"]
-    lines += ["        " + s for s in row_blocks(co, mr, block)]
-    lines += ["    }", "}"]
-    return "\n".join(lines)
+            store=render_c(store).splitlines())
+    loops = [Comment(f"Schedule: ConvTranspose as {phases} pointwise GEMMs, one per phase"),
+             Comment("(kernel == stride: each output pixel has one tap); weights packed per"),
+             Comment(f"phase in blocks of {mr} output channels."),
+             For(n, n_batch, [For(ph, phases, [Raw("\n".join(row_blocks(co, mr, block)))])])]
+    return render_c(loops)
 
 
 @register("LpPool", "GlobalLpPool")
@@ -212,29 +224,34 @@ class LpPool(Op):
             out = [1] * (len(x.shape) - 2)
         D = len(out)
         ins = x.shape[2:]
-        t = k.ctype
-        f = "f" if t == "float" else ""
-        ov = [f"i{2 + d}" for d in range(D)]
-        inner_k, conds, xi = [], [], []
-        for d in range(D):
-            inner_k.append(f"const int64_t q{d} = (int64_t)({ov[d]} * {st[d]} + k{d} * {dil[d]})"
-                           f" - {pb[d]};")
-            conds.append(f"q{d} >= 0 && q{d} < {ins[d]}")
-            xi.append(f"(size_t)q{d} * {prod(ins[d + 1:])}")
-        v = f"in0[(i0 * {x.shape[1]} + i1) * {prod(ins)} + {' + '.join(xi)}]"
-        term = (f"fabs{f}({v})" if p == 1 else f"{v} * {v}" if p == 2 else
-                f"pow{f}(fabs{f}({v}), {k.lit(p)})")
-        inner_k += [f"if ({' && '.join(conds)}) acc += {term};"]
+        dt = k.outs[0].dtype
+        f = "f" if k.ctype == "float" else ""
+        iv = [Var(f"i{d}") for d in range(D + 2)]
+        ov, kv = iv[2:], [Var(f"k{d}") for d in range(D)]
+        qv = [Var(f"q{d}", CI64) for d in range(D)]
+        acc = Var("acc", Type(dt))
+        inner_k = [Decl(q, Cast(I64, o * st[d] + kk * dil[d]) - pb[d])
+                   for d, (q, o, kk) in enumerate(zip(qv, ov, kv))]
+        cond = None
+        for d, q in enumerate(qv):
+            c = and_(ge(q, 0), lt(q, ins[d]))
+            cond = c if cond is None else and_(cond, c)
+        xi = sum_of([Cast(index_type(), q) * prod(ins[d + 1:]) for d, q in enumerate(qv)])
+        v = param(x)[(iv[0] * x.shape[1] + iv[1]) * prod(ins) + xi]
+        term = (call(f"fabs{f}", v) if p == 1 else v * v if p == 2 else
+                call(f"pow{f}", call(f"fabs{f}", v), Const(p, dt)))
+        inner_k.append(If(cond, [Assign(acc, term, "+=")]))
         for d in reversed(range(D)):
-            inner_k = [f"for (size_t k{d} = 0; k{d} < {ks[d]}; ++k{d}) {{"] + \
-                ["    " + s for s in inner_k] + ["}"]
-        res = ("acc" if p == 1 else f"sqrt{f}(acc)" if p == 2 else
-               f"pow{f}(acc, {k.lit(1.0 / p)})")
-        o_flat = " + ".join(f"{vv} * {prod(out[d + 1:])}" for d, vv in enumerate(ov))
-        lines = nest([x.shape[0], x.shape[1]] + out,
-                     [f"{t} acc = {k.lit(0)};"] + inner_k +
-                     [f"out0[(i0 * {x.shape[1]} + i1) * {prod(out)} + {o_flat}] = {res};"])
-        return body(lines)
+            inner_k = [For(kv[d], ks[d], inner_k)]
+        res = (acc if p == 1 else call(f"sqrt{f}", acc) if p == 2 else
+               call(f"pow{f}", acc, Const(1.0 / p, dt)))
+        o_flat = sum_of([o * prod(out[d + 1:]) for d, o in enumerate(ov)])
+        inner = [Decl(acc, Const(0, dt)), *inner_k,
+                 Assign(param(k.outs[0], output=True)[(iv[0] * x.shape[1] + iv[1]) * prod(out)
+                                                      + o_flat], res)]
+        for d in reversed(range(D + 2)):
+            inner = [For(iv[d], ([x.shape[0], x.shape[1]] + list(out))[d], inner)]
+        return render_c(inner)
 
 
 @register("DeformConv")
@@ -267,40 +284,41 @@ class DeformConv(Op):
         ph, pw = (pads or [0, 0, 0, 0])[:2]
         Cog = Co // group
         cpo = Ci // offset_group
-        t = k.ctype
+        T = Type(k.outs[0].dtype)
         plane = OH * OW
-        lines = nest([N, Co, OH, OW], [
-            "const size_t n = i0, oc = i1, i = i2, j = i3;",
-            f"const size_t g = oc / {Cog};",
-            f"{t} acc = {'in3[oc]' if b is not None else k.lit(0)};",
-            f"for (size_t c = 0; c < {Cig}; ++c) {{",
-            f"    const size_t ic = g * {Cig} + c, og = ic / {cpo};",
-            f"    for (size_t a = 0; a < {KH}; ++a) {{",
-            f"        for (size_t e = 0; e < {KW}; ++e) {{",
-            f"            const size_t oci = ((og * {KH} + a) * {KW} + e) * 2;",
-            f"            const float y = (float)((int64_t)(i * {sh} + a * {dh}) - {ph}) + "
-            f"(float)in2[((n * {off.shape[1]} + oci) * {plane}) + i * {OW} + j];",
-            f"            const float xx = (float)((int64_t)(j * {sw} + e * {dw}) - {pw}) + "
-            f"(float)in2[((n * {off.shape[1]} + oci + 1) * {plane}) + i * {OW} + j];",
-            "            const float y0 = floorf(y), x0 = floorf(xx);",
-            "            const float fy = y - y0, fx = xx - x0;",
-            "            float v = 0.0f;",
-            "            for (int dy = 0; dy < 2; ++dy) {",
-            "                for (int dx = 0; dx < 2; ++dx) {",
-            "                    const int64_t yy = (int64_t)y0 + dy, xc = (int64_t)x0 + dx;",
-            f"                    if (yy >= 0 && yy < {IH} && xc >= 0 && xc < {IW}) {{",
-            "                        const float wy = dy ? fy : 1.0f - fy;",
-            "                        const float wx = dx ? fx : 1.0f - fx;",
-            f"                        v += wy * wx * (float)in0[((n * {Ci} + ic) * {IH} + "
-            f"(size_t)yy) * {IW} + (size_t)xc];",
-            "                    }",
-            "                }",
-            "            }",
-            (f"            v *= (float)in4[((n * {m.shape[1]} + (og * {KH} + a) * {KW} + e) * "
-             f"{plane}) + i * {OW} + j];" if m is not None else ""),
-            f"            acc += ({t})v * in1[((oc * {Cig} + c) * {KH} + a) * {KW} + e];",
-            "        }",
-            "    }",
-            "}",
-            f"out0[((n * {Co} + oc) * {OH} + i) * {OW} + j] = acc;"])
-        return body([s for s in lines if s.strip()])
+        X, Wt, Off = param(x), param(w), param(off)
+        n, oc, i, j, c, a, e = (Var(v) for v in ("n", "oc", "i", "j", "c", "a", "e"))
+        g, ic, og, oci = (Var(v, index_type(const=True)) for v in ("g", "ic", "og", "oci"))
+        y, xx, y0, x0, fy, fx, wy, wx = (Var(v, CF) for v in
+                                         ("y", "xx", "y0", "x0", "fy", "fx", "wy", "wx"))
+        dy, dx = Var("dy", Type("int32")), Var("dx", Type("int32"))
+        yy, xc = Var("yy", CI64), Var("xc", CI64)
+        acc, v = Var("acc", T), Var("v", F)
+        at = (i * OW) + j
+
+        def shifted(pos, kern, stride, dil, pad, ch):   # the tap's sample coordinate
+            return (Cast(F, Cast(I64, pos * stride + kern * dil) - pad)
+                    + Cast(F, Off[(n * off.shape[1] + ch) * plane + at]))
+
+        tap = [Decl(yy, Cast(I64, y0) + dy), Decl(xc, Cast(I64, x0) + dx),
+               If(and_(and_(and_(ge(yy, 0), lt(yy, IH)), ge(xc, 0)), lt(xc, IW)), [
+                   Decl(wy, select(dy, fy, _f(1) - fy)), Decl(wx, select(dx, fx, _f(1) - fx)),
+                   Assign(v, wy * wx * Cast(F, X[((n * Ci + ic) * IH + Cast(index_type(), yy))
+                                                  * IW + Cast(index_type(), xc)]), "+=")])]
+        per_tap = [Decl(oci, ((og * KH + a) * KW + e) * 2),
+                   Decl(y, shifted(i, a, sh, dh, ph, oci)),
+                   Decl(xx, shifted(j, e, sw, dw, pw, oci + 1)),
+                   Decl(y0, call("floorf", y)), Decl(x0, call("floorf", xx)),
+                   Decl(fy, y - y0), Decl(fx, xx - x0),
+                   Decl(v, _f(0)),
+                   For(dy, 2, [For(dx, 2, tap)])]
+        if m is not None:
+            per_tap.append(Assign(v, Cast(F, param(m)[(n * m.shape[1] + (og * KH + a) * KW + e)
+                                                      * plane + at]), "*="))
+        per_tap.append(Assign(acc, Cast(T, v) * Wt[((oc * Cig + c) * KH + a) * KW + e], "+="))
+        cell = [Decl(g, oc / Cog),
+                Decl(acc, param(b)[oc] if b is not None else Const(0, T.dtype)),
+                For(c, Cig, [Decl(ic, g * Cig + c), Decl(og, ic / cpo),
+                             For(a, KH, [For(e, KW, per_tap)])]),
+                Assign(param(k.outs[0], output=True)[((n * Co + oc) * OH + i) * OW + j], acc)]
+        return render_c(For(n, N, [For(oc, Co, [For(i, OH, [For(j, OW, cell)])])]))

@@ -18,8 +18,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.cwriter import (ArrayDecl, Assign, Binary, Cast, Const, Decl, Expr, ExprStmt, For,
+                               If, Index, Raw, RawExpr, Type, Var, and_, call, eq, ge, gt,
+                               index_type, le, lt, not_, operand, or_, param, render_c, select)
 from ..errors import UnsupportedError
 from .base import Op, move_input_to_attr, need_const, register
+
+
+I64 = Type("int64")
 
 
 # -- loop helpers -----------------------------------------------------------------------
@@ -41,14 +47,11 @@ def naxis(axis: int, rank: int) -> int:
 
 
 def nest(shape, body: list[str], var: str = "i") -> list[str]:
-    """Loops over `shape` (variables i0, i1, ...) around `body`."""
-    lines = []
-    for d, n in enumerate(shape):
-        lines.append("    " * d + f"for (size_t {var}{d} = 0; {var}{d} < {n}; ++{var}{d}) {{")
-    lines += ["    " * len(shape) + b for b in body]
+    """Loops over `shape` (variables i0, i1, ...) around `body` (C lines)."""
+    stmts = [Raw("\n".join(body))] if body else []
     for d in reversed(range(len(shape))):
-        lines.append("    " * d + "}")
-    return lines
+        stmts = [For(Var(f"{var}{d}"), shape[d], stmts)]
+    return render_c(stmts).splitlines()
 
 
 def index_expr(base: int, terms) -> str:
@@ -84,13 +87,29 @@ def strided_copy(out_shape, src: str, base: int, strides, dst: str = "out0",
     if prod(out_shape) == 0:
         return []
     shape, (ss, ds) = _merge(out_shape, [list(strides), strides_of(out_shape)])
+    dst_v, src_v = Var(dst), Var(src)
     if not shape:
-        return [f"{dst}[{dst_base}] = {src}[{base}];"]
+        return [render_c(Assign(dst_v[dst_base], src_v[base]))]
     if len(shape) == 1 and ss[0] == 1 and ds[0] == 1 and shape[0] > 1:
-        return [f"memcpy(&{dst}[{dst_base}], &{src}[{base}], {shape[0]} * sizeof {dst}[0]);"]
+        return [render_c(ExprStmt(call("memcpy", RawExpr(f"&{dst}[{dst_base}]"),
+                                       RawExpr(f"&{src}[{base}]"),
+                                       RawExpr(f"{shape[0]} * sizeof {dst}[0]"))))]
     vs = [f"i{d}" for d in range(len(shape))]
-    return nest(shape, [f"{dst}[{index_expr(dst_base, zip(vs, ds))}] = "
-                        f"{src}[{index_expr(base, zip(vs, ss))}];"])
+    return nest(shape, [render_c(Assign(Index(dst_v, RawExpr(index_expr(dst_base, zip(vs, ds)))),
+                                        Index(src_v, RawExpr(index_expr(base, zip(vs, ss))))))])
+
+
+def _loops(shape, body: list) -> list:
+    """For loops over `shape` (variables i0, i1, ...) around C writer statements."""
+    for d in reversed(range(len(shape))):
+        body = [For(Var(f"i{d}"), shape[d], body)]
+    return body
+
+
+def _memcpy(dst: str, src: str, count: int) -> ExprStmt:
+    """memcpy of `count` elements of out0's type (dst, src: C text of pointers)."""
+    return ExprStmt(call("memcpy", RawExpr(dst), RawExpr(src),
+                         RawExpr(f"{count} * sizeof out0[0]")))
 
 
 def body(lines: list[str]) -> str:
@@ -307,12 +326,14 @@ class SpaceToDepth(Op):
 
 # -- gathers and scatters ------------------------------------------------------------------
 
-def _wrap(var: str, src: str, dim: int, idx_dtype) -> list[str]:
-    """int64_t var = src, with a negative index counted from the end."""
-    lines = [f"int64_t {var} = (int64_t){src};"]
+def _wrap(var: str, src, dim: int, idx_dtype) -> list:
+    """int64_t var = src, with a negative index counted from the end (C writer
+    statements; src an expression or C text)."""
+    v = Var(var, I64)
+    out = [Decl(v, Cast(I64, operand(src)))]
     if np.dtype(idx_dtype).kind != "u":
-        lines.append(f"if ({var} < 0) {var} += {dim};")
-    return lines
+        out.append(If(lt(v, 0), [Assign(v, Const(dim), "+=")]))
+    return out
 
 
 @register("Gather")
@@ -329,14 +350,16 @@ class Gather(Op):
         n = ind.size
         if k.out.size == 0:
             return body([])
-        copy = (f"memcpy(&out0[(o * {n} + j) * {inner}], &in0[(o * {dim} + (size_t)idx) * "
-                f"{inner}], {inner} * sizeof out0[0]);" if inner > 1 else
-                f"out0[o * {n} + j] = in0[o * {dim} + (size_t)idx];")
-        inner_lines = _wrap("idx", "in1[j]", dim, ind.dtype) + [copy]
-        lines = [f"for (size_t o = 0; o < {outer}; ++o) {{",
-                 f"    for (size_t j = 0; j < {n}; ++j) {{"]
-        lines += ["        " + s for s in inner_lines] + ["    }", "}"]
-        return body(lines)
+        o, j, idx = Var("o"), Var("j"), Var("idx", I64)
+        X, out = param(x), param(k.out, output=True)
+        at = o * dim + Cast(index_type(), idx)
+        if inner > 1:
+            copy = _memcpy(f"&out0[{render_c((o * n + j) * inner)}]",
+                           f"&in0[{render_c(at * inner)}]", inner)
+        else:
+            copy = Assign(out[o * n + j], X[at])
+        inner_stmts = _wrap("idx", param(ind)[j], dim, ind.dtype) + [copy]
+        return render_c(For(o, outer, [For(j, n, inner_stmts)]))
 
 
 @register("GatherElements")
@@ -354,9 +377,11 @@ class GatherElements(Op):
         vs = [f"i{d}" for d in range(len(ind.shape))]
         flat = index_expr(0, zip(vs, strides_of(ind.shape)))
         src = index_expr(0, [(v, s) for d, (v, s) in enumerate(zip(vs, x.strides)) if d != a])
+        idx = Var("idx", I64)
         inner = _wrap("idx", f"in1[{flat}]", x.shape[a], ind.dtype)
-        inner.append(f"out0[{flat}] = in0[{src} + (size_t)idx * {x.strides[a]}];")
-        return body(nest(ind.shape, inner))
+        inner.append(Assign(Index(Var("out0"), RawExpr(flat)),
+                            param(x)[RawExpr(src) + Cast(index_type(), idx) * x.strides[a]]))
+        return body(nest(ind.shape, render_c(inner).splitlines()))
 
 
 @register("ScatterElements", "Scatter")
@@ -375,15 +400,17 @@ class ScatterElements(Op):
     def emit(self, k, *, axis=0, reduction="none"):
         x, ind, upd = k.ins
         a = naxis(axis, len(x.shape))
-        lines = [f"memcpy(out0, in0, {x.size} * sizeof out0[0]);"] if x.size else []
+        lines = [render_c(_memcpy("out0", "in0", x.size))] if x.size else []
         if ind.size:
             vs = [f"i{d}" for d in range(len(ind.shape))]
             flat = index_expr(0, zip(vs, strides_of(ind.shape)))
             dst = index_expr(0, [(v, s) for d, (v, s) in enumerate(zip(vs, x.strides)) if d != a])
+            idx, d = Var("idx", I64), Var("d", Type(k.out.dtype, pointer=True))
             inner = _wrap("idx", f"in1[{flat}]", x.shape[a], ind.dtype)
-            inner.append(f"{k.ctype}* d = &out0[{dst} + (size_t)idx * {x.strides[a]}];")
-            inner.append(_c_reduce(reduction, "*d", f"in2[{flat}]") + ";")
-            lines += nest(ind.shape, inner)
+            inner += [Decl(d, param(k.out, output=True) + RawExpr(dst)
+                           + Cast(index_type(), idx) * x.strides[a]),
+                      _c_reduce(reduction, d[0], Index(Var("in2"), RawExpr(flat)))]
+            lines += nest(ind.shape, render_c(inner).splitlines())
         return body(lines)
 
 
@@ -399,16 +426,17 @@ def _reduce(reduction, old, new):
     return new
 
 
-def _c_reduce(reduction, d, u) -> str:
+def _c_reduce(reduction, d: Expr, u: Expr) -> Assign:
+    """d = reduction(d, u) as a statement."""
     if reduction == "add":
-        return f"{d} = {d} + {u}"
+        return Assign(d, d + u)
     if reduction == "mul":
-        return f"{d} = {d} * {u}"
+        return Assign(d, d * u)
     if reduction == "max":
-        return f"{d} = {d} > {u} ? {d} : {u}"
+        return Assign(d, select(gt(d, u), d, u))
     if reduction == "min":
-        return f"{d} = {d} < {u} ? {d} : {u}"
-    return f"{d} = {u}"
+        return Assign(d, select(lt(d, u), d, u))
+    return Assign(d, u)
 
 
 @register("GatherND")
@@ -435,17 +463,15 @@ class GatherND(Op):
         inner = prod(x.shape[b + m:])
         if k.out.size == 0:
             return body([])
-        lines = [f"for (size_t bi = 0; bi < {B}; ++bi) {{",
-                 f"    for (size_t q = 0; q < {Q}; ++q) {{",
-                 f"        const size_t t = (bi * {Q} + q) * {m};",
-                 f"        size_t off = bi * {prod(x.shape[b:])};"]
+        bi, q = Var("bi"), Var("q")
+        t, off = Var("t", index_type(const=True)), Var("off")
+        cell = [Decl(t, (bi * Q + q) * m), Decl(off, bi * prod(x.shape[b:]))]
         for j in range(m):
-            dim = x.shape[b + j]
-            lines += ["        " + s for s in _wrap(f"v{j}", f"in1[t + {j}]", dim, ind.dtype)]
-            lines.append(f"        off += (size_t)v{j} * {prod(x.shape[b + j + 1:])};")
-        lines += [f"        memcpy(&out0[(bi * {Q} + q) * {inner}], &in0[off], "
-                  f"{inner} * sizeof out0[0]);", "    }", "}"]
-        return body(lines)
+            cell += _wrap(f"v{j}", param(ind)[t + j], x.shape[b + j], ind.dtype)
+            cell.append(Assign(off, Cast(index_type(), Var(f"v{j}", I64))
+                               * prod(x.shape[b + j + 1:]), "+="))
+        cell.append(_memcpy(f"&out0[{render_c((bi * Q + q) * inner)}]", "&in0[off]", inner))
+        return render_c(For(bi, B, [For(q, Q, cell)]))
 
 
 @register("ScatterND")
@@ -465,17 +491,18 @@ class ScatterND(Op):
         m = ind.shape[-1]
         Q = prod(ind.shape[:-1])
         inner = prod(x.shape[m:])
-        lines = [f"memcpy(out0, in0, {x.size} * sizeof out0[0]);"] if x.size else []
+        lines = [render_c(_memcpy("out0", "in0", x.size))] if x.size else []
         if Q and inner:
-            lines += [f"for (size_t q = 0; q < {Q}; ++q) {{", "    size_t off = 0;"]
+            q, e, off = Var("q"), Var("e"), Var("off")
+            cell = [Decl(off, 0)]
             for j in range(m):
-                lines += ["    " + s for s in _wrap(f"v{j}", f"in1[q * {m} + {j}]", x.shape[j],
-                                                     ind.dtype)]
-                lines.append(f"    off += (size_t)v{j} * {prod(x.shape[j + 1:])};")
-            lines += [f"    for (size_t e = 0; e < {inner}; ++e) {{",
-                      "        " + _c_reduce(reduction, "out0[off + e]",
-                                             f"in2[q * {inner} + e]") + ";",
-                      "    }", "}"]
+                cell += _wrap(f"v{j}", param(ind)[q * m + j], x.shape[j], ind.dtype)
+                cell.append(Assign(off, Cast(index_type(), Var(f"v{j}", I64))
+                                   * prod(x.shape[j + 1:]), "+="))
+            out = param(k.out, output=True)
+            cell.append(For(e, inner, [_c_reduce(reduction, out[off + e],
+                                                 param(upd)[q * inner + e])]))
+            lines.append(render_c(For(q, Q, cell)))
         return body(lines)
 
 
@@ -501,12 +528,14 @@ class OneHot(Op):
         ind, _, val = k.ins
         a = naxis(axis, len(ind.shape) + 1)
         outer, inner = prod(ind.shape[:a]), prod(ind.shape[a:])
-        lines = nest([outer, depth, inner], [
-            f"int64_t idx = (int64_t)in0[i0 * {inner} + i2];",
-            f"if (idx < 0) idx += {depth};",
-            f"out0[(i0 * {depth} + i1) * {inner} + i2] = "
-            "(idx == (int64_t)i1) ? in2[1] : in2[0];"])
-        return body(lines if k.out.size else [])
+        if k.out.size == 0:
+            return body([])
+        i0, i1, i2 = Var("i0"), Var("i1"), Var("i2")
+        idx, vals = Var("idx", I64), param(val)
+        cell = _wrap("idx", param(ind)[i0 * inner + i2], depth, np.int64)
+        cell.append(Assign(param(k.out, output=True)[(i0 * depth + i1) * inner + i2],
+                           select(eq(idx, Cast(I64, i1)), vals[1], vals[0])))
+        return render_c(_loops([outer, depth, inner], cell))
 
 
 @register("Trilu")
@@ -524,11 +553,14 @@ class Trilu(Op):
         if kk.out.size == 0:
             return body([])
         R, C = x.shape[-2], x.shape[-1]
-        cond = f"(int64_t)c - (int64_t)r >= {k}" if upper else f"(int64_t)c - (int64_t)r <= {k}"
-        return body(nest([prod(x.shape[:-2]), R, C], [
-            "const size_t r = i1, c = i2;",
-            f"const size_t p = (i0 * {R} + r) * {C} + c;",
-            f"out0[p] = ({cond}) ? in0[p] : {kk.lit(0)};"]))
+        i0, r, c = Var("i0"), Var("r"), Var("c")
+        p = Var("p", index_type(const=True))
+        diff = Cast(I64, c) - Cast(I64, r)
+        cond = ge(diff, Const(k, "int64")) if upper else le(diff, Const(k, "int64"))
+        return render_c(For(i0, prod(x.shape[:-2]), [For(r, R, [For(c, C, [
+            Decl(p, (i0 * R + r) * C + c),
+            Assign(param(kk.out, output=True)[p],
+                   select(cond, param(x)[p], Const(0, kk.out.dtype)))])])]))
 
 
 # -- along an axis: ArgMax/ArgMin, CumSum/CumProd, TopK ---------------------------------------
@@ -558,15 +590,15 @@ class ArgMinMax(Op):
                     f"(v {cmp} best || isnan(v)) && !isnan(best)")
         if k.out.size == 0:
             return body([])
-        return body(nest([outer, inner], [
-            f"const size_t base = i0 * {n * inner} + i1;",
-            f"{x.ctype} best = in0[base];",
-            "int64_t at = 0;",
-            f"for (size_t r = 1; r < {n}; ++r) {{",
-            f"    {x.ctype} v = in0[base + r * {inner}];",
-            f"    if ({take}) {{ best = v; at = (int64_t)r; }}",
-            "}",
-            f"out0[i0 * {inner} + i1] = at;"]))
+        X, i0, i1, r = param(x), Var("i0"), Var("i1"), Var("r")
+        base = Var("base", index_type(const=True))
+        best, v, at = Var("best", Type(x.dtype)), Var("v", Type(x.dtype)), Var("at", I64)
+        cell = [Decl(base, i0 * (n * inner) + i1), Decl(best, X[base]), Decl(at, Const(0)),
+                For(r, n, [Decl(v, X[base + r * inner]),
+                           If(RawExpr(take), [Assign(best, v), Assign(at, Cast(I64, r))])],
+                    begin=Const(1)),
+                Assign(param(k.out, output=True)[i0 * inner + i1], at)]
+        return render_c(For(i0, outer, [For(i1, inner, cell)]))
 
 
 @register("CumSum", "CumProd")
@@ -594,14 +626,15 @@ class CumSum(Op):
         if k.out.size == 0:
             return body([])
         op, ident = ("+", 0) if self.name == "CumSum" else ("*", 1)
-        pos = f"({n - 1} - r)" if reverse else "r"
-        step = ([f"out0[p] = acc;", f"acc = acc {op} in0[p];"] if exclusive else
-                [f"acc = acc {op} in0[p];", "out0[p] = acc;"])
-        return body(nest([outer, inner], [
-            f"{k.ctype} acc = {k.lit(ident)};",
-            f"for (size_t r = 0; r < {n}; ++r) {{",
-            f"    const size_t p = i0 * {n * inner} + {pos} * {inner} + i1;"]
-            + ["    " + s for s in step] + ["}"]))
+        i0, i1, r = Var("i0"), Var("i1"), Var("r")
+        p, acc = Var("p", index_type(const=True)), Var("acc", Type(k.out.dtype))
+        pos = (n - 1) - r if reverse else r
+        store = Assign(param(k.out, output=True)[p], acc)
+        update = Assign(acc, Binary(op, acc, param(x)[p]))
+        cell = [Decl(acc, Const(ident, k.out.dtype)),
+                For(r, n, [Decl(p, i0 * (n * inner) + pos * inner + i1),
+                           *([store, update] if exclusive else [update, store])])]
+        return render_c(For(i0, outer, [For(i1, inner, cell)]))
 
 
 @register("TopK")
@@ -642,21 +675,18 @@ class TopK(Op):
                 first, second = (xp, xq) if largest else (xq, xp)
                 return (f"({xp} {cmp} {xq} || (isnan({first}) && !isnan({second})) || "
                         f"(({xp} == {xq} || (isnan({xp}) && isnan({xq}))) && {p} < {q}))")
-        out_idx = f"i0 * {k * inner} + t * {inner} + i1"
-        lines = nest([outer, inner], [
-            f"const size_t base = i0 * {n * inner} + i1;",
-            "size_t prev = 0;",
-            f"for (size_t t = 0; t < {k}; ++t) {{",
-            f"    size_t best = {n};",
-            f"    for (size_t r = 0; r < {n}; ++r) {{",
-            f"        if (t > 0 && !{before('prev', 'r')}) continue;",
-            f"        if (best == {n} || {before('r', 'best')}) best = r;",
-            "    }",
-            f"    out0[{out_idx}] = in0[base + best * {inner}];",
-            f"    out1[{out_idx}] = (int64_t)best;",
-            "    prev = best;",
-            "}"])
-        return body(lines)
+        i0, i1, t, r = Var("i0"), Var("i1"), Var("t"), Var("r")
+        base, prev, best = Var("base", index_type(const=True)), Var("prev"), Var("best")
+        out_idx = i0 * (k * inner) + t * inner + i1
+        X = param(x)
+        pick = For(r, n, [If(not_(and_(gt(t, 0), not_(RawExpr(before("prev", "r"))))), [
+            If(or_(eq(best, n), RawExpr(before("r", "best"))), [Assign(best, r)])])])
+        cell = [Decl(base, i0 * (n * inner) + i1), Decl(prev, 0),
+                For(t, k, [Decl(best, n), pick,
+                           Assign(param(kk.outs[0], output=True)[out_idx], X[base + best * inner]),
+                           Assign(param(kk.outs[1], output=True)[out_idx], Cast(I64, best)),
+                           Assign(prev, best)])]
+        return render_c(For(i0, outer, [For(i1, inner, cell)]))
 
 
 # -- with a compile-time condition / no data-dependent shapes -------------------------------
@@ -682,11 +712,12 @@ class Compress(Op):
         outer, inner = prod(shape[:a]), prod(shape[a + 1:])
         if not keep or k.out.size == 0:
             return body([])
-        table = ", ".join(str(i) for i in keep)
-        return body([f"static const size_t keep[{len(keep)}] = {{ {table} }};"] + nest(
-            [outer, len(keep), inner],
-            [f"out0[(i0 * {len(keep)} + i1) * {inner} + i2] = "
-             f"in0[(i0 * {shape[a]} + keep[i1]) * {inner} + i2];"]))
+        table = Var("keep", index_type(const=True))
+        i0, i1, i2 = Var("i0"), Var("i1"), Var("i2")
+        copy = Assign(param(k.out, output=True)[(i0 * len(keep) + i1) * inner + i2],
+                      param(x)[(i0 * shape[a] + table[i1]) * inner + i2])
+        return render_c([ArrayDecl(table, [Const(i) for i in keep]),
+                         *_loops([outer, len(keep), inner], [copy])])
 
 
 class _DataDependent(Op):
@@ -734,15 +765,16 @@ class ReverseSequence(Op):
         st = x.strides
         inner = prod(x.shape[2:])
         T, B = x.shape[time_axis], x.shape[batch_axis]
-        lines = nest([B, T], [
-            "const size_t b = i0, t = i1;",
-            f"const size_t n = (size_t)in1[b];",
-            "const size_t src_t = t < n ? n - 1 - t : t;",
-            f"for (size_t e = 0; e < {inner}; ++e) {{",
-            f"    out0[b * {st[batch_axis]} + t * {st[time_axis]} + e] = "
-            f"in0[b * {st[batch_axis]} + src_t * {st[time_axis]} + e];",
-            "}"])
-        return body(lines if k.out.size else [])
+        if k.out.size == 0:
+            return body([])
+        b, t, e = Var("b"), Var("t"), Var("e")
+        n, src_t = Var("n", index_type(const=True)), Var("src_t", index_type(const=True))
+        sb, sti = st[batch_axis], st[time_axis]
+        return render_c(For(b, B, [For(t, T, [
+            Decl(n, Cast(index_type(), param(k.ins[1])[b])),
+            Decl(src_t, select(lt(t, n), n - 1 - t, t)),
+            For(e, inner, [Assign(param(k.out, output=True)[b * sb + t * sti + e],
+                                  param(x)[b * sb + src_t * sti + e])])])]))
 
 
 @register("Dropout")
@@ -765,10 +797,11 @@ class Dropout(Op):
     def emit(self, k, **attrs):
         lines = []
         if k.out.size:
-            lines.append(f"memcpy(out0, in0, {k.out.size} * sizeof out0[0]);")
+            lines.append(_memcpy("out0", "in0", k.out.size))
         if len(k.outs) > 1 and k.outs[1] is not None and k.outs[1].size:
-            lines.append(f"memset(out1, 1, {k.outs[1].size});")
-        return body(lines)
+            lines.append(ExprStmt(call("memset", param(k.outs[1], output=True), 1,
+                                       k.outs[1].size)))
+        return render_c(lines) if lines else body([])
 
 
 @register("TensorScatter")
@@ -797,14 +830,14 @@ class TensorScatter(Op):
         B = cache.shape[0]
         mid = prod(cache.shape[1:a])
         S, s, inner = cache.shape[a], upd.shape[a], prod(cache.shape[a + 1:])
-        start = "(size_t)in2[i0]" if idx is not None else "0"
-        pos = f"({start} + i2) % {S}" if mode == "circular" else f"{start} + i2"
-        lines = [f"memcpy(out0, in0, {cache.size} * sizeof out0[0]);"]
-        lines += nest([B, mid, s], [
-            f"const size_t p = {pos};",
-            f"memcpy(&out0[((i0 * {mid} + i1) * {S} + p) * {inner}], "
-            f"&in1[((i0 * {mid} + i1) * {s} + i2) * {inner}], {inner} * sizeof out0[0]);"])
-        return body(lines)
+        i0, i1, i2 = Var("i0"), Var("i1"), Var("i2")
+        p = Var("p", index_type(const=True))
+        start = Cast(index_type(), param(idx)[i0]) if idx is not None else Const(0)
+        pos = (start + i2) % S if mode == "circular" else start + i2
+        copy = _memcpy(f"&out0[{render_c(((i0 * mid + i1) * S + p) * inner)}]",
+                       f"&in1[{render_c(((i0 * mid + i1) * s + i2) * inner)}]", inner)
+        return render_c([_memcpy("out0", "in0", cache.size),
+                         *_loops([B, mid, s], [Decl(p, pos), copy])])
 
 
 @register("ArrayFeatureExtractor", domain="ai.onnx.ml")
@@ -821,5 +854,7 @@ class ArrayFeatureExtractor(Op):
         n = ind.size
         last = x.shape[-1]
         outer = prod(x.shape[:-1])
-        return body(nest([outer, n], [f"out0[i0 * {n} + i1] = in0[i0 * {last} + "
-                                      "(size_t)in1[i1]];"]))
+        i0, i1 = Var("i0"), Var("i1")
+        return render_c(_loops([outer, n], [Assign(
+            param(k.out, output=True)[i0 * n + i1],
+            param(x)[i0 * last + Cast(index_type(), param(ind)[i1])])]))

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.cwriter import (VOID, Assign, Cast, Decl, ExprStmt, For, If, Index, Raw, RawExpr,
+                               Type, Var, and_, call, ge, index_type, kernel_dtype, lt, param,
+                               render_c, sum_of, tail)
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, move_input_to_attr, need_const, register
-from .indexing import body, nest, strides_of
+from .indexing import body, strides_of
 from .reduce import indent, norm_axis, prod
 
 
@@ -29,22 +32,22 @@ def _index(terms: list[tuple[str, int]]) -> str:
 
 def _nest(sizes: list[int], names: list[str], body: list[str]) -> list[str]:
     """Nested for loops over `sizes` with loop variables `names` around `body`."""
-    lines = []
-    for d, (size, v) in enumerate(zip(sizes, names)):
-        lines.append("    " * d + f"for (size_t {v} = 0; {v} < {size}; ++{v}) {{")
-    lines += indent(body, len(sizes))
-    for d in reversed(range(len(sizes))):
-        lines.append("    " * d + "}")
-    return lines
+    stmts = [Raw("\n".join(body))] if body else []
+    for size, v in reversed(list(zip(sizes, names))):
+        stmts = [For(Var(v), size, stmts)]
+    return render_c(stmts).splitlines()
+
+
+def _memset(out0: Var, count: int) -> ExprStmt:
+    """out0's `count` elements set to zero."""
+    return ExprStmt(call("memset", out0, 0, RawExpr(f"{count} * sizeof out0[0]")))
 
 
 def _store(k, value: str, idx: str) -> list[str]:
-    lines = [f"{k.ctype} v = {value};"]
-    ep = k.epilogue("v", idx)
-    if ep:
-        lines.append(ep)
-    lines.append(f"out0[{idx}] = v;")
-    return lines
+    """v = value; the fused tail; out0[idx] = v (C lines; value and idx C text)."""
+    v = Var("v", Type(kernel_dtype(k)))
+    return render_c([Decl(v, RawExpr(value)), *tail(k, v, RawExpr(idx)),
+                     Assign(Index(Var("out0"), RawExpr(idx)), v)]).splitlines()
 
 
 # -- Transpose ----------------------------------------------------------------------
@@ -122,22 +125,24 @@ class Concat(Op):
         outer = prod(out.shape[:axis])
         inner = prod(out.shape[axis + 1:])
         row = out.shape[axis] * inner
+        o, out0 = Var("o"), Var("out0", Type(out.dtype, pointer=True))
         lines, offset = [], 0
         for b in k.ins:
             chunk = b.shape[axis] * inner
             if chunk == 0:
                 continue
-            nbytes = f"{chunk} * sizeof({b.ctype})"
+            nbytes = RawExpr(f"{chunk} * sizeof({b.ctype})")
+            src = Var(b.c, Type(b.dtype, pointer=True, const=True))
             if outer == 1:
-                dst = f"out0 + {offset}" if offset else "out0"
-                lines.append(f"memcpy({dst}, {b.c}, {nbytes});")
+                dst = out0 + offset if offset else out0
+                lines.append(ExprStmt(call("memcpy", dst, src, nbytes)))
             else:
-                dst = f"out0 + o * {row}" + (f" + {offset}" if offset else "")
-                lines.append(f"    memcpy({dst}, {b.c} + o * {chunk}, {nbytes});")
+                dst = out0 + o * row + offset if offset else out0 + o * row
+                lines.append(ExprStmt(call("memcpy", dst, src + o * chunk, nbytes)))
             offset += chunk
         if outer != 1 and lines:
-            lines = [f"for (size_t o = 0; o < {outer}; ++o) {{"] + lines + ["}"]
-        return "\n".join(lines) or "(void)out0;"
+            lines = [For(o, outer, lines)]
+        return render_c(lines) if lines else render_c(ExprStmt(Cast(Type(VOID), out0)))
 
 
 # -- Pad ----------------------------------------------------------------------------
@@ -327,15 +332,19 @@ class CenterCropPad(Op):
         x = k.ins[0]
         out_shape, ss, ds, cnt = self._plan(x.shape, shape, axes)
         ost, ist = strides_of(out_shape), x.strides
-        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);"]
+        out0 = param(k.out, output=True)
+        lines = [_memset(out0, k.out.size)]
         if prod(cnt):
-            vs = [f"i{d}" for d in range(len(cnt))]
-            src = " + ".join([str(sum(s * st for s, st in zip(ss, ist)))]
-                             + [f"{v} * {st}" for v, st in zip(vs, ist)])
-            dst = " + ".join([str(sum(d * st for d, st in zip(ds, ost)))]
-                             + [f"{v} * {st}" for v, st in zip(vs, ost)])
-            lines += nest(cnt, [f"out0[{dst}] = in0[{src}];"])
-        return body(lines)
+            iv = [Var(f"i{d}") for d in range(len(cnt))]
+            src = sum_of([sum(s * st for s, st in zip(ss, ist))]
+                         + [v * st for v, st in zip(iv, ist)])
+            dst = sum_of([sum(d * st for d, st in zip(ds, ost))]
+                         + [v * st for v, st in zip(iv, ost)])
+            inner = [Assign(out0[dst], param(x)[src])]
+            for d in reversed(range(len(cnt))):
+                inner = [For(iv[d], cnt[d], inner)]
+            lines += inner
+        return render_c(lines)
 
 
 @register("Col2Im")
@@ -378,22 +387,22 @@ class Col2Im(Op):
         K = prod(block_shape)
         C = CK // K
         P = prod(image_shape)
-        t = k.ctype
         loops = [N, C] + list(block_shape) + nb
-        kv = [f"i{2 + i}" for i in range(D)]
-        lv = [f"i{2 + D + i}" for i in range(D)]
-        kf = " + ".join(f"{v} * {prod(block_shape[i + 1:])}" for i, v in enumerate(kv))
-        lf = " + ".join(f"{v} * {prod(nb[i + 1:])}" for i, v in enumerate(lv))
-        inner = []
-        conds = []
-        for i in range(D):
-            inner.append(f"const int64_t p{i} = (int64_t)({lv[i]} * {st[i]} + {kv[i]} * {dil[i]})"
-                         f" - {pd[i]};")
-            conds.append(f"p{i} >= 0 && p{i} < {image_shape[i]}")
-        pf = " + ".join(f"(size_t)p{i} * {prod(image_shape[i + 1:])}" for i in range(D))
-        inner += [f"if ({' && '.join(conds)}) {{",
-                  f"    out0[(i0 * {C} + i1) * {P} + {pf}] += "
-                  f"in0[(i0 * {CK} + i1 * {K} + {kf}) * {L} + {lf}];", "}"]
-        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);"] + nest(loops, inner)
-        del t
-        return body(lines)
+        iv = [Var(f"i{d}") for d in range(len(loops))]
+        kv, lv = iv[2:2 + D], iv[2 + D:]
+        pv = [Var(f"p{i}", Type("int64", const=True)) for i in range(D)]
+        kf = sum_of([v * prod(block_shape[i + 1:]) for i, v in enumerate(kv)])
+        lf = sum_of([v * prod(nb[i + 1:]) for i, v in enumerate(lv)])
+        inner = [Decl(p, Cast(Type("int64"), lv[i] * st[i] + kv[i] * dil[i]) - pd[i])
+                 for i, p in enumerate(pv)]
+        cond = None
+        for i, p in enumerate(pv):
+            c = and_(ge(p, 0), lt(p, image_shape[i]))
+            cond = c if cond is None else and_(cond, c)
+        pf = sum_of([Cast(index_type(), p) * prod(image_shape[i + 1:]) for i, p in enumerate(pv)])
+        out0 = param(k.out, output=True)
+        inner.append(If(cond, [Assign(out0[(iv[0] * C + iv[1]) * P + pf],
+                                      param(x)[(iv[0] * CK + iv[1] * K + kf) * L + lf], "+=")]))
+        for d in reversed(range(len(loops))):
+            inner = [For(iv[d], loops[d], inner)]
+        return render_c([_memset(out0, k.out.size)] + inner)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Op, register
-from .indexing import body, nest, prod, strides_of
+from ..codegen.cwriter import (Assign, Cast, Const, Decl, For, If, Type, Var, call, eq, gt, ne,
+                               not_, param, render_c, sum_of)
+from .indexing import prod, strides_of
 
 
 @register("Einsum")
@@ -60,23 +62,23 @@ class Einsum(Op):
 
     def emit(self, k, *, equation):
         terms, rhs, size, summed = self.plan(equation, [b.shape for b in k.ins])
-        t = k.ctype
-        prods = []
-        for j, (term, b) in enumerate(zip(terms, k.ins)):
-            st = strides_of(b.shape)
-            idx = " + ".join(f"{_v(c)} * {s}" for c, s in zip(term, st)) or "0"
-            prods.append(f"in{j}[{idx}]")
+        dt = k.outs[0].dtype
+        var = {c: Var(_v(c)) for c in size}
+        value = None
+        for term, b in zip(terms, k.ins):
+            idx = sum_of([var[c] * s for c, s in zip(term, strides_of(b.shape))])
+            value = param(b)[idx] if value is None else value * param(b)[idx]
         ost = strides_of([size[c] for c in rhs])
-        oidx = " + ".join(f"{_v(c)} * {s}" for c, s in zip(rhs, ost)) or "0"
-        inner = [f"acc += {' * '.join(prods)};"]
+        acc = Var("acc", Type(dt))
+        inner = [Assign(acc, value, "+=")]
         for c in reversed(summed):
-            inner = [f"for (size_t {_v(c)} = 0; {_v(c)} < {size[c]}; ++{_v(c)}) {{"] + \
-                ["    " + s for s in inner] + ["}"]
-        lines_in = [f"{t} acc = {k.lit(0)};"] + inner + [f"out0[{oidx}] = acc;"]
+            inner = [For(var[c], size[c], inner)]
+        stmts = [Decl(acc, Const(0, dt)), *inner,
+                 Assign(param(k.outs[0], output=True)[sum_of([var[c] * s for c, s in
+                                                              zip(rhs, ost)])], acc)]
         for c in reversed(rhs):
-            lines_in = [f"for (size_t {_v(c)} = 0; {_v(c)} < {size[c]}; ++{_v(c)}) {{"] + \
-                ["    " + s for s in lines_in] + ["}"]
-        return body(lines_in)
+            stmts = [For(var[c], size[c], stmts)]
+        return render_c(stmts)
 
     def macs(self, node, inputs, outputs):
         return 0
@@ -102,25 +104,28 @@ class Det(Op):
         n = x.shape[-1]
         batch = prod(x.shape[:-2])
         k.scratch_bytes = self.scratch_bytes(k)
-        lines = ["double* a = (double*)scratch;"]
-        lines += nest([batch], [
-            f"for (size_t j = 0; j < {n * n}; ++j) a[j] = (double)in0[i0 * {n * n} + j];",
-            "double det = 1.0;",
-            f"for (size_t c = 0; c < {n}; ++c) {{",
-            "    size_t p = c;",
-            f"    for (size_t r = c + 1; r < {n}; ++r) "
-            f"if (fabs(a[r * {n} + c]) > fabs(a[p * {n} + c])) p = r;",
-            f"    if (a[p * {n} + c] == 0.0) {{ det = 0.0; break; }}",
-            "    if (p != c) {",
-            f"        for (size_t j = 0; j < {n}; ++j) {{ const double t = a[c * {n} + j]; "
-            f"a[c * {n} + j] = a[p * {n} + j]; a[p * {n} + j] = t; }}",
-            "        det = -det;",
-            "    }",
-            f"    det *= a[c * {n} + c];",
-            f"    for (size_t r = c + 1; r < {n}; ++r) {{",
-            f"        const double f = a[r * {n} + c] / a[c * {n} + c];",
-            f"        for (size_t j = c; j < {n}; ++j) a[r * {n} + j] -= f * a[c * {n} + j];",
-            "    }",
-            "}",
-            f"out0[i0] = ({k.ctype})det;"])
-        return body(lines)
+        D, DP = Type("float64"), Type("float64", pointer=True)
+        a, det, done = Var("a", DP), Var("det", D), Var("done", Type("int32"))
+        i0, j, c, r, p = Var("i0"), Var("j"), Var("c"), Var("r"), Var("p")
+        t, f = Var("t", Type("float64", const=True)), Var("f", Type("float64", const=True))
+
+        def at(row, col):
+            return a[row * n + col]
+        swap = For(j, n, [Decl(t, at(c, j)), Assign(at(c, j), at(p, j)), Assign(at(p, j), t)])
+        step = [Decl(p, c),
+                For(r, n, [If(gt(call("fabs", at(r, c)), call("fabs", at(p, c))),
+                              [Assign(p, r)])], begin=c + 1),
+                # a zero pivot: the determinant is 0 and the elimination stops there
+                If(eq(at(p, c), Const(0.0, "float64")), [Assign(det, Const(0.0, "float64")),
+                                                         Assign(done, Const(1))], [
+                    If(ne(p, c), [swap, Assign(det, -det)]),
+                    Assign(det, at(c, c), "*="),
+                    For(r, n, [Decl(f, at(r, c) / at(c, c)),
+                               For(j, n, [Assign(at(r, j), f * at(c, j), "-=")], begin=c)],
+                        begin=c + 1)])]
+        per_matrix = [For(j, n * n, [Assign(a[j], Cast(D, param(x)[i0 * (n * n) + j]))]),
+                      Decl(det, Const(1.0, "float64")), Decl(done, Const(0)),
+                      For(c, n, [If(not_(done), step)]),
+                      Assign(param(k.out, output=True)[i0], Cast(Type(k.out.dtype), det))]
+        return render_c([Decl(a, Cast(DP, Var("scratch", Type("uint8", pointer=True)))),
+                         For(i0, batch, per_matrix)])

@@ -9,7 +9,9 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from .base import Op, register
-from .indexing import nest, prod
+from ..codegen.cwriter import (Assign, Cast, Comment, Const, Decl, For, If, Type, Var, call, eq,
+                               gt, index_type, param, render_c, select)
+from .indexing import prod
 from .reduce import libm
 
 
@@ -54,39 +56,44 @@ class _Loss(Op):
         w = k.ins[2] if len(k.ins) > 2 else None
         N, C = x.shape[:2]
         D = prod(x.shape[2:])
-        t = k.ctype
-        lines = [f"{t} total = {k.lit(0)}, wsum = {k.lit(0)};"]
-        inner = [f"const int64_t tg = (int64_t)in1[i0 * {D} + i1];"]
-        ignored = f"tg == INT64_C({ignore_index})" if ignore_index is not None else "0"
-        wexpr = "in2[tg]" if w is not None else k.lit(1)
-        inner.append(f"const {t} w = ({ignored}) ? {k.lit(0)} : {wexpr};")
-        at = f"(i0 * {C} + c) * {D} + i1"
+        dt = k.outs[0].dtype
+        T, CT = Type(dt), Type(dt, const=True)
+        X, out = param(x), param(k.outs[0], output=True)
+        i0, i1, c = Var("i0"), Var("i1"), Var("c")
+        total, wsum = Var("total", T), Var("wsum", T)
+        tv, wv = Var("tg", Type("int64", const=True)), Var("w", CT)
+        zero = Const(0, dt)
+        lines = [Decl(total, zero), Decl(wsum, zero)]
+        inner = [Decl(tv, Cast(Type("int64"), param(tg)[i0 * D + i1]))]
+        ignored = eq(tv, Const(ignore_index, "int64")) if ignore_index is not None else Const(0)
+        inner.append(Decl(wv, select(ignored, zero, param(w)[tv] if w is not None
+                                     else Const(1, dt))))
+        at = (i0 * C + c) * D + i1
+        picked = X[(i0 * C + Cast(index_type(), tv)) * D + i1]
         if self.softmax:
-            inner += [f"{t} m = in0[i0 * {C * D} + i1];",
-                      f"for (size_t c = 1; c < {C}; ++c) {{",
-                      f"    if (in0[{at}] > m) m = in0[{at}];", "}",
-                      f"{t} se = {k.lit(0)};",
-                      f"for (size_t c = 0; c < {C}; ++c) {{",
-                      f"    se += {libm(k, 'exp')}(in0[{at}] - m);", "}",
-                      f"const {t} lse = m + {libm(k, 'log')}(se);"]
+            m, se, lse = Var("m", T), Var("se", T), Var("lse", CT)
+            inner += [Decl(m, X[i0 * (C * D) + i1]),
+                      For(c, C, [If(gt(X[at], m), [Assign(m, X[at])])], begin=Const(1)),
+                      Decl(se, zero),
+                      For(c, C, [Assign(se, call(libm(k, "exp"), X[at] - m), "+=")]),
+                      Decl(lse, m + call(libm(k, "log"), se))]
             if log_prob_out:
-                inner += [f"for (size_t c = 0; c < {C}; ++c) {{",
-                          f"    out1[{at}] = in0[{at}] - lse;", "}"]
-            pick = f"(in0[(i0 * {C} + (size_t)tg) * {D} + i1] - lse)"
-        else:
-            pick = f"in0[(i0 * {C} + (size_t)tg) * {D} + i1]"
-        inner.append(f"const {t} l = ({ignored}) ? {k.lit(0)} : -{pick} * w;")
+                inner.append(For(c, C, [Assign(param(k.outs[1], output=True)[at],
+                                               X[at] - lse)]))
+            picked = picked - lse
+        loss = Var("l", CT)
+        inner.append(Decl(loss, select(ignored, zero, -picked * wv)))
         if reduction == "none":
-            inner.append(f"out0[i0 * {D} + i1] = l;")
-            lines[0] = "/* reduction none: one loss per element */"
+            inner.append(Assign(out[i0 * D + i1], loss))
+            lines = [Comment("reduction none: one loss per element")]
         else:
-            inner += ["total += l;", "wsum += w;"]
-        lines += nest([N, D], inner)
+            inner += [Assign(total, loss, "+="), Assign(wsum, wv, "+=")]
+        lines.append(For(i0, N, [For(i1, D, inner)]))
         if reduction == "sum":
-            lines.append("out0[0] = total;")
+            lines.append(Assign(out[0], total))
         elif reduction == "mean":
-            lines.append("out0[0] = total / wsum;")
-        return "\n".join(lines)
+            lines.append(Assign(out[0], total / wsum))
+        return render_c(lines)
 
 
 @register("NegativeLogLikelihoodLoss")

@@ -1,5 +1,5 @@
 """Float32 register-blocked micro-kernels shared by the Conv schedules (and
-usable by any GEMM-shaped kernel), emitted as static inline C helpers.
+usable by any GEMM-shaped kernel): static inline C functions of the kernel library.
 
 The micro-kernel computes one MR x NR tile of a matrix product
 
@@ -9,38 +9,53 @@ The micro-kernel computes one MR x NR tile of a matrix product
 (MR consecutive output channels per tap), so each step loads MR weights and
 NR activations for MR * NR multiply-accumulates.
 
-The per-target part of the schedule is chosen by the C preprocessor, in one
-place (c_runtime/kernels/generic/mtvm_f32_prelude.h), so one generated source serves every target:
-
-  * x86 with AVX2 + FMA (the host, cc -march=native):  NR = 16, two 8-float
-    vectors per row; MR rows -> 2 * MR vector accumulators; a partial tile
-    uses masked loads.
-  * everything else (Cortex-M4F/M7, soft float, a host without AVX2): NR = 4,
-    MR * 4 scalar accumulators written out by this generator (gcc keeps them
-    in the FPU's 32 registers at -O2, where it would not unroll a loop over an
-    accumulator array), fused multiply-add (vfma) where the FPU has it.
+The kernels themselves are C in the kernel library: c_runtime/kernels/generic/
+mtvm_gemm_f32.h (the GEMM tile: AVX-512, AVX2 + FMA, or scalar with the Thumb-2
+VFP block, chosen by the C preprocessor in mtvm_f32_prelude.h, so one generated
+source serves every target) and x86/mtvm_conv_f32_x86.h (the AVX-512 band and
+direct kernels). Their rows are written out per row (named accumulators, which
+gcc keeps in registers at -O2) by a macro, so the generated source instantiates
+each height it uses with one line, e.g. `MTVM_DEFINE_F32_GEMM(mtvm_f32_gemm_8xNR, 8)`.
 
 Define MTVM_NO_SIMD to force the portable path.
 """
 from __future__ import annotations
 
+from ..codegen.cwriter import Block, For, Raw, Var, render_c
+from ..errors import MtvmError
+
 # Schedule knobs of the micro-kernel (the tuning issue will search them).
 # `mr` is emitted in Python (rows of the tile); NR is per target (mtvm_f32_prelude.h).
 MR = 8
+# The most rows a micro-kernel can have (MTVM_REPEAT_MAX of mtvm_repeat.h).
+MAX_ROWS = 16
 
 
 def prelude(k) -> None:
     k.library("mtvm_f32_prelude.h")
 
 
-def gemm_ukernel(k, mr: int) -> str:
-    """Declare the mr-row micro-kernel helper; returns its name."""
-    prelude(k)
-    k.library("mtvm_gemm_f32_vfp.h")
-    name = f"mtvm_f32_gemm_{mr}xNR"
+def _define(k, macro: str, name: str, mr: int, what: str) -> str:
+    """Declare micro-kernel `name` of mr rows: one line instantiating its C macro
+    (c_runtime/kernels/generic/mtvm_gemm_f32.h and x86/mtvm_conv_f32_x86.h write the
+    kernels out per row with MTVM_REPEAT, up to MTVM_REPEAT_MAX rows)."""
+    if not 1 <= mr <= MAX_ROWS:
+        raise MtvmError(f"a float micro-kernel of {mr} rows: the kernel library's have 1 to "
+                        f"{MAX_ROWS} (gemm_mr / mr knob)")
+    k.library("mtvm_gemm_f32.h")
     if name not in k.helpers:
-        k.helper(name, _ukernel_source(name, mr))
+        k.helper(name, f"/* {what} */\n{macro}({name}, {mr})")
     return name
+
+
+def gemm_ukernel(k, mr: int) -> str:
+    """Declare the mr-row micro-kernel helper; returns its name. (With the Thumb-2
+    VFP 4 x 4 block where the FPU fuses; gemm_ukernel_offsets gets it only in a
+    module that also has this kernel, as before the kernels moved to the library.)"""
+    k.library("mtvm_gemm_f32_vfp.h")
+    return _define(k, "MTVM_DEFINE_F32_GEMM", f"mtvm_f32_gemm_{mr}xNR", mr,
+                   f"tile[r * MTVM_F32_NR + q] = sum_t a[t * {mr} + r] * b[t * ldb + q], "
+                   f"r < {mr}, q < n <= MTVM_F32_NR")
 
 
 def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int,
@@ -65,119 +80,20 @@ def row_blocks(count: int, mr: int, block) -> list[str]:
     """C lines: block(m0, rows) for the full blocks of mr rows (a C loop over m0),
     then for the remainder (its own micro-kernel height: rows is a constant)."""
     full = count // mr * mr
-    lines = []
+    out = []
     if full:
-        lines.append(f"for (size_t m0 = 0; m0 < {full}; m0 += {mr}) {{")
-        lines += ["    " + s for s in block("m0", mr)]
-        lines.append("}")
+        out.append(For(Var("m0"), full, [Raw("\n".join(block("m0", mr)))], step=mr))
     if count > full:
-        lines.append("{")
-        lines += ["    " + s for s in block(str(full), count - full)]
-        lines.append("}")
-    return lines
+        out.append(Block([Raw("\n".join(block(str(full), count - full)))]))
+    return render_c(out).splitlines()
 
 
 def gemm_ukernel_offsets(k, mr: int) -> str:
     """Like gemm_ukernel, but tap t reads b + off[t] (a compile-time table) instead of
     b + t * ldb: the taps of a convolution window over rows held in scratch."""
-    prelude(k)
-    name = f"mtvm_f32_gemm_{mr}xNR_off"
-    if name not in k.helpers:
-        k.helper(name, _ukernel_source(name, mr, offsets=True))
-    return name
-
-
-def _ukernel_source(name: str, mr: int, offsets: bool = False) -> str:
-    rows = range(mr)
-    row = "b + off[t]" if offsets else "b + t * ldb"
-    step = f"a += {mr}" if offsets else f"a += {mr}, b += ldb"
-    bt = "bt" if offsets else "b"
-    L = [f"/* tile[r * MTVM_F32_NR + q] = sum_t a[t * {mr} + r] * ({row})[q],",
-         f" * r < {mr}, q < n <= MTVM_F32_NR. */",
-         f"static inline void {name}(int taps, const float* restrict a,",
-         "    const float* restrict b, " +
-         ("const int32_t* restrict off" if offsets else "int ldb") +
-         ", int n, float* restrict tile)", "{"]
-
-    def simd(vec, width, zero, load, mload, fma, bcast, store, mask_setup):
-        out = [f"    /* {mr} x {width} block: {mr} accumulators of {width} floats */"]
-        out += [f"    {vec} c{r} = {zero};" for r in rows]
-
-        def body(ld):
-            lines = [f"        for (int t = 0; t < taps; ++t, {step}) {{"]
-            if offsets:
-                lines.append("            const float* bt = b + off[t];")
-            lines.append(f"            const {vec} bv = {ld};")
-            for r in rows:
-                lines.append(f"            c{r} = {fma}({bcast.format(r=r)}, bv, c{r});")
-            lines.append("        }")
-            return lines
-        out.append(f"    if (n == {width}) {{")
-        out += body(load.format(p=bt))
-        out.append("    } else {  /* partial tile: lanes q >= n are not read */")
-        out += ["        " + m for m in mask_setup]
-        out += body(mload.format(p=bt))
-        out.append("    }")
-        out += [f"    {store}(tile + {r * width}, c{r});" for r in rows]
-        return out
-    L.append("#if MTVM_F32_NR == 16")
-    L += simd("__m512", 16, "_mm512_setzero_ps()", "_mm512_loadu_ps({p})",
-              "_mm512_maskz_loadu_ps(k, {p})", "_mm512_fmadd_ps", "_mm512_set1_ps(a[{r}])",
-              "_mm512_storeu_ps", ["const __mmask16 k = (__mmask16)((1u << n) - 1u);"])
-    L.append("#elif MTVM_F32_NR == 8")
-    L += simd("__m256", 8, "_mm256_setzero_ps()", "_mm256_loadu_ps({p})",
-              "_mm256_maskload_ps({p}, k)", "_mm256_fmadd_ps", "_mm256_broadcast_ss(a + {r})",
-              "_mm256_storeu_ps",
-              ["const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(n),",
-               "    _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));"])
-    L.append("#else")
-    # Scalar: rows in passes of up to 4 (4 x 4 accumulators + 4 activations + 1
-    # weight fit the FPU's 32 registers), each pass over all taps.
-    for g0 in range(0, mr, 4):
-        grp = range(g0, min(mr, g0 + 4))
-        L.append(f"    {{  /* rows {g0}..{grp[-1]}: {4 * len(grp)} scalar accumulators */")
-        L.append(f"        const float* at = a + {g0};" if g0 else "        const float* at = a;")
-        L.append(f"        const float* bb = b;" if not offsets else "")
-        L.append("        if (n == 4) {")
-        asm = len(grp) == 4
-        if asm:   # the 4 x 4 block in assembly where the FPU fuses (mtvm_gemm_f32_vfp.h)
-            call = (f"mtvm_f32_gemm_4x4_off_vfp(taps, at, {mr}, b, off, tile + {g0 * 4});"
-                    if offsets else
-                    f"mtvm_f32_gemm_4x4_vfp(taps, at, {mr}, bb, ldb, tile + {g0 * 4});")
-            L += ["#if defined(MTVM_GEMM_F32_VFP)", "            " + call, "#else"]
-        for r in grp:
-            L.append("            float " + ", ".join(f"c{r}_{q} = 0.0f" for q in range(4)) + ";")
-        adv = f"at += {mr}" + ("" if offsets else ", bb += ldb")
-        L.append(f"            for (int t = 0; t < taps; ++t, {adv}) {{")
-        src = "b + off[t]" if offsets else "bb"
-        L.append(f"                const float* bt = {src};")
-        L.append("                const float b0 = bt[0], b1 = bt[1], b2 = bt[2], b3 = bt[3];")
-        for r in grp:
-            fmas = [f"c{r}_{q} = MTVM_FMAF(a{r}, b{q}, c{r}_{q});" for q in range(4)]
-            L.append(f"                {{ const float a{r} = at[{r - g0}];")
-            L.append("                  " + " ".join(fmas[:2]))
-            L.append("                  " + " ".join(fmas[2:]) + " }")
-        L.append("            }")
-        for r in grp:
-            L.append("            " + " ".join(f"tile[{r * 4 + q}] = c{r}_{q};"
-                                              for q in range(4)))
-        if asm:
-            L.append("#endif")
-        L += ["        } else {  /* partial tile */",
-              f"            for (int r = {g0}; r < {grp[-1] + 1}; ++r) {{",
-              "                for (int q = 0; q < n; ++q) {",
-              "                    float s = 0.0f;",
-              "                    for (int t = 0; t < taps; ++t) {",
-              f"                        s = MTVM_FMAF(a[t * {mr} + r], "
-              f"{'b[off[t] + q]' if offsets else 'b[t * ldb + q]'}, s);",
-              "                    }",
-              "                    tile[r * 4 + q] = s;",
-              "                }",
-              "            }",
-              "        }",
-              "    }"]
-    L += ["#endif", "}"]
-    return "\n".join(line for line in L if line != "")
+    return _define(k, "MTVM_DEFINE_F32_GEMM_OFF", f"mtvm_f32_gemm_{mr}xNR_off", mr,
+                   f"tile[r * MTVM_F32_NR + q] = sum_t a[t * {mr} + r] * b[off[t] + q], "
+                   f"r < {mr}, q < n <= MTVM_F32_NR")
 
 
 # -- GEMV: one row of activations times a row-major matrix -------------------------
@@ -208,55 +124,9 @@ def band_ukernel(k, mr: int) -> str:
     broadcast weight feeds two FMAs (the one-vector kernel is bound by its loads:
     mr broadcasts + one activation load per mr FMAs). n <= 16 runs one vector.
     Returns its name."""
-    prelude(k)
-    name = f"mtvm_f32_band_{mr}x32"
-    if name not in k.helpers:
-        k.helper(name, _band_source(name, mr))
-    return name
-
-
-def _band_source(name: str, mr: int) -> str:
-    rows = range(mr)
-    L = ["#if MTVM_F32_NR == 16",
-         f"/* tile[r * 32 + q] = sum_c sum_j a[(c * ntaps + j) * {mr} + r] * "
-         "b[c * cs + off[j] + q],",
-         f" * r < {mr}, q < n <= 32 (masked loads: lanes q >= n are not read). */",
-         f"static inline void {name}(int chans, int cs, int ntaps, "
-         "const int32_t* restrict off,",
-         "    const float* restrict a, const float* restrict b, int n, float* restrict tile)",
-         "{",
-         "    const __mmask16 k0 = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);"]
-
-    def body(nv):
-        out = [f"        __m512 {', '.join(f'c{r}_{v} = _mm512_setzero_ps()' for v in range(nv))};"
-               for r in rows]
-        out += ["        for (int c = 0; c < chans; ++c, b += cs) {",
-                f"            for (int j = 0; j < ntaps; ++j, a += {mr}) {{",
-                "                const float* bt = b + off[j];",
-                "                const __m512 v0 = _mm512_maskz_loadu_ps(k0, bt);"]
-        if nv == 2:
-            out.append("                const __m512 v1 = _mm512_maskz_loadu_ps(k1, bt + 16);")
-        for r in rows:
-            out.append(f"                {{ const __m512 w = _mm512_set1_ps(a[{r}]);")
-            out.append("                  " + " ".join(
-                f"c{r}_{v} = _mm512_fmadd_ps(w, v{v}, c{r}_{v});" for v in range(nv)) + " }")
-        out += ["            }", "        }"]
-        out += [f"        _mm512_storeu_ps(tile + {r * 32 + 16 * v}, c{r}_{v});"
-                for r in rows for v in range(nv)]
-        if nv == 1:
-            # The second halves too, with zeros: every lane of the tile is written, so
-            # gcc -O3 cannot see a read of it as uninitialized (-Werror=uninitialized
-            # fired on light_resnet50's 14-wide bands).
-            out += [f"        _mm512_storeu_ps(tile + {r * 32 + 16}, _mm512_setzero_ps());"
-                    for r in rows]
-        return out
-    L.append("    if (n > 16) {  /* two vectors */")
-    L.append("        const __mmask16 k1 = (__mmask16)(n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u);")
-    L += body(2)
-    L.append("    } else {  /* one vector */")
-    L += body(1)
-    L += ["    }", "}", "#endif"]
-    return "\n".join(L)
+    return _define(k, "MTVM_DEFINE_F32_BAND", f"mtvm_f32_band_{mr}x32", mr,
+                   f"tile[r * 32 + q] = sum_c sum_j a[(c * ntaps + j) * {mr} + r] * "
+                   f"b[c * cs + off[j] + q], r < {mr}, q < n <= 32 (AVX-512)")
 
 
 # -- direct: same-size stride-1 convolution on the flat plane, AVX-512 only -----------
@@ -275,59 +145,6 @@ def direct_ukernel(k, mr: int) -> str:
                                        * x[c * plane + p0 + q + dy * W + dx]
 
     r < mr, q < n <= 32 (0 where the tap is padding). Returns its name."""
-    prelude(k)
-    k.library("mtvm_direct_f32_masks_x86.h")
-    name = f"mtvm_f32_direct_{mr}x32"
-    if name not in k.helpers:
-        k.helper(name, _direct_source(name, mr))
-    return name
-
-
-def _direct_source(name: str, mr: int) -> str:
-    rows = range(mr)
-    fmas = "\n".join(
-        f"            {{ const __m512 a{r} = _mm512_set1_ps(a[{r}]);\n"
-        f"              c{r}_0 = _mm512_fmadd_ps(a{r}, v0, c{r}_0);"
-        f" c{r}_1 = _mm512_fmadd_ps(a{r}, v1, c{r}_1); }}"
-        for r in rows)
-    accs = "\n".join(f"    __m512 c{r}_0 = _mm512_setzero_ps(), c{r}_1 = _mm512_setzero_ps();"
-                     for r in rows)
-    stores = "\n".join(f"    _mm512_storeu_ps(tile + {r * 32}, c{r}_0); "
-                       f"_mm512_storeu_ps(tile + {r * 32 + 16}, c{r}_1);" for r in rows)
-    return f"""\
-#if MTVM_F32_NR == 16
-/* tile[r * 32 + q] = sum over c, kh, kw of a[((c * kh_n + kh) * kw_n + kw) * {mr} + r]
- * * x[c * plane + p0 + q + dy * w + dx], dy = kh * dh - ph, dx = kw * dw - pw; taps in
- * the padding (row or column outside the plane) and lanes q >= n masked off. */
-static inline void {name}(int chans, int plane, int w, int kh_n, int kw_n, int dh,
-    int dw, int ph, int pw, const float* restrict a, const float* restrict x, int p0, int n,
-    float* restrict tile)
-{{
-{accs}
-    /* per tap j = kh * kw_n + kw (kh_n * kw_n <= 64): its offset and lanes inside */
-    int off[64];
-    __mmask16 m0[64], m1[64];
-    const int taps = kh_n * kw_n;
-    for (int kh = 0, j = 0; kh < kh_n; ++kh) {{
-        const int dy = kh * dh - ph;
-        /* rows inside the plane: 0 <= p + dy * w < plane, p < p0 + n */
-        const int lo = -dy * w, hi = plane - dy * w < p0 + n ? plane - dy * w : p0 + n;
-        const __mmask16 r0 = mtvm_lanes16(lo, hi, p0), r1 = mtvm_lanes16(lo, hi, p0 + 16);
-        for (int kw = 0; kw < kw_n; ++kw, ++j) {{
-            const int dx = kw * dw - pw;
-            off[j] = dy * w + dx;
-            m0[j] = r0 & mtvm_cols16(p0, w, dx);
-            m1[j] = r1 & mtvm_cols16(p0 + 16, w, dx);
-        }}
-    }}
-    x += p0;
-    for (int c = 0; c < chans; ++c, x += plane) {{
-        for (int j = 0; j < taps; ++j, a += {mr}) {{
-            const __m512 v0 = _mm512_maskz_loadu_ps(m0[j], x + off[j]);
-            const __m512 v1 = _mm512_maskz_loadu_ps(m1[j], x + off[j] + 16);
-{fmas}
-        }}
-    }}
-{stores}
-}}
-#endif"""
+    return _define(k, "MTVM_DEFINE_F32_DIRECT", f"mtvm_f32_direct_{mr}x32", mr,
+                   f"tile[r * 32 + q] = sum_c,kh,kw a[((c * kh_n + kh) * kw_n + kw) * {mr} + r]"
+                   f" * x[c * plane + p0 + q + dy * w + dx], r < {mr}, q < n <= 32 (AVX-512)")

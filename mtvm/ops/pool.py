@@ -35,6 +35,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from ..codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, If, RawExpr, Type,
+                               Var, and_, call, gt, index_type, lt, not_, or_, param, render_c,
+                               select, tail)
 from .base import Op, move_input_to_attr, register
 from .conv import (
     CWriter,
@@ -46,7 +49,9 @@ from .conv import (
     window_bounds,
     window_views,
 )
-from .indexing import body, prod
+from .indexing import prod
+
+CINT = Type("int32", const=True)
 
 INT_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 
@@ -176,10 +181,12 @@ class MaxPool(WindowPool):
         else:
             strides = [int(np.prod(sizes[i + 1:], dtype=np.int64)) for i in range(len(sizes))]
         index = lin(("x_base", 1), *zip(positions, strides))
-        take = f"{xe} > acc || arg < 0"
+        x, acc, arg = RawExpr(xe), Var("acc"), Var("arg")
+        take = or_(gt(x, acc), lt(arg, 0))
         if p["float"]:   # the first NaN of the window, as np.argmax
-            take = f"arg < 0 || (({xe} > acc || isnan({xe})) && !isnan(acc))"
-        return f"if ({take}) {{\n    acc = {xe};\n    arg = {index};\n}}"
+            take = or_(lt(arg, 0), and_(or_(gt(x, acc), call("isnan", x)),
+                                        not_(call("isnan", acc))))
+        return render_c(If(take, [Assign(acc, x), Assign(arg, RawExpr(index))]))
 
 
 def isnan(a: np.ndarray) -> np.ndarray:
@@ -191,9 +198,9 @@ def max_step(xe: str, is_float: bool) -> str:
     """C statement acc = max(acc, xe) with NumPy's NaN rule for floats (a NaN
     anywhere in the window gives NaN): a NaN xe is taken, and a NaN acc stays
     because no comparison with it is true."""
-    if is_float:
-        return f"if ({xe} > acc || isnan({xe})) acc = {xe};"
-    return f"if ({xe} > acc) acc = {xe};"
+    x, acc = RawExpr(xe), Var("acc")
+    take = or_(gt(x, acc), call("isnan", x)) if is_float else gt(x, acc)
+    return render_c(If(take, [Assign(acc, x)]))
 
 
 def input_indices(shape, storage_order: int) -> np.ndarray:
@@ -229,7 +236,7 @@ class AveragePool(WindowPool):
         return k.lit(0)
 
     def accumulate(self, xe, positions, p):
-        return f"acc += {xe};"
+        return render_c(Assign(Var("acc"), RawExpr(xe), "+="))
 
     def finish(self, w, k, axes, windows, attrs):
         include_pad = bool(attrs.get("count_include_pad", 0))
@@ -262,7 +269,8 @@ def padded_taps(w: CWriter, a, o, i0):
         return int(tap_counts(a, True)[o])
     var = f"k{a.name}_n"
     avail = f"{end} - {i0}" if d == 1 else f"({end} - {i0} + {d - 1}) / {d}"
-    w.line(f"const int {var} = {i0} + {(k - 1) * d} < {end} ? {k} : {avail};")
+    w.line(render_c(Decl(Var(var, CINT), select(lt(RawExpr(f"{i0} + {(k - 1) * d}"), end), k,
+                                                RawExpr(avail)))))
     return var
 
 
@@ -290,9 +298,11 @@ def emit_pool(k, op, axes, attrs) -> str:
     indices = len(k.outs) > 1 and k.outs[1] is not None
     with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
         base = lin((n, chans * in_plane), (c, in_plane))
-        w.line(f"const {ct}* x_c = {x.c} + {base};")
+        w.line(render_c(Decl(Var("x_c", Type(x.dtype, pointer=True, const=True)),
+                             Var(x.c) + RawExpr(base))))
         if indices:
-            w.line(f"const int x_base = {base};  /* flat index of x_c[0] */")
+            w.line(render_c([Decl(Var("x_base", CINT), RawExpr(base)),
+                             Comment("flat index of x_c[0]")]))
         emit_pool_positions(w, k, op, axes, attrs, [], dict(
             n=n, c=c, chans=chans, out_plane=out_plane, ct=ct, indices=indices,
             sizes=x.shape[2:], storage_order=attrs.get("storage_order", 0),
@@ -315,19 +325,20 @@ def emit_pool_positions(w, k, op, axes, attrs, windows, p):
     for a, (o, _) in zip(axes, windows):
         stride //= a.out
         terms.append((o, stride))
-    w.line(f"const int y_idx = {lin(*terms)};")
-    w.line(f"{p['ct']} acc = {op.init(k)};")
+    acc, y_idx = Var("acc", Type(k.out.dtype)), Var("y_idx", CINT)
+    w.line(render_c([Decl(y_idx, RawExpr(lin(*terms))), Decl(acc, RawExpr(op.init(k)))]))
     if p["indices"]:
-        w.line("int64_t arg = -1;  /* flat input index of acc */")
+        w.line(render_c([Decl(Var("arg", Type("int64")), Const(-1, "int64")),
+                         Comment("flat input index of acc")]))
     tap_loops(w, axes, [b for _, b in windows], "x_c", p["ct"],
               lambda xe, taps, positions: op.accumulate(xe, positions, p))
     op.finish(w, k, axes, windows, attrs)
     ep = k.epilogue("acc", "y_idx", lin((p["c"], 1)))
     if ep:
         w.line(ep)
-    w.line("out0[y_idx] = acc;")
+    w.line(render_c(Assign(Var("out0")[y_idx], acc)))
     if p["indices"]:
-        w.line("out1[y_idx] = arg;")
+        w.line(render_c(Assign(Var("out1")[y_idx], Var("arg"))))
 
 
 class GlobalPool(Op):
@@ -365,19 +376,22 @@ class GlobalPool(Op):
         w.line(f"/* {self.name}: x {'x'.join(map(str, x.shape))} -> y "
                f"{'x'.join(map(str, k.out.shape))} */")
         with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
-            w.line(f"const int y_idx = {lin((n, chans), (c, 1))};")
-            w.line(f"const {ct}* x_c = {x.c} + {lin(('y_idx', plane))};")
-            w.line(f"{ct} acc = {k.lit(lowest(x.dtype) if self.is_max else 0)};")
+            T = Type(x.dtype)
+            y_idx, acc = Var("y_idx", Type("int32", const=True)), Var("acc", T)
+            w.line(render_c(Decl(y_idx, RawExpr(lin((n, chans), (c, 1))))))
+            w.line(render_c(Decl(Var("x_c", Type(x.dtype, pointer=True, const=True)),
+                                 Var(x.c) + RawExpr(lin(("y_idx", plane))))))
+            w.line(render_c(Decl(acc, Const(lowest(x.dtype) if self.is_max else 0, x.dtype))))
             with w.loop("i", plane, "spatial position") as i:
                 xe = f"x_c[{lin((i, 1))}]"
                 w.line(max_step(xe, np.dtype(x.dtype).kind == "f") if self.is_max else
-                       f"acc += {xe};")
+                       render_c(Assign(acc, RawExpr(xe), "+=")))
             if not self.is_max and plane > 1:
-                w.line(f"acc *= {k.lit(1.0 / plane)};  /* 1 / {plane} positions */")
-            ep = k.epilogue("acc", "y_idx", lin((c, 1)))
-            if ep:
-                w.line(ep)
-            w.line("out0[y_idx] = acc;")
+                w.line(render_c([Assign(acc, Const(1.0 / plane, x.dtype), "*="),
+                                 Comment(f"1 / {plane} positions")]))
+            for stmt in tail(k, acc, y_idx, RawExpr(lin((c, 1)))):
+                w.line(render_c(stmt))
+            w.line(render_c(Assign(Var("out0")[y_idx], acc)))
         return w.text()
 
 
@@ -417,14 +431,14 @@ class MaxUnpool(Op):
         x = k.ins[0]
         default = self._default(x.shape, kernel_shape, pads, strides)
         shape = list(k.out.shape)
-        lines = [f"memset(out0, 0, {k.out.size} * sizeof out0[0]);",
-                 f"for (size_t i = 0; i < {x.size}; ++i) {{",
-                 "    size_t r = (size_t)in1[i], o = 0;"]
+        i, r, o = Var("i"), Var("r"), Var("o")
+        out0 = param(k.out, output=True)
+        loop = [Decl(r, Cast(index_type(), param(k.ins[1])[i])), Decl(o, Const(0))]
         if shape == default:
-            lines.append("    o = r;")
+            loop.append(Assign(o, r))
         else:
-            for d in range(len(shape)):
-                lines.append(f"    o += (r / {prod(default[d + 1:])}) % {default[d]} * "
-                             f"{prod(shape[d + 1:])};")
-        lines += ["    out0[o] = in0[i];", "}"]
-        return body(lines)
+            loop += [Assign(o, (r / prod(default[d + 1:])) % default[d] * prod(shape[d + 1:]),
+                            "+=") for d in range(len(shape))]
+        loop.append(Assign(out0[o], param(x)[i]))
+        size = RawExpr(f"{k.out.size} * sizeof out0[0]")
+        return render_c([ExprStmt(call("memset", out0, 0, size)), For(i, x.size, loop)])

@@ -22,8 +22,18 @@ import re
 
 import numpy as np
 
+from ..codegen.cwriter import (VOID, Assign, Binary, Cast, Comment, Const, Decl, Expr, ExprStmt,
+                               For, If, RawExpr, Type, Var, call, eq, ge, gt, index_type, lt, not_,
+                               param, render_c, select)
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, c_literal, normalize_axis, register
+
+F, CF, I32 = Type("float32"), Type("float32", const=True), Type("int32")
+
+
+def _f(value) -> Const:
+    """A float constant."""
+    return Const(float(value), "float32")
 
 # Round to nearest (even, in the FPSCR's default mode) with VCVTR on a Cortex-M
 # single-precision FPU; MTVM_CVTR says the fast QuantizeLinear loop may use it.
@@ -184,25 +194,27 @@ class QuantizeLinear(Op):
         lo, hi = qrange(out.dtype)
         scale = _param(k, 1, ax)
         zp = _param(k, 2, ax) if len(k.ins) > 2 and k.ins[2] is not None else "0"
-        body = []
-        if ax is not None:
-            body.append(f"size_t c = {_channel_index(x.shape, ax)};")
+        i, v, c = Var("i"), Var("v", F), Var("c")
+        body = [Decl(c, RawExpr(_channel_index(x.shape, ax)))] if ax is not None else []
         # Round half to even (as ONNX specifies) by adding and subtracting 1.5 * 2^23,
         # which leaves no fraction bits: what rintf does in the default rounding mode,
         # without a libm call (|v| is first limited to 2^22, beyond any 8/16-bit range).
         if out.ctype == "float":
             raise UnsupportedError("QuantizeLinear to a float type is not supported")
-        portable = [f"float v = (float){x.c}[i] / {scale};",
-                    "v = !(v >= -4194304.0f) ? -4194304.0f : (v > 4194304.0f ? 4194304.0f : v);",
-                    f"v = (v + 12582912.0f) - 12582912.0f + (float)({zp});",
-                    f"v = v < {lo}.0f ? {lo}.0f : (v > {hi}.0f ? {hi}.0f : v);",
-                    f"out0[i] = ({out.ctype})v;" if out.dtype.name not in SUBBYTE_BITS else
-                    f"out0[i] = ({out.ctype})((int32_t)v & "
-                    f"{(1 << SUBBYTE_BITS[out.dtype.name]) - 1});"]
+        big, shift = _f(4194304.0), _f(12582912.0)
+        store = Cast(Type(out.dtype), v)
+        if out.dtype.name in SUBBYTE_BITS:
+            store = Cast(Type(out.dtype), Binary("&", Cast(Type("int32"), v),
+                                                 Const((1 << SUBBYTE_BITS[out.dtype.name]) - 1)))
+        portable = [Decl(v, Cast(F, param(x)[i]) / RawExpr(scale)),
+                    Assign(v, select(not_(ge(v, -big)), -big, select(gt(v, big), big, v))),
+                    Assign(v, v + shift - shift + Cast(F, RawExpr(zp))),
+                    Assign(v, select(lt(v, _f(lo)), _f(lo), select(gt(v, _f(hi)), _f(hi), v))),
+                    Assign(param(out, output=True)[i], store)]
+        loop = render_c(For(i, out.size, body + portable))
         sat = _SAT.get(out.dtype.name)
         if sat is None:
-            inner = "\n    ".join(body + portable)
-            return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
+            return loop
         # Cortex-M with a single-precision FPU and the DSP extension: VCVTR rounds to
         # nearest even (the FPSCR's default mode, as rintf and the trick above use) and
         # saturates to int32; QADD adds the zero point without overflow, SSAT/USAT
@@ -213,44 +225,42 @@ class QuantizeLinear(Op):
 
         bits = sat_bits(out.dtype.name)
 
-        def chan(idx):
-            return "" if ax is None else \
-                re.sub(r"\bi\b", f"({idx})", _channel_index(x.shape, ax))
+        def chan(idx: Expr) -> Expr:
+            return RawExpr(re.sub(r"\bi\b", f"({render_c(idx)})", _channel_index(x.shape, ax)))
 
         def sc(j):   # scale and zero point of element i + j (per axis: its channel's)
             return (scale, zp) if ax is None else \
                 (scale.replace("[c]", f"[c{j}]"), zp.replace("[c]", f"[c{j}]"))
 
-        def store(j, v):
-            idx = f"i + {j}" if j else "i"
-            return f"out0[{idx}] = ({out.ctype}){sat}(__qadd(mtvm_cvtr({v}), " \
-                f"(int32_t)({sc(j)[1]})), {bits});"
+        out_v = param(out, output=True)
+
+        def at(j):   # element i + j
+            return i + j if j else i
+
+        def store(j, v):   # ACLE's intrinsics: names the C writer would take as reserved
+            q = f"__qadd(mtvm_cvtr({render_c(v)}), (int32_t)({sc(j)[1]}))"
+            return Assign(out_v[at(j)], Cast(Type(out.dtype), RawExpr(f"{sat}({q}, {bits})")))
         n4 = out.size - out.size % 4
-        lines = ["#if defined(MTVM_CVTR)", "size_t i = 0;"]
+        dsp = []
         if n4:
             # NaN (which VCVTR turns into 0) is looked for once per four: their sum is
             # NaN if any is (or on inf - inf: the careful path is exact for all).
-            lines += [f"for (; i < {n4}; i += 4) {{"]
-            if ax is not None:
-                lines += [f"    const size_t c{j} = {chan(f'i + {j}' if j else 'i')};"
-                          for j in range(4)]
-            lines += [f"    const float v{j} = (float){x.c}[i{f' + {j}' if j else ''}] / "
-                      f"{sc(j)[0]};" for j in range(4)]
-            lines += ["    const float t = (v0 + v1) + (v2 + v3);", "    if (t == t) {"]
-            lines += [f"        {store(j, f'v{j}')}" for j in range(4)]
-            lines += ["    } else {   /* a NaN ends at the low end, as in the portable loop */"]
-            lines += [f"        {store(j, f'v{j} >= -4194304.0f ? v{j} : -4194304.0f')}"
-                      for j in range(4)]
-            lines += ["    }", "}"]
+            vs = [Var(f"v{j}", CF) for j in range(4)]
+            four = [Decl(Var(f"c{j}", index_type(const=True)), chan(at(j)))
+                    for j in range(4)] if ax is not None else []
+            four += [Decl(vs[j], Cast(F, param(x)[at(j)]) / RawExpr(sc(j)[0])) for j in range(4)]
+            t = Var("t", CF)
+            four += [Decl(t, (vs[0] + vs[1]) + (vs[2] + vs[3])),
+                     If(eq(t, t), [store(j, vs[j]) for j in range(4)],
+                        [Comment("a NaN ends at the low end, as in the portable loop")]
+                        + [store(j, select(ge(vs[j], -big), vs[j], -big)) for j in range(4)])]
+            dsp.append(For(i, n4, four, step=4))
         if n4 < out.size:
-            lines += [f"for (; i < {out.size}; ++i) {{"]
-            if ax is not None:
-                lines.append(f"    const size_t c0 = {chan('i')};")
-            lines += [f"    float v = (float){x.c}[i] / {sc(0)[0]};",
-                      "    v = v >= -4194304.0f ? v : -4194304.0f;",
-                      f"    {store(0, 'v')}", "}"]
-        lines += ["#else", f"for (size_t i = 0; i < {out.size}; ++i) {{"] + \
-            ["    " + t for t in body + portable] + ["}", "#endif"]
+            tail = [Decl(Var("c0", index_type(const=True)), chan(i))] if ax is not None else []
+            tail += [Decl(v, Cast(F, param(x)[i]) / RawExpr(sc(0)[0])),
+                     Assign(v, select(ge(v, -big), v, -big)), store(0, v)]
+            dsp.append(For(i, out.size, tail, begin=Const(n4)))
+        lines = ["#if defined(MTVM_CVTR)", render_c(dsp), "#else", loop, "#endif"]
         return "\n".join(lines)
 
 
@@ -281,18 +291,17 @@ class DequantizeLinear(Op):
         ax = _axis_of(k, axis)
         scale = _param(k, 1, ax)
         zp = _param(k, 2, ax) if len(k.ins) > 2 and k.ins[2] is not None else "0"
-        body = []
-        if ax is not None:
-            body.append(f"size_t c = {_channel_index(x.shape, ax)};")
+        i, c = Var("i"), Var("c")
+        body = [Decl(c, RawExpr(_channel_index(x.shape, ax)))] if ax is not None else []
         if x.dtype == np.int32:
-            body.append(f"out0[i] = ((float){x.c}[i] - (float)({zp})) * {scale};")
+            value = (Cast(F, param(x)[i]) - Cast(F, RawExpr(zp))) * RawExpr(scale)
         else:
             zp_c = zp if zp == "0" or k.ins[2].const is not None and k.ins[2].size == 1 \
                 else _load(zp, x.dtype)
-            body.append(f"out0[i] = (float)({_load(f'{x.c}[i]', x.dtype)} - "
-                        f"(int32_t)({zp_c})) * {scale};")
-        inner = "\n    ".join(body)
-        return f"for (size_t i = 0; i < {out.size}; ++i) {{\n    {inner}\n}}"
+            value = Cast(F, RawExpr(_load(f"{x.c}[i]", x.dtype)) - Cast(I32, RawExpr(zp_c))) \
+                * RawExpr(scale)
+        body.append(Assign(param(out, output=True)[i], value))
+        return render_c(For(i, out.size, body))
 
 
 @register("DynamicQuantizeLinear")
@@ -318,27 +327,30 @@ class DynamicQuantizeLinear(Op):
     def emit(self, k):
         x, n = k.ins[0], k.ins[0].size
         y, s, z = (k.outs + [None, None])[:3]
-        lines = ["/* range including zero: [min(x, 0), max(x, 0)] */",
-                 "float lo = 0.0f, hi = 0.0f;",
-                 f"for (size_t i = 0; i < {n}; ++i) {{",
-                 f"    lo = {x.c}[i] < lo ? {x.c}[i] : lo;",
-                 f"    hi = {x.c}[i] > hi ? {x.c}[i] : hi;",
-                 "}",
-                 "float scale = (hi - lo) / 255.0f;",
-                 "float zpf = scale == 0.0f ? 0.0f : rintf(0.0f - lo / scale);",
-                 "zpf = zpf < 0.0f ? 0.0f : (zpf > 255.0f ? 255.0f : zpf);",
-                 "uint8_t zp = (uint8_t)zpf;"]
+        X, i = param(x), Var("i")
+        lo, hi, scale, zpf, v = (Var(name, F) for name in ("lo", "hi", "scale", "zpf", "v"))
+        zp = Var("zp", Type("uint8"))
+        zero, top = _f(0), _f(255)
+
+        def clamp(e):
+            return select(lt(e, zero), zero, select(gt(e, top), top, e))
+        lines = [Comment("range including zero: [min(x, 0), max(x, 0)]"),
+                 Decl(lo, zero), Decl(hi, zero),
+                 For(i, n, [Assign(lo, select(lt(X[i], lo), X[i], lo)),
+                            Assign(hi, select(gt(X[i], hi), X[i], hi))]),
+                 Decl(scale, (hi - lo) / top),
+                 Decl(zpf, select(eq(scale, zero), zero, call("rintf", zero - lo / scale))),
+                 Assign(zpf, clamp(zpf)),
+                 Decl(zp, Cast(Type("uint8"), zpf))]
         if y is not None:
-            lines += [f"for (size_t i = 0; i < {n}; ++i) {{",
-                      "    float v = scale == 0.0f ? 0.0f : "
-                      f"rintf({x.c}[i] / scale) + zpf;",
-                      "    v = !(v >= 0.0f) ? 0.0f : (v > 255.0f ? 255.0f : v);",
-                      f"    {y.c}[i] = (uint8_t)v;",
-                      "}"]
+            lines.append(For(i, n, [
+                Decl(v, select(eq(scale, zero), zero, call("rintf", X[i] / scale) + zpf)),
+                Assign(v, select(not_(ge(v, zero)), zero, select(gt(v, top), top, v))),
+                Assign(param(y, output=True)[i], Cast(Type("uint8"), v))]))
         if s is not None:
-            lines.append(f"{s.c}[0] = scale;")
+            lines.append(Assign(param(s, output=True)[0], scale))
         if z is not None:
-            lines.append(f"{z.c}[0] = zp;")
+            lines.append(Assign(param(z, output=True)[0], zp))
         else:
-            lines.append("(void)zp;")
-        return "\n".join(lines)
+            lines.append(ExprStmt(Cast(Type(VOID), zp)))
+        return render_c(lines)

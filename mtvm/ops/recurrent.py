@@ -15,9 +15,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.cwriter import (VOID, Assign, Cast, Comment, Const, Decl, Expr, ExprStmt, For,
+                               Function, If, RawExpr, Return, Type, Var, call, eq, index_type,
+                               kernel_dtype, lt, param, render_c, select)
+from ..codegen.cwriter import gt as greater
 from ..errors import UnsupportedError
 from .base import Op, register
-from .indexing import body, nest
+
+F, CF, FP = Type("float32"), Type("float32", const=True), Type("float32", pointer=True)
+SCRATCH = Var("scratch", Type("uint8", pointer=True))
+
+
+def _f(value) -> Const:
+    """A float constant."""
+    return Const(float(value), "float32")
 
 
 def _libm(k, name: str) -> str:
@@ -48,50 +59,51 @@ class LinearAttention(Op):
         sc = 1.0 / np.sqrt(dk) if not scale else float(scale)
         gating = update_rule in ("gated", "gated_delta")
         delta = update_rule in ("delta", "gated_delta")
-        t = "float"
         k.scratch_bytes = self.scratch_bytes(k, q_num_heads=Hq, kv_num_heads=Hk)
-        st = "st[((b * {Hk} + kh) * {dk} + d) * {dv} + m]".format(Hk=Hk, dk=dk, dv=dv)
-        lines = [f"{t}* st = ({t}*)scratch;", f"{t}* vt = st + {B * Hk * dk * dv};"]
+        n_st = B * Hk * dk * dv
+        s_, b_, kh, d, m, g, i = (Var(n) for n in ("s", "b", "kh", "d", "m", "g", "i"))
+        st, vt = Var("st", FP), Var("vt", FP)
+        ins = [param(t) if t is not None else None for t in k.ins]
+        out = param(k.outs[0], output=True)
+        at = st[((b_ * Hk + kh) * dk + d) * dv + m]
+        row = b_ * T + s_
+        lines = [Decl(st, Cast(FP, SCRATCH)), Decl(vt, st + n_st)]
         if past is not None:
-            lines.append(f"for (size_t i = 0; i < {B * Hk * dk * dv}; ++i) st[i] = ({t})in3[i];")
+            lines.append(For(i, n_st, [Assign(st[i], Cast(F, ins[3][i]))]))
         else:
-            lines.append(f"memset(st, 0, {B * Hk * dk * dv} * sizeof st[0]);")
+            lines.append(ExprStmt(call("memset", st, 0, n_st * 4)))
         step = []
         if gating:
+            e = Var("e", CF)
             per_d = decay.shape[2] == Hk * dk
-            g = (f"in4[(b * {T} + s) * {Hk * dk} + kh * {dk} + d]" if per_d else
-                 f"in4[(b * {T} + s) * {Hk} + kh]")
-            step += [f"for (size_t d = 0; d < {dk}; ++d) {{",
-                     f"    const {t} e = expf(({t}){g});",
-                     f"    for (size_t m = 0; m < {dv}; ++m) {st} *= e;", "}"]
-        kk = f"({t})in1[(b * {T} + s) * {Hk * dk} + kh * {dk} + d]"
-        vv = f"({t})in2[(b * {T} + s) * {Hk * dv} + kh * {dv} + m]"
+            gv = ins[4][row * (Hk * dk) + kh * dk + d] if per_d else ins[4][row * Hk + kh]
+            step.append(For(d, dk, [Decl(e, call("expf", Cast(F, gv))),
+                                    For(m, dv, [Assign(at, e, "*=")])]))
+        kk = Cast(F, ins[1][row * (Hk * dk) + kh * dk + d])
+        vv = Cast(F, ins[2][row * (Hk * dv) + kh * dv + m])
         if delta:
+            r = Var("r", F)
             bl = beta.shape[2]
-            bt = (f"({t})in5[(b * {T} + s) * {bl} + kh]" if bl == Hk else
-                  f"({t})in5[(b * {T} + s)]")
-            step += [f"for (size_t m = 0; m < {dv}; ++m) {{",
-                     f"    {t} r = 0;",
-                     f"    for (size_t d = 0; d < {dk}; ++d) r += {st} * {kk};",
-                     f"    vt[m] = {bt} * ({vv} - r);", "}"]
+            bt = Cast(F, ins[5][row * bl + kh] if bl == Hk else ins[5][row])
+            step.append(For(m, dv, [Decl(r, Const(0)), For(d, dk, [Assign(r, at * kk, "+=")]),
+                                    Assign(vt[m], bt * (vv - r))]))
         else:
-            step += [f"for (size_t m = 0; m < {dv}; ++m) vt[m] = {vv};"]
-        step += [f"for (size_t d = 0; d < {dk}; ++d) {{",
-                 f"    for (size_t m = 0; m < {dv}; ++m) {st} += {kk} * vt[m];", "}",
-                 f"for (size_t g = 0; g < {grp}; ++g) {{",
-                 f"    const size_t h = kh * {grp} + g;",
-                 f"    for (size_t m = 0; m < {dv}; ++m) {{",
-                 f"        {t} acc = 0;",
-                 f"        for (size_t d = 0; d < {dk}; ++d) "
-                 f"acc += ({t})in0[(b * {T} + s) * {Hq * dk} + h * {dk} + d] * {st};",
-                 f"        out0[(b * {T} + s) * {Hq * dv} + h * {dv} + m] = "
-                 f"({k.ctype})({k.lit(sc, np.float32)} * acc);",
-                 "    }", "}"]
-        lines += nest([T, B, Hk], ["const size_t s = i0, b = i1, kh = i2;"] + step)
+            step.append(For(m, dv, [Assign(vt[m], vv)]))
+        acc, h = Var("acc", F), Var("h", index_type(const=True))
+        step += [For(d, dk, [For(m, dv, [Assign(at, kk * vt[m], "+=")])]),
+                 For(g, grp, [
+                     Decl(h, kh * grp + g),
+                     For(m, dv, [
+                         Decl(acc, Const(0)),
+                         For(d, dk, [Assign(acc, Cast(F, ins[0][row * (Hq * dk) + h * dk + d])
+                                            * at, "+=")]),
+                         Assign(out[row * (Hq * dv) + h * dv + m],
+                                Cast(Type(k.outs[0].dtype), _f(sc) * acc))])])]
+        lines.append(For(s_, T, [For(b_, B, [For(kh, Hk, step)])]))
         if len(k.outs) > 1 and k.outs[1] is not None:
-            lines.append(f"for (size_t i = 0; i < {B * Hk * dk * dv}; ++i) "
-                         f"out1[i] = ({k.outs[1].ctype})st[i];")
-        return body(lines)
+            lines.append(For(i, n_st, [Assign(param(k.outs[1], output=True)[i],
+                                              Cast(Type(k.outs[1].dtype), st[i]))]))
+        return render_c(lines)
 
 
 @register("CausalConvWithState")
@@ -105,28 +117,29 @@ class CausalConvWithState(Op):
         bias, past = (k.ins + [None] * 4)[2:4]
         B, C, L = x.shape
         K = w.shape[2]
-        t = k.ctype
+        dt = k.outs[0].dtype
+        x_in, w_in = param(x), param(w)
+        b_, c, o, j, i2 = (Var(n) for n in ("b", "c", "o", "j", "i2"))
+        p = Var("p", index_type(const=True))
+        acc = Var("acc", Type(dt))
+        zero = Const(0, dt)
         if K == 1:
-            pad = f"in0[(b * {C} + c) * {L} + p]"
-        elif past is not None:
-            pad = (f"(p < {K - 1} ? in3[(b * {C} + c) * {K - 1} + p] : "
-                   f"in0[(b * {C} + c) * {L} + p - {K - 1}])")
+            pad = x_in[(b_ * C + c) * L + p]
         else:
-            pad = f"(p < {K - 1} ? {k.lit(0)} : in0[(b * {C} + c) * {L} + p - {K - 1}])"
-        inner = ["const size_t b = i0, c = i1, o = i2;",
-                 f"{t} acc = {'in2[c]' if bias is not None else k.lit(0)};",
-                 f"for (size_t j = 0; j < {K}; ++j) {{",
-                 "    const size_t p = o + j;",
-                 f"    acc += in1[c * {K} + j] * {pad};", "}"]
+            later = x_in[(b_ * C + c) * L + p - (K - 1)]
+            early = param(past)[(b_ * C + c) * (K - 1) + p] if past is not None else zero
+            pad = select(lt(p, K - 1), early, later)
+        inner = [Decl(acc, param(bias)[c] if bias is not None else zero),
+                 For(j, K, [Decl(p, o + j), Assign(acc, w_in[c * K + j] * pad, "+=")])]
         if activation in ("silu", "swish"):
-            inner.append(f"acc = acc / ({k.lit(1)} + {_libm(k, 'exp')}(-acc));")
-        inner.append(f"out0[(b * {C} + c) * {L} + o] = acc;")
-        lines = nest([B, C, L], inner)
+            inner.append(Assign(acc, acc / (Const(1, dt) + call(_libm(k, "exp"), -acc))))
+        inner.append(Assign(param(k.outs[0], output=True)[(b_ * C + c) * L + o], acc))
+        lines = [For(b_, B, [For(c, C, [For(o, L, inner)])])]
         if len(k.outs) > 1 and k.outs[1] is not None and K > 1:
-            lines += nest([B, C, K - 1], [
-                "const size_t b = i0, c = i1, p = i2 + " + str(L) + ";",
-                f"out1[(b * {C} + c) * {K - 1} + i2] = {pad};"])
-        return body(lines)
+            lines.append(For(b_, B, [For(c, C, [For(i2, K - 1, [
+                Decl(p, i2 + L),
+                Assign(param(k.outs[1], output=True)[(b_ * C + c) * (K - 1) + i2], pad)])])]))
+        return render_c(lines)
 
 
 # -- RNN, GRU, LSTM --------------------------------------------------------------------------
@@ -303,9 +316,12 @@ def _act_c(k, name: str, alpha, beta, pre: str) -> str:
     expr = template.format(
         z=k.lit(0), one=k.lit(1), a="a", b="b", exp=_libm(k, "exp"), expm1=_libm(k, "expm1"),
         log1p=_libm(k, "log1p"), tanh=tanh, fabs=_libm(k, "fabs"))
-    fn = k.helper(f"mtvm_act_{name}_{t[0]}", (
-        f"static inline {t} mtvm_act_{name}_{t[0]}({t} v, {t} a, {t} b) {{\n"
-        f"    (void)a; (void)b;\n    return {expr};\n}}"))
+    T = Type(kernel_dtype(k))
+    fname = f"mtvm_act_{name}_{t[0]}"
+    v, a, b = Var("v", T), Var("a", T), Var("b", T)
+    fn = k.helper(fname, render_c(Function(
+        fname, [v, a, b], [ExprStmt(Cast(Type(VOID), a)), ExprStmt(Cast(Type(VOID), b)),
+                           Return(RawExpr(expr))], ret=T, static=True, inline=True)))
     return f"{fn}({pre}, {k.lit(alpha or 0)}, {k.lit(beta or 0)})"
 
 
@@ -401,7 +417,7 @@ class _Recurrent(Op):
         lens = opt[1]
         if lens is not None:
             if np.dtype(lens.dtype) != np.int32:
-                raise UnsupportedError(f"sequence_lens is {np.dtype(lens.dtype).name}; "
+                raise UnsupportedError(f"sequence_lens is {np.dtype(lens.dtype).name}, "
                                        "it must be int32")
             if lens.data is not None and np.any((lens.data < 0) | (lens.data > S)):
                 raise UnsupportedError(
@@ -438,144 +454,144 @@ class _Recurrent(Op):
         B, S, I = x.shape if layout else (x.shape[1], x.shape[0], x.shape[2])
         dirs = 2 if direction == "bidirectional" else 1
         A = _activations(op, dirs, activations, activation_alpha, activation_beta)
-        t = k.ctype
+        dt = x.dtype
+        T, TP = Type(dt), Type(dt, pointer=True)
         y, yh, yc = (k.outs + [None] * 3)[:3]
         ns = dirs * B * H                                   # one state: [dirs][B][H]
         k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout,
                                              gemv=gemv)
+        X, W, R = param(x), param(w), param(r)
+        bias_v = param(bias) if bias is not None else None
+        d, s_, b_, j, g, q = (Var(n) for n in ("d", "s", "b", "j", "g", "q"))
+        tt, length = Var("tt", index_type(const=True)), Var("len", index_type(const=True))
+        hs, cs, gt, rh, gr = (Var(n, TP) for n in ("hs", "cs", "gt", "rh", "gr"))
+        h, c, acc = Var("h", TP), Var("c", TP), Var("acc", T)
+        zero, one = Const(0, dt), Const(1, dt)
         # Offsets of element (d, b, time tt, j) in X, Y and the states' inputs/outputs.
-        xa = f"(b * {S} + tt) * {I}" if layout else f"(tt * {B} + b) * {I}"
-        y_at = (f"((b * {S} + tt) * {dirs} + d) * {H} + j" if layout else
-                f"((tt * {dirs} + d) * {B} + b) * {H} + j")
-        st_at = f"(b * {dirs} + d) * {H} + j" if layout else f"(d * {B} + b) * {H} + j"
+        xa = (b_ * S + tt) * I if layout else (tt * B + b_) * I
+        y_at = ((b_ * S + tt) * dirs + d) * H + j if layout else ((tt * dirs + d) * B + b_) * H + j
+        st_at = (b_ * dirs + d) * H + j if layout else (d * B + b_) * H + j
+        state_at = (d * B + b_) * H + j
 
-        def wb(g):   # input bias Wb of gate row g
-            return f"{bias.c}[d * {2 * GH} + {g}]" if bias is not None else k.lit(0)
+        def wb(row):   # input bias Wb of gate row `row`
+            return bias_v[d * (2 * GH) + row] if bias is not None else zero
 
-        def rb(g):   # recurrent bias Rb of gate row g
-            return f"{bias.c}[d * {2 * GH} + {GH} + {g}]" if bias is not None else k.lit(0)
+        def rb(row):   # recurrent bias Rb of gate row `row`
+            return bias_v[d * (2 * GH) + GH + row] if bias is not None else zero
 
         def dot(mat, n, row, vec):   # acc += mat[d][row][:] . vec
-            return (f"    for (size_t q = 0; q < {n}; ++q) "
-                    f"acc += {mat.c}[(d * {GH} + {row}) * {n} + q] * {vec};")
+            return For(q, n, [Assign(acc, mat[(d * GH + row) * n + q] * vec, "+=")])
 
         if clip is not None:
-            clip_fn = k.helper(f"mtvm_clip_{t[0]}", (
-                f"static inline {t} mtvm_clip_{t[0]}({t} v, {t} c) {{\n"
-                f"    return v < -c ? -c : (v > c ? c : v);\n}}"))
+            t = k.ctype
+            v_, c_ = Var("v", T), Var("c", T)
+            clip_fn = k.helper(f"mtvm_clip_{t[0]}", render_c(Function(
+                f"mtvm_clip_{t[0]}", [v_, c_], [Return(select(lt(v_, -c_), -c_,
+                                                              select(greater(v_, c_), c_, v_)))],
+                ret=T, static=True, inline=True)))
 
-        def act(j: int, pre: str, clipped: bool = True) -> str:
-            """Activation j (f, g, h) of direction d of `pre` (clipped: a gate's input)."""
+        def act(n: int, pre: Expr, clipped: bool = True) -> Expr:
+            """Activation n (f, g, h) of direction d of `pre` (clipped: a gate's input)."""
+            text = render_c(pre)
             if clip is not None and clipped:
-                pre = f"{clip_fn}({pre}, {k.lit(clip)})"
-            e = [_act_c(k, *A[dd][j], pre) for dd in range(dirs)]
-            return e[0] if len(set(e)) == 1 else f"(d == 0 ? {e[0]} : {e[1]})"
+                text = f"{clip_fn}({text}, {k.lit(clip)})"
+            e = [_act_c(k, *A[dd][n], text) for dd in range(dirs)]
+            return RawExpr(e[0]) if len(set(e)) == 1 else select(eq(d, 0), RawExpr(e[0]),
+                                                                 RawExpr(e[1]))
 
-        lines = [f"{t}* hs = ({t}*)scratch;   /* hidden state [dirs][B][H] */"]
+        lines = [Comment("hidden state [dirs][B][H]"), Decl(hs, Cast(TP, SCRATCH))]
         if lstm:
-            lines.append(f"{t}* cs = hs + {ns};   /* cell state [dirs][B][H] */")
-        lines.append(f"{t}* gt = hs + {ns * (2 if lstm else 1)};   /* gates of one step */")
+            lines += [Comment("cell state [dirs][B][H]"), Decl(cs, hs + ns)]
+        lines += [Comment("gates of one step"), Decl(gt, hs + ns * (2 if lstm else 1))]
         if op == "GRU" and not (gemv and linear_before_reset):
-            lines.append(f"{t}* rh = gt + {GH};   /* r * h, or R_h h + Rb_h */")
+            lines += [Comment("r * h, or R_h h + Rb_h"), Decl(rh, gt + GH)]
         if gemv:
-            lines.append(f"{t}* gr = gt + {GH + H};   /* R h of one step */")
-        init = [f"hs[(d * {B} + b) * {H} + j] = "
-                f"{f'{h0.c}[{st_at}]' if h0 is not None else k.lit(0)};"]
+            lines += [Comment("R h of one step"), Decl(gr, gt + (GH + H))]
+        init = [Assign(hs[state_at], param(h0)[st_at] if h0 is not None else zero)]
         if lstm:
-            init.append(f"cs[(d * {B} + b) * {H} + j] = "
-                        f"{f'{c0.c}[{st_at}]' if c0 is not None else k.lit(0)};")
-        lines += nest([dirs, B, H], ["const size_t d = i0, b = i1, j = i2;"] + init)
+            init.append(Assign(cs[state_at], param(c0)[st_at] if c0 is not None else zero))
+        lines.append(For(d, dirs, [For(b_, B, [For(j, H, init)])]))
         if y is not None:   # steps past a sequence's length stay 0
-            lines.append(f"memset({y.c}, 0, {y.size} * sizeof {y.c}[0]);")
-        length = str(S)
+            lines.append(ExprStmt(call("memset", param(y, output=True), 0,
+                                  y.size * np.dtype(y.dtype).itemsize)))
         if seqlens is not None:   # clamped to [0, S]: never reads outside X
-            sl = f"{seqlens.c}[b]"
-            length = f"{sl} < 0 ? 0 : ({sl} > {S} ? {S} : (size_t){sl})"
-        rev = {"forward": "0", "reverse": "1", "bidirectional": "d == 1"}[direction]
-        step = ["const size_t d = i0, s = i1, b = i2;",
-                f"const size_t len = {length};",
-                "if (s >= len) continue;",
-                f"const size_t tt = {rev} ? len - 1 - s : s;",
-                f"{t}* h = hs + (d * {B} + b) * {H};"]
+            sl = param(seqlens)[b_]
+            len_value = select(lt(sl, 0), 0, select(greater(sl, S), S, Cast(index_type(), sl)))
+        else:
+            len_value = Const(S)
+        back = length - 1 - s_
+        tt_value = {"forward": s_, "reverse": back,
+                    "bidirectional": select(eq(d, 1), back, s_)}[direction]
+        step = [Decl(tt, tt_value), Decl(h, hs + (d * B + b_) * H)]
         if lstm:
-            step.append(f"{t}* c = cs + (d * {B} + b) * {H};")
+            step.append(Decl(c, cs + (d * B + b_) * H))
         # Gate rows with the whole recurrent term (all but GRU's h gate): W x + R h + biases.
         full = 2 * H if op == "GRU" else GH
         if gemv:
             # gt = W x (every gate row), gr = R h (GRU without linear_before_reset:
             # z and r only; its h gate multiplies R_h by r * h below).
             nr = 2 * H if op == "GRU" and not linear_before_reset else GH
-            biases = f" + {wb('g')} + {rb('g')}" if bias is not None else ""
-            step += [f"{gemv}({I}, {x.c} + {xa}, {w.c} + d * {I * GH}, {GH}, {GH}, gt);",
-                     f"{gemv}({H}, h, {r.c} + d * {H * GH}, {GH}, {nr}, gr);",
-                     f"for (size_t g = 0; g < {full}; ++g) gt[g] += gr[g]{biases};"]
+            gsum = gr[g] + wb(g) + rb(g) if bias is not None else gr[g]
+            step += [ExprStmt(call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt)),
+                     ExprStmt(call(gemv, H, h, R + d * (H * GH), GH, nr, gr)),
+                     For(g, full, [Assign(gt[g], gsum, "+=")])]
         else:
-            step += [f"for (size_t g = 0; g < {full}; ++g) {{",
-                     f"    {t} acc = {wb('g')} + {rb('g')};",
-                     dot(w, I, "g", f"{x.c}[{xa} + q]"),
-                     dot(r, H, "g", "h[q]"),
-                     "    gt[g] = acc;", "}"]
+            step.append(For(g, full, [Decl(acc, wb(g) + rb(g)), dot(W, I, g, X[xa + q]),
+                                      dot(R, H, g, h[q]), Assign(gt[g], acc)]))
         if op == "RNN":
-            step.append(f"for (size_t j = 0; j < {H}; ++j) h[j] = {act(0, 'gt[j]')};")
+            step.append(For(j, H, [Assign(h[j], act(0, gt[j]))]))
         elif op == "GRU":
             # z, r = f(...); h~ = g(...) into gt[2H..3H); h = (1 - z) h~ + z h.
-            step.append(f"for (size_t j = 0; j < {2 * H}; ++j) gt[j] = {act(0, 'gt[j]')};")
-            hrow = f"{2 * H} + j"
+            step.append(For(j, 2 * H, [Assign(gt[j], act(0, gt[j]))]))
+            hrow = 2 * H + j
             if gemv and linear_before_reset:
                 # h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)): gt and gr hold the products.
-                step += [f"for (size_t j = 0; j < {H}; ++j) {{",
-                         f"    {t} acc = gt[{hrow}] + {wb(hrow)} + "
-                         f"gt[{H} + j] * (gr[{hrow}] + {rb(hrow)});"]
+                hbody = [Decl(acc, gt[hrow] + wb(hrow) + gt[H + j] * (gr[hrow] + rb(hrow)))]
             elif gemv:
                 # h~ = g(W_h x + R_h (r * h) + Wb_h + Rb_h)
-                step += [f"for (size_t j = 0; j < {H}; ++j) rh[j] = gt[{H} + j] * h[j];",
-                         f"{gemv}({H}, rh, {r.c} + d * {H * GH} + {2 * H}, {GH}, {H}, "
-                         f"gr + {2 * H});",
-                         f"for (size_t j = 0; j < {H}; ++j) {{",
-                         f"    {t} acc = gt[{hrow}] + gr[{hrow}] + {wb(hrow)} + {rb(hrow)};"]
+                step += [For(j, H, [Assign(rh[j], gt[H + j] * h[j])]),
+                         ExprStmt(call(gemv, H, rh, R + d * (H * GH) + 2 * H, GH, H,
+                                       gr + 2 * H))]
+                hbody = [Decl(acc, gt[hrow] + gr[hrow] + wb(hrow) + rb(hrow))]
             elif linear_before_reset:
                 # h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)): Rb_h only inside the product.
-                step += [f"for (size_t j = 0; j < {H}; ++j) {{",
-                         f"    {t} acc = {rb(hrow)};", dot(r, H, hrow, "h[q]"),
-                         "    rh[j] = acc;", "}",
-                         f"for (size_t j = 0; j < {H}; ++j) {{",
-                         f"    {t} acc = {wb(hrow)} + gt[{H} + j] * rh[j];",
-                         dot(w, I, hrow, f"{x.c}[{xa} + q]")]
+                step.append(For(j, H, [Decl(acc, rb(hrow)), dot(R, H, hrow, h[q]),
+                                       Assign(rh[j], acc)]))
+                hbody = [Decl(acc, wb(hrow) + gt[H + j] * rh[j]), dot(W, I, hrow, X[xa + q])]
             else:
                 # h~ = g(W_h x + R_h (r * h) + Wb_h + Rb_h)
-                step += [f"for (size_t j = 0; j < {H}; ++j) rh[j] = gt[{H} + j] * h[j];",
-                         f"for (size_t j = 0; j < {H}; ++j) {{",
-                         f"    {t} acc = {wb(hrow)} + {rb(hrow)};",
-                         dot(w, I, hrow, f"{x.c}[{xa} + q]"), dot(r, H, hrow, "rh[q]")]
-            step += [f"    gt[{2 * H} + j] = {act(1, 'acc')};", "}",
-                     f"for (size_t j = 0; j < {H}; ++j) "
-                     f"h[j] = ({k.lit(1)} - gt[j]) * gt[{2 * H} + j] + gt[j] * h[j];"]
+                step.append(For(j, H, [Assign(rh[j], gt[H + j] * h[j])]))
+                hbody = [Decl(acc, wb(hrow) + rb(hrow)), dot(W, I, hrow, X[xa + q]),
+                         dot(R, H, hrow, rh[q])]
+            step += [For(j, H, hbody + [Assign(gt[hrow], act(1, acc))]),
+                     For(j, H, [Assign(h[j], (one - gt[j]) * gt[hrow] + gt[j] * h[j])])]
         else:
             # LSTM, gate rows i, o, f, c; peepholes P i, o, f. c = f c + i g(.);
             # o sees the new c; h = o h(c).
             def pre(gate, peep_row=None):
-                e = f"gt[{gate * H} + j]"
+                e = gt[gate * H + j]
                 if peep is not None and peep_row is not None:
-                    e += f" + {peep.c}[d * {3 * H} + {peep_row * H} + j] * c[j]"
+                    e = e + param(peep)[d * (3 * H) + peep_row * H + j] * c[j]
                 return e
-            fg = f"{k.lit(1)} - ig" if input_forget else act(0, pre(2, 2))
-            step += [f"for (size_t j = 0; j < {H}; ++j) {{",
-                     f"    const {t} ig = {act(0, pre(0, 0))};",
-                     f"    const {t} fg = {fg};",
-                     f"    c[j] = fg * c[j] + ig * {act(1, pre(3))};",
-                     f"    h[j] = {act(0, pre(1, 1))} * {act(2, 'c[j]', clipped=False)};", "}"]
+            ig, fg = Var("ig", Type(dt, const=True)), Var("fg", Type(dt, const=True))
+            step.append(For(j, H, [
+                Decl(ig, act(0, pre(0, 0))),
+                Decl(fg, one - ig if input_forget else act(0, pre(2, 2))),
+                Assign(c[j], fg * c[j] + ig * act(1, pre(3))),
+                Assign(h[j], act(0, pre(1, 1)) * act(2, c[j], clipped=False))]))
         if y is not None:
-            step.append(f"for (size_t j = 0; j < {H}; ++j) {y.c}[{y_at}] = h[j];")
-        lines += nest([dirs, S, B], step)
-        for o, src in ((yh, "hs"), (yc, "cs")):
+            step.append(For(j, H, [Assign(param(y, output=True)[y_at], h[j])]))
+        lines.append(For(d, dirs, [For(s_, S, [For(b_, B, [
+            Decl(length, len_value), If(lt(s_, length), step)])])]))
+        for o, src in ((yh, hs), (yc, cs)):
             if o is None:
                 continue
-            value = f"{src}[(d * {B} + b) * {H} + j]"
+            value = src[state_at]
             if seqlens is not None:   # length 0 gives 0, as in onnxruntime
-                value = f"{seqlens.c}[b] > 0 ? {value} : {k.lit(0)}"
-            lines += nest([dirs, B, H], ["const size_t d = i0, b = i1, j = i2;",
-                                         f"{o.c}[{st_at}] = {value};"])
-        return body(lines)
+                value = select(greater(param(seqlens)[b_], 0), value, zero)
+            lines.append(For(d, dirs, [For(b_, B, [For(j, H, [
+                Assign(param(o, output=True)[st_at], value)])])]))
+        return render_c(lines)
 
 
 @register("RNN")

@@ -7,20 +7,59 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.cwriter import (ArrayDecl, Assign, Block, Cast, Const, Decl, Expr, For, If, Type,
+                               Var, call, eq, ge, gt, index_type, lt, not_, or_, param, render_c,
+                               select, sum_of)
 from ..errors import UnsupportedError
 from .base import Op, move_input_to_attr, register
-from .indexing import body, nest, prod
+from .indexing import prod
+
+F, CF = Type("float32"), Type("float32", const=True)
+INT, CINT = Type("int32"), Type("int32", const=True)
 
 
-def _cubic(x: str, A: float = -0.75) -> list[str]:
-    """C expressions of the four Keys cubic coefficients for fraction x."""
-    a = f"{A!r}f"
-    return [f"((({a} * ({x} + 1.0f) - 5.0f * {a}) * ({x} + 1.0f) + 8.0f * {a}) * ({x} + 1.0f)"
-            f" - 4.0f * {a})",
-            f"((({a} + 2.0f) * {x} - ({a} + 3.0f)) * {x} * {x} + 1.0f)",
-            f"((({a} + 2.0f) * (1.0f - {x}) - ({a} + 3.0f)) * (1.0f - {x}) * (1.0f - {x}) + 1.0f)",
-            f"((({a} * (2.0f - {x}) - 5.0f * {a}) * (2.0f - {x}) + 8.0f * {a}) * (2.0f - {x})"
-            f" - 4.0f * {a})"]
+def _f(value) -> Const:
+    """A float constant."""
+    return Const(float(value), "float32")
+
+
+def _bilinear(img: Var, h: int, w: int, v: Var, mode: str) -> list:
+    """RoiAlign's sample at (y, xx) of the h x w plane img into v, (y, xx) inside
+    [-1, h] x [-1, w]: clamped to the plane, then the four taps' bilinear sum
+    (mode "avg") or the largest weighted tap (mode "max")."""
+    y, xx = Var("y", F), Var("xx", F)
+    yl, xl, yh, xh = (Var(n) for n in ("yl", "xl", "yh", "xh"))
+    ly, lx, hy, hx = (Var(n, CF) for n in ("ly", "lx", "hy", "hx"))
+    taps = [Var(f"v{i}", CF) for i in range(1, 5)]
+    out = [Decl(yl), Decl(xl), Decl(yh), Decl(xh),
+           If(lt(y, _f(0)), [Assign(y, _f(0))]),
+           If(lt(xx, _f(0)), [Assign(xx, _f(0))]),
+           Assign(yl, Cast(index_type(), y)), Assign(xl, Cast(index_type(), xx))]
+    for lo, hi, pos, n in ((yl, yh, y, h), (xl, xh, xx, w)):
+        out.append(If(ge(lo, n - 1), [Assign(lo, Const(n - 1)), Assign(hi, lo),
+                                      Assign(pos, Cast(F, lo))],
+                      [Assign(hi, lo + 1)]))
+    weights = [hy * hx, hy * lx, ly * hx, ly * lx]
+    at = [yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh]
+    inner = [Decl(ly, y - Cast(F, yl)), Decl(lx, xx - Cast(F, xl)),
+             Decl(hy, _f(1) - ly), Decl(hx, _f(1) - lx)]
+    inner += [Decl(t, wt * Cast(F, img[i])) for t, wt, i in zip(taps, weights, at)]
+    if mode == "avg":
+        inner.append(Assign(v, taps[0] + taps[1] + taps[2] + taps[3]))
+    else:
+        inner.append(Assign(v, select(gt(taps[0], taps[1]), taps[0], taps[1])))
+        inner += [Assign(v, select(gt(v, t), v, t)) for t in taps[2:]]
+    return out + [Block(inner)]
+
+
+def _cubic(x: Expr, A: float = -0.75) -> list[Expr]:
+    """The four Keys cubic coefficients for fraction x."""
+    a, one, two = _f(A), _f(1), _f(2)
+    x1, x2, x3 = x + one, one - x, two - x
+    return [((a * x1 - _f(5) * a) * x1 + _f(8) * a) * x1 - _f(4) * a,
+            ((a + two) * x - (a + _f(3))) * x * x + one,
+            ((a + two) * x2 - (a + _f(3))) * x2 * x2 + one,
+            ((a * x3 - _f(5) * a) * x3 + _f(8) * a) * x3 - _f(4) * a]
 
 
 @register("GridSample")
@@ -44,74 +83,91 @@ class GridSample(Op):
         dims = list(x.shape[2:])
         D = len(dims)
         out_sp = list(grid.shape[1:-1])
-        t = k.ctype
         if padding_mode == "reflection":
             k.library("mtvm_reflect_f32.h")
         lo = [0.0 if align_corners else -0.5 for _ in dims]
         hi = [d - 1.0 if align_corners else d - 0.5 for d in dims]
         P = prod(out_sp)
-        lines = [f"const size_t o = i2;  /* flat output position */",
-                 f"const {t}* g = &in1[(i0 * {P} + o) * {D}];",
-                 f"float xs[{D}];"]
+        i0, i1, o = Var("i0"), Var("i1"), Var("o")
+        x_in, g_in = param(x), param(grid)
+        g = Var("g", Type(grid.dtype, pointer=True, const=True))
+        xs = [Var(f"xs{i}", F) for i in range(D)]
+        lines = [Decl(g, g_in + (i0 * P + o) * D)]
         for i, d in enumerate(dims):
-            gv = f"(float)g[{D - 1 - i}]"
+            gv = Cast(F, g[D - 1 - i])
             if align_corners:
-                lines.append(f"xs[{i}] = ({gv} + 1.0f) / 2.0f * {float(d - 1)!r}f;")
+                lines.append(Decl(xs[i], (gv + _f(1)) / _f(2) * _f(d - 1)))
             else:
-                lines.append(f"xs[{i}] = (({gv} + 1.0f) * {float(d)!r}f - 1.0f) / 2.0f;")
+                lines.append(Decl(xs[i], ((gv + _f(1)) * _f(d) - _f(1)) / _f(2)))
             if mode == "nearest":
-                lines.append(f"xs[{i}] = rintf(xs[{i}]);")
+                lines.append(Assign(xs[i], call("rintf", xs[i])))
             if padding_mode == "border":
-                lines.append(f"if (xs[{i}] < {lo[i]!r}f || xs[{i}] > {hi[i]!r}f) "
-                             f"xs[{i}] = xs[{i}] < 0.0f ? 0.0f : (xs[{i}] > {float(d - 1)!r}f ? "
-                             f"{float(d - 1)!r}f : xs[{i}]);")
+                lines.append(If(or_(lt(xs[i], _f(lo[i])), gt(xs[i], _f(hi[i]))), [
+                    Assign(xs[i], select(lt(xs[i], _f(0)), _f(0),
+                                         select(gt(xs[i], _f(d - 1)), _f(d - 1), xs[i])))]))
             elif padding_mode == "reflection":
-                lines.append(f"xs[{i}] = mtvm_reflect(xs[{i}], {lo[i]!r}f, {hi[i]!r}f);")
+                lines.append(Assign(xs[i], call("mtvm_reflect", xs[i], _f(lo[i]), _f(hi[i]))))
         plane = prod(dims)
-        cbase = f"(i0 * {C} + i1) * {plane}"
+        cbase = (i0 * C + i1) * plane
         stride = [prod(dims[i + 1:]) for i in range(D)]
+        pv = Var("pv", F)
+        I64 = Type("int64")
 
-        def pixel(idx: list[str]) -> list[str]:
-            """C lines setting `pv` to the padded pixel at integer indices idx."""
-            out = []
-            conds = []
-            for i, (v, d) in enumerate(zip(idx, dims)):
-                out.append(f"int64_t j{i} = {v};")
+        def pixel(idx: list[Expr]) -> list:
+            """Statements setting `pv` to the padded pixel at integer indices idx."""
+            out, conds = [], []
+            js = [Var(f"j{i}", I64) for i in range(D)]
+            for i, (j, v, d) in enumerate(zip(js, idx, dims)):
+                out.append(Decl(j, v))
                 if padding_mode == "zeros":
-                    conds.append(f"j{i} < 0 || j{i} >= {d}")
+                    conds.append(or_(lt(j, Const(0)), ge(j, Const(d))))
                 elif padding_mode == "border":
-                    out.append(f"j{i} = j{i} < 0 ? 0 : (j{i} >= {d} ? {d - 1} : j{i});")
+                    out.append(Assign(j, select(lt(j, Const(0)), Const(0),
+                                                select(ge(j, Const(d)), Const(d - 1), j))))
                 else:
-                    out.append(f"j{i} = (int64_t)mtvm_reflect((float)j{i}, {lo[i]!r}f, "
-                               f"{hi[i]!r}f);")
-            addr = " + ".join(f"(size_t)j{i} * {s}" for i, s in enumerate(stride))
+                    out.append(Assign(j, Cast(I64, call("mtvm_reflect", Cast(F, j),
+                                                        _f(lo[i]), _f(hi[i])))))
+            addr = sum_of([Cast(index_type(), j) * s for j, s in zip(js, stride)])
+            value = Cast(F, x_in[cbase + addr])
             if conds:
-                out.append(f"pv = ({' || '.join(conds)}) ? 0.0f : (float)in0[{cbase} + {addr}];")
-            else:
-                out.append(f"pv = (float)in0[{cbase} + {addr}];")
-            return out
+                cond = conds[0]
+                for c in conds[1:]:
+                    cond = or_(cond, c)
+                value = select(cond, _f(0), value)
+            return out + [Assign(pv, value)]
 
+        v = Var("v", F)
         if mode == "nearest":
-            lines += ["float pv;", "{"] + ["    " + s for s in pixel(
-                [f"(int64_t)xs[{i}]" for i in range(D)])] + ["}", "const float v = pv;"]
+            lines += [Decl(pv), Block(pixel([Cast(I64, xs[i]) for i in range(D)])),
+                      Decl(Var("v", CF), pv)]
         else:
             T = 2 if mode == "linear" else 4
             off = 0 if T == 2 else 1
-            lines.append("float v = 0.0f, pv;")
+            lines += [Decl(v, _f(0)), Decl(pv)]
+            ts = [Var(f"t{i}") for i in range(D)]
+            weights = []
             for i in range(D):
-                lines.append(f"const float b{i} = floorf(xs[{i}]), f{i} = xs[{i}] - b{i};")
-                if T == 2:
-                    lines.append(f"const float w{i}[2] = {{ 1.0f - f{i}, f{i} }};")
-                else:
-                    lines.append(f"const float w{i}[4] = {{ {', '.join(_cubic(f'f{i}'))} }};")
-            inner = pixel([f"(int64_t)b{i} - {off} + (int64_t)t{i}" for i in range(D)])
-            inner.append("v += " + " * ".join(f"w{i}[t{i}]" for i in range(D)) + " * pv;")
+                b, f = Var(f"b{i}", CF), Var(f"f{i}", CF)
+                lines += [Decl(b, call("floorf", xs[i])), Decl(f, xs[i] - b)]
+                coef = [_f(1) - f, f] if T == 2 else _cubic(f)
+                ws = [Var(f"w{i}_{t}", CF) for t in range(T)]
+                lines += [Decl(w, c) for w, c in zip(ws, coef)]
+                wt = ws[-1]   # the weight of tap t_i
+                for t in reversed(range(T - 1)):
+                    wt = select(eq(ts[i], t), ws[t], wt)
+                weights.append(wt)
+            inner = pixel([Cast(I64, Var(f"b{i}", CF)) - off + Cast(I64, ts[i])
+                           for i in range(D)])
+            prod_w = weights[0]
+            for w in weights[1:]:
+                prod_w = prod_w * w
+            inner.append(Assign(v, prod_w * pv, "+="))
             for i in reversed(range(D)):
-                inner = [f"for (size_t t{i} = 0; t{i} < {T}; ++t{i}) {{"] + \
-                    ["    " + s for s in inner] + ["}"]
+                inner = [For(ts[i], T, inner)]
             lines += inner
-        lines.append(f"out0[(i0 * {C} + i1) * {P} + o] = ({t})v;")
-        return body(nest([N, C, P], lines))
+        lines.append(Assign(param(k.outs[0], output=True)[(i0 * C + i1) * P + o],
+                            Cast(Type(k.outs[0].dtype), v)))
+        return render_c(For(i0, N, [For(i1, C, [For(o, P, lines)])]))
 
 
 @register("AffineGrid")
@@ -141,20 +197,23 @@ class AffineGrid(Op):
         sp, axes = self._base(size, align_corners)
         D = len(sp)
         N = int(size[0])
-        t = k.ctype
-        lines = []
-        for i, a in enumerate(axes):
-            lines.append(f"static const {t} ax{i}[{len(a)}] = "
-                         f"{{ {', '.join(k.lit(v) for v in a)} }};")
-        coord = [f"ax{i}[i{i + 1}]" for i in range(D)]   # dims order: (d,) h, w
-        xyz = list(reversed(coord))                        # x = w, y = h, z = d
-        inner = [f"const size_t p = {' + '.join(f'i{i + 1} * {prod(sp[i + 1:])}' for i in range(D))};"]
+        dt = k.outs[0].dtype
+        theta, out = param(k.ins[0]), param(k.outs[0], output=True)
+        iv = [Var(f"i{d}") for d in range(D + 1)]
+        ax = [Var(f"ax{i}", Type(dt, const=True)) for i in range(D)]
+        lines = [ArrayDecl(a, [Const(v, dt) for v in vals]) for a, vals in zip(ax, axes)]
+        xyz = list(reversed([a[iv[i + 1]] for i, a in enumerate(ax)]))   # x = w, y = h, z = d
+        p = Var("p", index_type(const=True))
+        inner = [Decl(p, sum_of([iv[i + 1] * prod(sp[i + 1:]) for i in range(D)]))]
         for r in range(D):
-            terms = [f"in0[(i0 * {D} + {r}) * {D + 1} + {j}] * {xyz[j]}" for j in range(D)]
-            terms.append(f"in0[(i0 * {D} + {r}) * {D + 1} + {D}]")
-            inner.append(f"out0[(i0 * {prod(sp)} + p) * {D} + {r}] = {' + '.join(terms)};")
-        lines += nest([N] + sp, inner)
-        return body(lines)
+            row = (iv[0] * D + r) * (D + 1)
+            value = theta[row] * xyz[0]
+            for j in range(1, D):
+                value = value + theta[row + j] * xyz[j]
+            inner.append(Assign(out[(iv[0] * prod(sp) + p) * D + r], value + theta[row + D]))
+        for d in reversed(range(D + 1)):
+            inner = [For(iv[d], ([N] + sp)[d], inner)]
+        return render_c(lines + inner)
 
 
 @register("RoiAlign")
@@ -179,62 +238,49 @@ class RoiAlign(Op):
         C, H, W = x.shape[1:]
         PH, PW = output_height, output_width
         off = 0.5 if coordinate_transformation_mode == "half_pixel" else 0.0
-        t = k.ctype
         sr = int(sampling_ratio)
-        lines = nest([R], [
-            "const size_t n = i0;",
-            "const size_t bi = (size_t)in2[n];",
-            f"const float sw = (float)in1[n * 4 + 0] * {float(spatial_scale)!r}f - {off!r}f;",
-            f"const float sh = (float)in1[n * 4 + 1] * {float(spatial_scale)!r}f - {off!r}f;",
-            f"float rw = (float)in1[n * 4 + 2] * {float(spatial_scale)!r}f - {off!r}f - sw;",
-            f"float rh = (float)in1[n * 4 + 3] * {float(spatial_scale)!r}f - {off!r}f - sh;",
-        ] + ([] if off else ["if (rw < 1.0f) rw = 1.0f;", "if (rh < 1.0f) rh = 1.0f;"]) + [
-            f"const float bh = rh / {PH}.0f, bw = rw / {PW}.0f;",
-            f"const int gh = {sr if sr > 0 else f'(int)ceilf(rh / {PH}.0f)'};",
-            f"const int gw = {sr if sr > 0 else f'(int)ceilf(rw / {PW}.0f)'};",
-            "const float count = (float)(gh * gw > 1 ? gh * gw : 1);",
-            "(void)count;",
-            f"for (size_t c = 0; c < {C}; ++c) {{",
-            f"    const {t}* img = &in0[(bi * {C} + c) * {H * W}];",
-            f"    for (size_t ph = 0; ph < {PH}; ++ph) {{",
-            f"        for (size_t pw = 0; pw < {PW}; ++pw) {{",
-            "            float acc = 0.0f;",
-            "            int first = 1;",
-            "            for (int iy = 0; iy < gh; ++iy) {",
-            "                for (int ix = 0; ix < gw; ++ix) {",
-            "                    float y = sh + (float)ph * bh + ((float)iy + 0.5f) * bh / (float)gh;",
-            "                    float xx = sw + (float)pw * bw + ((float)ix + 0.5f) * bw / (float)gw;",
-            "                    float v = 0.0f;",
-            f"                    if (!(y < -1.0f || y > {H}.0f || xx < -1.0f || xx > {W}.0f)) {{",
-            "                        size_t yl, xl, yh, xh;",
-            "                        if (y < 0.0f) y = 0.0f;",
-            "                        if (xx < 0.0f) xx = 0.0f;",
-            "                        yl = (size_t)y; xl = (size_t)xx;",
-            f"                        if (yl >= {H - 1}) {{ yh = yl = {H - 1}; y = (float)yl; }} "
-            "else yh = yl + 1;",
-            f"                        if (xl >= {W - 1}) {{ xh = xl = {W - 1}; xx = (float)xl; }} "
-            "else xh = xl + 1;",
-            "                        {",
-            "                            const float ly = y - (float)yl, lx = xx - (float)xl;",
-            "                            const float hy = 1.0f - ly, hx = 1.0f - lx;",
-            f"                            const float v1 = hy * hx * (float)img[yl * {W} + xl];",
-            f"                            const float v2 = hy * lx * (float)img[yl * {W} + xh];",
-            f"                            const float v3 = ly * hx * (float)img[yh * {W} + xl];",
-            f"                            const float v4 = ly * lx * (float)img[yh * {W} + xh];",
-            ("                            v = v1 + v2 + v3 + v4;" if mode == "avg" else
-             "                            v = v1 > v2 ? v1 : v2; v = v > v3 ? v : v3; "
-             "v = v > v4 ? v : v4;"),
-            "                        }",
-            "                    }",
-            ("                    acc += v;" if mode == "avg" else
-             "                    if (first || v > acc) acc = v;"),
-            "                    first = 0;",
-            "                }",
-            "            }",
-            "            (void)first;",
-            f"            out0[((n * {C} + c) * {PH} + ph) * {PW} + pw] = ({t})"
-            + ("(acc / count);" if mode == "avg" else "acc;"),
-            "        }",
-            "    }",
-            "}"])
-        return body(lines)
+        img_t, box, bidx = param(k.ins[0]), param(k.ins[1]), param(k.ins[2])
+        out = param(k.outs[0], output=True)
+        n, c, ph, pw = Var("n"), Var("c"), Var("ph"), Var("pw")
+        iy, ix = Var("iy", INT), Var("ix", INT)
+        bi = Var("bi", index_type(const=True))
+        sw, sh, bh, bw = (Var(v, CF) for v in ("sw", "sh", "bh", "bw"))
+        rw, rh, acc, v = (Var(v, F) for v in ("rw", "rh", "acc", "v"))
+        gh, gw = Var("gh", CINT), Var("gw", CINT)
+        count, first = Var("count", CF), Var("first", INT)
+        img = Var("img", Type(x.dtype, pointer=True, const=True))
+
+        def corner(i):   # ROI corner i (x1, y1, x2, y2) in input coordinates
+            return Cast(F, box[n * 4 + i]) * _f(spatial_scale) - _f(off)
+
+        def grid(extent, bins):
+            return Const(sr) if sr > 0 else Cast(INT, call("ceilf", extent / _f(bins)))
+
+        roi = [Decl(bi, Cast(index_type(), bidx[n])),
+               Decl(sw, corner(0)), Decl(sh, corner(1)),
+               Decl(rw, corner(2) - sw), Decl(rh, corner(3) - sh)]
+        if not off:   # output_half_pixel: ROIs at least one pixel
+            roi += [If(lt(rw, _f(1)), [Assign(rw, _f(1))]), If(lt(rh, _f(1)), [Assign(rh, _f(1))])]
+        roi += [Decl(bh, rh / _f(PH)), Decl(bw, rw / _f(PW)),
+                Decl(gh, grid(rh, PH)), Decl(gw, grid(rw, PW))]
+        if mode == "avg":
+            roi.append(Decl(count, Cast(F, select(gt(gh * gw, 1), gh * gw, 1))))
+        sample = [Decl(Var("y", F), sh + Cast(F, ph) * bh + (Cast(F, iy) + _f(0.5)) * bh
+                       / Cast(F, gh)),
+                  Decl(Var("xx", F), sw + Cast(F, pw) * bw + (Cast(F, ix) + _f(0.5)) * bw
+                       / Cast(F, gw)),
+                  Decl(v, _f(0)),
+                  If(not_(or_(or_(or_(lt(Var("y", F), _f(-1)), gt(Var("y", F), _f(H))),
+                                  lt(Var("xx", F), _f(-1))), gt(Var("xx", F), _f(W)))),
+                     _bilinear(img, H, W, v, mode))]
+        if mode == "avg":
+            sample.append(Assign(acc, v, "+="))
+        else:
+            sample += [If(or_(first, gt(v, acc)), [Assign(acc, v)]), Assign(first, Const(0))]
+        cell = [Decl(acc, _f(0))] + ([Decl(first, Const(1))] if mode != "avg" else [])
+        cell += [For(iy, gh, [For(ix, gw, sample)]),
+                 Assign(out[((n * C + c) * PH + ph) * PW + pw],
+                        Cast(Type(k.outs[0].dtype), acc / count if mode == "avg" else acc))]
+        roi.append(For(c, C, [Decl(img, img_t + (bi * C + c) * (H * W)),
+                               For(ph, PH, [For(pw, PW, cell)])]))
+        return render_c(For(n, R, roi))

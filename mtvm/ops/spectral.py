@@ -7,8 +7,17 @@ import math
 
 import numpy as np
 
+from ..codegen.cwriter import (Assign, Cast, Const, Decl, For, Type, Var, call, ge, index_type,
+                               param, render_c, select)
 from .base import Op, move_input_to_attr, need_const, register
-from .indexing import body, nest, prod
+from .indexing import prod
+
+D64, CD64 = Type("float64"), Type("float64", const=True)
+
+
+def _d(value) -> Const:
+    """A double constant."""
+    return Const(float(value), "float64")
 
 
 class _Window(Op):
@@ -97,27 +106,29 @@ class DFT(Op):
         cplx = x.shape[-1] == 2
         outer = prod(x.shape[:a])
         inner = prod(x.shape[a + 1:-1])
-        t = k.ctype
+        T = Type(k.outs[0].dtype)
         m = min(n, n_in)
         sign = 1.0 if inverse else -1.0
-        scale = f" / {n}.0" if inverse else ""
         xin = x.shape[-1]
-        im = f"(double)in0[((o * {n_in} + j) * {inner} + s) * 2 + 1]" if cplx else "0.0"
+        X, out = param(x), param(k.outs[0], output=True)
+        o, f, s_, j = Var("o"), Var("f"), Var("s"), Var("j")
+        re, imag = Var("re", D64), Var("imag", D64)
+        ang, c, sn, xr, xi = (Var(v, CD64) for v in ("ang", "c", "sn", "xr", "xi"))
+        x_at = (o * n_in + j) * inner + s_
+        im = Cast(D64, X[x_at * 2 + 1]) if cplx else _d(0)
+
+        def scaled(v):
+            return Cast(T, v / _d(n) if inverse else v)
         # Accumulated in double: the outputs near 0 are checked against atol 1e-7.
-        lines = nest([outer, n_out, inner], [
-            "const size_t o = i0, f = i1, s = i2;",
-            "double re = 0.0, imag = 0.0;",
-            f"for (size_t j = 0; j < {m}; ++j) {{",
-            f"    const double ang = {sign * 2 * math.pi / n!r} * (double)((f * j) % {n});",
-            "    const double c = cos(ang), sn = sin(ang);",
-            f"    const double xr = (double)in0[((o * {n_in} + j) * {inner} + s) * {xin}];",
-            f"    const double xi = {im};",
-            "    re += xr * c - xi * sn;",
-            "    imag += xr * sn + xi * c;",
-            "}",
-            f"out0[((o * {n_out} + f) * {inner} + s) * 2] = ({t})(re{scale});",
-            f"out0[((o * {n_out} + f) * {inner} + s) * 2 + 1] = ({t})(imag{scale});"])
-        return body(lines)
+        cell = [Decl(re, _d(0)), Decl(imag, _d(0)),
+                For(j, m, [Decl(ang, _d(sign * 2 * math.pi / n) * Cast(D64, (f * j) % n)),
+                           Decl(c, call("cos", ang)), Decl(sn, call("sin", ang)),
+                           Decl(xr, Cast(D64, X[x_at * xin])), Decl(xi, im),
+                           Assign(re, xr * c - xi * sn, "+="),
+                           Assign(imag, xr * sn + xi * c, "+=")]),
+                Assign(out[((o * n_out + f) * inner + s_) * 2], scaled(re)),
+                Assign(out[((o * n_out + f) * inner + s_) * 2 + 1], scaled(imag))]
+        return render_c(For(o, outer, [For(f, n_out, [For(s_, inner, cell)])]))
 
     def _emit_irfft(self, k, a, n_in, n):
         """Real output of length n from n_in Hermitian bins (the rest conjugate)."""
@@ -125,21 +136,21 @@ class DFT(Op):
         outer = prod(x.shape[:a])
         inner = prod(x.shape[a + 1:-1])
         cplx = x.shape[-1] == 2
-        at = f"((o * {n_in} + kk) * {inner} + s) * {x.shape[-1]}"
-        im = f"(conj ? -1.0 : 1.0) * (double)in0[{at} + 1]" if cplx else "0.0"
-        lines = nest([outer, n, inner], [
-            "const size_t o = i0, tt = i1, s = i2;",
-            "double acc = 0.0;",
-            f"for (size_t q = 0; q < {n}; ++q) {{",
-            f"    const int conj = q >= {n_in};",
-            f"    const size_t kk = conj ? {n} - q : q;",
-            f"    const double re = (double)in0[{at}];",
-            f"    const double im = {im};",
-            f"    const double ang = {2 * math.pi / n!r} * (double)((q * tt) % {n});",
-            "    acc += re * cos(ang) - im * sin(ang);",
-            "}",
-            f"out0[(o * {n} + tt) * {inner} + s] = ({k.ctype})(acc / {n}.0);"])
-        return body(lines)
+        X = param(x)
+        o, tt, s_, q = Var("o"), Var("tt"), Var("s"), Var("q")
+        kk, conj = Var("kk", index_type(const=True)), Var("conj", Type("int32", const=True))
+        acc = Var("acc", D64)
+        re, im, ang = (Var(v, CD64) for v in ("re", "im", "ang"))
+        at = ((o * n_in + kk) * inner + s_) * x.shape[-1]
+        im_value = select(conj, _d(-1), _d(1)) * Cast(D64, X[at + 1]) if cplx else _d(0)
+        cell = [Decl(acc, _d(0)),
+                For(q, n, [Decl(conj, ge(q, n_in)), Decl(kk, select(conj, n - q, q)),
+                           Decl(re, Cast(D64, X[at])), Decl(im, im_value),
+                           Decl(ang, _d(2 * math.pi / n) * Cast(D64, (q * tt) % n)),
+                           Assign(acc, re * call("cos", ang) - im * call("sin", ang), "+=")]),
+                Assign(param(k.outs[0], output=True)[(o * n + tt) * inner + s_],
+                       Cast(Type(k.outs[0].dtype), acc / _d(n)))]
+        return render_c(For(o, outer, [For(tt, n, [For(s_, inner, cell)])]))
 
 
 @register("MelWeightMatrix")
@@ -197,20 +208,21 @@ class STFT(Op):
         n, frames, bins = self._geom(x.shape, None if win is None else win.shape, frame_step,
                                      frame_length, onesided)
         B, L, xin = x.shape
-        t = k.ctype
-        w = "(double)in2[j]" if win is not None else "1.0"
-        im = f"(double)in0[(b * {L} + p) * 2 + 1]" if xin == 2 else "0.0"
-        lines = nest([B, frames, bins], [
-            "const size_t b = i0, f = i1, q = i2;",
-            "double re = 0.0, imag = 0.0;",
-            f"for (size_t j = 0; j < {n}; ++j) {{",
-            f"    const size_t p = f * {frame_step} + j;",
-            f"    const double ang = {-2 * math.pi / n!r} * (double)((q * j) % {n});",
-            f"    const double xr = (double)in0[(b * {L} + p) * {xin}] * {w};",
-            f"    const double xi = {im} * {w};",
-            "    re += xr * cos(ang) - xi * sin(ang);",
-            "    imag += xr * sin(ang) + xi * cos(ang);",
-            "}",
-            f"out0[((b * {frames} + f) * {bins} + q) * 2] = ({t})re;",
-            f"out0[((b * {frames} + f) * {bins} + q) * 2 + 1] = ({t})imag;"])
-        return body(lines)
+        T = Type(k.outs[0].dtype)
+        X, out = param(x), param(k.outs[0], output=True)
+        b, f, q, j = Var("b"), Var("f"), Var("q"), Var("j")
+        p = Var("p", index_type(const=True))
+        re, imag = Var("re", D64), Var("imag", D64)
+        ang, xr, xi = (Var(v, CD64) for v in ("ang", "xr", "xi"))
+        w = Cast(D64, param(win)[j]) if win is not None else _d(1)
+        im = Cast(D64, X[(b * L + p) * 2 + 1]) if xin == 2 else _d(0)
+        cell = [Decl(re, _d(0)), Decl(imag, _d(0)),
+                For(j, n, [Decl(p, f * frame_step + j),
+                           Decl(ang, _d(-2 * math.pi / n) * Cast(D64, (q * j) % n)),
+                           Decl(xr, Cast(D64, X[(b * L + p) * xin]) * w),
+                           Decl(xi, im * w),
+                           Assign(re, xr * call("cos", ang) - xi * call("sin", ang), "+="),
+                           Assign(imag, xr * call("sin", ang) + xi * call("cos", ang), "+=")]),
+                Assign(out[((b * frames + f) * bins + q) * 2], Cast(T, re)),
+                Assign(out[((b * frames + f) * bins + q) * 2 + 1], Cast(T, imag))]
+        return render_c(For(b, B, [For(f, frames, [For(q, bins, cell)])]))

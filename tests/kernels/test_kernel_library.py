@@ -132,3 +132,112 @@ def test_a_failing_program_fails_the_test():
         run_c_test("#include <stdlib.h>\nint main(int argc, char** argv) { (void)argv; "
                    "int* p = malloc(4); p[0] = 1; int v = p[argc + 3]; free(p); "
                    "return v == 12345; }", name="oob")
+
+
+# -- the float micro-kernels (mtvm_gemm_f32.h, x86/mtvm_conv_f32_x86.h) --------------------
+# Small integer values: every sum is exact in float, whatever the order of the FMAs. Heights
+# 3, 8, 13 (passes of 4 rows and a partial one), the tap-offset form, full and partial
+# tiles; the AVX-512 band and direct kernels where the host has AVX-512 ("native"); the
+# Thumb-2 VFP 4 x 4 blocks on the Cortex-M4F.
+
+GEMM_TEST = r"""
+#include <stdio.h>
+#if defined(__arm__)
+#include "mtvm_gemm_f32_vfp.h"   /* the 4 x 4 blocks in Thumb-2 VFP assembly */
+#endif
+#include "mtvm_gemm_f32.h"
+MTVM_DEFINE_F32_GEMM(gemm3, 3)
+MTVM_DEFINE_F32_GEMM(gemm8, 8)
+MTVM_DEFINE_F32_GEMM(gemm13, 13)
+MTVM_DEFINE_F32_GEMM_OFF(gemm5_off, 5)
+MTVM_DEFINE_F32_BAND(band3, 3)
+MTVM_DEFINE_F32_DIRECT(direct2, 2)
+@ARRAYS@
+static float tile[16 * 32];
+static void show(const char* what, int rows, int n, int ld)
+{
+    printf("%s %d", what, n);
+    for (int r = 0; r < rows; ++r)
+        for (int q = 0; q < n; ++q) printf(" %.0f", (double)tile[r * ld + q]);
+    printf("\n");
+}
+int main(void)
+{
+    const int ns[3] = { MTVM_F32_NR, MTVM_F32_NR - 1, 1 };
+    printf("NR %d\n", MTVM_F32_NR);
+    for (int i = 0; i < 3; ++i) {
+        const int n = ns[i];
+        gemm3(@TAPS@, a, b, @LDB@, n, tile); show("gemm3", 3, n, MTVM_F32_NR);
+        gemm8(@TAPS@, a, b, @LDB@, n, tile); show("gemm8", 8, n, MTVM_F32_NR);
+        gemm13(@TAPS@, a, b, @LDB@, n, tile); show("gemm13", 13, n, MTVM_F32_NR);
+        gemm5_off(@TAPS@, a, b, off, n, tile); show("gemm5_off", 5, n, MTVM_F32_NR);
+    }
+#if MTVM_F32_NR == 16
+    const int bn[3] = { 32, 20, 7 };
+    for (int i = 0; i < 3; ++i) {
+        band3(2, 40, 3, off, a, b, bn[i], tile); show("band3", 3, bn[i], 32);
+    }
+    /* a 6 x 7 plane, 3 x 3 taps, padding 1: positions 0..31, then 32..41 */
+    direct2(2, 42, 7, 3, 3, 1, 1, 1, 1, a, b, 0, 32, tile); show("direct2_0", 2, 32, 32);
+    direct2(2, 42, 7, 3, 3, 1, 1, 1, 1, a, b, 32, 10, tile); show("direct2_32", 2, 10, 32);
+#endif
+    return 0;
+}
+"""
+
+
+def _float_kernels_expected(a, b, off, taps, ldb, nr):
+    """{line head: values} of GEMM_TEST, from NumPy."""
+    out = {}
+    for n in (nr, nr - 1, 1):
+        for name, mr, rows_of in (
+                ("gemm3", 3, None), ("gemm8", 8, None), ("gemm13", 13, None),
+                ("gemm5_off", 5, off)):
+            at = a[:taps * mr].reshape(taps, mr)
+            bt = np.stack([b[(t * ldb if rows_of is None else rows_of[t]):][:n]
+                           for t in range(taps)])
+            out[f"{name} {n}"] = (at.T @ bt).ravel()
+    if nr == 16:
+        for n in (32, 20, 7):
+            tile = np.zeros((3, n))
+            for c in range(2):
+                for j in range(3):
+                    tile += np.outer(a[(c * 3 + j) * 3:][:3], b[c * 40 + off[j]:][:n])
+            out[f"band3 {n}"] = tile.ravel()
+        h, w, mr = 6, 7, 2
+        for p0, n in ((0, 32), (32, 10)):
+            tile = np.zeros((mr, n))
+            for q in range(n):
+                oh, ow = divmod(p0 + q, w)
+                for c in range(2):
+                    for kh in range(3):
+                        for kw in range(3):
+                            iy, ix = oh + kh - 1, ow + kw - 1
+                            if 0 <= iy < h and 0 <= ix < w:
+                                tile[:, q] += (a[((c * 3 + kh) * 3 + kw) * mr:][:mr]
+                                               * b[c * h * w + iy * w + ix])
+            out[f"direct2_{p0} {n}"] = tile.ravel()
+    return out
+
+
+@pytest.mark.parametrize("target", ["host", "native"] + BOARDS)
+def test_float_micro_kernels(target):
+    rng = np.random.default_rng(2)
+    taps, ldb = 7, 21
+    a = rng.integers(-4, 5, 16 * 32).astype(np.float32)
+    b = rng.integers(-4, 5, 160).astype(np.float32)
+    off = np.array([0, 1, 5, 17, 30, 33, 40])
+    arrays = "\n".join([c_array("a", a, "float"), c_array("b", b, "float"),
+                        c_array("off", off, "int32_t")])
+    program = (GEMM_TEST.replace("@ARRAYS@", arrays).replace("@TAPS@", str(taps))
+               .replace("@LDB@", str(ldb)))
+    out = run_c_test(program, name="gemm_f32", target="host" if target == "native" else target,
+                     library=["mtvm_gemm_f32.h", "mtvm_gemm_f32_vfp.h"],
+                     march="native" if target == "native" else None)
+    lines = [line.split() for line in out.split("\n") if line]
+    nr = int(lines[0][1])
+    got = {f"{w[0]} {w[1]}": np.array([float(v) for v in w[2:]]) for w in lines[1:]}
+    want = _float_kernels_expected(a, b, off, taps, ldb, nr)
+    assert sorted(got) == sorted(want)
+    for key, values in want.items():
+        np.testing.assert_array_equal(got[key], values, err_msg=key)
