@@ -130,8 +130,9 @@ def session_case(projects_dir, name, board):
 
 
 # instructions/MAC the RV32 int8 kernels (c_runtime/kernels/riscv/) stay under (measured
-# 3.10/3.17, 2.88, 3.43: docs/boards.md)
-RV32_INT8_CEILING = {"kws_dscnn_int8": 3.3, "ic_resnet8_int8": 3.0, "vww_mobilenetv1_int8": 3.6}
+# 2.88 on riscv32-virt / 2.95 on sifive_e, 2.79, 3.06: docs/boards.md; before the
+# requantizing assembly blocks and the depthwise strips 3.10/3.17, 2.88, 3.43)
+RV32_INT8_CEILING = {"kws_dscnn_int8": 3.05, "ic_resnet8_int8": 2.9, "vww_mobilenetv1_int8": 3.2}
 
 
 def test_standalone_app_on_sifive_e(projects_dir):

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.quantized.common import conv_geometry
+from ...ops.quantized.common import conv_geometry, operands
 from ...ops.quantized.conv import unpack_conv_weights
 from ..cwriter import (
     Assign,
@@ -113,9 +113,8 @@ def weight_pairs(w: np.ndarray, group: int, w_zp: np.ndarray | None) -> np.ndarr
 def _im2col_geometry(k, strides, pads, dilations, group, folded):
     """(columns per tile, 32-bit words per column) of the im2col schedule, or None
     when the kernel does not take it (x86 computes from the input in place)."""
-    x, w = k.ins[0], k.ins[1]
-    w_zp = (k.ins + [None] * 6)[5]
-    if (not folded or k.inplace is not None or w.const is None or pair_mode(k.target)[0] == "x86"
+    x, w, _, _, _, w_zp = operands(k)
+    if (not folded or w.const is None or pair_mode(k.target)[0] == "x86"
             or (w_zp is not None and w_zp.const is None)
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
         return None
@@ -131,9 +130,8 @@ IM2COL_COLUMNS = 2   # output columns per im2col tile: 2 channels x 2 columns of
 def _plane_geometry(k, strides, pads, dilations, folded):
     """(padded height, padded width) of the depthwise schedule's zero-point padded
     input plane, or None when the kernel does not take it."""
-    x, w = k.ins[0], k.ins[1]
-    w_zp = (k.ins + [None] * 6)[5]
-    if (folded or k.inplace is not None or w.const is None or w.shape[1] != 1
+    x, w, _, _, _, w_zp = operands(k)
+    if (folded or w.const is None or w.shape[1] != 1
             or (w_zp is not None and w_zp.const is None)
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
         return None
@@ -159,12 +157,10 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     docstring); depthwise (folded=0) and the rest: the scalar nest."""
     attrs = dict(strides=strides, pads=pads, dilations=dilations, group=group, x_zp=x_zp,
                  y_zp=y_zp, act_min=act_min, act_max=act_max, folded=folded)
-    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
-    w_zp = (k.ins + [None] * 6)[5]
-    if (k.inplace is not None or w.const is None or (w_zp is not None and w_zp.const is None)
+    x, w, bias, mult, shift, w_zp = operands(k)
+    if (w.const is None or (w_zp is not None and w_zp.const is None)
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
-        return qconv_scalar(k, **attrs)
+        return qconv_scalar(k, **attrs)   # (which refuses to run in place)
     if not folded:
         if _plane_geometry(k, strides, pads, dilations, folded) is not None:
             return depthwise_plane(k, **attrs)
@@ -182,6 +178,8 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
         if body is not None:
             return body
         raise NotLowerable("QConv weights minus their zero points beyond 16 bits")
+    if k.inplace is not None:   # refuses_inplace keeps the planner from it
+        raise NotLowerable("QConv's x86 tiles written over their input")
     table = weight_pairs(logical, group, zw)
     if table is None:
         return qconv_scalar(k, **attrs)
@@ -394,9 +392,7 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
     products), one output's at stride 2; otherwise tiles of four columns, each
     weight feeding the four."""
     del folded
-    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
-    w_zp = (k.ins + [None] * 6)[5]
+    x, w, bias, mult, shift, w_zp = operands(k)
     n, c = x.shape[:2]
     oc = w.shape[0]
     h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
@@ -547,8 +543,7 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
     The weights minus their zero points are int16 words of pairs on Arm DSP
     (one load per SMLAD), bytes elsewhere when they fit. None when a weight
     minus its zero point does not fit 16 bits."""
-    x, bias = k.ins[0], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
+    x, _, bias, mult, shift, _ = operands(k)
     oc, cg, kh, kw = logical.shape
     n, c = x.shape[:2]
     h, wd, _, _, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
@@ -696,9 +691,7 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     bytes, SXTB16 into (x0, x2) and (x1, x3), meets each channel's weights split
     the same way with two SMLADs; the K % 4 last products one by one. Elsewhere:
     the scalar nest (loopnests_more.qmatmul)."""
-    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
-    w_zp = (k.ins + [None] * 6)[5]
+    x, w, bias, mult, shift, w_zp = operands(k)
     kk, nn = x.shape[-1], w.shape[0]
     mode, lane_options = pair_mode(k.target)
     if mode == "x86" and w.const is not None and (w_zp is None or w_zp.const is not None) \
@@ -794,9 +787,7 @@ def _qmatmul_x86(k, lane_options, *, y_zp, act_min, act_max) -> list | None:
     with each row's input pair broadcast; tiles of up to 4 rows x 2 vectors (8
     sums in registers). None when N has no multiple of 4 lanes or a weight
     minus its zero point does not fit 16 bits."""
-    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
-    w_zp = (k.ins + [None] * 6)[5]
+    x, w, bias, mult, shift, w_zp = operands(k)
     kk, nn = x.shape[-1], w.shape[0]
     lanes = next((L for L in lane_options if nn % L == 0), 0)
     if not lanes:

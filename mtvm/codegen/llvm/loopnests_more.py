@@ -57,6 +57,7 @@ from ..cwriter import (
     scaled,
     select,
 )
+from ...ops.quantized.common import operands
 from .cparse import NotLowerable
 from .loopnests import I64, _store, nest, not_in_range, prod
 
@@ -1851,9 +1852,7 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     """x [..., M, K] times the constant w [N, K] (transposed): bias[o] + the int32 dot
     product - w_zp[o] * sum(a), requantized (or the int32 accumulator). Integer sums
     are exact in any order: the C kernel's four-column blocks change nothing."""
-    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
-    w_zp = (k.ins + [None] * 6)[5]
+    x, w, bias, mult, shift, w_zp = operands(k)
     kk, nn = x.shape[-1], w.shape[0]
     m = x.size // kk
     X, W, Y = param(x), param(w), param(k.out, output=True)
@@ -1932,9 +1931,7 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     if k.inplace is not None:
         raise NotLowerable("QConv written over its input (the LLVM nest reads the whole "
                            "input while writing)")
-    x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-    mult, shift = (k.ins + [None] * 6)[3:5]
-    w_zp = (k.ins + [None] * 6)[5]
+    x, w, bias, mult, shift, w_zp = operands(k)
     n, c = x.shape[:2]
     oc = w.shape[0]
     h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(

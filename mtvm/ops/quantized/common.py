@@ -183,6 +183,14 @@ class IntOp(Op):
         return 0 if tuple(x.shape) == tuple(y.shape) and x.dtype == y.dtype else None
 
 
+def operands(k) -> tuple:
+    """(x, w, bias, mult, shift, w_zp) of a QConv or QMatMul kernel: its inputs in
+    the quantization pass's order, the optional ones None (no mult/shift: the
+    int32 accumulator is the output; no w_zp: symmetric weights)."""
+    ins = list(k.ins) + [None] * 6
+    return ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]
+
+
 def conv_geometry(x_shape, w_shape, strides, pads, dilations):
     """(H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw) for a 1-D or 2-D convolution."""
     if len(x_shape) == 3:

@@ -22,6 +22,7 @@ from .common import (
     coord,
     finish,
     indent_c,
+    operands,
     per_channel,
     plus,
     store_lines,
@@ -515,8 +516,14 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         one = [f"int32_t a[2] = {{ {bias.c}[o], {bias.c}[o + 1] }};",
                f"{mm1}(col, wp, {nb}, {tl}, {int(kk % 4 == 0)}, a);"] + st(0, "o", "yp[0]", 0) + \
             st(1, "o + 1", f"yp[{ohw}]", 0)
-        body += ["if (npx == 2) {"] + indent_c(two_loop) + ["} else {", "    " + chan_loop] \
-            + indent_c(one, 2) + ["    }", "}"]
+        one_rv32 = rv32_one_requant(store, w, tl, ohw=ohw, kk=kk, nb=nb, mg=mg, bias=bias) \
+            if quad else None
+        if one_rv32:   # RV32: the last pixel four channels at a time, in assembly
+            body += ["if (npx == 2) {"] + indent_c(two_loop) + ["} else {"] + \
+                indent_c(one_rv32) + ["}"]
+        else:
+            body += ["if (npx == 2) {"] + indent_c(two_loop) + ["} else {", "    " + chan_loop] \
+                + indent_c(one, 2) + ["    }", "}"]
     else:
         body += two_loop
     if mg % 2:
@@ -539,7 +546,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         lines += ["            const int32_t npx = 2;"]
     if quad:
         body = rv32_quad(k, body, body[:ngather], st, w, bias, mg=mg, kk=kk, ohw=ohw, nb=nb,
-                         tl=tl, cn=cn)
+                         tl=tl, cn=cn, store=store)
     nest = indent_c(body, 3) + ["        }", "    }", "}"]
     direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
         if pointwise and w_zp is None and k.inplace is None else None
@@ -567,13 +574,60 @@ def rv32_quad_applies(k, group: int, kk: int) -> bool:
     """Whether emit_im2col takes four pixels at a time (rv32_quad): an RV32 target, no
     weight zero point, output channels per group a multiple of four, the second channel
     pair's weights (2 * kk bytes on) within a load's 12-bit offset, four output pixels."""
-    w_zp = (k.ins + [None] * 6)[5]
+    w_zp = operands(k)[5]
     mg = k.ins[1].shape[0] // group
     ohw = int(np.prod(k.out.shape[2:]))
     return k.target.is_riscv and w_zp is None and mg % 4 == 0 and 2 * kk <= 2040 and ohw >= 4
 
 
-def rv32_quad(k, body, gather, st, w, bias, *, mg, kk, ohw, nb, tl, cn) -> list[str]:
+def _rv32_requant_args(store, w, nb) -> tuple | None:
+    """(macro suffix, mode, per-channel multiplier and shift pointers and their byte steps,
+    shift, add) of the RV32 assembly requantization (MTVM_MM4X4Q_RV32, MTVM_MM1X4Q_RV32), where
+    _Store's fast path applies, there is a block of four taps and the clamp is a full 8-bit
+    range; else None."""
+    if not isinstance(store, _Store) or store.mult is None or store.m is None or nb < 1 or \
+            (int(store.lo), int(store.hi)) not in ((-128, 127), (0, 255)):
+        return None
+    m, zp = store.m, int(store.y_zp)
+    mult, shift = store.mult, store.shift
+    if np.all(m == m[0]):      # one shift: (hi + add) >> m
+        mode, sh, addv = "ONE", int(m[0]), (1 << int(m[0] - 1)) + zp * (1 << int(m[0]))
+    else:                      # per channel: ((hi >> (m - 1)) + 2 y_zp + 1) >> 1
+        mode, sh, addv = "PER", 0, 2 * zp + 1
+    mptr, mstep = (f"{mult.c} + o", 4) if mult.size > 1 else (mult.c, 0)
+    sptr, sstep = (f"{shift.c} + o", 4) if shift.size > 1 else (shift.c, 0)
+    return (INT8_EXT[np.dtype(w.dtype).name][1].upper(), mode, mptr, mstep, sptr, sstep, sh,
+            addv)
+
+
+def rv32_quad_requant(store, w, tl, *, ohw, cn, kk, nb, bias) -> list[str] | None:
+    """The four-channel block of rv32_quad with the bias, the requantization and the stores
+    in the same RV32 assembly as the sums (MTVM_MM4X4Q_RV32: the sixteen sums stay in
+    registers), where _rv32_requant_args applies; else None (the C stores of rv32_quad)."""
+    a = _rv32_requant_args(store, w, nb)
+    if a is None:
+        return None
+    suf, mode, mptr, mstep, sptr, sstep, sh, addv = a
+    return [f"const void* const rq[4] = {{ {bias.c} + o, yp, {mptr}, {sptr} }};",
+            f"MTVM_MM4X4Q_RV32_{suf}({mode}, col, col + {cn}, wp, {2 * kk}, {nb}, {tl}, rq, "
+            f"{ohw}, {mstep}, {sstep}, {sh}, {addv}, {int(store.lo)}, {int(store.hi)});"]
+
+
+def rv32_one_requant(store, w, tl, *, ohw, kk, nb, mg, bias) -> list[str] | None:
+    """RV32, where rv32_quad applies: a plane's odd last pixel, four channels at a time with
+    the requantization in the same assembly (MTVM_MM1X4Q_RV32); else None."""
+    a = _rv32_requant_args(store, w, nb)
+    if a is None:
+        return None
+    suf, mode, mptr, mstep, sptr, sstep, sh, addv = a
+    return [f"for (size_t o = g * {mg}; o < (g + 1) * {mg}; o += 4, wp += {4 * kk}, "
+            f"yp += {4 * ohw}) {{",
+            f"    const void* const rq[4] = {{ {bias.c} + o, yp, {mptr}, {sptr} }};",
+            f"    MTVM_MM1X4Q_RV32_{suf}({mode}, col, wp, {2 * kk}, {nb}, {tl}, rq, {ohw}, "
+            f"{mstep}, {sstep}, {sh}, {addv}, {int(store.lo)}, {int(store.hi)});", "}"]
+
+
+def rv32_quad(k, body, gather, st, w, bias, *, mg, kk, ohw, nb, tl, cn, store=None) -> list[str]:
     """emit_im2col's loop body on RV32: four output pixels at a time while they last (the
     pair gather run twice, into col and col + cn; MTVM_MM4X4_RV32 over both columns, four
     channels at a time), else the pair body."""
@@ -590,6 +644,9 @@ def rv32_quad(k, body, gather, st, w, bias, *, mg, kk, ohw, nb, tl, cn) -> list[
                                      ("o + 2", 2 * ohw), ("o + 3", 3 * ohw),
                                      ("o + 2", 2 * ohw + 1), ("o + 3", 3 * ohw + 1))):
             four += st(h + i, ch, f"yp[{r + pp}]", 0)
+    fused = rv32_quad_requant(store, w, tl, ohw=ohw, cn=cn, kk=kk, nb=nb, bias=bias)
+    if fused:
+        four = fused
     out = [f"if (q + 3 < {ohw}) {{   /* four pixels: q, q + 1 into col, q + 2, q + 3 into "
            f"col + {cn} */", "    {"] + indent_c(gather, 2) + \
         ["    }", "    {", f"        int16_t* const col_b = col + {cn};",
@@ -608,8 +665,7 @@ def mve_applies(k, group: int, kk: int, y_zp: int) -> bool:
     offsets of the column gathers (rows and columns within int16)."""
     if not k.target.has("mve"):
         return False
-    x, w = k.ins[0], k.ins[1]
-    mult, shift, w_zp = (k.ins + [None] * 6)[3:6]
+    x, w, _, mult, shift, w_zp = operands(k)
     if w_zp is not None or x.dtype != np.int8 or w.dtype != np.int8 or kk < 1 or \
             mult is None or fast_requant(mult, shift, y_zp) is None:
         return False
@@ -876,9 +932,7 @@ class QConv(IntOp):
 
     def emit(self, k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
              act_max=127, folded=1):
-        x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-        mult, shift = (k.ins + [None] * 6)[3:5]
-        w_zp = (k.ins + [None] * 6)[5]
+        x, w, bias, mult, shift, w_zp = operands(k)
         n, c = x.shape[:2]
         oc = w.shape[0]
         h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(

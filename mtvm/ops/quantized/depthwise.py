@@ -333,7 +333,24 @@ def padded_plane_bytes(k, x, strides, pads, dilations) -> int:
     p4 = pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]]
     if not any(p4) and getattr(k, "inplace", None) is None:
         return 0
-    return (h + p4[0] + p4[2]) * (wd + p4[1] + p4[3]) * x.dtype.itemsize
+    plane = rv32_plane(k, x, wd, p4[1], p4[3], strides, dilations)
+    return (h + p4[0] + p4[2]) * max(wd + p4[1] + p4[3], plane[1] if plane else 0) * \
+        x.dtype.itemsize
+
+
+def rv32_plane(k, x, wd, pw, pe_w, strides, dilations) -> tuple[int, int] | None:
+    """RV32 (mtvm_depthwise_rv32.h): the bordered plane's (left border, row width) that put
+    each copied row on a word (halfword) boundary, rows of a multiple of four (two) bytes
+    copied a word (halfword) at a time, for a 3x3 window at stride 1 or 2; None elsewhere
+    (the border pw, rows of pw + wd + pe_w bytes)."""
+    w = k.ins[1]
+    a = 4 if wd % 4 == 0 else (2 if wd % 2 == 0 else 0)
+    if not k.target.is_riscv or x.dtype.itemsize != 1 or not a or \
+            tuple(w.shape[2:]) != (3, 3) or any(d != 1 for d in dilations) or \
+            len(set(strides)) != 1 or strides[0] not in (1, 2):
+        return None
+    left = -(-pw // a) * a
+    return left, -(-(left + wd + pe_w) // a) * a
 
 
 def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, ow, sh, sw, ph,
@@ -360,10 +377,19 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     # requantization is the cheap one and the data int8
     mve = k.target.has("mve") and fast and x.dtype == w.dtype == np.int8 and \
         k.out.dtype.itemsize == 1 and w_zp is None
-    rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve
+    # RV32 cores: 3x3 windows at stride 1 or 2 in strips of two lines (mtvm_depthwise_rv32.h),
+    # where the requantization is the cheap one and the data 8-bit
+    rv32 = k.target.is_riscv and fast and kh == kw == 3 and dh == dw == 1 and \
+        sh == sw and sh in (1, 2) and k.out.dtype.itemsize == 1 and x.dtype.itemsize == 1
+    rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve and not rv32
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
+    plane = rv32_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None
+    left = pw
+    if plane and rv32:   # the rows word (halfword) aligned: the left border and rows rounded up
+        left, pw_ = plane
+        row_w = pw_
     if padded:
-        k.scratch_bytes = ph_ * pw_ * x.dtype.itemsize
+        k.scratch_bytes = ph_ * max(pw_, plane[1] if plane else 0) * x.dtype.itemsize
         lines += [f"{x.ctype}* pad = ({x.ctype}*)scratch;  /* [{ph_}][{pw_}], border "
                   f"= zero point {x_zp} */",
                   "/* the border, once: each channel's copy rewrites only the interior */",
@@ -440,7 +466,11 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         lines += [f"        (void)w{3 * r}{3 * r + 2};" for r in range(kh)] + \
             [f"        (void)m{r};" for r in range(0, kh, 2)] + \
             (["        (void)rnd_o;"] if S is not None else []) + ["#endif"]
-    if padded:
+    if padded and rv32:   # rows copied a word or halfword (else four bytes) per step
+        lines += [f"        mtvm_dw_copy_rv32((uint8_t*)pad + {ph * pw_ + left}, {pw_}, "
+                  f"(const uint8_t*)xc, {h}, {wd});",
+                  f"        xc = pad{f' + {left - pw}' if left != pw else ''};"]
+    elif padded:
         if mve and (pw or pe_w):   # rows copied with vector loads and stores
             from ...codegen.cwriter import Call, Const, ExprStmt, Var, render_c
             k.library("mtvm_depthwise_s8_mve.h")
@@ -456,6 +486,13 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                       "        }"]
         lines.append("        xc = pad;")
     end = ["    }", "}"]
+    if rv32:   # one call per channel (mtvm_dw3x3_channel_rv32), its shape constants inlined
+        k.library("mtvm_depthwise_rv32.h")
+        lines += [f"        mtvm_dw3x3_channel_rv32((const uint8_t*)xc, (uint8_t*)yc, "
+                  f"(const int32_t[9]){{{', '.join(wv)}}}, bias_in,",
+                  f"                                mult_o, rnd_o, sh_o, {act_min}, {act_max}, "
+                  f"{int(x.dtype == np.uint8)}, {sh}, {row_w}, {oh}, {ow}, {int(oh > ow)});"]
+        return lines + end
     if mve:   # one call per channel (mtvm_dw_channel_s8_mve)
         from ...codegen.cwriter import VOID, Call, Cast, Const, ExprStmt, Table, Type, Var, \
             render_c, sum_of

@@ -13,6 +13,7 @@ from .common import (
     finish,
     indent_c,
     minus,
+    operands,
     per_channel,
     store_lines,
 )
@@ -90,9 +91,7 @@ class QMatMul(IntOp):
         return outputs[0].size * inputs[0].shape[-1]
 
     def emit(self, k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
-        x, w, bias = k.ins[0], k.ins[1], k.ins[2]
-        mult, shift = (k.ins + [None] * 6)[3:5]
-        w_zp = (k.ins + [None] * 6)[5]
+        x, w, bias, mult, shift, w_zp = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
         lines = [f"/* {x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
