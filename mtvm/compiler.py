@@ -169,19 +169,19 @@ def _need_llvmlite() -> None:
 def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
                         output_names, constants_section, config=None) -> CompiledModel:
     _need_llvmlite()
-    from .codegen.llvm import NO_INPLACE_OPS, check_config, compile_llvm, llvm_scratch
+    from .codegen.llvm import check_config, compile_llvm, llvm_scratch, refuses_inplace
     from .codegen.llvm.compiled import LLVMCompiledModel
     from .memory.planner import no_inplace
     check_config(config)
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
-    # The LLVM kernels' scratch is their loop nests' (llvm_scratch), and the ops of
-    # NO_INPLACE_OPS never overwrite their input there (their loop nests are not the
-    # C schedules that can).
+    # The LLVM kernels' scratch is their loop nests' (llvm_scratch), and the nests
+    # that read their whole input while writing never overwrite it
+    # (refuses_inplace).
     from .codegen.llvm.machine import llvm_target
     tg = llvm_target(Target.resolve(target))
-    with no_inplace(NO_INPLACE_OPS):
+    with no_inplace(refuses_inplace(tg)):
         s = choose_order(g, lambda h, inplace: llvm_scratch(h, mod, inplace, tg, config),
                          reorder=reorder)
     g, plan = s.graph, s.plan

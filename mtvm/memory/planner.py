@@ -263,17 +263,19 @@ def view_root(g: Graph):
     return root
 
 
-# Ops whose kernels must not write over their input in this planning, whatever
-# Op.inplace_input says: the LLVM backend's loop nests read their whole input
-# while writing (mtvm.codegen.llvm). A context variable, so that every path of
-# the scheduler (orders, trims, problems) sees it without a parameter each.
-_NO_INPLACE: ContextVar[frozenset] = ContextVar("mtvm_no_inplace", default=frozenset())
+# Kernels that must not write over their input in this planning, whatever
+# Op.inplace_input says: the LLVM backend's loop nests that read their whole
+# input while writing (mtvm.codegen.llvm.refuses_inplace). A context variable, so
+# that every path of the scheduler (orders, trims, problems) sees it without a
+# parameter each.
+_NO_INPLACE: ContextVar = ContextVar("mtvm_no_inplace", default=lambda node, graph: False)
 
 
 @contextmanager
-def no_inplace(op_types):
-    """Within the block, kernels of these op types never take their input's buffer."""
-    token = _NO_INPLACE.set(frozenset(op_types))
+def no_inplace(refuses):
+    """Within the block, the kernels for which refuses(node, graph) is true never
+    take their input's buffer."""
+    token = _NO_INPLACE.set(refuses)
     try:
         yield
     finally:
@@ -286,7 +288,7 @@ def inplace_candidates(g: Graph, n, root, io) -> list[tuple[int | str, str]]:
     inplace_steps but the order-dependent one (that buffer is read for the last
     time at n)."""
     from ..ops.base import get_op
-    if n.alias or n.op in _NO_INPLACE.get():
+    if n.alias or _NO_INPLACE.get()(n, g):
         return []
     op = get_op(n.op, n.domain)
     idx = op.inplace_input(n, g)

@@ -449,3 +449,26 @@ def test_cli_compile_with_backend_llvm(tmp_path):
                         "--target", "cortex-m4", "-o", str(out)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert (out / "codegen" / "host" / "lib" / "lib0.o").stat().st_size > 0
+
+
+@pytest.mark.skipif(not os.path.isdir(MODELS), reason="needs ../shared/models")
+@pytest.mark.parametrize("target", ["cortex-m4", "cortex-m55", "rv32imac", "host"])
+def test_int8_convolutions_run_in_place_where_they_copy_first(target):
+    """Pointwise and depthwise QConvs whose nests copy what they read first (the
+    im2col columns of Arm and RISC-V, every target's padded depthwise planes)
+    take their input's buffer as the C kernels do: kws_dscnn_int8's arena is at
+    most the C backend's on the microcontrollers (run there bit for bit by
+    tests/device/test_llvm_boards.py); on x86, whose pointwise tiles read the
+    input in place, only the depthwise layers are, and the host run is bit-exact."""
+    path = os.path.join(MODELS, "kws_dscnn_int8.onnx")
+    c = mtvm.compile(path, target=target)
+    lib = mtvm.compile(path, backend="llvm", target=target)
+    if target != "host":
+        assert lib.metadata["workspace_bytes"] <= c.metadata["workspace_bytes"] < 12000
+        return
+    assert lib.metadata["workspace_bytes"] > c.metadata["workspace_bytes"]
+    x = np.load(os.path.join(MODELS, "kws_dscnn_int8.npz"))["in_0"]
+    name = c.metadata["inputs"][0]["name"]
+    want = c.run_host({name: x})
+    for k, v in lib.run_host({name: x}).items():
+        np.testing.assert_array_equal(v, want[k])

@@ -22,8 +22,25 @@ from .cparse import NotLowerable
 from .machine import abi, llvm_target, optimize, target_machine, triple_cpu_features
 from .module import IRKernel, LLVMModule
 
-# Ops whose LLVM loop nests read their whole input while writing: never in place.
-NO_INPLACE_OPS = ("Conv", "QConv")
+def refuses_inplace(target):
+    """refuses(node, graph): whether the LLVM loop nest of a node reads its whole
+    input while writing, so must never run in place (the planner's no_inplace).
+    Conv always; a QConv on x86, whose pair-product tiles read the input where it
+    lies -- elsewhere QConv copies what it reads first (an im2col column of the
+    pixels it writes, a padded plane of the channel it writes), as the C
+    kernels do, and may take its input's buffer as they do. A depthwise QConv
+    copies its planes on every target."""
+    from .loopnests_int8 import pair_mode
+    x86 = pair_mode(llvm_target(target))[0] == "x86"
+
+    def refuses(node, graph) -> bool:
+        if node.op == "Conv":
+            return True
+        if node.op == "QConv" and node.domain == "mtvm":
+            w = graph.tensors[node.inputs[1]]
+            return not w.is_const or bool(x86 and node.attrs.get("folded", 1))
+        return False
+    return refuses
 
 
 def scratch_bytes(k) -> int:
@@ -174,5 +191,5 @@ def workload_key(k) -> str:
     return key(k)
 
 
-__all__ = ["NO_INPLACE_OPS", "compile_llvm", "object_code", "parse_and_optimize",
+__all__ = ["refuses_inplace", "compile_llvm", "object_code", "parse_and_optimize",
            "NotLowerable", "check_config", "workload_key"]
