@@ -49,9 +49,8 @@ def _define(k, macro: str, name: str, mr: int, what: str) -> str:
 
 
 def gemm_ukernel(k, mr: int) -> str:
-    """Declare the mr-row micro-kernel helper; returns its name. (With the Thumb-2
-    VFP 4 x 4 block where the FPU fuses; gemm_ukernel_offsets gets it only in a
-    module that also has this kernel, as before the kernels moved to the library.)"""
+    """Declare the mr-row micro-kernel helper; returns its name (with the Thumb-2
+    VFP 4 x 4 block where the FPU fuses)."""
     k.library("mtvm_gemm_f32_vfp.h")
     return _define(k, "MTVM_DEFINE_F32_GEMM", f"mtvm_f32_gemm_{mr}xNR", mr,
                    f"tile[r * MTVM_F32_NR + q] = sum_t a[t * {mr} + r] * b[t * ldb + q], "
@@ -90,7 +89,10 @@ def row_blocks(count: int, mr: int, block) -> list[str]:
 
 def gemm_ukernel_offsets(k, mr: int) -> str:
     """Like gemm_ukernel, but tap t reads b + off[t] (a compile-time table) instead of
-    b + t * ldb: the taps of a convolution window over rows held in scratch."""
+    b + t * ldb: the taps of a convolution window over rows held in scratch. With
+    the Thumb-2 VFP 4 x 4 block too (once only where the module also had the plain
+    kernel: ic_resnet8 on the M4 24.8 M -> 20.0 M instructions for 2.8 KB of flash)."""
+    k.library("mtvm_gemm_f32_vfp.h")
     return _define(k, "MTVM_DEFINE_F32_GEMM_OFF", f"mtvm_f32_gemm_{mr}xNR_off", mr,
                    f"tile[r * MTVM_F32_NR + q] = sum_t a[t * {mr} + r] * b[off[t] + q], "
                    f"r < {mr}, q < n <= MTVM_F32_NR")

@@ -226,11 +226,20 @@ def test_port_tcp_url_on_a_cortex_m_project(proj):
 
 LEAKY_TEST = '''
 import subprocess
+import time
 
 def test_leaks_an_emulator():
-    subprocess.Popen(["qemu-system-arm", "-machine", "mps2-an386", "-nographic",
-                      "-monitor", "none", "-serial", "none", "-S"],
-                     stdin=subprocess.DEVNULL, start_new_session=True)
+    p = subprocess.Popen(["qemu-system-arm", "-machine", "mps2-an386", "-nographic",
+                          "-monitor", "none", "-serial", "none", "-S"],
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    # An emulator left running, not one still being exec'd: on a loaded machine the
+    # session could end before /proc shows the new program (a race of this test only).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with open(f"/proc/{p.pid}/cmdline", "rb") as f:
+            if f.read().startswith(b"qemu-system-"):
+                break
+        time.sleep(0.05)
 '''
 
 
