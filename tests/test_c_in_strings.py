@@ -17,9 +17,12 @@ TOOL = os.path.join(HERE, "..", "tools", "count_c_in_strings.py")
 # 1,110 with the float GEMM, band and direct micro-kernels in c_runtime/kernels/
 # (mtvm_gemm_f32.h, x86/mtvm_conv_f32_x86.h: -105) and the glue of the recurrent,
 # sampling, indexing, spectral, loss, ConvTranspose/DeformConv/LpPool, Einsum, Quantize,
-# pool, layout and Det ops and the AOT entry's run function in the C writer (-498).
+# pool, layout and Det ops and the AOT entry's run function in the C writer (-498),
+# 969 with the int8 depthwise row micro-kernels in c_runtime/kernels/
+# (generic/mtvm_dw_row_s8.h: -42) and QAvgPool/QMaxPool, QBatchMatMul's transposition and
+# QConv's tap-by-tap gather, window masks and weight-zero-point sums in the C writer (-86).
 # Lower it as more C moves out. The goal of issue 12 is 1,000.
-BUDGET = 1110
+BUDGET = 969
 
 sys.path.insert(0, os.path.dirname(TOOL))
 from count_c_in_strings import count_source  # noqa: E402

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from ...codegen.cwriter import (Assign, Binary, Cast, Comment, Decl, For, If, RawExpr, Type,
+                                Var, and_, ge, index_type, lt, render_c, select)
 from ..base import c_literal, register
 from .common import (
     DOMAIN,
@@ -28,6 +30,8 @@ from .common import (
     store_lines,
     ties_impossible,
 )
+
+I32, CI32 = Type("int32"), Type("int32", const=True)
 
 # -- fixed-point requantization ----------------------------------------------------
 
@@ -306,15 +310,15 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         pos = "((i >> 2) << 3) + (i & 3) + 4 * (size_t)" + px
         if tl:
             pos = f"i < {4 * nb} ? {pos} : {8 * nb} + {ts} * (size_t){px} + {slot_c(f'(i - {4 * nb})')}"
-        return [f"size_t i = 0;",
-                f"for (size_t ci = 0; ci < {cg}; ++ci) {{",
-                f"    for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                f"        const int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
-                f"        for (int32_t kx = 0; kx < {kw}; ++kx, ++i) {{",
-                f"            const int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
-                f"            col[{pos}] = (ih >= 0 && ih < {h} && iw >= 0 && iw < {wd}) ?",
-                f"                xg[(ci * {h} + (size_t)ih) * {wd} + (size_t)iw] : {zx};",
-                "        }", "    }", "}"]
+        i, ci, ky, kx = Var("i"), Var("ci"), Var("ky", I32), Var("kx", I32)
+        ih, iw = Var("ih", CI32), Var("iw", CI32)
+        inside = and_(and_(and_(ge(ih, 0), lt(ih, h)), ge(iw, 0)), lt(iw, wd))
+        at = Var("xg")[(ci * h + Cast(index_type(), ih)) * wd + Cast(index_type(), iw)]
+        tap = For(kx, kw, [Decl(iw, RawExpr(coord("ox", sw, pw, "kx", dw))),
+                           Assign(Var("col")[RawExpr(pos)], select(inside, at, RawExpr(zx))),
+                           Assign(i, 1, "+=")])
+        return render_c([Decl(i, 0), For(ci, cg, [For(ky, kh, [
+            Decl(ih, RawExpr(coord("oy", sh, ph, "ky", dh))), tap])])]).splitlines()
 
     mtype, msuf = ("uint32_t", "u") if khw <= 32 else ("uint64_t", "ull")
 
@@ -324,18 +328,21 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
 
     def mask_lines() -> list[str]:
         """Bit j of `m` (khw <= 64): tap j of a channel's window lies inside the input."""
-        return [f"const int32_t iy0 = {coord('oy', sh, ph, '0', 1)[:-4]}, "
-                f"ix0 = {coord('ox', sw, pw, '0', 1)[:-4]};",
-                f"const int32_t base = iy0 * {wd} + ix0;   /* may be negative */",
-                f"{mtype} m = 0, cm = 0;   /* cm: the columns kx inside the input */",
-                f"for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                f"    const int32_t iw = ix0 + kx{f' * {dw}' if dw != 1 else ''};",
-                f"    cm |= ({mtype})(iw >= 0 && iw < {wd}) << kx;",
-                "}",
-                f"for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                f"    const int32_t ih = iy0 + ky{f' * {dh}' if dh != 1 else ''};",
-                f"    if (ih >= 0 && ih < {h}) m |= cm << (ky * {kw});",
-                "}"]
+        iy0, ix0, base = Var("iy0", CI32), Var("ix0", CI32), Var("base", CI32)
+        mt = Type(mtype[:-2])
+        m, cm, kx, ky = Var("m", mt), Var("cm", mt), Var("kx", I32), Var("ky", I32)
+        ih, iw = Var("ih", CI32), Var("iw", CI32)
+        return render_c([
+            Decl(iy0, RawExpr(coord("oy", sh, ph, "0", 1)[:-4])),
+            Decl(ix0, RawExpr(coord("ox", sw, pw, "0", 1)[:-4])),
+            Decl(base, iy0 * wd + ix0), Comment("may be negative"),
+            Decl(m, 0), Decl(cm, 0), Comment("cm: the columns kx inside the input"),
+            For(kx, kw, [Decl(iw, ix0 + (kx * dw if dw != 1 else kx)),
+                         Assign(cm, Binary("|", cm, Binary("<<", Cast(mt, and_(ge(iw, 0),
+                                                                            lt(iw, wd))), kx)))]),
+            For(ky, kh, [Decl(ih, iy0 + (ky * dh if dh != 1 else ky)),
+                         If(and_(ge(ih, 0), lt(ih, h)),
+                            [Assign(m, Binary("|", m, Binary("<<", cm, ky * kw)))])])]).splitlines()
 
     def masked(px: str) -> list[str]:
         """A pixel whose window crosses the padding, when the window is too large to
@@ -441,15 +448,14 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         body += ["for (int32_t px = 0; px < npx; ++px) {"] + indent_c(gather) + \
             [f"    if (++ox == {ow}) {{", "        ox = 0;", "        ++oy;", "    }", "}"]
     if w_zp is not None:
-        body += ["int32_t xsum[2] = { 0, 0 };",
-                 "for (int32_t px = 0; px < npx; ++px) {",
-                 f"    for (size_t i = 0; i < {nb}; ++i) {{",
-                 "        for (size_t j = 0; j < 4; ++j) xsum[px] += col[8 * i + 4 * (size_t)px + j];",
-                 "    }"]
+        px, i, j = Var("px", I32), Var("i"), Var("j")
+        xsum, col, at_px = Var("xsum", I32)[px], Var("col"), Cast(index_type(), px)
+        sums = [For(i, nb, [For(j, 4, [Assign(xsum, col[8 * i + 4 * at_px + j], "+=")])])]
         if tl:
-            body += [f"    for (size_t j = 0; j < {ts}; ++j) xsum[px] += col[{8 * nb} + "
-                     f"{ts} * (size_t)px + j];   /* the padding slots hold 0 */"]
-        body += ["}"]
+            sums += [For(j, ts, [Assign(xsum, col[8 * nb + ts * at_px + j], "+=")]),
+                     Comment("the padding slots hold 0")]
+        body += ["int32_t xsum[2] = { 0, 0 };"] + \
+            render_c(For(px, Var("npx", I32), sums)).splitlines()
 
     ngather = len(body)
 

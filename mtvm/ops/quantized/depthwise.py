@@ -15,7 +15,8 @@ in place (the border is written once per call, the interior per channel).
     even and odd bytes, PKHBT pairs a byte of the next word with one of them,
     SMLAD/SMLADX plus SMLAxy do the taps; SMMLA + SSAT requantize, SSAT also
     shifting when the layer has one shift for all channels (common_shift).
-  * otherwise C blocks with ACLE intrinsics: 2x2 (stride 1), 4 and 2 pixels.
+  * otherwise C blocks with ACLE intrinsics: 2x2 (stride 1), 4 and 2 pixels (their
+    row micro-kernels: c_runtime/kernels/generic/mtvm_dw_row_s8.h).
 Everything else, and every core without the DSP extension: the plain sums.
 All paths compute the same integers (QConv.reference)."""
 from __future__ import annotations
@@ -23,120 +24,32 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import c_literal
-from .common import INT8_EXT, INT8_EXT_ROR8, indent_c, per_channel, ties_impossible
-
-
-def _mid(half: str, wsel: str) -> str:
-    """ACLE SMLAxy intrinsic: data half `half`, weight half `wsel` ('b' or 't')."""
-    return f"__smla{half}{wsel}"
+from .common import INT8_EXT, indent_c, per_channel, ties_impossible
 
 
 def row_helper(k, x_dtype, stride: int, npix: int, wsel: str) -> str:
     """One row of a 3-wide window for `npix` (2 or 4) neighbouring output pixels at
     x stride `stride` (1 or 2): acc[i] += p[s*i] w0 + p[s*i+1] w1 + p[s*i+2] w2.
     w02 holds (w0, w2) as two int16 lanes; wm holds w1 in its bottom (wsel 'b') or
-    top (wsel 't') half. Reads exactly the bytes the window covers."""
-    tx, nx, xx = INT8_EXT[np.dtype(x_dtype).name]
-    xr = INT8_EXT_ROR8[xx]
-    k.library("mtvm_dsp.h")
-    k.library("mtvm_ror8.h")
-    k.library("mtvm_depthwise_s8.h")
-    name = f"mtvm_dw3x{npix}s{stride}{wsel}_{nx}"
-    accs = ", ".join(f"int32_t* a{i}" for i in range(npix))
-    b, t = _mid("b", wsel), _mid("t", wsel)
-    if stride == 1 and npix == 4:
-        dsp = f"""    uint32_t x4;
-    memcpy(&x4, p, 4);
-    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
-    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
-    const int32_t p4 = p[4], p5 = p[5];
-    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
-    *a1 = {t}(lo, wm, __smlad(hi, w02, *a1));
-    *a2 = {t}(hi, wm, __smladx(mtvm_pkhbt(p4, lo), w02, *a2));  /* (p4, p2) */
-    *a3 = {b}(p4, wm, __smladx(mtvm_pkhbt(p5, hi), w02, *a3));  /* (p5, p3) */"""
-    elif stride == 1 and npix == 2:
-        dsp = f"""    uint32_t x4;
-    memcpy(&x4, p, 4);
-    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
-    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
-    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
-    *a1 = {t}(lo, wm, __smlad(hi, w02, *a1));"""
-    elif stride == 2 and npix == 4:
-        dsp = f"""    uint32_t x4, y4;
-    memcpy(&x4, p, 4);
-    memcpy(&y4, p + 4, 4);
-    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
-    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
-    const int32_t lo2 = {xx}((int32_t)y4);         /* (p4, p6) */
-    const int32_t hi2 = {xr}((int32_t)y4); /* (p5, p7) */
-    const int32_t p8 = p[8];
-    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
-    *a1 = {t}(hi, wm, __smladx(mtvm_pkhbt(lo2, lo), w02, *a1));  /* (p4, p2) */
-    *a2 = {b}(hi2, wm, __smlad(lo2, w02, *a2));
-    *a3 = {t}(hi2, wm, __smladx(mtvm_pkhbt(p8, lo2), w02, *a3));  /* (p8, p6) */"""
-    elif stride == 2 and npix == 2:
-        dsp = f"""    uint32_t x4;
-    memcpy(&x4, p, 4);
-    const int32_t lo = {xx}((int32_t)x4);          /* (p0, p2) */
-    const int32_t hi = {xr}((int32_t)x4);  /* (p1, p3) */
-    const int32_t p4 = p[4];
-    *a0 = {b}(hi, wm, __smlad(lo, w02, *a0));
-    *a1 = {t}(hi, wm, __smladx(mtvm_pkhbt(p4, lo), w02, *a1));  /* (p4, p2) */"""
-    else:
+    top (wsel 't') half (c_runtime/kernels/generic/mtvm_dw_row_s8.h)."""
+    if (stride, npix) not in ((1, 2), (1, 4), (2, 2), (2, 4)):
         raise ValueError((stride, npix))
-    plain = "\n".join(
-        f"    *a{i} += (int32_t)p[{stride * i}] * w0 + (int32_t)p[{stride * i + 1}] * w1"
-        f" + (int32_t)p[{stride * i + 2}] * w2;" for i in range(npix))
-    return k.helper(name, f"""/* One row of a 3-wide window, {npix} output pixels at x stride
- * {stride}. */
-static inline void {name}(const {tx}* p, int32_t w0, int32_t w1, int32_t w2, int32_t w02,
-                              int32_t wm, {accs})
-{{
-#if defined(__ARM_FEATURE_DSP)
-{dsp}
-    (void)w0;
-    (void)w1;
-    (void)w2;
-#else
-    (void)w02;
-    (void)wm;
-{plain}
-#endif
-}}""")
+    k.library("mtvm_dw_row_s8.h")
+    return f"mtvm_dw3x{npix}s{stride}{wsel}_{INT8_EXT[np.dtype(x_dtype).name][1]}"
 
 
 def unpack_helper(k, x_dtype) -> str:
-    """DSP only: the even and odd bytes of p[0..3] as two pairs of int16 lanes."""
-    tx, nx, xx = INT8_EXT[np.dtype(x_dtype).name]
-    k.library("mtvm_dsp.h")
-    k.library("mtvm_ror8.h")
-    name = f"mtvm_dw_unpack_{nx}"
-    return k.helper(name, f"""#if defined(__ARM_FEATURE_DSP)
-/* (p0, p2) and (p1, p3) as int16 lanes, from one (unaligned) word load. */
-static inline void {name}(const {tx}* p, int32_t* lo, int32_t* hi)
-{{
-    uint32_t x4;
-    memcpy(&x4, p, 4);
-    *lo = {xx}((int32_t)x4);
-    *hi = {INT8_EXT_ROR8[xx]}((int32_t)x4);
-}}
-#endif""")
+    """DSP only: the even and odd bytes of p[0..3] as two pairs of int16 lanes
+    (mtvm_dw_row_s8.h)."""
+    k.library("mtvm_dw_row_s8.h")
+    return f"mtvm_dw_unpack_{INT8_EXT[np.dtype(x_dtype).name][1]}"
 
 
 def mac2_helper(k, wsel: str) -> str:
-    """DSP only: one unpacked row x one weight row, two neighbouring output pixels."""
-    k.library("mtvm_dsp.h")
-    name = f"mtvm_dw_mac2{wsel}"
-    return k.helper(name, f"""#if defined(__ARM_FEATURE_DSP)
-/* *a0 += p0 w0 + p1 w1 + p2 w2, *a1 += p1 w0 + p2 w1 + p3 w2 with lo = (p0, p2),
- * hi = (p1, p3), w02 = (w0, w2) and w1 in the {'bottom' if wsel == 'b' else 'top'} half of wm. */
-static inline void {name}(int32_t lo, int32_t hi, int32_t w02, int32_t wm, int32_t* a0,
-                                int32_t* a1)
-{{
-    *a0 = {_mid("b", wsel)}(hi, wm, __smlad(lo, w02, *a0));
-    *a1 = {_mid("t", wsel)}(lo, wm, __smlad(hi, w02, *a1));
-}}
-#endif""")
+    """DSP only: one unpacked row x one weight row, two neighbouring output pixels
+    (mtvm_dw_row_s8.h)."""
+    k.library("mtvm_dw_row_s8.h")
+    return f"mtvm_dw_mac2{wsel}"
 
 
 ASM_GUARD = "#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)"

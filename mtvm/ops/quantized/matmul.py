@@ -163,40 +163,44 @@ class QBatchMatMul(IntOp):
             return " + ".join(terms) or "0"
         from types import SimpleNamespace
         bt_bytes = (n * kk + 3) // 4 * 4
-        lines = [f"/* per batch entry, b's block transposed into scratch ([{n}][{kk}]: each output",
-                 " * a contiguous dot product, four columns per pass over a's row) with its",
-                 " * column sums; the zero points enter once per row and column:",
-                 " * sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + K za zb */",
-                 f"{b.ctype}* bt = ({b.ctype}*)scratch;",
-                 f"int32_t* bsum = (int32_t*)(scratch + {bt_bytes});",
-                 f"int32_t* brow = bsum + {n};   /* a row's constant terms per column */",
-                 f"for (size_t t = 0; t < {nb}; ++t) {{",
-                 f"    const {a.ctype}* pa = {a.c} + {offset(a)};",
-                 f"    const {b.ctype}* pb = {b.c} + {offset(b)};",
-                 f"    for (size_t j = 0; j < {n}; ++j) {{",
-                 "        int32_t s = 0;",
-                 f"        for (size_t p = 0; p < {kk}; ++p) {{",
-                 f"            const {b.ctype} v = pb[p * {n} + j];",
-                 f"            bt[j * {kk} + p] = v;",
-                 "            s += v;",
-                 "        }",
-                 "        bsum[j] = s;",
-                 "    }",
-                 f"    for (size_t i = 0; i < {m}; ++i) {{",
-                 f"        const {a.ctype}* ar = pa + i * {kk};"]
-        if b_zp:
-            lines += ["        int32_t asum = 0;",
-                      f"        for (size_t p = 0; p < {kk}; ++p) asum += ar[p];"]
+        from ...codegen.cwriter import (Assign, Cast, Comment, Decl, For, Raw, RawExpr,
+                                        Type, Var, render_c)
+        i32, ptr = Type("int32"), Type(b.dtype, pointer=True)
+        bt, bsum, brow = Var("bt", ptr), Var("bsum", Type("int32", pointer=True)), \
+            Var("brow", Type("int32", pointer=True))
+        t, i, j, p, s_, v = Var("t"), Var("i"), Var("j"), Var("p"), Var("s", i32), \
+            Var("v", Type(b.dtype, const=True))
+        pa = Var("pa", Type(a.dtype, pointer=True, const=True))
+        pb = Var("pb", Type(b.dtype, pointer=True, const=True))
+        ar, asum = Var("ar", Type(a.dtype, pointer=True, const=True)), Var("asum", i32)
+        transpose = For(j, n, [Decl(s_, 0),
+                               For(p, kk, [Decl(v, pb[p * n + j]), Assign(bt[j * kk + p], v),
+                                           Assign(s_, v, "+=")]),
+                               Assign(bsum[j], s_)])
+
         def term(coef: int, var: str) -> str:
             return "" if not coef else (f" + {coef} * {var}" if coef > 0 else
                                         f" - {-coef} * {var}")
         const = f"{kk * a_zp * b_zp}{term(-b_zp, 'asum')}{term(-a_zp, 'bsum[j]')}"
-        lines.append(f"        for (size_t j = 0; j < {n}; ++j) brow[j] = {const};")
         wbuf = SimpleNamespace(c="bt", dtype=b.dtype)
         bias = SimpleNamespace(c="brow")
-        lines += indent_c(dense_lines(
+        dense = dense_lines(
             k, a, wbuf, bias, mult, shift, None, a="ar", o_begin="0", o_end=str(n), kk=kk,
             count=n, y_zp=y_zp, act_min=act_min, act_max=act_max, xsum=None,
-            dst=(lambda ch: f"out0[(t * {m} + i) * {n} + {ch}]")), 2)
-        lines += ["    }", "}"]
-        return "\n".join(lines)
+            dst=(lambda ch: f"out0[(t * {m} + i) * {n} + {ch}]"))
+        row = [Decl(ar, pa + i * kk)]
+        if b_zp:
+            row += [Decl(asum, 0), For(p, kk, [Assign(asum, ar[p], "+=")])]
+        row += [For(j, n, [Assign(brow[j], RawExpr(const))]), Raw("\n".join(dense))]
+        body = [Comment(f"per batch entry, b's block transposed into scratch ([{n}][{kk}]: "
+                        "each output a contiguous dot product,"),
+                Comment("four columns per pass over a's row) with its column sums; the zero "
+                        "points enter once per row and column:"),
+                Comment("sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + K za zb"),
+                Decl(bt, Cast(ptr, Var("scratch"))),
+                Decl(bsum, Cast(bsum.type, Var("scratch") + bt_bytes)),
+                Decl(brow, bsum + n), Comment("a row's constant terms per column"),
+                For(t, nb, [Decl(pa, Var(a.c) + RawExpr(offset(a))),
+                            Decl(pb, Var(b.c) + RawExpr(offset(b))),
+                            transpose, For(i, m, row)])]
+        return render_c(body)

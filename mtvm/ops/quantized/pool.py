@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...codegen.cwriter import (VOID, Assign, Cast, Const, Decl, ExprStmt, For, If, RawExpr,
+                                Type, Var, and_, call, ge, gt, index_type, lt, render_c,
+                                select)
 from ..base import register
 from .common import (
     DOMAIN,
@@ -12,10 +15,11 @@ from .common import (
     conv_geometry,
     coord,
     finish,
-    minus,
-    plus,
     requantize_helper,
 )
+
+
+I32 = Type("int32")
 
 
 @register("QAvgPool", domain=DOMAIN)
@@ -55,31 +59,20 @@ class QAvgPool(IntOp):
         _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
                                                _pool4(pads), [1, 1])
         rq = requantize_helper(k)
-        cnt = f"{kh * kw}" if count_include_pad else "cnt"
-        lines = [f"for (size_t p = 0; p < {n * c}; ++p) {{",
-                 f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
-                 f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
-                 f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
-                 "            int32_t acc = 0, cnt = 0;",
-                 f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-                 f"                int32_t ih = {coord('oy', sh, ph, 'ky', 1)};",
-                 f"                if (ih < 0 || ih >= {h}) continue;",
-                 f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-                 f"                    int32_t iw = {coord('ox', sw, pw, 'kx', 1)};",
-                 f"                    if (iw < 0 || iw >= {wd}) continue;",
-                 f"                    acc += (int32_t)xc[(size_t)ih * {wd} + (size_t)iw]{minus(x_zp)};",
-                 "                    ++cnt;",
-                 "                }",
-                 "            }"]
-        if count_include_pad:
-            lines.append("            (void)cnt;")
-        lines += [f"            acc = {rq}(acc, {mult.c}[{cnt}], {shift.c}[{cnt}]){plus(y_zp)};",
-                  f"            acc = acc < {act_min} ? {act_min} : "
-                  f"(acc > {act_max} ? {act_max} : acc);",
-                  f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
-                  f"({k.out.ctype})acc;",
-                  "        }", "    }", "}"]
-        return "\n".join(lines)
+        acc, cnt = Var("acc", I32), Var("cnt", I32)
+        n_taps = Const(kh * kw) if count_include_pad else cnt
+        return _window_nest(
+            k, x, n=n, c=c, h=h, wd=wd, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
+            dh=1, dw=1,
+            init=[Decl(acc, 0), Decl(cnt, 0)],
+            tap=lambda v: [Assign(acc, _add(Cast(I32, v), -int(x_zp)), "+="),
+                           Assign(cnt, 1, "+=")],
+            finish=([ExprStmt(Cast(Type(VOID), cnt))] if count_include_pad else []) + [
+                Assign(acc, _add(call(rq, acc, Var(mult.c)[n_taps], Var(shift.c)[n_taps]),
+                                 int(y_zp))),
+                Assign(acc, select(lt(acc, act_min), act_min,
+                                   select(gt(acc, act_max), act_max, acc)))],
+            result=acc)
 
 
 def _pool2d(v, fill=1):
@@ -130,23 +123,33 @@ class QMaxPool(IntOp):
         ph, pw, _, _ = _pool4(pads)
         _, _, _, _, oh, ow, *_ = conv_geometry((n, c, h, wd), (c, 1, kh, kw), [sh, sw],
                                                _pool4(pads), [dh, dw])
-        lo = np.iinfo(x.dtype).min
-        return "\n".join([
-            f"for (size_t p = 0; p < {n * c}; ++p) {{",
-            f"    const {x.ctype}* xc = {x.c} + p * {h * wd};",
-            f"    for (int32_t oy = 0; oy < {oh}; ++oy) {{",
-            f"        for (int32_t ox = 0; ox < {ow}; ++ox) {{",
-            f"            int32_t m = {lo};",
-            f"            for (int32_t ky = 0; ky < {kh}; ++ky) {{",
-            f"                int32_t ih = {coord('oy', sh, ph, 'ky', dh)};",
-            f"                if (ih < 0 || ih >= {h}) continue;",
-            f"                for (int32_t kx = 0; kx < {kw}; ++kx) {{",
-            f"                    int32_t iw = {coord('ox', sw, pw, 'kx', dw)};",
-            f"                    if (iw < 0 || iw >= {wd}) continue;",
-            f"                    int32_t v = xc[(size_t)ih * {wd} + (size_t)iw];",
-            "                    m = v > m ? v : m;",
-            "                }",
-            "            }",
-            f"            out0[p * {oh * ow} + (size_t)oy * {ow} + (size_t)ox] = "
-            f"({k.out.ctype})m;",
-            "        }", "    }", "}"])
+        m, v = Var("m", I32), Var("v", I32)
+        return _window_nest(
+            k, x, n=n, c=c, h=h, wd=wd, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
+            dh=dh, dw=dw, init=[Decl(m, int(np.iinfo(x.dtype).min))],
+            tap=lambda x_at: [Decl(v, x_at), Assign(m, select(gt(v, m), v, m))],
+            finish=[], result=m)
+
+
+def _add(e, v: int):
+    """e + v, written e - |v| for a negative v and e for 0 (as plus())."""
+    return e + v if v > 0 else (e - (-v) if v < 0 else e)
+
+
+def _window_nest(k, x, *, n, c, h, wd, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, init, tap,
+                 finish, result) -> str:
+    """C of a quantized pool's loop nest: per plane p and output pixel (oy, ox), `init`,
+    then for each tap of the window inside the input the statements tap(x value), then
+    `finish`; the int32 `result` stored, cast to the output type."""
+    p, oy, ox, ky, kx = Var("p"), *(Var(v, I32) for v in ("oy", "ox", "ky", "kx"))
+    ih, iw = Var("ih", I32), Var("iw", I32)
+    xc = Var("xc", Type(x.dtype, pointer=True, const=True))
+    x_at = xc[Cast(index_type(), ih) * wd + Cast(index_type(), iw)]
+    cols = For(kx, kw, [Decl(iw, RawExpr(coord("ox", sw, pw, "kx", dw))),
+                        If(and_(ge(iw, 0), lt(iw, wd)), tap(x_at))])
+    rows = For(ky, kh, [Decl(ih, RawExpr(coord("oy", sh, ph, "ky", dh))),
+                        If(and_(ge(ih, 0), lt(ih, h)), [cols])])
+    y_at = Var("out0")[p * (oh * ow) + Cast(index_type(), oy) * ow + Cast(index_type(), ox)]
+    pixel = list(init) + [rows] + list(finish) + [Assign(y_at, Cast(Type(k.out.dtype), result))]
+    return render_c(For(p, n * c, [Decl(xc, Var(x.c) + p * (h * wd)),
+                                   For(oy, oh, [For(ox, ow, pixel)])]))
