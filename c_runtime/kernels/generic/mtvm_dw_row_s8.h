@@ -23,6 +23,16 @@
 
 #if defined(__ARM_FEATURE_DSP)
 
+/* The intrinsics by the names the definitions below pass (only a DSP build spells them). */
+#define MTVM_DW_SXTB16_ __sxtb16
+#define MTVM_DW_SXTB16_ROR8_ mtvm_sxtb16_ror8
+#define MTVM_DW_UXTB16_ __uxtb16
+#define MTVM_DW_UXTB16_ROR8_ mtvm_uxtb16_ror8
+#define MTVM_DW_SMLAB_b __smlabb
+#define MTVM_DW_SMLAB_t __smlabt
+#define MTVM_DW_SMLAT_b __smlatb
+#define MTVM_DW_SMLAT_t __smlatt
+
 /* XX_: SXTB16 / UXTB16 (the even bytes), XR_: the same of the odd bytes; B_, T_: the
  * SMLAxy of the bottom and the top data half with the chosen weight half. */
 #define MTVM_DW_ROW_S1X4_(XX_, XR_, B_, T_) \
@@ -97,7 +107,7 @@
                                                        int32_t w2, int32_t w02, int32_t wm, \
                                                        MTVM_DW_ROW_ACCS_##N_##_) \
     { \
-        MTVM_DW_ROW_BODY_(S_, N_, XX_, XR_, __smlab##W_, __smlat##W_) \
+        MTVM_DW_ROW_BODY_(S_, N_, XX_, XR_, MTVM_DW_SMLAB_##W_, MTVM_DW_SMLAT_##W_) \
     }
 #define MTVM_DEFINE_DW_ROWS_(D_, T_, XX_, XR_) \
     MTVM_DEFINE_DW_ROW_(1, 4, b, D_, T_, XX_, XR_) MTVM_DEFINE_DW_ROW_(1, 4, t, D_, T_, XX_, XR_) \
@@ -105,8 +115,8 @@
     MTVM_DEFINE_DW_ROW_(2, 4, b, D_, T_, XX_, XR_) MTVM_DEFINE_DW_ROW_(2, 4, t, D_, T_, XX_, XR_) \
     MTVM_DEFINE_DW_ROW_(2, 2, b, D_, T_, XX_, XR_) MTVM_DEFINE_DW_ROW_(2, 2, t, D_, T_, XX_, XR_)
 
-MTVM_DEFINE_DW_ROWS_(s8, int8_t, __sxtb16, mtvm_sxtb16_ror8)
-MTVM_DEFINE_DW_ROWS_(u8, uint8_t, __uxtb16, mtvm_uxtb16_ror8)
+MTVM_DEFINE_DW_ROWS_(s8, int8_t, MTVM_DW_SXTB16_, MTVM_DW_SXTB16_ROR8_)
+MTVM_DEFINE_DW_ROWS_(u8, uint8_t, MTVM_DW_UXTB16_, MTVM_DW_UXTB16_ROR8_)
 
 #if defined(__ARM_FEATURE_DSP)
 /* (p0, p2) and (p1, p3) as int16 lanes, from one (unaligned) word load:
