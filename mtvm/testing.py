@@ -36,6 +36,24 @@ def make_model(op_type: str, inputs: dict, attrs: dict | None = None, n_outputs:
     return onnx.shape_inference.infer_shapes(m)
 
 
+def conv_relu_conv(hw: int, seed: int, name: str = "two_convs") -> onnx.ModelProto:
+    """A float Conv + Relu (8 -> 16 channels, 3x3, same padding) then a 3x3 stride-2
+    Conv (16 -> 16) on an hw x hw input "x", output "y": two conv workloads of one
+    schedule, what the tuning and schedule tests search and apply."""
+    from onnx import TensorProto
+    rng = np.random.default_rng(seed)
+    w0 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
+    w1 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c0"], ["r0"]),
+         helper.make_node("Conv", ["r0", "w1"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
+        name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, hw // 2, hw // 2])],
+        [numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w1, "w1")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def reference_outputs(model: onnx.ModelProto, inputs: dict) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
     return [np.asarray(o) for o in ReferenceEvaluator(model).run(None, inputs)]

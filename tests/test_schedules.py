@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 import mtvm
 from mtvm import schedules
 from mtvm.errors import MtvmError
-from mtvm.testing import assert_close, reference_outputs
+from mtvm.testing import assert_close, conv_relu_conv, reference_outputs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -18,17 +18,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def two_convs():
     """Two 3x3 convs of different shapes: two workloads of one schedule."""
     rng = np.random.default_rng(3)
-    w0 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
-    w1 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
-    g = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
-         helper.make_node("Relu", ["c0"], ["r0"]),
-         helper.make_node("Conv", ["r0", "w1"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
-        "two_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 40, 40])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 20, 20])],
-        [numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w1, "w1")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    return m, {"x": rng.standard_normal((1, 8, 40, 40)).astype(np.float32)}
+    rng.standard_normal((16, 8, 3, 3))   # the weights conv_relu_conv draws first
+    rng.standard_normal((16, 16, 3, 3))
+    return conv_relu_conv(40, 3), {"x": rng.standard_normal((1, 8, 40, 40)).astype(np.float32)}
 
 
 def test_every_schedule_lives_in_its_family_and_declares_its_knobs():

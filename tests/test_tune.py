@@ -13,12 +13,11 @@ import time
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 import mtvm
 import mtvm.project as P
 from mtvm.cli import main
-from mtvm.testing import assert_close, reference_outputs
+from mtvm.testing import assert_close, conv_relu_conv, reference_outputs
 from mtvm.tune import records as R
 from mtvm.tune.measure import Device, reference_inputs
 from mtvm.tune.search import Tuner
@@ -31,17 +30,7 @@ FIELDS = {"key", "target", "board", "op", "layer", "schedule", "knobs", "default
 def tiny_convs():
     """Two small 3x3 convs: the second has a 4-column output, which the float
     conv's default sends to im2col (window_min_cols=8)."""
-    rng = np.random.default_rng(5)
-    w0 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
-    w1 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
-    g = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
-         helper.make_node("Relu", ["c0"], ["r0"]),
-         helper.make_node("Conv", ["r0", "w1"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
-        "tiny_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4, 4])],
-        [numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w1, "w1")])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return conv_relu_conv(8, 5, "tiny_convs")
 
 
 @pytest.fixture

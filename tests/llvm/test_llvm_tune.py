@@ -22,6 +22,7 @@ from mtvm.codegen.cwriter import Assign, Const, param  # noqa: E402
 from mtvm.codegen.llvm.loopnests import _vector_lanes  # noqa: E402
 from mtvm.errors import MtvmError  # noqa: E402
 from mtvm.target import host_target  # noqa: E402
+from mtvm.testing import conv_relu_conv  # noqa: E402
 from mtvm.tune import jit as J  # noqa: E402
 from mtvm.tune import records as R  # noqa: E402
 
@@ -33,17 +34,7 @@ pytestmark = pytest.mark.skipif(not host_target().is_x86, reason="x86 host figur
 def two_convs():
     """Conv+Relu (8 -> 16 channels, 8x8) and a strided conv: on x86 their tiles
     are vectors of 8 or 16 output channels x columns."""
-    rng = np.random.default_rng(5)
-    w0 = rng.standard_normal((16, 8, 3, 3)).astype(np.float32)
-    w1 = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
-    g = helper.make_graph(
-        [helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1, 1, 1, 1]),
-         helper.make_node("Relu", ["c0"], ["r0"]),
-         helper.make_node("Conv", ["r0", "w1"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])],
-        "two_convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 4, 4])],
-        [numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w1, "w1")])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return conv_relu_conv(8, 5)
 
 
 def matmul_model():
