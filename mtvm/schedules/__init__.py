@@ -161,10 +161,12 @@ def workload(k) -> dict:
             or k.inplace_tail is not None, "target": k.target.name}
 
 
-def workload_key(k) -> str:
+def workload_key(k, backend: str = "c") -> str:
     """A short stable key of workload(k): records from one model apply to any
-    model with the same layer on the same target."""
-    text = json.dumps(workload(k), sort_keys=True, separators=(",", ":"))
+    model with the same layer on the same target. Another backend's key of the
+    same kernel names the backend too, so records of one never apply to the other."""
+    w = workload(k) if backend == "c" else {**workload(k), "backend": backend}
+    text = json.dumps(w, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -191,10 +193,13 @@ class ScheduleConfig:
         raise MtvmError(f"schedule_config: expected a ScheduleConfig or a dict, "
                         f"got {type(value).__name__}")
 
-    def for_kernel(self, k, schedule: Schedule) -> dict:
+    def for_kernel(self, k, schedule: Schedule, key: str | None = None) -> dict:
+        """The knobs of kernel k under `schedule` (anything with a name and
+        default_knobs()): its defaults, overridden per schedule name, then per
+        workload key (key: another backend's key of k; default the C backend's)."""
         values = schedule.default_knobs()
         values.update(self.knobs.get(schedule.name, {}))
-        w = self.workloads.get(workload_key(k))
+        w = self.workloads.get(workload_key(k) if key is None else key)
         if w and w.get("schedule", schedule.name) == schedule.name:
             values.update(w.get("knobs", {}))
         unknown = set(values) - set(schedule.default_knobs())

@@ -10,8 +10,6 @@ the C emitters share one IR, these become the generic schedules.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,9 +112,8 @@ def workload_key(k) -> str:
     """The key of kernel k's workload (mtvm.schedules.workload: op, tail, shapes,
     dtypes, attributes, in-place, target) for this backend: the C backend's
     key of the same kernel is another, so records of one never apply to the other."""
-    from ...schedules import workload
-    text = json.dumps({**workload(k), "backend": "llvm"}, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    from ...schedules import workload_key as key
+    return key(k, backend="llvm")
 
 
 def nest_knobs(k) -> dict:
@@ -125,17 +122,9 @@ def nest_knobs(k) -> dict:
     k.knobs (the metadata and the tuner read them)."""
     from ...schedules import ScheduleConfig
     spec = NEST_KNOBS[(k.node.domain, k.node.op)]
-    values = spec.default_knobs()
     cfg = ScheduleConfig.resolve(k.config)
-    if cfg is not None:
-        values.update(cfg.knobs.get(spec.name, {}))
-        w = cfg.workloads.get(workload_key(k))
-        if w and w.get("schedule", spec.name) == spec.name:
-            values.update(w.get("knobs", {}))
-    unknown = set(values) - set(spec.default_knobs())
-    if unknown:
-        raise MtvmError(f"{spec.name} has no knob(s) {', '.join(sorted(unknown))}; its "
-                        f"knobs: {', '.join(spec.default_knobs())}")
+    values = spec.default_knobs() if cfg is None else \
+        cfg.for_kernel(k, spec, key=workload_key(k))
     for name, v in values.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise MtvmError(f"{spec.name}: knob {name}={v!r} is not a count (0: auto)")
