@@ -91,16 +91,35 @@ def _pack(lo: Expr, hi: Expr | None) -> Expr:
     return low if hi is None else _bin("|", low, _bin("<<", hi, _i(16)))
 
 
-def weight_pairs(w: np.ndarray, group: int, w_zp: np.ndarray | None) -> np.ndarray | None:
-    """Weights [OC, C/group, KH, KW] (logical order) minus their zero points as
-    int32 words of channel pairs, [group][pair][KH][KW][OC/group]; None when
-    a weight minus its zero point does not fit 16 bits."""
-    oc, cg, kh, kw = w.shape
-    wl = w.astype(np.int64)
+def _centered(w: np.ndarray, w_zp) -> np.ndarray | None:
+    """Weights [OC, ...] minus their zero points (w_zp: the kernel's per-channel or
+    single zero point, or None) as [OC, K] int64; None when one does not fit 16
+    bits (the pair products' operands)."""
+    oc = w.shape[0]
+    wl = w.reshape(oc, -1).astype(np.int64)
     if w_zp is not None:
-        wl = wl - w_zp.astype(np.int64).reshape(-1, 1, 1, 1)
-    if wl.size and np.abs(wl).max() > 32767:
-        return None
+        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (oc,)).astype(np.int64)[:, None]
+    return None if wl.size and np.abs(wl).max() > 32767 else wl
+
+
+def _requantize_store(k, value: Expr, ch: Expr, at: Expr, y_zp: int, act_min: int,
+                      act_max: int) -> list:
+    """out[at] = value requantized with output channel ch's multiplier (or the int32
+    sum itself, without one), in a block of its own."""
+    _, _, _, mult, shift, _ = operands(k)
+    v = Var("v", _I32)
+    st = [Decl(v, value)]
+    if mult is not None:
+        st += _requantized(k, v, ch, mult, shift, y_zp, act_min, act_max)
+    out_t = Type(np.dtype(k.out.dtype).name)
+    return [Block(st + [Assign(param(k.out, output=True)[at], Cast(out_t, v))])]
+
+
+def weight_pairs(wl: np.ndarray, group: int, cg: int, kh: int, kw: int) -> np.ndarray:
+    """Centered weights [OC, C/group * KH * KW] (logical order) as int32 words of
+    channel pairs, [group][pair][KH][KW][OC/group]."""
+    oc = wl.shape[0]
+    wl = wl.reshape(oc, cg, kh, kw)
     cp = (cg + 1) // 2
     padded = np.zeros((oc, 2 * cp, kh, kw), np.int64)
     padded[:, :cg] = wl
@@ -170,27 +189,24 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
         x.shape, w.shape, strides, pads, dilations)
     cg, mg = c // group, oc // group
-    logical = unpack_conv_weights(w.const, group).reshape(oc, cg, kh, kw)
-    zw = None if w_zp is None else np.broadcast_to(w_zp.const.reshape(-1), (oc,))
+    wl = _centered(unpack_conv_weights(w.const, group), w_zp)   # [OC, cg * kh * kw]
     if _im2col_geometry(k, strides, pads, dilations, group, folded) is not None:
-        body = im2col(k, logical, zw, strides=strides, pads=pads, dilations=dilations,
+        if wl is None:
+            raise NotLowerable("QConv weights minus their zero points beyond 16 bits")
+        return im2col(k, wl, cg, kh, kw, strides=strides, pads=pads, dilations=dilations,
                       group=group, x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max)
-        if body is not None:
-            return body
-        raise NotLowerable("QConv weights minus their zero points beyond 16 bits")
     if k.inplace is not None:   # refuses_inplace keeps the planner from it
         raise NotLowerable("QConv's x86 tiles written over their input")
-    table = weight_pairs(logical, group, zw)
-    if table is None:
+    if wl is None:
         return qconv_scalar(k, **attrs)
+    table = weight_pairs(wl, group, cg, kh, kw)
     if (kh, kw, sh, sw, oh, ow) == (1, 1, 1, 1, h, wd) and ph == pw == 0:
         # A pointwise conv: its planes are rows of H*W pixels (one long row of tiles).
         h, wd, oh, ow = 1, h * wd, 1, oh * ow
     mode, lane_options = pair_mode(k.target)
     cp_full, odd = cg // 2, cg % 2
-    X, Y = param(x), param(k.out, output=True)
+    X = param(x)
     wt = Var("wt", _I32)
-    out_t = Type(np.dtype(k.out.dtype).name)
     bv, gv, oyv, pv, kyv, kxv = (Var(s) for s in ("b", "g", "oy", "pv", "ky", "kx"))
     iy = Var("iy", I64)
     zero64 = Const(0, "int64")
@@ -213,12 +229,8 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     def store(acc: Expr, m_in: Expr, ox: Expr) -> list:
         """Requantize one sum and store it at output channel m_in, column ox."""
         o = oc_abs(m_in)
-        v = Var("v", _I32)
-        out = [Decl(v, acc)]
-        if mult is not None:
-            out += _requantized(k, v, o, mult, shift, y_zp, act_min, act_max)
-        idx = ((bv * oc + o) * oh + oyv) * ow + ox
-        return [Block(out + [Assign(Y[idx], Cast(out_t, v))])]
+        return _requantize_store(k, acc, o, ((bv * oc + o) * oh + oyv) * ow + ox, y_zp,
+                                 act_min, act_max)
 
     def tile(kind: str, lanes: int, m0: Expr, nm: int, ox0: Expr, nt: int,
              checked: bool = False) -> list:
@@ -369,15 +381,6 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     return [Table(wt, table), For(bv, n, body)]
 
 
-def _centered(k, w, w_zp) -> np.ndarray | None:
-    """Depthwise weights [OC, KH*KW] minus their zero points (None: beyond 16 bits)."""
-    oc = w.shape[0]
-    wl = w.const.reshape(oc, -1).astype(np.int64)
-    if w_zp is not None:
-        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (oc,)).astype(np.int64)[:, None]
-    return None if wl.size and np.abs(wl).max() > 32767 else wl
-
-
 def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
                     act_max=127, folded=0):
     """A depthwise QConv on a core without vectors, as the C backend's: each input
@@ -398,17 +401,16 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
     h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
         x.shape, w.shape, strides, pads, dilations)
     mg = oc // group
-    wl = _centered(k, w, w_zp)
+    wl = _centered(w.const, w_zp)
     if wl is None:
         raise NotLowerable("depthwise weights minus their zero points beyond 16 bits")
     hp, wp = _plane_geometry(k, strides, pads, dilations, 0)
     offsets = (-x_zp * wl.sum(axis=1)).astype(np.int64).astype(np.int32)
-    X, Y = param(x), param(k.out, output=True)
+    X = param(x)
     plane = Var("plane", Type("int8" if np.dtype(x.dtype) == np.dtype("int8") else "uint8",
                               pointer=True))
     wt, off = Var("dw_w", Type("int16")), Var("dw_off", _I32)
     w02, w1 = Var("dw_w02", _I32), Var("dw_w1", _I32)
-    out_t = Type(np.dtype(k.out.dtype).name)
     bv, ov, oyv, kyv, kxv, rv, cv = (Var(s) for s in ("b", "o", "oy", "ky", "kx", "r", "col"))
     words = pair_mode(k.target)[0] in ("dsp", "mve") and kw == 3 and dw == 1 and sw in (1, 2)
     ext = "llvm.arm.uxtb16" if np.dtype(x.dtype) == np.dtype("uint8") else "llvm.arm.sxtb16"
@@ -426,11 +428,8 @@ def depthwise_plane(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act
         fill = [If(eq(ov % mg, Const(0)), fill)]
 
     def store(acc: Var, ox: Expr) -> list:
-        out = []
-        if mult is not None:
-            out += _requantized(k, acc, ov, mult, shift, y_zp, act_min, act_max)
-        idx = ((bv * oc + ov) * oh + oyv) * ow + ox
-        return out + [Assign(Y[idx], Cast(out_t, acc))]
+        return _requantize_store(k, acc, ov, ((bv * oc + ov) * oh + oyv) * ow + ox, y_zp,
+                                 act_min, act_max)
 
     def prow() -> Expr:
         return (oyv * sh + kyv * dh) * wp
@@ -532,8 +531,8 @@ def _sxtb16_pairs(word: Expr, ext: str = "llvm.arm.sxtb16") -> tuple[Expr, Expr]
     return Intrinsic(ext, (word,), _I32), Intrinsic(ext, (rotated,), _I32)
 
 
-def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, dilations, group,
-           x_zp, y_zp, act_min, act_max) -> list | None:
+def im2col(k, wl: np.ndarray, cg: int, kh: int, kw: int, *, strides, pads, dilations, group,
+           x_zp, y_zp, act_min, act_max) -> list:
     """A folded QConv on a core without vectors (Arm DSP: SMLAD; elsewhere two
     multiply-adds per pair), as the C backend's im2col kernel: per tile of
     IM2COL_COLUMNS output columns, their input taps in (channel, kh, kw) order,
@@ -543,19 +542,14 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
     The weights minus their zero points are int16 words of pairs on Arm DSP
     (one load per SMLAD), bytes elsewhere when they fit. None when a weight
     minus its zero point does not fit 16 bits."""
-    x, _, bias, mult, shift, _ = operands(k)
-    oc, cg, kh, kw = logical.shape
+    x, _, bias, _, _, _ = operands(k)
+    oc = wl.shape[0]
     n, c = x.shape[:2]
     h, wd, _, _, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
         x.shape, k.ins[1].shape, strides, pads, dilations)
     mg = oc // group
     kk = cg * kh * kw
     k4 = -(-kk // 4) * 4   # int16 slots of a column (two per word)
-    wl = logical.reshape(oc, kk).astype(np.int64)
-    if w_zp is not None:
-        wl = wl - w_zp.astype(np.int64)[:, None]
-    if wl.size and np.abs(wl).max() > 32767:
-        return None
     mode = pair_mode(k.target)[0]
     fits8 = not wl.size or (wl.min() >= -128 and wl.max() <= 127)
     # Helium: byte columns and byte weights, plain dot products that LLVM's loop
@@ -571,13 +565,12 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
     padded = np.zeros((oc, k4), np.int64)
     padded[:, :kk] = wl
     table = padded.astype(np.int8 if bytes_ else np.int16)
-    X, Y = param(x), param(k.out, output=True)
+    X = param(x)
     wt = Var("wcols", Type("int8" if bytes_ else "int16"))
     w32 = Cast(Type("int32", pointer=True, const=True), wt)
     col16 = Var("col16", Type(np.dtype(x.dtype).name if mve else "int16", pointer=True))
     col32 = Var("col32", Type("int32", pointer=True))
     slot_t = Type(np.dtype(x.dtype).name if mve else "int16")
-    out_t = Type(np.dtype(k.out.dtype).name)
     bv, gv, oyv, ci, kyv, kxv, pv, mb = (Var(s) for s in ("b", "g", "oy", "ci", "ky", "kx",
                                                             "p", "mb"))
     iy, ix = Var("iy", I64), Var("ix", I64)
@@ -648,12 +641,8 @@ def im2col(k, logical: np.ndarray, w_zp: np.ndarray | None, *, strides, pads, di
         out.append(For(pv, steps, step))
         for a in range(nm):
             for q in range(nt):
-                v = Var("v", _I32)
-                st = [Decl(v, acc[a][q])]
-                if mult is not None:
-                    st += _requantized(k, v, o[a], mult, shift, y_zp, act_min, act_max)
                 idx = ((bv * oc + o[a]) * oh + oyv) * ow + (ox0 + q if q else ox0)
-                out.append(Block(st + [Assign(Y[idx], Cast(out_t, v))]))
+                out += _requantize_store(k, acc[a][q], o[a], idx, y_zp, act_min, act_max)
         return [Block(out)]
 
     def tile(ox0: Expr, nt: int, checked: bool) -> list:
@@ -703,10 +692,8 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
             or (w_zp is not None and w_zp.const is None)
             or np.dtype(x.dtype) not in (np.dtype("int8"), np.dtype("uint8"))):
         return qmatmul_scalar(k, x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max)
-    wl = w.const.reshape(nn, kk).astype(np.int64)
-    if w_zp is not None:
-        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (nn,)).astype(np.int64)[:, None]
-    if np.abs(wl).max() > 32767:
+    wl = _centered(w.const, w_zp)
+    if wl is None:
         return qmatmul_scalar(k, x_zp=x_zp, y_zp=y_zp, act_min=act_min, act_max=act_max)
     m = x.size // kk
     nb, tl = kk // 4, kk % 4
@@ -714,7 +701,7 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     even = (blocks[..., 0] & 0xFFFF) | ((blocks[..., 2] & 0xFFFF) << 16)
     odd = (blocks[..., 1] & 0xFFFF) | ((blocks[..., 3] & 0xFFFF) << 16)
     words = np.stack([even, odd], axis=-1).astype(np.uint32).view(np.int32)   # [N][nb][2]
-    X, Y = param(x), param(k.out, output=True)
+    X = param(x)
     wq, wtail = Var("wq", _I32), Var("wtail", Type("int16"))
     # The weights stay bytes when they fit (the C backend's flash; SXTB16 splits
     # them as it splits the input: +8 % instructions on kwt_tiny_int8), else int16.
@@ -726,7 +713,6 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
     if mve:
         nb, tl = kk // 16, kk % 16
     ext = "llvm.arm.uxtb16" if np.dtype(x.dtype) == np.dtype("uint8") else "llvm.arm.sxtb16"
-    out_t = Type(np.dtype(k.out.dtype).name)
     iv, jv, tv, mb = Var("i"), Var("j"), Var("t"), Var("mb")
     xw, xe, xo = Var("xw", _I32), Var("xe", _I32), Var("xo", _I32)
 
@@ -762,11 +748,7 @@ def qmatmul(k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
                                            * Cast(_I32, wtail[o[a] * tl + tv]), "+=")
                                     for a in range(nm)]))
         for a in range(nm):
-            v = Var("v", _I32)
-            st = [Decl(v, acc[a])]
-            if mult is not None:
-                st += _requantized(k, v, o[a], mult, shift, y_zp, act_min, act_max)
-            out.append(Block(st + [Assign(Y[iv * nn + o[a]], Cast(out_t, v))]))
+            out += _requantize_store(k, acc[a], o[a], iv * nn + o[a], y_zp, act_min, act_max)
         return [Block(out)]
 
     row = []
@@ -792,10 +774,8 @@ def _qmatmul_x86(k, lane_options, *, y_zp, act_min, act_max) -> list | None:
     lanes = next((L for L in lane_options if nn % L == 0), 0)
     if not lanes:
         return None
-    wl = w.const.reshape(nn, kk).astype(np.int64)
-    if w_zp is not None:
-        wl = wl - np.broadcast_to(w_zp.const.reshape(-1), (nn,)).astype(np.int64)[:, None]
-    if wl.size and np.abs(wl).max() > 32767:
+    wl = _centered(w.const, w_zp)
+    if wl is None:
         return None
     m = x.size // kk
     kp = (kk + 1) // 2
@@ -803,9 +783,8 @@ def _qmatmul_x86(k, lane_options, *, y_zp, act_min, act_max) -> list | None:
     padded[:, :kk] = wl
     words = ((padded[:, 0::2] & 0xFFFF) | ((padded[:, 1::2] & 0xFFFF) << 16)).astype(np.uint32)
     table = np.ascontiguousarray(words.view(np.int32).T)   # [K/2][N]
-    X, Y = param(x), param(k.out, output=True)
+    X = param(x)
     wt = Var("wpairs", _I32)
-    out_t = Type(np.dtype(k.out.dtype).name)
     acc_t, w16 = VecType("int32", lanes=lanes), VecType("int16", lanes=2 * lanes)
     iv, jv, pv = Var("it"), Var("jt"), Var("p")
 
@@ -837,11 +816,8 @@ def _qmatmul_x86(k, lane_options, *, y_zp, act_min, act_max) -> list | None:
             for v in range(nvec):
                 for lane in range(lanes):
                     o = o0 + (v * lanes + lane) if v * lanes + lane else o0
-                    val = Var("v", _I32)
-                    st = [Decl(val, Lane(acc[r][v], lane))]
-                    if mult is not None:
-                        st += _requantized(k, val, o, mult, shift, y_zp, act_min, act_max)
-                    out.append(Block(st + [Assign(Y[i * nn + o], Cast(out_t, val))]))
+                    out += _requantize_store(k, Lane(acc[r][v], lane), o, i * nn + o, y_zp,
+                                             act_min, act_max)
         return [Block(out)]
 
     body = []
