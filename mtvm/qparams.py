@@ -13,7 +13,6 @@ import numpy as np
 
 from .ir import Node, QuantParams
 from .ops.quantized.common import DOMAIN, quantize_multiplier
-from .ops.quantized.conv import pack_conv_weights
 from .ops.quantize import qrange
 
 
@@ -75,8 +74,6 @@ def dense_node(ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale, w_z
     if np.abs(folded).max(initial=0) >= 1 << 31:
         return None
     mult, shift = multiplier_consts(ctx, name, acc_scale / qy.s)
-    if op == "QConv" and fold:   # the im2col kernel reads its weights packed in its order
-        w_name = ctx.add_const(name + "_w", pack_conv_weights(w_int, attrs.get("group", 1)))
     inputs = [x_name, w_name or ctx.add_const(name + "_w", w_int),
               ctx.add_const(name + "_bias", folded.astype(np.int32)), mult, shift]
     if np.any(w_zp != 0):

@@ -25,6 +25,7 @@ from . import kernel_library
 from .cwriter import (VOID, Assign, Block, Call, Cast, Comment, Const, Decl, ExprStmt, If, Index, RawExpr,
                       Return, Type, Var, call, ne, render_c)
 from .kernel import Kernel
+from .weight_layout import lay_out_weights
 from .names import c_comment, c_name, interface_names, sanitize, unique_names
 
 BYTES, VOID_P = Type("uint8", pointer=True), Type(VOID, pointer=True)
@@ -88,11 +89,7 @@ def _scratch(k: Kernel) -> int:
         return 0
     sched = schedules.choose(k)
     impl = sched if sched is not None else get_op(n.op, n.domain)
-    b = impl.scratch_bytes(k, **n.attrs)
-    if b is None:   # not declared yet: emit to find out (kept until every op declares it)
-        impl.emit(k, **n.attrs)
-        b = k.scratch_bytes
-    return int(b)
+    return int(impl.scratch_bytes(k, **n.attrs))
 
 
 def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None,
@@ -112,11 +109,10 @@ def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None,
         else:
             sched = schedules.choose(k)
             impl = sched if sched is not None else op
-            planned = impl.scratch_bytes(k, **n.attrs)
-            if planned is not None:
-                k.scratch_bytes = int(planned)
+            lay_out_weights(k, sched, n.attrs)
+            planned = k.scratch_bytes = int(impl.scratch_bytes(k, **n.attrs))
             body = impl.emit(k, **n.attrs)
-            if planned is not None and k.scratch_bytes != planned:
+            if k.scratch_bytes != planned:   # the emitter sized it for itself: must agree
                 raise AssertionError(f"{sched or n.op}: emitted {k.scratch_bytes} bytes of "
                                      f"scratch, scratch_bytes() said {planned}")
             # An output the body never writes (e.g. an empty split piece).

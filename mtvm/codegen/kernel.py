@@ -81,6 +81,9 @@ class Kernel:
             for name in t.inputs[1:]:
                 if name and not self._inline(name):
                     self.eps.append(self._buf(f"ep{len(self.eps)}", name))
+        # The model's constants of the inputs a schedule re-laid out (weight_layout):
+        # {input index: the plain Buf}; k.ins[i] is then the laid-out one.
+        self.plain_ins: dict[int, Buf] = {}
         self.scratch_bytes = 0         # set by the op (planned in the arena)
         # Index of the input the output is written over (decided before emission,
         # see memory.inplace_steps): that input and the output lose `restrict`.
@@ -89,6 +92,10 @@ class Kernel:
         self.inplace_tail: str | None = None
         self.helpers: dict[str, str] = {}  # file-scope C the body calls, by name (see helper())
         self.libraries: list[str] = []     # kernel library files it needs (see library())
+
+    def plain(self, i: int) -> Buf | None:
+        """Input i as the op means it (its shape and values before any weight layout)."""
+        return self.plain_ins.get(i, self.ins[i])
 
     def _buf(self, c, name) -> Buf:
         t = self.graph.tensors[name]

@@ -75,12 +75,11 @@ class Op:
         return 0
 
     # -- code generation ----------------------------------------------------
-    def scratch_bytes(self, k, /, **attrs) -> int | None:
+    def scratch_bytes(self, k, /, **attrs) -> int:
         """Arena scratch emit() will ask for (k.scratch_bytes): a pure function of
         the kernel's shapes, target and in-place decision, which memory planning
         calls instead of emitting (lowering checks that emit() asked for exactly
-        that). Default: none. None: not declared (planning emits to find out; only
-        the float Conv schedule still does)."""
+        that). Default: none."""
         return 0
 
     def scalar(self, k, args: list, **attrs):

@@ -341,6 +341,16 @@ class Conv(Op):
             return 0
         return None
 
+    def scratch_bytes(self, k, /, *, auto_pad="NOTSET", dilations=None, group=1,
+                      kernel_shape=None, pads=None, strides=None) -> int:
+        """What emit() asks for (conv_scratch_bytes); without a schedule (no float
+        constant weights) that is the direct conv: none."""
+        x, wt = k.ins[0], k.ins[1]
+        axes, group = conv_geometry(x.shape, wt.shape, auto_pad=auto_pad, dilations=dilations,
+                                    group=group, kernel_shape=kernel_shape, pads=pads,
+                                    strides=strides)
+        return conv_scratch_bytes(k, x, wt, axes, group)
+
     def emit(self, k, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
              pads=None, strides=None):
         x, wt = k.ins[0], k.ins[1]
@@ -525,18 +535,55 @@ def avx512_variant(x, wt, axes, group, s: dict) -> str | None:
     return None
 
 
-def emit_conv_scheduled(k, x, wt, bias, axes, group, simd: bool = True) -> str:
-    """Emit the Conv with its schedule (see the table above); with simd, also its
-    AVX-512 variant (avx512_variant) under `#if MTVM_F32_NR == 16`."""
+def conv_plan(k, x, wt, axes, group, simd: bool = True) -> tuple[str, str | None]:
+    """(schedule, AVX-512 variant) that emit_conv_scheduled emits for kernel k: the
+    schedule is schedule_of's, or "pointwise_inplace" for a pointwise Conv written
+    over its input; the variant is avx512_variant's (with simd) or None. Emission
+    and the pure scratch size (conv_scratch_bytes) both follow this one plan."""
     s = knobs_of(k)
     # Written over its input (k.inplace): the planner allowed that for the schedule the
     # default knobs pick (inplace_input), so that one it is, whatever the knobs say.
     kind = schedule_of(x, wt, axes, group, s if k.inplace is None else DEFAULT_KNOBS)
     if kind == "depthwise":
-        return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
+        return kind, None
     if kind == "pointwise" and k.inplace is not None:
+        return "pointwise_inplace", None
+    return kind, avx512_variant(x, wt, axes, group, s) if simd else None
+
+
+def conv_scratch_bytes(k, x, wt, axes, group, simd: bool = True) -> int:
+    """The arena scratch emit_conv_scheduled will ask for (k.scratch_bytes), without
+    emitting: memory planning needs it before any C exists. The same plan
+    (conv_plan), and each path's bytes from the helper its emitter uses; where the
+    preprocessor picks one of several bodies (depthwise, the AVX-512 variants),
+    the larger of theirs."""
+    kind, variant = conv_plan(k, x, wt, axes, group, simd)
+    if kind == "depthwise":
+        return depthwise_scratch_bytes(k, wt, axes)
+    if kind == "pointwise_inplace":
+        return pointwise_inplace_bytes(k, x)
+    if kind not in ("window", "im2col"):   # pointwise (reads its input), direct: none
+        return 0
+    ah, aw = axes
+    cg, kh_n, kw_n = x.shape[1] // group, wt.shape[2], wt.shape[3]
+    s = knobs_of(k)
+    if kind == "window":
+        portable = window_bytes(aw, cg, kh_n, kw_n)
+    else:
+        portable = im2col_bytes(cg * kh_n * kw_n, ah.out * aw.out, s)
+    if variant == "band":         # the AVX-512 "direct" variant has no scratch
+        return max(band_bytes(ah, aw, cg, kh_n, kw_n, s), portable)
+    return portable
+
+
+def emit_conv_scheduled(k, x, wt, bias, axes, group, simd: bool = True) -> str:
+    """Emit the Conv with its schedule (see the table above); with simd, also its
+    AVX-512 variant (avx512_variant) under `#if MTVM_F32_NR == 16`."""
+    kind, variant = conv_plan(k, x, wt, axes, group, simd)
+    if kind == "depthwise":
+        return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
+    if kind == "pointwise_inplace":
         return emit_conv_pointwise_inplace(k, x, wt, bias, axes)
-    variant = avx512_variant(x, wt, axes, group, s) if simd else None
     if variant is not None:
         return emit_conv_simd_or(k, x, wt, bias, axes, group, kind,
                                  _conv_direct if variant == "direct" else _conv_band)
@@ -571,16 +618,35 @@ def depthwise_columns(a: Axis):
     return list(range(lo)), (lo, hi), list(range(hi, a.out))
 
 
+def depthwise_variants(k, axes) -> tuple[bool, bool]:
+    """(direct, flat): whether emit_conv_depthwise emits, besides the row schedule,
+    the AVX-512 direct one (stride 1, output size = input size, planes up to
+    depthwise_direct_max_plane) and the flat one of SIMD hosts (equal strides)."""
+    ah, aw = axes
+    direct = all(a.stride == 1 and a.out == a.size for a in axes) and \
+        ah.size * aw.size <= knobs_of(k)["depthwise_direct_max_plane"]
+    return direct, ah.stride == aw.stride
+
+
+def depthwise_scratch_bytes(k, wt, axes) -> int:
+    """emit_conv_depthwise's scratch: the largest of the schedules it emits (the
+    preprocessor keeps one). direct implies flat (stride 1 both ways)."""
+    direct, flat = depthwise_variants(k, axes)
+    sizes = [depthwise_rows_bytes(k, axes)]
+    if flat:
+        sizes.append(depthwise_flat_bytes(axes, wt.shape[2], wt.shape[3]))
+    if direct:
+        sizes.append(depthwise_direct_bytes(axes))
+    return max(sizes)
+
+
 def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
     """Two schedules, chosen by the C preprocessor: on SIMD hosts (MTVM_F32_NR > 4)
     the flat one (when both strides are equal), else the row one."""
-    ah, aw = axes
     w = CWriter()
     prelude(k)
     w.line(conv_comment(x, wt, k.out, axes, x.shape[1]))
-    flat = ah.stride == aw.stride
-    direct = all(a.stride == 1 and a.out == a.size for a in axes) and \
-        ah.size * aw.size <= knobs_of(k)["depthwise_direct_max_plane"]
+    direct, flat = depthwise_variants(k, axes)
     direct_bytes = 0
     if direct:
         w.lines.append("#if MTVM_F32_NR == 16")
@@ -694,7 +760,12 @@ def _depthwise_direct(k, w, x, wt, bias, axes) -> int:
             w.line(f"const int y_idx = {lin(('y_c', 1), (q, 1))};")
             w.line(f"float acc = tmp[{q}];")
             store_acc(w, k, lin((c, 1)))
-    return 4 * tiles * 16
+    return depthwise_direct_bytes(axes)
+
+
+def depthwise_direct_bytes(axes) -> int:
+    """_depthwise_direct's scratch: one channel's result, in whole tiles of 16."""
+    return 4 * 16 * ceil_div(axes[0].size * axes[1].size, 16)
 
 
 def _depthwise_weights(w, wt, bias, c, kh_n, kw_n):
@@ -731,12 +802,9 @@ def _depthwise_flat(k, w, x, wt, bias, axes) -> int:
     s = aw.stride
     n_batch, chans = x.shape[0], x.shape[1]
     kh_n, kw_n = wt.shape[2], wt.shape[3]
-    wp = max(aw.pad_begin + aw.size, (aw.out - 1) * s + (kw_n - 1) * aw.dilation + 1)
-    hp = max(ah.pad_begin + ah.size, (ah.out - 1) * s + (kh_n - 1) * ah.dilation + 1)
-    wq, hq = ceil_div(wp, s), ceil_div(hp, s)
+    hp, wp, hq, wq, flat = depthwise_flat_layout(axes, kh_n, kw_n)
     phase = hq * wq
     planes = s * s * phase
-    flat = (ah.out - 1) * wq + aw.out
     in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
     split = f"\n * split into {s}x{s} stride phases of {hq}x{wq}," if s > 1 else ""
     w.line(f"/* Schedule (SIMD hosts): depthwise, flat. Per channel the plane is copied into\n"
@@ -778,7 +846,30 @@ def _depthwise_flat(k, w, x, wt, bias, axes) -> int:
                 w.line(f"const int y_idx = {lin(('y_row', 1), (ow, 1))};")
                 w.line(f"float acc = t_row[{lin((ow, 1))}];")
                 store_acc(w, k, lin((c, 1)))
-    return 4 * (planes + flat)
+    return depthwise_flat_bytes(axes, kh_n, kw_n)
+
+
+def depthwise_flat_layout(axes, kh_n: int, kw_n: int):
+    """_depthwise_flat's plane: (hp, wp) the zero-bordered plane every tap of every
+    output fits in, (hq, wq) one of its stride x stride phase planes, and `flat`
+    the flat positions f = oh * wq + ow computed (the last is the last output)."""
+    ah, aw = axes
+    s = aw.stride
+    wp = max(aw.pad_begin + aw.size, (aw.out - 1) * s + (kw_n - 1) * aw.dilation + 1)
+    hp = max(ah.pad_begin + ah.size, (ah.out - 1) * s + (kh_n - 1) * ah.dilation + 1)
+    wq, hq = ceil_div(wp, s), ceil_div(hp, s)
+    return hp, wp, hq, wq, (ah.out - 1) * wq + aw.out
+
+
+def depthwise_flat_bytes(axes, kh_n: int, kw_n: int) -> int:
+    """_depthwise_flat's scratch: the s * s phase planes, then the flat results."""
+    _, _, hq, wq, flat = depthwise_flat_layout(axes, kh_n, kw_n)
+    return 4 * (axes[1].stride ** 2 * hq * wq + flat)
+
+
+def depthwise_rows_bytes(k, axes) -> int:
+    """_depthwise_rows' scratch: in place, a copy of one input channel; else none."""
+    return 4 * axes[0].size * axes[1].size if k.inplace is not None else 0
 
 
 def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
@@ -787,7 +878,7 @@ def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
     kh_n, kw_n = wt.shape[2], wt.shape[3]
     in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
     left, (lo, hi), right = cols
-    scratch = 0
+    scratch = depthwise_rows_bytes(k, axes)
     w.line("/* Schedule: depthwise. Per channel the weights live in registers; per output\n"
            " * row the window rows come from the input or a zero row (vertical padding);\n"
            f" * columns {lo}..{hi - 1} have every tap inside the row (a loop gcc vectorizes),"
@@ -796,7 +887,6 @@ def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
     if clip_rows:
         w.line(f"static const float zero_row[{aw.size}] = {{ 0.0f }};")
     if k.inplace is not None:
-        scratch = 4 * in_plane
         w.line("/* In place (out0 == in0): each input channel is copied to scratch before\n"
                " * its output, which overwrites only this and earlier channels, is written. */")
     with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
@@ -860,23 +950,39 @@ def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
 
 # -- GEMM schedules (pointwise, im2col) -----------------------------------------------
 
-def pack_weights(k, wt, group: int, mr: int):
+# The plans whose kernels read the weights laid out by packed_weights (the float Conv
+# schedules' weight_layout); depthwise and direct read them as the model has them.
+PACKED_PLANS = ("pointwise", "pointwise_inplace", "im2col", "window")
+
+
+def packed_weights(w: np.ndarray, group: int, mr: int) -> np.ndarray:
     """W[m][c][kh][kw] -> per group, per block of mr output channels, [tap][mr]; the
     block of channels g*mg + m0.. starts at element (g*mg + m0) * taps."""
-    m_out = wt.shape[0]
+    m_out = w.shape[0]
     mg = m_out // group
-    w3 = np.asarray(wt.const, np.float32).reshape(group, mg, -1)
+    w3 = np.asarray(w, np.float32).reshape(group, mg, -1)
     blocks = [w3[g, m0:m0 + mr].T.ravel() for g in range(group) for m0 in range(0, mg, mr)]
-    packed = np.ascontiguousarray(np.concatenate(blocks))
-    name = k.graph.add_const(f"{wt.name}_packed{mr}", packed)
-    k.ins[1] = replace(wt, name=name, shape=packed.shape, const=packed)
-    return k.ins[1]
+    return np.ascontiguousarray(np.concatenate(blocks))
+
+
+def laid_out_weights(k, mr: int):
+    """The kernel's weights as packed_weights laid them out for block size mr (by the
+    weight-layout step, mtvm.codegen.weight_layout, before emission)."""
+    wp = k.ins[1]
+    assert 1 in k.plain_ins and wp.shape == (k.plain(1).size,), \
+        f"{k.fname}: the conv's weights were not laid out (weight_layout) for mr={mr}"
+    return wp
 
 
 def im2col_block(taps: int, positions: int, s: dict = DEFAULT_KNOBS) -> int:
     """Output positions per im2col block: a multiple of 16 (the widest NR)."""
     nb = max(s["im2col_cols"], s["im2col_max_bytes"] // (4 * taps) // 16 * 16)
     return min(nb, ceil_div(positions, 16) * 16)
+
+
+def im2col_bytes(taps: int, positions: int, s: dict = DEFAULT_KNOBS) -> int:
+    """emit_conv_gemm's im2col scratch: col[tap][j] for one block of positions."""
+    return 4 * taps * im2col_block(taps, positions, s)
 
 
 def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
@@ -891,7 +997,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     mr = knobs_of(k)["gemm_mr"]
     pointwise = kh_n == kw_n == 1 and all(a.stride == 1 and a.pad_begin == a.pad_end == 0
                                           for a in axes)
-    wp = pack_weights(k, wt, group, mr)
+    wp = laid_out_weights(k, mr)
     if header:
         w.line(conv_comment(x, wt, y, axes, group))
     if pointwise:
@@ -900,7 +1006,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                f"\n * positions; weights packed [channel block][c][{mr}]. */")
     else:
         nb = im2col_block(taps, out_plane, knobs_of(k))
-        k.scratch_bytes = 4 * taps * nb
+        k.scratch_bytes = im2col_bytes(taps, out_plane, knobs_of(k))
         w.line(f"/* Schedule: im2col GEMM. Blocks of {nb} output positions are gathered into\n"
                f" * scratch col[t][j], t = (c, kh, kw) ({taps} taps, 0 in the padding), then\n"
                f" * register blocks of {mr} output channels x MTVM_F32_NR positions run the\n"
@@ -1073,6 +1179,12 @@ def window_row_layout(aw: Axis, kw_n: int):
     return plen, s * plen, [(kw * d) % s * plen + (kw * d) // s for kw in range(kw_n)]
 
 
+def window_bytes(aw: Axis, cg: int, kh_n: int, kw_n: int) -> int:
+    """emit_conv_window's scratch: the cg * kh_n input rows of one output row's
+    window, each laid out as window_row_layout says."""
+    return 4 * cg * kh_n * window_row_layout(aw, kw_n)[1]
+
+
 def kernel_const(k, name: str, value: np.ndarray):
     """A compile-time table the kernel reads (emitted with the weights): its Buf."""
     const = k.graph.add_const(name, value)
@@ -1094,8 +1206,8 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
     mr = knobs_of(k)["gemm_mr"]
     plen, row_len, kw_off = window_row_layout(aw, kw_n)
     rows = cg * kh_n
-    k.scratch_bytes = 4 * rows * row_len
-    wp = pack_weights(k, wt, group, mr)
+    k.scratch_bytes = window_bytes(aw, cg, kh_n, kw_n)
+    wp = laid_out_weights(k, mr)
     off = np.array([r * row_len + kw_off[j] for r in range(rows) for j in range(kw_n)],
                    np.int32)
     ob = kernel_const(k, f"{wt.name}_tap_offsets", off)
@@ -1214,6 +1326,13 @@ def band_rows(ah: Axis, aw: Axis, cg: int, kh_n: int, kw_n: int,
     return rows
 
 
+def band_bytes(ah: Axis, aw: Axis, cg: int, kh_n: int, kw_n: int,
+               s: dict = DEFAULT_KNOBS) -> int:
+    """_conv_band's scratch: cg channels of a band of band_rows rows (band_layout)."""
+    rows = band_rows(ah, aw, cg, kh_n, kw_n, s)
+    return 4 * cg * band_layout(ah, aw, kh_n, kw_n, rows)[1]
+
+
 def _band_gather_row(w, aw: Axis, kw_n: int, ks: int) -> None:
     """dst[kw * ks + ow] = x_row[ow * sw - padw + kw * dw] (0 outside the row), with
     each kw's valid columns [lo, hi) known at compile time."""
@@ -1306,7 +1425,7 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
                 w.line("}")
         w.depth -= 1
         w.line("}")
-    return 4 * cg * cs
+    return band_bytes(ah, aw, cg, kh_n, kw_n, knobs_of(k))
 
 
 def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
@@ -1365,6 +1484,20 @@ def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, body) -> str:
     return w.text()
 
 
+def pointwise_inplace_cols(k, x) -> int:
+    """Positions per tile of emit_conv_pointwise_inplace, at most. AVX-512 with
+    pointwise_inplace_cols 32: tiles of 32 positions, two vectors per row (the
+    one-vector kernel is bound by its loads); else MTVM_F32_NR (at most 16)."""
+    plane = int(np.prod(x.shape[2:]))
+    return 32 if knobs_of(k)["pointwise_inplace_cols"] == 32 and plane > 16 else 16
+
+
+def pointwise_inplace_bytes(k, x) -> int:
+    """emit_conv_pointwise_inplace's scratch: the input columns of its widest tile
+    (32 doubles it, which can raise the arena)."""
+    return 4 * x.shape[1] * pointwise_inplace_cols(k, x)
+
+
 def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
     """Pointwise GEMM writing over its input (batch 1, one group): per tile of
     positions, the input columns are copied to scratch first, then every output
@@ -1375,12 +1508,9 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
     c_in, m_out = x.shape[1], wt.shape[0]
     plane = int(np.prod(x.shape[2:]))
     mr = knobs_of(k)["gemm_mr"]
-    # AVX-512 with pointwise_inplace_cols 32: tiles of 32 positions, two vectors per
-    # row (the one-vector kernel is bound by its loads); else MTVM_F32_NR (at most
-    # 16). Scratch: the widest tile (32 doubles it, which can raise the arena).
-    wide = knobs_of(k)["pointwise_inplace_cols"] == 32 and plane > 16
-    k.scratch_bytes = 4 * c_in * (32 if wide else 16)
-    wp = pack_weights(k, wt, 1, mr)
+    wide = pointwise_inplace_cols(k, x) == 32
+    k.scratch_bytes = pointwise_inplace_bytes(k, x)
+    wp = laid_out_weights(k, mr)
     w.line(conv_comment(x, wt, y, axes, 1))
     cols = "32 (AVX-512) or MTVM_F32_NR" if wide else "MTVM_F32_NR"
     w.line(f"/* Schedule: pointwise GEMM in place (out0 == in0): per tile of {cols}"

@@ -7,10 +7,14 @@ here from the per-target modules:
     mtvm/schedules/generic/   portable C, any target
     mtvm/schedules/x86/       x86-64 SIMD (AVX2, AVX-512, VNNI)
     mtvm/schedules/arm_dsp/   Armv7E-M/v8-M DSP extension (SMLAD, SXTB16, ...)
+    mtvm/schedules/arm_mve/   Armv8.1-M Helium (MVE) vectors
+    mtvm/schedules/riscv/     RV32 cores without SIMD (register blocking, assembly)
 
 Each schedule declares which op it computes, when it applies (target and
-shapes), its knobs with their defaults, a pure scratch size, and emits the
-kernel's C. Lowering a kernel asks `choose(k)` for the applicable schedule
+shapes), its knobs with their defaults, a pure scratch size, the layout it
+reads its constant weights in (weight_layout: the model's plain weights
+re-laid out at compile time for this target, before emission), and emits
+the kernel's C. Lowering a kernel asks `choose(k)` for the applicable schedule
 of highest priority; its knob values come from the defaults overridden by a
 ScheduleConfig (per schedule name, or per kernel by workload key), so a tuner
 can set them layer by layer.
@@ -34,7 +38,7 @@ import numpy as np
 
 from ..errors import MtvmError
 
-FAMILIES = ("generic", "x86", "arm_dsp")
+FAMILIES = ("generic", "x86", "arm_dsp", "arm_mve", "riscv")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,15 @@ class Schedule:
         """Arena scratch the body needs: a pure function of k's shapes, target,
         in-place decision and k.knobs (memory planning calls it, never emit)."""
         return 0
+
+    def weight_layout(self, k, /, **attrs) -> dict[int, np.ndarray]:
+        """{input index: the constant re-laid out} for the constant inputs this
+        schedule reads in another order than the op's plain one (e.g. output
+        channels interleaved in the order a micro-kernel loads them): a pure
+        function of k's constants, shapes, target and k.knobs, applied before
+        emission (mtvm.codegen.weight_layout), so the IR keeps the op's plain
+        meaning and every backend and reference reads plain weights."""
+        return {}
 
     def default_knobs(self) -> dict:
         return {kn.name: kn.default for kn in self.knobs}

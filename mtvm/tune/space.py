@@ -32,6 +32,7 @@ import numpy as np
 from .. import schedules
 from ..codegen import kernel_library
 from ..codegen.c_codegen import make_kernel
+from ..codegen.weight_layout import lay_out_weights
 from ..errors import MtvmError
 from ..schedules import ScheduleConfig, workload_key
 
@@ -145,6 +146,7 @@ def _code(lk, target, schedule: schedules.Schedule, knobs: dict):
     if s is None or s.name != schedule.name:
         return None
     n = k.node
+    lay_out_weights(k, s, n.attrs)
     body = s.emit(k, **n.attrs)
     text = "\n".join(list(k.helpers.values()) + [body])
     text = kernel_library.specialize_source(text, list(k.libraries), target)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.quantized.common import conv_geometry, operands
-from ...ops.quantized.conv import unpack_conv_weights
 from ..cwriter import (
     Assign,
     Block,
@@ -189,7 +188,7 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
         x.shape, w.shape, strides, pads, dilations)
     cg, mg = c // group, oc // group
-    wl = _centered(unpack_conv_weights(w.const, group), w_zp)   # [OC, cg * kh * kw]
+    wl = _centered(w.const, w_zp)   # [OC, cg * kh * kw]
     if _im2col_geometry(k, strides, pads, dilations, group, folded) is not None:
         if wl is None:
             raise NotLowerable("QConv weights minus their zero points beyond 16 bits")

@@ -1919,7 +1919,7 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
           folded=1):
     """The integer convolution's exact sums (QConv.reference): folded, bias[o] + the
     sum of xpad * w over every tap (padding reads as the input zero point) minus
-    w_zp[o] * the sum of xpad, the weights read where pack_conv_weights stored them;
+    w_zp[o] * the sum of xpad (the weights in their plain order);
     depthwise (folded=0), bias[o] + the sum of (x - zx)(w - zw[o]) over the taps
     inside the input. Then requantized as the C kernels are (or the int32 sum).
     Integer sums are exact in any order, so the C schedules (im2col columns, packed
@@ -1938,11 +1938,9 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
         x.shape, w.shape, strides, pads, dilations)
     cg, mg = c // group, oc // group
     kk = cg * kh * kw
-    nb, tl = kk // 4, kk % 4
     X, W = param(x), param(w)
     b, o, oy, ci, ky, kx = (Var(s) for s in ("b", "o", "oy", "ci", "ky", "kx"))
-    g, j, t, pos = Var("g"), Var("j"), Var("t"), Var("pos")
-    ch, base = Var("ch"), Var("wbase")
+    g, t = Var("g"), Var("t")
     iy = Var("iy", I64)
     wv = Var("wv", _I32)
     zero64 = Const(0, "int64")
@@ -1953,22 +1951,9 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     def weight() -> list:
         """wv = the weight of tap t of channel o (minus its zero point, depthwise)."""
         out = [Decl(t, (ci * kh + ky) * kw + kx)]
-        if not folded:
-            wz = _per_channel(w_zp, o) if w_zp is not None else _i(0)
-            return out + [Decl(wv, Cast(_I32, W[o * kk + t]) - wz)]
-        # pack_conv_weights (conv_pack_index): channel pairs (o, o + 1) of a group
-        # interleave blocks of four taps (pair-permuted 0 2 1 3), then their tails.
-        r = _bin("&", t, Const(3))
-        permuted = select(eq(r, Const(1)), Const(2), select(eq(r, Const(2)), Const(1), r))
-        blk = _bin(">>", t, Const(2))
-        jt = t - 4 * nb
-        # conv.tail_slot: the tail's column slots (3 taps: 0, 2, 1)
-        slot = (select(eq(jt, Const(0)), Const(0), Const(3) - jt) if tl == 3 else jt)
-        paired = select(lt(t, Const(4 * nb)), base + blk * 8 + ch * 4 + permuted,
-                        base + 8 * nb + slot * 2 + ch)
-        single = select(lt(t, Const(4 * nb)), base + blk * 4 + permuted, base + t)
-        return out + [Decl(pos, select(lt(j - ch + 1, Const(mg)), paired, single)),
-                      Decl(wv, Cast(_I32, W[pos]))]
+        wz = _per_channel(w_zp, o) if w_zp is not None and not folded else _i(0)
+        return out + [Decl(wv, Cast(_I32, W[o * kk + t]) - wz if not folded
+                           else Cast(_I32, W[o * kk + t]))]
 
     def finish(acc: Var, xs: Var | None, ox: Expr) -> list:
         out = [Assign(acc, param(bias)[o], "+=")]
@@ -2029,10 +2014,7 @@ def qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
     for e_lo, e_hi, edge in ((first, hi, False), (0, lo, True), (hi, ow, True)):
         if e_hi > e_lo:
             row.append(For(owe, e_hi, columns(owe, 1, edge), begin=Const(e_lo)))
-    per_o = [Decl(g, o / mg), Decl(j, o % mg)]
-    if folded:
-        per_o += [Decl(ch, _bin("&", j, Const(1))), Decl(base, (o - ch) * kk)]
-    per_o.append(For(oy, oh, row))
+    per_o = [Decl(g, o / mg), For(oy, oh, row)]
     return [For(b, n, [For(o, oc, per_o)])]
 
 

@@ -259,18 +259,22 @@ def col_bytes(kk: int) -> int:
 
 
 def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh,
-                sw, ph, pw, dh, dw, x_zp) -> list[str]:
+                sw, ph, pw, dh, dw, x_zp, mve: bool = False, quad: bool = False,
+                x86_direct: bool = True) -> list[str]:
     """QConv (folded=1): pairs of output pixels (in flat order, so a row's last pixel
     pairs with the next row's first) gathered into an int16 column in scratch, then
     two pixels x two output channels at a time (mtvm_mm2x2). Column layout, per
     block of four taps: pixel 0's four taps, then pixel 1's; then the kk % 4 tail
     taps of pixel 0, then those of pixel 1 (2 * kk int16 in all). The weights are
-    packed to match (conv_pack_index). An odd last pixel: one pixel x two channels."""
+    packed to match (conv_pack_index). An odd last pixel: one pixel x two channels.
+    The schedule chooses the variants: mve (emit_im2col_mve, where mve_applies), quad
+    (RV32's four pixels, where rv32_quad_applies), x86_direct (the x86 kernels without
+    the column, where they apply)."""
     cg, mg = c // group, oc // group
     khw = kh * kw
     kk = cg * khw
     pointwise = khw == 1 and sh == sw == 1 and (oh, ow) == (h, wd) and ph == pw == 0
-    if isinstance(store, _Store) and mve_applies(k, group, kk, store.y_zp):
+    if mve:
         return emit_im2col_mve(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=h, wd=wd,
                                kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
                                dw=dw, x_zp=x_zp, pointwise=pointwise)
@@ -281,10 +285,8 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     mm2 = mm_helper(k, w.dtype, 2)
     mm1 = mm_helper(k, w.dtype, 1) if ohw % 2 else None
     mmx1 = mm1_helper(k, w.dtype) if mg % 2 else None
-    # RV32: four pixels (a second column, cn int16 after the first) x four channels in
-    # registers (mtvm_mm_s16_rv32.h), where the channels come in fours and the second pair's
-    # weights are within a load offset
-    quad = rv32_quad_applies(k, group, kk)
+    # quad (RV32): four pixels (a second column, cn int16 after the first) x four channels
+    # in registers (mtvm_mm_s16_rv32.h)
     cn = col_bytes(kk) // 2
     k.scratch_bytes = col_bytes(kk) * (2 if quad else 1)
     zx = c_literal(x_zp, np.int32)
@@ -554,11 +556,12 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         body = rv32_quad(k, body, body[:ngather], st, w, bias, mg=mg, kk=kk, ohw=ohw, nb=nb,
                          tl=tl, cn=cn, store=store)
     nest = indent_c(body, 3) + ["        }", "    }", "}"]
+    direct_ok = x86_direct and w_zp is None and k.inplace is None
     direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
-        if pointwise and w_zp is None and k.inplace is None else None
+        if pointwise and direct_ok else None
     kxk = direct_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=h, wd=wd, kh=kh,
                      kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh, dw=dw,
-                     x_zp=x_zp) if not pointwise and w_zp is None and k.inplace is None else None
+                     x_zp=x_zp) if not pointwise and direct_ok else None
     if kxk:
         pre = lines.index("int16_t* col = (int16_t*)scratch;") + 1 + len(store.decls)
         return lines[:pre] + ["#if defined(MTVM_INT8_X86)"] + kxk + ["#else"] + lines[pre:] + \
@@ -876,13 +879,14 @@ class QConv(IntOp):
     holds the zero-point corrections (b - zx*sum(w) + K*zx*zw) and the kernel
     sums xpad*w over all taps (padding = zx) minus zw*sum(xpad); with folded=0
     (depthwise) it sums (x - zx)(w - zw) over the taps inside the input.
-    Without mult/shift ("" inputs) the output is the int32 accumulator (ConvInteger)."""
+    Without mult/shift ("" inputs) the output is the int32 accumulator (ConvInteger).
+    The weights are the model's, in their plain order: the schedules computing it
+    (mtvm/schedules/*/qconv_s8.py) lay them out for their micro-kernels."""
 
     def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, strides, pads,
                   dilations, group=1, x_zp=0, y_zp=0, act_min=-128, act_max=127, folded=1):
-        if folded:   # the im2col kernel: weights stored packed (pack_conv_weights)
-            acc, (oh, ow) = conv_acc(x, unpack_conv_weights(w, group), x_zp, strides, pads,
-                                     dilations, group, w_zp)
+        if folded:
+            acc, (oh, ow) = conv_acc(x, w, x_zp, strides, pads, dilations, group, w_zp)
         else:
             wz = 0 if w_zp is None else np.asarray(w_zp, np.int64).reshape(
                 (-1,) + (1,) * (w.ndim - 1))
@@ -922,55 +926,59 @@ class QConv(IntOp):
         return 0 if pointwise and tuple(y.shape[2:]) == tuple(x.shape[2:]) and \
             y.shape[1] <= x.shape[1] else None
 
-    def scratch_bytes(self, k, /, *, strides, pads, dilations, group=1, folded=1,
-                      **_attrs) -> int:
-        """im2col (folded): one int16 column of two pixels (col_bytes); depthwise: the
-        zero-point-padded input plane, when there is padding or the output is
-        written over the input (depthwise.padded_plane_bytes)."""
-        x, w = k.ins[0], k.ins[1]
-        if folded:
-            kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
-            if mve_applies(k, group, kk, _attrs.get("y_zp", 0)):
-                return 4 * mve_kp(kk)
-            return col_bytes(kk) * (2 if rv32_quad_applies(k, group, kk) else 1)
-        from .depthwise import padded_plane_bytes
-        return padded_plane_bytes(k, x, strides, pads, dilations)
 
-    def emit(self, k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
-             act_max=127, folded=1):
-        x, w, bias, mult, shift, w_zp = operands(k)
-        n, c = x.shape[:2]
-        oc = w.shape[0]
-        h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
-            x.shape, w.shape, strides, pads, dilations)
-        cg, mg = c // group, oc // group
-        kk = cg * kh * kw
-        if mult is None:
-            def store(acc, ch, dst):
-                return [f"{dst} = {acc};"]
-        else:
-            def store(acc, ch, dst):
-                return store_lines(k, acc, y_zp, act_min, act_max, mult, shift, ch, dst)
-        zx = c_literal(x_zp, np.int32)
-        lines = [f"/* {x.c}: input, {w.c}: weights [{oc}][{cg}][{kh}][{kw}], {bias.c}: int32 bias"
-                 + (" (zero-point terms folded in)" if folded else "")
-                 + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
-                    if mult is not None and mult.size > 1 else "")
-                 + (f", {w_zp.c}: weight zero points" if w_zp is not None and w_zp.size > 1
-                    else "") + " */"]
-        out_at = f"out0[(b * {oc} + o) * {oh * ow} + (size_t)oy * {ow} + (size_t)ox]"
-        if not folded:
-            from .depthwise import emit_depthwise
-            lines += emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw,
-                                     oh, ow, sh, sw, ph, pw, dh, dw, x_zp,
-                                     pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]])
-            return "\n".join(lines)
+def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=False,
+                        quad=False, **_attrs) -> int:
+    """Scratch of emit_qconv: im2col (folded), one int16 column of two pixels
+    (col_bytes; two columns for RV32's quad), or the Helium path's int8 column rows;
+    depthwise, the zero-point-padded input plane, when there is padding or the output
+    is written over the input (depthwise.padded_plane_bytes)."""
+    x, w = k.ins[0], k.ins[1]
+    if folded:
+        kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+        if mve:
+            return 4 * mve_kp(kk)
+        return col_bytes(kk) * (2 if quad else 1)
+    from .depthwise import padded_plane_bytes
+    return padded_plane_bytes(k, x, strides, pads, dilations)
 
-        store_fn = _Store(k, mult, shift, y_zp, act_min, act_max)
-        lines += emit_im2col(k, x, w, bias, w_zp, store_fn, n=n, c=c, oc=oc, group=group, h=h,
-                             wd=wd, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
-                             dw=dw, x_zp=x_zp)
+
+def emit_qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
+               act_max=127, folded=1, mve=False, quad=False, x86_direct=True) -> str:
+    """The C of a QConv kernel (the schedules in mtvm/schedules/*/qconv_s8.py choose
+    the variants, see emit_im2col); the im2col path reads its weights laid out by
+    pack_conv_weights."""
+    x, w, bias, mult, shift, w_zp = operands(k)
+    n, c = x.shape[:2]
+    oc = w.shape[0]
+    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, w.shape, strides, pads, dilations)
+    mg = oc // group
+    if mult is None:
+        def store(acc, ch, dst):
+            return [f"{dst} = {acc};"]
+    else:
+        def store(acc, ch, dst):
+            return store_lines(k, acc, y_zp, act_min, act_max, mult, shift, ch, dst)
+    lines = [f"/* {x.c}: input, {w.c}: weights [{oc}][{c // group}][{kh}][{kw}], {bias.c}: "
+             "int32 bias"
+             + (" (zero-point terms folded in)" if folded else "")
+             + (f",\n * {mult.c}/{shift.c}: requantization multiplier/shift"
+                if mult is not None and mult.size > 1 else "")
+             + (f", {w_zp.c}: weight zero points" if w_zp is not None and w_zp.size > 1
+                else "") + " */"]
+    if not folded:
+        from .depthwise import emit_depthwise
+        lines += emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw,
+                                 oh, ow, sh, sw, ph, pw, dh, dw, x_zp,
+                                 pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]])
         return "\n".join(lines)
+
+    store_fn = _Store(k, mult, shift, y_zp, act_min, act_max)
+    lines += emit_im2col(k, x, w, bias, w_zp, store_fn, n=n, c=c, oc=oc, group=group, h=h,
+                         wd=wd, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
+                         dw=dw, x_zp=x_zp, mve=mve, quad=quad, x86_direct=x86_direct)
+    return "\n".join(lines)
 
 
 # -- matrix product ---------------------------------------------------------------------

@@ -119,8 +119,7 @@ def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
         zw = _per_axis_vec(qw.zp, oc).astype(np.int64)
         taps = int(np.prod(w.shape[1:]))
         folded = -qx.z * wsum + taps * qx.z * zw
-        from .conv import pack_conv_weights
-        ins = [x, ctx.add_const(node.name + "_w", pack_conv_weights(w, geo["group"])),
+        ins = [x, ctx.add_const(node.name + "_w", w),
                ctx.add_const(node.name + "_bias", folded.astype(np.int32)), "", ""]
         if np.any(zw):
             ins.append(ctx.add_const(node.name + "_wzp", zw.astype(np.int32)))

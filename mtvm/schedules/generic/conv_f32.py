@@ -37,24 +37,36 @@ def float_conv(k) -> bool:
 
 
 def geometry(k, attrs: dict):
-    x, wt = k.ins[0], k.ins[1]
+    x, wt = k.ins[0], k.plain(1)
     return conv.conv_geometry(x.shape, wt.shape, **attrs)
 
 
-def lift_1d(k, axes):
-    """A 1-D Conv as the 2-D Conv of height 1 it is: X [N, C, L] -> [N, C, 1, L],
-    W [M, C/g, K] -> [M, C/g, 1, K], Y likewise, one more (trivial) axis in front.
-    Only the kernel's view changes (same bytes, same flat indices), so every 2-D
-    schedule, and the fused tail, apply as they are. Returns the 2-D axes."""
+def lifted(k, axes):
+    """(x, wt, y, axes) of kernel k as a 2-D Conv, k unchanged: a 1-D Conv is the
+    2-D Conv of height 1 it is, X [N, C, L] -> [N, C, 1, L], W [M, C/g, K] ->
+    [M, C/g, 1, K], Y likewise, one more (trivial) axis in front. Only the view
+    changes (same bytes, same flat indices), so every 2-D schedule, and the fused
+    tail, apply as they are. wt: the plain weights (k.ins[1] may be laid out)."""
+    x, wt, y = k.ins[0], k.plain(1), k.outs[0]
     if len(axes) != 1:
-        return axes
-    x, wt, y = k.ins[0], k.ins[1], k.outs[0]
-    k.ins[0] = replace(x, shape=x.shape[:2] + (1,) + x.shape[2:])
+        return x, wt, y, axes
     w4 = np.asarray(wt.const).reshape(wt.shape[:2] + (1,) + wt.shape[2:])
-    k.ins[1] = replace(wt, shape=w4.shape, const=w4)
-    k.outs[0] = replace(y, shape=y.shape[:2] + (1,) + y.shape[2:])
     (a,) = axes
-    return [conv.Axis("h", 1, 1, 1, 1, 1, 0, 0), replace(a, name="w")]
+    return (replace(x, shape=x.shape[:2] + (1,) + x.shape[2:]),
+            replace(wt, shape=w4.shape, const=w4),
+            replace(y, shape=y.shape[:2] + (1,) + y.shape[2:]),
+            [conv.Axis("h", 1, 1, 1, 1, 1, 0, 0), replace(a, name="w")])
+
+
+def lift_1d(k, axes):
+    """Kernel k seen as a 2-D Conv from here on (lifted); returns the 2-D axes and the
+    plain weights' 2-D view (a laid-out k.ins[1] stays: the layout is the same)."""
+    k.ins[0], wt, k.outs[0], axes = lifted(k, axes)
+    if 1 in k.plain_ins:
+        k.plain_ins[1] = wt
+    else:
+        k.ins[1] = wt
+    return axes, wt
 
 
 @register
@@ -72,12 +84,24 @@ class ConvF32(Schedule):
 
     def emit(self, k, /, **attrs) -> str:
         axes, group = geometry(k, attrs)
-        axes = lift_1d(k, axes)
-        x, wt = k.ins[0], k.ins[1]
+        axes, wt = lift_1d(k, axes)
         bias = k.ins[2] if len(k.ins) > 2 else None
-        return conv.emit_conv_scheduled(k, x, wt, bias, axes, group, simd=self.simd)
+        return conv.emit_conv_scheduled(k, k.ins[0], wt, bias, axes, group, simd=self.simd)
 
-    # scratch_bytes: not declared yet (the float conv emitters size their
-    # scratch while emitting); mtvm.codegen.c_codegen._scratch emits to learn it.
-    def scratch_bytes(self, k, /, **attrs):
-        return None
+    def weight_layout(self, k, /, **attrs):
+        """The GEMM-like plans (pointwise, im2col, window, and the AVX-512 kernels
+        over them) read the weights per block of gemm_mr output channels, [tap][mr]
+        (conv.packed_weights); depthwise and direct read them as they are."""
+        axes, group = geometry(k, attrs)
+        x, wt, _, axes = lifted(k, axes)
+        kind, _ = conv.conv_plan(k, x, wt, axes, group, self.simd)
+        if kind not in conv.PACKED_PLANS:
+            return {}
+        return {1: conv.packed_weights(wt.const, group, conv.knobs_of(k)["gemm_mr"])}
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        """What emit() will ask for, from the same plan and layouts without emitting
+        (conv.conv_scratch_bytes); the 1-D Conv as its lifted 2-D view, k unchanged."""
+        axes, group = geometry(k, attrs)
+        x, wt, _, axes = lifted(k, axes)
+        return conv.conv_scratch_bytes(k, x, wt, axes, group, simd=self.simd)

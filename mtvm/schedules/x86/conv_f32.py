@@ -43,6 +43,3 @@ class ConvF32Avx512(ConvF32):
         if k.inplace is not None:   # only the depthwise and pointwise schedules run in place
             return False
         return conv.avx512_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
-
-    def scratch_bytes(self, k, /, **attrs):
-        return None      # sized while emitting, as ConvF32

@@ -1,0 +1,27 @@
+"""Integer convolution on Helium (MVE) cores: int8 column rows of four output
+pixels met by VMLADAVA.S8, 16 MACs per instruction, requantized on vectors
+(emit_im2col_mve; c_runtime/kernels/arm_mve/mtvm_mm_s8_mve.h). Where it does
+not apply (uint8, weight zero points, requantization off the fast path), the
+generic im2col runs, with the DSP pair kernels."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.quantized.conv import mve_applies
+from ..generic.qconv_s8 import QConvIm2colBase
+from .. import register
+
+
+@register
+class QConvIm2colMve(QConvIm2colBase):
+    name = "qconv_s8.im2col_mve"
+    family = "arm_mve"
+    priority = 20
+    variant = {"mve": True}
+
+    def applies(self, k, /, **attrs) -> bool:
+        x, w = k.ins[0], k.ins[1]
+        group = attrs.get("group", 1)
+        kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+        return super().applies(k, **attrs) and \
+            mve_applies(k, group, kk, attrs.get("y_zp", 0))

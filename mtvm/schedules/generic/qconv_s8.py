@@ -1,0 +1,68 @@
+"""Integer convolution (QConv, int8/uint8 data and weights, int32 sums) in
+portable C, any target.
+
+im2col (folded=1): pairs of output pixels gathered into an int16 column in
+scratch, met two output channels at a time by the pair micro-kernels
+(SMLAD where the target has the Arm DSP extension, plain C elsewhere; four
+channels on x86 and RV32 cores), the weights laid out in the order those
+kernels load them (pack_conv_weights). On x86 hosts the direct AVX2 /
+AVX-512 VNNI kernels replace the column where they apply (knob x86_direct).
+
+depthwise (folded=0): one input channel per output channel, the window
+summed over the taps inside the input (mtvm.ops.quantized.depthwise).
+
+The code is in mtvm/ops/quantized/conv.py (emit_qconv) and depthwise.py;
+other targets' variants: schedules/riscv/qconv_s8.py, arm_mve/qconv_s8.py.
+"""
+from __future__ import annotations
+
+from ...ops.quantized.conv import emit_qconv, pack_conv_weights, qconv_scratch_bytes
+from .. import Knob, Schedule, register
+
+
+class QConvIm2colBase(Schedule):
+    """What the im2col variants share: when they apply, their weight layout."""
+    op = "QConv"
+    domain = "mtvm"
+    variant: dict = {}
+
+    def applies(self, k, /, **attrs) -> bool:
+        return bool(attrs.get("folded", 1))
+
+    def weight_layout(self, k, /, **attrs):
+        w = k.ins[1]
+        return {1: pack_conv_weights(w.const, attrs.get("group", 1))} \
+            if w.const is not None else {}
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        return qconv_scratch_bytes(k, **attrs, **self.variant)
+
+    def emit(self, k, /, **attrs) -> str:
+        return emit_qconv(k, **attrs, **self.variant, **k.knobs)
+
+
+@register
+class QConvIm2colS8(QConvIm2colBase):
+    name = "qconv_s8.im2col"
+    family = "generic"
+    priority = 0
+    knobs = (Knob("x86_direct", True, (True, False),
+                  "x86: the direct AVX2/VNNI kernels (no column) where they apply"),)
+
+
+@register
+class QConvDepthwiseS8(Schedule):
+    op = "QConv"
+    domain = "mtvm"
+    name = "qconv_s8.depthwise"
+    family = "generic"
+    priority = 0
+
+    def applies(self, k, /, **attrs) -> bool:
+        return not attrs.get("folded", 1)
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        return qconv_scratch_bytes(k, **attrs)
+
+    def emit(self, k, /, **attrs) -> str:
+        return emit_qconv(k, **attrs)

@@ -1,0 +1,26 @@
+"""Integer convolution on RV32 cores (no SIMD): the im2col column of
+schedules/generic/qconv_s8.py built for four output pixels at a time (two
+columns), met four output channels at a time with the sixteen sums in
+registers and the requantization in the same assembly
+(c_runtime/kernels/riscv/mtvm_mm_s16_rv32.h)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.quantized.conv import rv32_quad_applies
+from ..generic.qconv_s8 import QConvIm2colBase
+from .. import register
+
+
+@register
+class QConvIm2colQuadRv32(QConvIm2colBase):
+    name = "qconv_s8.im2col_rv32x4"
+    family = "riscv"
+    priority = 10
+    variant = {"quad": True}
+
+    def applies(self, k, /, **attrs) -> bool:
+        x, w = k.ins[0], k.ins[1]
+        group = attrs.get("group", 1)
+        kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+        return super().applies(k, **attrs) and rv32_quad_applies(k, group, kk)
