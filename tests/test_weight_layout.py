@@ -71,6 +71,19 @@ def test_the_target_chooses_the_int8_conv_schedule(models_dir, target, folded_sc
             "cortex-m55": "arm_mve", "rv32imac": "riscv"}.get(target, "generic"))
 
 
+@pytest.mark.parametrize("target, depthwise_schedule", [
+    ("cortex-m55", "qconv_s8.depthwise_mve"),
+    ("rv32imac", "qconv_s8.depthwise_rv32"),
+    ("cortex-m4", "qconv_s8.depthwise"),
+])
+def test_the_target_chooses_the_int8_depthwise_schedule(models_dir, target,
+                                                        depthwise_schedule):
+    lib = mtvm.compile(_model(models_dir), target=target)
+    dw = [lk.kernel for lk in _qconvs(lib) if not lk.kernel.node.attrs.get("folded", 1)]
+    assert dw and {k.schedule for k in dw} == {depthwise_schedule}
+    assert all(1 not in k.plain_ins for k in dw)     # depthwise reads the plain weights
+
+
 def test_int8_conv_layers_are_tunable(models_dir):
     """The tuner's space of an int8 model: the x86 hosts choose between the direct
     kernels and the column (x86_direct), the M55 between Helium and the DSP pairs,

@@ -944,7 +944,8 @@ def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=F
 
 
 def emit_qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
-               act_max=127, folded=1, mve=False, quad=False, x86_direct=True) -> str:
+               act_max=127, folded=1, mve=False, quad=False, x86_direct=True,
+               rv32=False) -> str:
     """The C of a QConv kernel (the schedules in mtvm/schedules/*/qconv_s8.py choose
     the variants, see emit_im2col); the im2col path reads its weights laid out by
     pack_conv_weights."""
@@ -971,7 +972,8 @@ def emit_qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=
         from .depthwise import emit_depthwise
         lines += emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw,
                                  oh, ow, sh, sw, ph, pw, dh, dw, x_zp,
-                                 pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]])
+                                 pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]],
+                                 mve=mve, rv32=rv32)
         return "\n".join(lines)
 
     store_fn = _Store(k, mult, shift, y_zp, act_min, act_max)

@@ -266,12 +266,40 @@ def rv32_plane(k, x, wd, pw, pe_w, strides, dilations) -> tuple[int, int] | None
     return left, -(-(left + wd + pe_w) // a) * a
 
 
+def _fast(k) -> bool:
+    x, w, bias = k.ins[:3]
+    mult, shift = (k.ins + [None] * 5)[3:5]
+    w_zp = k.ins[5] if len(k.ins) > 5 else None
+    return _fast_requant(k, bias, w, w_zp, mult, shift, int(k.node.attrs.get("y_zp", 0)), x)
+
+
+def mve_depthwise_applies(k) -> bool:
+    """Helium (MVE) cores: four output pixels per vector (mtvm_depthwise_s8_mve.h), where
+    the requantization is the cheap one, the data int8, no weight zero points."""
+    x, w = k.ins[0], k.ins[1]
+    w_zp = k.ins[5] if len(k.ins) > 5 else None
+    return k.target.has("mve") and x.dtype == w.dtype == np.int8 and \
+        k.out.dtype.itemsize == 1 and w_zp is None and _fast(k)
+
+
+def rv32_depthwise_applies(k, strides, dilations) -> bool:
+    """RV32 cores: 3x3 windows at stride 1 or 2 in strips of two lines
+    (mtvm_depthwise_rv32.h), where the requantization is the cheap one and the data 8-bit."""
+    x, w = k.ins[0], k.ins[1]
+    return k.target.is_riscv and tuple(w.shape[2:]) == (3, 3) and \
+        all(d == 1 for d in dilations) and len(set(strides)) == 1 and \
+        strides[0] in (1, 2) and k.out.dtype.itemsize == 1 and x.dtype.itemsize == 1 and \
+        _fast(k)
+
+
 def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, ow, sh, sw, ph,
-                   pw, dh, dw, x_zp, pads) -> list[str]:
+                   pw, dh, dw, x_zp, pads, mve: bool = False, rv32: bool = False) -> list[str]:
     """Depthwise (one input channel per output channel): every output is a sum of
     x * w with the channel's weights in locals and the zero-point terms folded
     into the channel's bias once. When the conv pads (or writes in place) the
-    channel is read from a scratch copy bordered by the zero point."""
+    channel is read from a scratch copy bordered by the zero point. The schedule
+    chooses the variant: mve (mve_depthwise_applies), rv32 (rv32_depthwise_applies),
+    else the rows (SMLAD on Arm DSP cores, portable C elsewhere)."""
     taps = kh * kw
     wv = [f"w{i}" for i in range(taps)]
     zw = per_channel(w_zp, "o") if w_zp is not None else None
@@ -286,14 +314,6 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     act_min, act_max = int(attrs.get("act_min", -128)), int(attrs.get("act_max", 127))
     mult, shift = (k.ins + [None] * 5)[3:5]
     fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x)
-    # Helium (MVE) cores: four output pixels per vector (mtvm_depthwise_s8_mve.h), where the
-    # requantization is the cheap one and the data int8
-    mve = k.target.has("mve") and fast and x.dtype == w.dtype == np.int8 and \
-        k.out.dtype.itemsize == 1 and w_zp is None
-    # RV32 cores: 3x3 windows at stride 1 or 2 in strips of two lines (mtvm_depthwise_rv32.h),
-    # where the requantization is the cheap one and the data 8-bit
-    rv32 = k.target.is_riscv and fast and kh == kw == 3 and dh == dw == 1 and \
-        sh == sw and sh in (1, 2) and k.out.dtype.itemsize == 1 and x.dtype.itemsize == 1
     rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve and not rv32
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     plane = rv32_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None

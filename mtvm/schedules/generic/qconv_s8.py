@@ -50,13 +50,11 @@ class QConvIm2colS8(QConvIm2colBase):
                   "x86: the direct AVX2/VNNI kernels (no column) where they apply"),)
 
 
-@register
-class QConvDepthwiseS8(Schedule):
+class QConvDepthwiseBase(Schedule):
+    """What the depthwise variants share: they read the plain weights."""
     op = "QConv"
     domain = "mtvm"
-    name = "qconv_s8.depthwise"
-    family = "generic"
-    priority = 0
+    variant: dict = {}
 
     def applies(self, k, /, **attrs) -> bool:
         return not attrs.get("folded", 1)
@@ -65,4 +63,12 @@ class QConvDepthwiseS8(Schedule):
         return qconv_scratch_bytes(k, **attrs)
 
     def emit(self, k, /, **attrs) -> str:
-        return emit_qconv(k, **attrs)
+        return emit_qconv(k, **attrs, **self.variant)
+
+
+@register
+class QConvDepthwiseS8(QConvDepthwiseBase):
+    """Rows of the window, the weights in locals (SMLAD pairs on Arm DSP cores)."""
+    name = "qconv_s8.depthwise"
+    family = "generic"
+    priority = 0
