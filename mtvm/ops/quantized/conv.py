@@ -756,20 +756,16 @@ def emit_im2col_mve(k, x, w, bias, store, *, n, c, oc, group, h, wd, kh, kw, oh,
     return [render_c(body)] + store.decls
 
 
-def x86_weight_pairs(w, group: int, khw: int) -> np.ndarray | None:
-    """The weight pairs of the x86 direct paths, computed at compile time from the
-    constant (packed) weights: [group][ceil4(mg)][khw][cp] int32, entry (j, k, t) holding
-    w[j][2t][k] in its low int16 lane and w[j][2t + 1][k] (0 past cg) in its high one,
-    the channels padded with zeros to whole blocks of four (the dot's four-channel
-    form reads them). None for weights not known at compile time."""
-    if w.const is None:
-        return None
-    oc = w.shape[0]
-    kk = int(np.prod(w.shape[1:]))
+def x86_pair_table(rows: np.ndarray, group: int, khw: int) -> np.ndarray:
+    """The weight pairs of the x86 direct paths from the plain weights [OC, C/group, KH,
+    KW]: [group][ceil4(mg) * khw * cp] int32, entry (j, k, t) holding w[j][2t][k] in its
+    low int16 lane and w[j][2t + 1][k] (0 past cg) in its high one, the channels padded
+    with zeros to whole blocks of four (the dot's four-channel form reads them)."""
+    oc = rows.shape[0]
+    kk = int(np.prod(rows.shape[1:]))
     cg, mg = kk // khw, oc // group
     cp, mg4 = (cg + 1) // 2, -(-mg // 4) * 4
-    rows = unpack_conv_weights(np.asarray(w.const), group).astype(np.int64)
-    rows = rows.reshape(group, mg, cg, khw)
+    rows = np.asarray(rows, np.int64).reshape(group, mg, cg, khw)
     pairs = np.zeros((group, mg4, khw, 2 * cp), np.int64)      # [.., tap, channel]
     pairs[:, :mg, :, :cg] = rows.transpose(0, 1, 3, 2)
     lanes = pairs.reshape(group, mg4, khw, cp, 2) & 0xFFFF      # int16 lanes, two's complement
@@ -777,8 +773,14 @@ def x86_weight_pairs(w, group: int, khw: int) -> np.ndarray | None:
     return word.reshape(group, -1)
 
 
-def _x86_weight_lines(table: np.ndarray, w) -> list[str]:
-    """C lines declaring `wq`, the current group's row of `table` (x86_weight_pairs)."""
+def _x86_weight_lines(k, w, group: int, khw: int) -> list[str] | None:
+    """C lines declaring `wq`, group g's row of the weight pairs (x86_pair_table), a table
+    in the kernel built at compile time; None for weights not known at compile time.
+    Not a weight_layout of its own: the kernel keeps the int16 column under #else (for
+    MTVM_NO_SIMD builds and target `c`), which reads the im2col layout."""
+    if w.const is None:
+        return None
+    table = x86_pair_table(unpack_conv_weights(np.asarray(w.const), group), group, khw)
     rows = ["    { " + ", ".join(str(int(v)) for v in r) + " }," for r in table]
     return ["/* [o][tap][t / 2]: (w[o][t][tap], w[o][t + 1][tap]) int16 pairs; whole blocks of "
             "four channels */",
@@ -820,7 +822,7 @@ def direct_x86(k, x, w, bias, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, 
     if not isinstance(store, _Store) or store.mult is None or store.m is None or \
             sw not in (1, 2) or ow < 8 or mg * khw * cp > 8192 or khw * cp > 512:
         return None
-    table = x86_weight_pairs(w, group, khw)
+    table = _x86_weight_lines(k, w, group, khw)
     if table is None:
         return None
     k.library("mtvm_conv_x86.h")
@@ -831,7 +833,7 @@ def direct_x86(k, x, w, bias, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, 
         "(void)col;",
         f"for (size_t b = 0; b < {n}; ++b) {{",
         f"    for (size_t g = 0; g < {group}; ++g) {{",
-    ] + indent_c(_x86_weight_lines(table, w), 2) + [
+    ] + indent_c(table, 2) + [
         f"        mtvm_conv_group_x86((uint8_t*)(out0 + (b * {oc} + g * {mg}) * {oh * ow}), "
         f"{oh * ow}, (const uint8_t*)({x.c} + (b * {c} + g * {cg}) * {h * wd}), {x_u}, "
         f"(uint8_t){int(x_zp)},",
@@ -854,7 +856,7 @@ def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | N
     if not isinstance(store, _Store) or store.mult is None or store.m is None or \
             mg * cp > 4096 or cp > 128:
         return None
-    table = x86_weight_pairs(w, group, 1)
+    table = _x86_weight_lines(k, w, group, 1)
     if table is None:
         return None
     k.library("mtvm_pw_conv_x86.h")
@@ -863,7 +865,7 @@ def pointwise_x86(k, x, w, bias, store, *, n, c, oc, group, hw) -> list[str] | N
         "(void)col;",
         f"for (size_t b = 0; b < {n}; ++b) {{",
         f"    for (size_t g = 0; g < {group}; ++g) {{",
-    ] + indent_c(_x86_weight_lines(table, w), 2) + [
+    ] + indent_c(table, 2) + [
         f"        mtvm_pw_group_x86((uint8_t*)(out0 + (b * {oc} + g * {mg}) * {hw}), {hw}, "
         f"(const uint8_t*)({x.c} + (b * {c} + g * {cg}) * {hw}), {int(x.dtype == np.uint8)}, "
         f"{cg}, wq, {mg},",
