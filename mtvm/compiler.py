@@ -91,7 +91,7 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
     (memory.schedule); False keeps the graph's node order. target, output_names,
     workspace_pools, constants_section, backend: see compile()."""
     target = Target.resolve(target)
-    check_backend(backend, profile=profile, external_workspace=external_workspace,
+    check_backend(backend, external_workspace=external_workspace,
                   io_in_workspace=io_in_workspace, workspace_pools=workspace_pools)
     if output_names not in OUTPUT_NAMES:
         raise MtvmError(f"output_names {output_names!r}: use one of {', '.join(OUTPUT_NAMES)}")
@@ -101,7 +101,7 @@ def compile_graph(graph: Graph, module_name: str = "default", profile: bool = Fa
         if backend == "llvm":
             return _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder,
                                        target, output_names, constants_section,
-                                       ScheduleConfig.resolve(schedule_config))
+                                       ScheduleConfig.resolve(schedule_config), profile)
         return _compile_graph(graph, module_name, profile, external_workspace, fuse,
                               source_graph, io_in_workspace, reorder, target,
                               schedule_config, output_names, workspace_pools,
@@ -167,7 +167,8 @@ def _need_llvmlite() -> None:
 
 
 def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
-                        output_names, constants_section, config=None) -> CompiledModel:
+                        output_names, constants_section, config=None,
+                        profile: bool = False) -> CompiledModel:
     _need_llvmlite()
     from .codegen.llvm import check_config, compile_llvm, llvm_scratch, refuses_inplace
     from .codegen.llvm.compiled import LLVMCompiledModel
@@ -187,9 +188,9 @@ def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
     g, plan = s.graph, s.plan
     kernels, sources, text, blobs, target = compile_llvm(
         g, plan, s.inplace, mod, target, model=graph.source, output_names=output_names,
-        constants_section=constants_section, config=config)
+        constants_section=constants_section, config=config, profile=profile)
     return LLVMCompiledModel(mod, source_graph or graph, g, plan, kernels, sources,
-                             target=target, output_names=output_names,
+                             target=target, output_names=output_names, profile=profile,
                              constants_section=constants_section, llvm_ir=text, blobs=blobs)
 
 

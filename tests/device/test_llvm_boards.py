@@ -83,3 +83,22 @@ def test_int8_object_code_matches_the_c_backend(tmp_path, name, board):
     expected = list(lib.run_host({lib.metadata["inputs"][0]["name"]: x}).values())[0]
     y = _run(path, board, tmp_path / "p", [x])
     np.testing.assert_array_equal(y, expected)
+
+
+def test_profiling_build_on_the_m4(tmp_path):
+    """--profile with the LLVM backend: the firmware times each kernel with the board's
+    timer, and the session's profile gives every kernel a figure (what `mtvm tune`
+    needs to measure LLVM object code on a board)."""
+    need_qemu()
+    need_models()
+    path = os.path.join(MODELS_DIR, "kws_dscnn_int8.onnx")
+    proj = P.generate(path, board="mps2-an386", out_dir=str(tmp_path / "p"),
+                      compile_options={"backend": "llvm"}, profile=True, progress=quiet)
+    proj.build(progress=quiet)
+    with proj.session() as s:
+        prof = s.executor.profile(runs=2)
+    md = proj.metadata["operators"]
+    assert len(prof.rows) == len(md) > 5
+    assert all(r.ticks > 0 for r in prof.rows)
+    convs = [r.ticks for r, op in zip(prof.rows, md) if op["function"].endswith("qconv")]
+    assert convs and max(convs) > 10 * min(r.ticks for r in prof.rows)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import re
 import subprocess
 import sys
 import tarfile
@@ -413,7 +414,6 @@ def test_constants_section_is_honoured(tmp_path):
 def test_an_op_without_lowering_is_one_line_naming_the_node(tmp_path):
     """A 3-D (volumetric) 3x3x3 Conv: the C backend runs it; the LLVM backend's
     conv tiles are 1-D and 2-D (a pointwise one of any rank is a row)."""
-    import re
     x = rng.standard_normal((1, 2, 4, 4, 4)).astype(np.float32)
     w = rng.standard_normal((3, 2, 3, 3, 3)).astype(np.float32)
     path = tmp_path / "c3.onnx"
@@ -432,8 +432,7 @@ def test_an_op_without_lowering_is_one_line_naming_the_node(tmp_path):
                         r'\(3-D windows\); compile with --backend c', msg), msg
 
 
-@pytest.mark.parametrize("option", [dict(profile=True), dict(external_workspace=True),
-                                    dict(io_in_workspace=True)])
+@pytest.mark.parametrize("option", [dict(external_workspace=True), dict(io_in_workspace=True)])
 def test_c_backend_options_are_refused_in_one_line(tmp_path, option):
     path = tmp_path / "r.onnx"
     _model([h.make_node("Relu", ["x"], ["y"])], {"x": np.ones((2, 2), np.float32)}, {}, path)
@@ -472,3 +471,26 @@ def test_int8_convolutions_run_in_place_where_they_copy_first(target):
     want = c.run_host({name: x})
     for k, v in lib.run_host({name: x}).items():
         np.testing.assert_array_equal(v, want[k])
+
+
+def test_a_profiling_build_times_each_kernel_between_the_platform_hooks(tmp_path):
+    """--profile: the entry calls mtvm_platform_timer_start / _stop_ticks around each
+    kernel and stores the ticks in tvmgen_<mod>_profile_ticks, the C backend's
+    contract (the header declares it); the board runs are in tests/device."""
+    path = tmp_path / "r.onnx"
+    _model([h.make_node("Relu", ["x"], ["t"]), h.make_node("Sigmoid", ["t"], ["y"])],
+           {"x": np.ones((2, 2), np.float32)}, {}, path)
+    lib = mtvm.compile(str(path), backend="llvm", profile=True, fuse=False)
+    ir_text = lib.llvm_ir
+    n = len(lib.kernels)
+    assert n == 2 and lib.metadata["profiling"] is True
+    assert len(re.findall(r'call void @"?mtvm_platform_timer_start"?\(\)', ir_text)) == n
+    assert len(re.findall(r'call i64 @"?mtvm_platform_timer_stop_ticks"?\(\)', ir_text)) == n
+    assert re.search(rf'@"?tvmgen_default_profile_ticks"? = global \[{n} x i64\]', ir_text)
+    header = lib.sources["codegen/host/include/tvmgen_default.h"]
+    assert f"extern uint64_t tvmgen_default_profile_ticks[{n}];" in header
+    x = {"x": np.full((2, 2), -1.0, np.float32)}
+    np.testing.assert_allclose(lib.run_host(x)["y"], np.full((2, 2), 0.5, np.float32))
+    assert all(t > 0 for t in lib._jit.profile_ticks())      # ns, through the JIT
+    plain = mtvm.compile(str(path), backend="llvm", fuse=False)
+    assert "mtvm_platform_timer" not in plain.llvm_ir

@@ -128,19 +128,20 @@ def unlowerable(model: str, g, n, e: Exception) -> MtvmError:
 
 
 def compile_llvm(g, plan, inplace, mod: str, target, *, model: str, output_names: str,
-                 constants_section: str | None, config=None):
+                 constants_section: str | None, config=None, profile: bool = False):
     """(kernels, sources, llvm IR text, blobs {symbol: bytes}, target) of a planned graph."""
     target = llvm_target(target)
     kernels = ir_kernels(g, mod, inplace, target, model, config)
     triple, *_ = triple_cpu_features(target)
     tm = target_machine(target)
     # CModule gives the C header (the same interface) from the same kernels.
-    cmod = CModule(g, plan, kernels, mod, target=target, output_names=output_names)
+    cmod = CModule(g, plan, kernels, mod, target=target, output_names=output_names,
+                   profile=profile)
     cconv, intrinsics = abi(target)
     lm = LLVMModule(g, plan, kernels, mod, cmod.in_names, cmod.out_names,
                     8 * (target.pointer_bytes or 8), triple, str(tm.target_data),
                     constants_section=constants_section, calling_convention=cconv,
-                    intrinsics=intrinsics)
+                    intrinsics=intrinsics, profile=profile)
     try:
         lm.build()
         text = lm.text()

@@ -34,6 +34,10 @@ class JITModule:
             buf[start:start + len(data)] = np.frombuffer(data, np.uint8)
             self._buffers.append(buf)
             llvm.add_symbol(name, buf.ctypes.data + start)
+        if model.profile:     # the platform timer hooks: this process's clock, in ns
+            self._hooks = _timer_hooks()
+            for name, fn in self._hooks.items():
+                llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
         # libm's functions (tanhf, erff, ...) resolve against this process,
         # which has libm loaded (CPython links it).
         self.engine = llvm.create_mcjit_compiler(module, tm)
@@ -57,6 +61,15 @@ class JITModule:
                 run(*args)
         return fn
 
+    def profile_ticks(self) -> list[int]:
+        """Nanoseconds of each kernel in the last run (a profiling build)."""
+        if not self.model.profile:
+            raise MtvmError("this model was not compiled with profile=True")
+        n = max(len(self.model.kernels), 1)
+        addr = self.engine.get_global_value_address(
+            f"tvmgen_{self.model.module_name}_profile_ticks")
+        return list((ctypes.c_uint64 * n).from_address(addr))
+
     def run(self, arrays) -> list[np.ndarray]:
         md = self.model.metadata
         outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
@@ -66,6 +79,22 @@ class JITModule:
         if status != 0:
             raise MtvmError(f"model {self.model.module_name} returned status {status}")
         return outs
+
+
+def _timer_hooks() -> dict:
+    """mtvm_platform_timer_start / _stop_ticks for a profiling build run in this
+    process: ticks are nanoseconds of time.perf_counter_ns."""
+    import time
+    state = {"t0": 0}
+
+    @ctypes.CFUNCTYPE(None)
+    def start():
+        state["t0"] = time.perf_counter_ns()
+
+    @ctypes.CFUNCTYPE(ctypes.c_uint64)
+    def stop():
+        return time.perf_counter_ns() - state["t0"]
+    return {"mtvm_platform_timer_start": start, "mtvm_platform_timer_stop_ticks": stop}
 
 
 __all__ = ["JITModule"]

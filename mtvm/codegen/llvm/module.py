@@ -66,8 +66,9 @@ class LLVMModule:
     def __init__(self, g, plan, kernels: list[IRKernel], mod: str, in_names: dict,
                  out_names: dict, index_bits: int, triple: str, data_layout: str,
                  constants_section: str | None = None, calling_convention: str = "",
-                 intrinsics: frozenset | None = None):
+                 intrinsics: frozenset | None = None, profile: bool = False):
         self.g, self.plan, self.kernels, self.mod = g, plan, kernels, mod
+        self.profile = profile
         self.in_names, self.out_names = in_names, out_names
         self.module = ir.Module(name=f"tvmgen_{mod}")
         self.module.triple = triple
@@ -152,8 +153,9 @@ class LLVMModule:
                 p = arena.gep([ir.Constant(I32, 0), ir.Constant(I32, self.plan.offsets[root])])
             return b.bitcast(p, self.lowering.llvm_type(Type(buf.dtype, pointer=True)))
 
+        start, stop, ticks = self._profile_hooks() if self.profile else (None, None, None)
         tables = 0
-        for ik, kfn in zip(self.kernels, fns):
+        for i, (ik, kfn) in enumerate(zip(self.kernels, fns)):
             args = [pointer(buf, ik.step) for _, buf in ik.params]
             for t in ik.tables:
                 gv = self.lowering.blob(f"tvmgen_{self.mod}_t_{tables}", t.data.tobytes(),
@@ -161,11 +163,35 @@ class LLVMModule:
                 tables += 1
                 args.append(b.bitcast(gv, self.lowering.llvm_type(
                     Type(t.var.type.dtype, pointer=True))))
+            if start is not None:
+                b.call(start, [], cconv=cconv or None)
             status = b.call(kfn, args, cconv=cconv or None)
+            if stop is not None:
+                b.store(b.call(stop, [], cconv=cconv or None),
+                        ticks.gep([ir.Constant(I32, 0), ir.Constant(I32, i)]))
             fail = b.icmp_signed("!=", status, ir.Constant(I32, 0))
             with b.if_then(fail, likely=False):
                 b.ret(status)
         b.ret(ir.Constant(I32, 0))
+
+    def _profile_hooks(self):
+        """A profiling build (the C backend's contract, mtvm_platform.h): each kernel's
+        call between the platform's timer start and stop, its ticks stored in
+        tvmgen_<mod>_profile_ticks[kernel], which the runtime and sessions read."""
+        cconv = self.lowering.cconv
+        i64 = ir.IntType(64)
+        hooks = []
+        for name, ret in (("mtvm_platform_timer_start", ir.VoidType()),
+                          ("mtvm_platform_timer_stop_ticks", i64)):
+            f = ir.Function(self.module, ir.FunctionType(ret, []), name)
+            if cconv:
+                f.calling_convention = cconv
+            hooks.append(f)
+        arr = ir.ArrayType(i64, max(len(self.kernels), 1))
+        ticks = ir.GlobalVariable(self.module, arr, f"tvmgen_{self.mod}_profile_ticks")
+        ticks.initializer = ir.Constant(arr, None)
+        ticks.align = 8
+        return hooks[0], hooks[1], ticks
 
 
 __all__ = ["IRKernel", "LLVMModule"]
