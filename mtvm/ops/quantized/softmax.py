@@ -16,6 +16,13 @@ def softmax_table(x_scale: float) -> np.ndarray:
     return np.rint(np.exp(x_scale * d) * (1 << SOFTMAX_BITS)).astype(np.uint32)
 
 
+def softmax_fits_32(table, d: int, inv: int) -> bool:
+    """Whether the shifted numerator (e inv + sum 2^15) >> 16 provably fits 32 bits (then
+    one 32-bit division a value)."""
+    e_max = int(np.max(table.const)) if table.const is not None else 1 << 32
+    return ((e_max * int(inv) + e_max * d * (1 << 15)) >> 16) < (1 << 32)
+
+
 @register("QSoftmax", domain=DOMAIN)
 class QSoftmax(IntOp):
     """Softmax over the last axis of an 8-bit tensor, in integers: e = table[x - max],
@@ -40,8 +47,7 @@ class QSoftmax(IntOp):
         # (nested floor division): one 32-bit division (UDIV on a Cortex-M3/M4)
         # instead of a 64-bit one (a library call there), where the shifted
         # numerator provably fits 32 bits.
-        e_max = int(np.max(table.const)) if table.const is not None else 1 << 32
-        if ((e_max * int(inv) + e_max * d * (1 << 15)) >> 16) < (1 << 32):
+        if softmax_fits_32(table, d, inv):
             den = "const uint64_t half = (uint64_t)sum << 15;   /* den / 2 */"
             q = "(int32_t)((uint32_t)((num + half) >> 16) / sum)"
         else:

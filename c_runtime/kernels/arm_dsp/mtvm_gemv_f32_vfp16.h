@@ -1,0 +1,67 @@
+/* mtvm_gemv_f32_vfp16.h: The float GEMV of the recurrent ops on Cortex-M cores with a
+ * fused-multiply-add FPU (M4F, M7, M33): sixteen columns a block in Thumb-2 VFP -- per step
+ * one VLDM of x[t], two VLDMs of the row's sixteen weights and sixteen VFMAs into s16-s31
+ * (22 instructions per 16 MACs, where mtvm_f32_gemv's block of eight takes 13 per 8).
+ * Each column is the same chain of fused multiply-adds from zero in the order of t as in
+ * mtvm_f32_gemv, so the results are the same bits; the columns past the last whole block
+ * of sixteen go through mtvm_f32_gemv_blocked.
+ * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
+#ifndef MTVM_GEMV_F32_VFP16_H_
+#define MTVM_GEMV_F32_VFP16_H_
+
+#include <stdint.h>
+#include "mtvm_gemv_f32.h"
+
+/* out[q] = sum_t x[t] * b[t * ldb + q], q < n (as mtvm_f32_gemv_blocked). */
+static inline void mtvm_f32_gemv16_vfp(int taps, const float* restrict x,
+                                       const float* restrict b, int ldb, int n,
+                                       float* restrict out)
+{
+    int j0 = 0;
+#if defined(__GNUC__) && defined(__thumb2__) && defined(__ARM_FP) && (__ARM_FP & 4) && \
+    defined(__ARM_FEATURE_FMA) && !defined(MTVM_NO_SIMD)
+    static const float zeros[16];
+    const int32_t stride = ldb * 4 - 32;
+    for (; taps > 0 && j0 + 16 <= n; j0 += 16) {
+        const float* xp = x;
+        const float* bp = b + j0;
+        int32_t t = taps;
+        __asm__ volatile(
+            "vldmia  %[z], {s16-s31}\n\t"
+            "1:\n\t"
+            "vldmia  %[x]!, {s8}\n\t"
+            "vldmia  %[b]!, {s0-s7}\n\t"
+            "vfma.f32 s16, s8, s0\n\t"
+            "vfma.f32 s17, s8, s1\n\t"
+            "vfma.f32 s18, s8, s2\n\t"
+            "vfma.f32 s19, s8, s3\n\t"
+            "vfma.f32 s20, s8, s4\n\t"
+            "vfma.f32 s21, s8, s5\n\t"
+            "vfma.f32 s22, s8, s6\n\t"
+            "vfma.f32 s23, s8, s7\n\t"
+            "vldmia  %[b], {s0-s7}\n\t"
+            "add     %[b], %[b], %[st]\n\t"
+            "vfma.f32 s24, s8, s0\n\t"
+            "vfma.f32 s25, s8, s1\n\t"
+            "vfma.f32 s26, s8, s2\n\t"
+            "vfma.f32 s27, s8, s3\n\t"
+            "vfma.f32 s28, s8, s4\n\t"
+            "vfma.f32 s29, s8, s5\n\t"
+            "vfma.f32 s30, s8, s6\n\t"
+            "vfma.f32 s31, s8, s7\n\t"
+            "subs    %[t], %[t], #1\n\t"
+            "bne     1b\n\t"
+            "vstmia  %[o], {s16-s31}\n\t"
+            : [x] "+r"(xp), [b] "+r"(bp), [t] "+r"(t)
+            : [z] "r"(zeros), [o] "r"(out + j0), [st] "r"(stride)
+            : "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10",
+              "s11", "s12", "s13", "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21",
+              "s22", "s23", "s24", "s25", "s26", "s27", "s28", "s29", "s30", "s31", "memory", "cc");
+    }
+#endif
+    if (j0 < n) {
+        mtvm_f32_gemv_blocked(taps, x, b + j0, ldb, n - j0, out + j0);
+    }
+}
+
+#endif  /* MTVM_GEMV_F32_VFP16_H_ */

@@ -1,0 +1,228 @@
+"""QAdd and QMul on Armv7E-M/v8-M DSP cores (with a one-element constant operand: a
+256-entry table made by the op's reference): the zero points and the rounding half folded into one
+64-bit constant, two SMLALs an element and round-half-to-even from the low word
+(c_runtime/kernels/arm_dsp/mtvm_qadd_s8_dsp.h), over rows where both operands are
+contiguous (same shapes, or one broadcast over the leading dims: a bias). Bit-exact with
+the portable kernel (mtvm.ops.quantized.elementwise.QAdd), whose 64-bit rounding this
+replaces; other broadcasts keep it.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, Raw, Table,
+                                Type, Var, call, render_c)
+from ...ops.elementwise import broadcast_strides
+from ...ops.quantized.common import store_lines, ties_impossible
+from .. import Schedule, register
+from .matmul_s8 import _ext, dsp_core
+
+
+def _scalar(k) -> int | None:
+    """The index of an input that is a one-element constant (its term is folded)."""
+    for j, b in enumerate(k.ins[:2]):
+        if b.const is not None and b.size == 1 and k.ins[1 - j].size == k.out.size:
+            return j
+    return None
+
+
+def row_layout(k) -> tuple[int, list[bool]] | None:
+    """(elements a row, per input whether it advances by a row) where each input is
+    contiguous over the output's trailing dims and either full or broadcast over the
+    leading ones (a one-element constant: rows of the whole output); None otherwise (or
+    rows shorter than 4)."""
+    shape = tuple(k.out.shape)
+    if _scalar(k) is not None:
+        return k.out.size, [True, True]
+    full = broadcast_strides(shape, shape)
+    strides = [broadcast_strides(b.shape, shape) for b in k.ins[:2]]
+    t = len(shape)
+    while t > 0 and all(s[t - 1] == full[t - 1] for s in strides):
+        t -= 1
+    inner = int(np.prod(shape[t:], dtype=np.int64))
+    moves = []
+    for s in strides:
+        if s[:t] == full[:t]:
+            moves.append(True)
+        elif not any(s[:t]):
+            moves.append(False)
+        else:
+            return None
+    return (inner, moves) if inner >= 4 else None
+
+
+def _range(buf) -> np.ndarray:
+    """Every value buf can hold: its constant's values, or its dtype's range."""
+    if buf.const is not None:
+        return np.unique(np.asarray(buf.const, np.int64))
+    info = np.iinfo(np.dtype(buf.dtype))
+    return np.arange(info.min, info.max + 1, dtype=np.int64)
+
+
+def ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) -> bool:
+    """Whether some pair of input values puts (a - za) ia + (b - zb) ib exactly halfway
+    between two multiples of 2^shift (at most 256 x 256 pairs: all checked)."""
+    ta = (_range(k.ins[0]) - int(a_zp)) * int(a_mult)
+    tb = (_range(k.ins[1]) - int(b_zp)) * int(b_mult)
+    mask, half = (1 << int(shift)) - 1, 1 << (int(shift) - 1)
+    return bool(np.any(((ta[:, None] + tb[None, :]) & mask) == half))
+
+
+def scalar_lut(k, attrs: dict) -> str | None:
+    """With a one-element constant operand, the op is a function of the other's byte: a
+    256-entry table made by the op's own reference (the same integers), one load an
+    element. None otherwise."""
+    from ...ops.base import get_op
+    j = _scalar(k)
+    if j is None:
+        return None
+    x = k.ins[1 - j]
+    vals = _range(x)
+    c = np.full(vals.shape, np.asarray(k.ins[j].const).ravel()[0], np.int64)
+    ins = [c, vals] if j == 0 else [vals, c]
+    ins = [v.astype(np.dtype(b.dtype)) for v, b in zip(ins, k.ins[:2])]
+    # the kernels' int32 arithmetic and the reference's int64 agree where the value before
+    # the zero point and the clamp stays well inside int32 (always, for 8-bit scales)
+    from ...ops.quantized.common import requantize, round_shift
+    a, b = (v.astype(np.int64) for v in ins)
+    if k.node.op == "QAdd":
+        pre = round_shift((a - attrs["a_zp"]) * attrs["a_mult"] +
+                          (b - attrs["b_zp"]) * attrs["b_mult"], attrs["shift"])
+    else:
+        pre = requantize((a - attrs["a_zp"]) * (b - attrs["b_zp"]), attrs["y_mult"],
+                         attrs["y_shift"])
+    if np.abs(pre).max() + abs(int(attrs["y_zp"])) >= 1 << 30:
+        return None
+    op = get_op(k.node.op, k.node.domain)
+    table = np.asarray(op.reference(*ins, **attrs)).astype(np.dtype(k.out.dtype))
+    t, i = Var("lut", Type(k.out.dtype)), Var("i")
+    off = 128 if np.dtype(x.dtype) == np.int8 else 0
+    src = Cast(Type("int32"), Var(x.c, Type(x.dtype, pointer=True))[i])
+    return render_c([Comment("a function of one byte (the other operand a constant): its "
+                             "table, from the op's reference"),
+                     Table(t, table),
+                     For(i, k.out.size, [Assign(Var(k.out.c, Type(k.out.dtype, pointer=True))[i],
+                                                t[src + off if off else src])])])
+
+
+@register
+class QAddDsp(Schedule):
+    op = "QAdd"
+    domain = "mtvm"
+    name = "qadd_s8.dsp_smlal"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        a, b = k.ins[:2]
+        e = _ext(k.out)
+        return (dsp_core(k.target) and e is not None and _ext(a) == e and _ext(b) == e
+                and 1 <= int(attrs.get("shift", 0)) <= 31 and row_layout(k) is not None)
+
+    def emit(self, k, /, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128,
+             act_max=127):
+        lut = scalar_lut(k, dict(a_zp=a_zp, b_zp=b_zp, y_zp=y_zp, a_mult=a_mult, b_mult=b_mult,
+                                 shift=shift, act_min=act_min, act_max=act_max))
+        if lut is not None:
+            return lut
+        k.library("mtvm_qadd_s8_dsp.h")
+        inner, moves = row_layout(k)
+        rows = k.out.size // inner
+        zps, mults = (int(a_zp), int(b_zp)), (int(a_mult), int(b_mult))
+        c = -zps[0] * mults[0] - zps[1] * mults[1] + (1 << (int(shift) - 1))
+        r = Var("r")
+        ptr = [Var(x.c, Type(x.dtype, pointer=True)) + (r * inner if mv else Const(0))
+               for x, mv in zip(k.ins[:2], moves)]
+        out = Var(k.out.c, Type(k.out.dtype, pointer=True)) + r * inner
+        n = int(shift) if ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) else -int(shift)
+        rest = (n, int(y_zp), int(act_min), int(act_max))
+        j = _scalar(k)
+        if j is None:
+            body = ExprStmt(call(f"mtvm_qadd_{_ext(k.out)}_dsp", *ptr, out, inner,
+                                 Const(c, "int64"), *mults, *rest))
+        else:   # the constant's term folded into c
+            c += int(np.asarray(k.ins[j].const).ravel()[0]) * mults[j]
+            body = ExprStmt(call(f"mtvm_qadd1_{_ext(k.out)}_dsp", ptr[1 - j], out, inner,
+                                 Const(c, "int64"), mults[1 - j], *rest))
+        note = "" if n > 0 else " (no input pair makes a tie: -shift)"
+        return render_c([Comment(f"{rows} row(s) of {inner}: the zero points and half of "
+                                 f"2^{int(shift)} in one 64-bit constant{note}"),
+                         For(r, rows, [body])])
+
+
+@register
+class QMulDsp(Schedule):
+    """QMul over the same rows as QAdd, with the cheap requantization where no product can
+    be a tie (mtvm.ops.quantized.common.requantize_fn: the same integers): SMULL, one add
+    and a shift instead of the 64-bit rounding; by a constant scalar, a table."""
+    op = "QMul"
+    domain = "mtvm"
+    name = "qmul_s8.dsp_rows"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        a, b = k.ins[:2]
+        e = _ext(k.out)
+        return (dsp_core(k.target) and e is not None and _ext(a) is not None
+                and _ext(b) is not None and row_layout(k) is not None
+                and (_scalar(k) is not None
+                     or ties_impossible(np.array([attrs.get("y_mult", 0)]),
+                                        np.array([attrs.get("y_shift", 0)]))))
+
+    def emit(self, k, /, *, a_zp, b_zp, y_zp, y_mult, y_shift, act_min=-128, act_max=127):
+        lut = scalar_lut(k, dict(a_zp=a_zp, b_zp=b_zp, y_zp=y_zp, y_mult=y_mult,
+                                 y_shift=y_shift, act_min=act_min, act_max=act_max))
+        if lut is not None:
+            return lut
+        inner, moves = row_layout(k)
+        rows = k.out.size // inner
+        r, i = Var("r"), Var("i")
+        acc = Var("acc", Type("int32"))
+        j = _scalar(k)
+        terms = []
+        for n, (x, mv, zp) in enumerate(zip(k.ins[:2], moves, (a_zp, b_zp))):
+            if n == j:
+                terms.append(Const(int(np.asarray(x.const).ravel()[0]) - int(zp), "int32"))
+                continue
+            v = Cast(Type("int32"), Var(x.c, Type(x.dtype, pointer=True))[
+                (r * inner if mv else Const(0)) + i])
+            terms.append(v - int(zp) if zp > 0 else (v + (-int(zp)) if zp else v))
+        consts = {n: SimpleNamespace(const=np.array([int(v)], np.int32), size=1, dtype=np.int32,
+                                     c=n) for n, v in (("mult", y_mult), ("shift", y_shift))}
+        store = store_lines(k, "acc", int(y_zp), int(act_min), int(act_max), consts["mult"],
+                            consts["shift"], "0", f"{k.out.c}[r * {inner} + i]")
+        body = For(i, inner, [Decl(acc, terms[0] * terms[1]), Raw("\n".join(store))])
+        return render_c([Comment(f"{rows} row(s) of {inner}"), For(r, rows, [body])])
+
+
+@register
+class QSoftmaxDsp(Schedule):
+    """QSoftmax of int8 rows (c_runtime/kernels/arm_dsp/mtvm_softmax_s8_dsp.h): the maximum
+    four bytes an SSUB8/SEL pair, the table read through a pointer offset by the maximum;
+    where the portable kernel's 32-bit division applies (the same integers)."""
+    op = "QSoftmax"
+    domain = "mtvm"
+    name = "qsoftmax_s8.dsp_rows"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        from ...ops.quantized.softmax import softmax_fits_32
+        x, table = k.ins[:2]
+        return (dsp_core(k.target) and _ext(x) == "s8" and _ext(k.out) is not None
+                and softmax_fits_32(table, x.shape[-1], int(attrs.get("inv", 0))))
+
+    def emit(self, k, /, *, inv, y_zp, act_min=-128, act_max=127):
+        k.library("mtvm_softmax_s8_dsp.h")
+        x, table = k.ins[:2]
+        d = x.shape[-1]
+        r = Var("r")
+        row = ExprStmt(call("mtvm_softmax_row_s8_dsp",
+                            Var(x.c, Type(x.dtype, pointer=True)) + r * d,
+                            Cast(Type("uint8", pointer=True), Var(k.out.c)) + r * d, d,
+                            Var(table.c), Const(int(inv), "uint32"), int(y_zp), int(act_min),
+                            int(act_max)))
+        return render_c([For(r, x.size // d, [row])])

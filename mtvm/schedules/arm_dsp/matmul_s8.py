@@ -1,0 +1,214 @@
+"""int8 QMatMul and QBatchMatMul on Armv7E-M/v8-M cores with the DSP extension (M4, M7,
+M33; not Helium cores, whose own dot products the op files choose): one operand packed once
+per call into int16 pairs in scratch, 4 to 6 vectors interleaved (`vectors`), and the other
+read in place as bytes -- one LDR and two SXTB16 per four of its bytes, then an LDRD and
+two SMLADs per packed vector (c_runtime/kernels/arm_dsp/mtvm_mm_s8_dsp.h): 3 + 3 v
+instructions per 4 v MACs (15 per 16 with four vectors, 18 per 20 with five) where the
+portable dense kernel widens both operands (23 per 16).
+
+QMatMul packs v rows of x and runs through every weight row (a block of v outputs of one
+channel a pass, its multiplier and shift loaded once); QBatchMatMul packs b's columns, v a
+block, per batch entry, and runs each row of a through them. The sums are the same exact
+integers, so the outputs are the portable kernels' bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...codegen.cwriter import (Assign, Cast, Comment, Decl, ExprStmt, For, Raw, RawExpr,
+                                Type, Var, call, render_c)
+from ...ops.quantized.common import INT8_EXT, operands, per_channel, store_lines
+from .. import Schedule, register
+
+_I32 = Type("int32")
+
+
+def dsp_core(target) -> bool:
+    """Armv7E-M/v8-M with the DSP extension and without Helium."""
+    return target.is_arm and target.has("dsp") and not target.has("mve")
+
+
+def _ext(buf) -> str | None:
+    """'s8' / 'u8' of an 8-bit buffer, else None."""
+    e = INT8_EXT.get(np.dtype(buf.dtype).name)
+    return e[1] if e else None
+
+
+def _words(v: int, n: int) -> int:
+    """Words of one packed block of v vectors of n elements (MTVM_PACKV_WORDS)."""
+    return 2 * v * ((n + 3) // 4)
+
+
+def vectors(count: int, n: int) -> int:
+    """How many vectors a packed block holds (4, 5 or 6: the sums the micro-kernel keeps in
+    registers), for `count` vectors of n elements: the fewest instructions, a partial last
+    block computing zeros (3 + 3 v per group of four elements, about 16 per block and
+    pass outside the loop)."""
+    groups = (n + 3) // 4
+    return min((4, 5, 6), key=lambda v: -(-count // v) * (groups * (3 + 3 * v) + 16))
+
+
+def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst) -> list:
+    """Requantize and store sums accs[r], r < nv (channel ch(r), address dst(r))."""
+    out = []
+    for r in range(nv):
+        if mult is None:
+            out.append(Assign(RawExpr(dst(r)), accs[r]))
+        else:
+            out.append(Raw("\n".join(store_lines(k, accs[r].name, y_zp, act_min, act_max, mult,
+                                                 shift, ch(r), dst(r)))))
+    return out
+
+
+@register
+class QMatMulDsp(Schedule):
+    op = "QMatMul"
+    domain = "mtvm"
+    name = "qmatmul_s8.dsp_packed"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        x, w = k.ins[0], k.ins[1]
+        if not dsp_core(k.target) or k.inplace is not None:
+            return False
+        if _ext(x) is None or _ext(w) is None or w.const is None:
+            return False
+        return x.size // x.shape[-1] >= 4    # a row at a time stays with the dense kernel
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        x = k.ins[0]
+        kk = x.shape[-1]
+        return 4 * _words(vectors(x.size // kk, kk), kk)
+
+    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        x, w, bias, mult, shift, w_zp = operands(k)
+        kk, nn = x.shape[-1], w.shape[0]
+        m = x.size // kk
+        v = vectors(m, kk)
+        k.library("mtvm_mm_s8_dsp.h")
+        pk = Var("pk", Type("uint32", pointer=True))
+        i, o = Var("i"), Var("o")
+        accs = [Var(f"acc{r}", _I32) for r in range(v)]
+        asums = [Var(f"asum{r}", _I32) for r in range(v)]
+        xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
+
+        def block(i0, row: str, nv: int) -> list:
+            """Rows i0 .. i0 + nv - 1 (row: C text of i0)."""
+            s = [ExprStmt(call(f"mtvm_packv_{_ext(x)}_dsp", xv + i0 * kk, kk, 1, nv, v, kk, pk))]
+            if w_zp is not None:
+                s += [Decl(asums[r], call(f"mtvm_sum_{_ext(x)}_dsp", xv + (i0 + r) * kk, kk))
+                      for r in range(nv)]
+            inner = [Decl(a, Var(bias.c)[o]) for a in accs]
+            inner.append(ExprStmt(call(f"mtvm_dot{v}p_{_ext(w)}_dsp", Var(w.c) + o * kk, pk,
+                                       kk, *accs)))
+            if w_zp is not None:
+                wz = RawExpr(per_channel(w_zp, "o"))
+                inner += [Assign(accs[r], wz * asums[r], "-=") for r in range(nv)]
+            inner += _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
+                             lambda r: "o", lambda r: f"{k.out.c}[({row} + {r}) * {nn} + o]")
+            return s + [For(o, nn, inner)]
+
+        mv = m - m % v
+        body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
+                        f"{bias.c}: int32 bias; {v} rows of the input packed into int16 pairs "
+                        f"(scratch), each weight row read once per {v} rows"),
+                Decl(pk, Cast(pk.type, Var("scratch"))),
+                For(i, mv, block(i, "i", v), step=v)]
+        if m % v:
+            body += block(mv, str(mv), m % v)
+        return render_c(body)
+
+
+@register
+class QBatchMatMulDsp(Schedule):
+    op = "QBatchMatMul"
+    domain = "mtvm"
+    name = "qbatchmatmul_s8.dsp_packed"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        a, b = k.ins[0], k.ins[1]
+        return (dsp_core(k.target) and k.inplace is None and _ext(a) is not None
+                and _ext(b) is not None)
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        """b's columns packed (`vectors` a block) and, with a's zero point, their sums."""
+        kk, n = k.ins[0].shape[-1], k.ins[1].shape[-1]
+        v = vectors(n, kk)
+        return 4 * _words(v, kk) * -(-n // v) + (4 * n if attrs.get("a_zp", 0) else 0)
+
+    def emit(self, k, /, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
+        from ...ops.quantized.matmul import _batch_offsets
+        a, b = k.ins[:2]
+        mult, shift = (list(k.ins) + [None, None])[2:4]
+        m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        batch = k.out.shape[:-2]
+        nb = int(np.prod(batch, dtype=np.int64))
+        k.library("mtvm_mm_s8_dsp.h")
+
+        def offset(buf):
+            terms = []
+            for d, s in _batch_offsets(buf.shape, batch):
+                inner = int(np.prod(batch[d + 1:], dtype=np.int64))
+                coord = f"(t / {inner})" if inner > 1 else "t"
+                terms.append(f"({coord} % {batch[d]}) * {s}")
+            return " + ".join(terms) or "0"
+
+        v = vectors(n, kk)
+        nblk = -(-n // v)
+        wq = _words(1, kk)     # words of a packed block per column
+        pk = Var("pk", Type("uint32", pointer=True))
+        bsum = Var("bsum", Type("int32", pointer=True))
+        t, i, j, p = Var("t"), Var("i"), Var("j"), Var("p")
+        s_, asum = Var("s", _I32), Var("asum", _I32)
+        pa = Var("pa", Type(a.dtype, pointer=True, const=True))
+        pb = Var("pb", Type(b.dtype, pointer=True, const=True))
+        ar = Var("ar", Type(a.dtype, pointer=True, const=True))
+        accs = [Var(f"acc{r}", _I32) for r in range(v)]
+        nv_ = n - n % v
+
+        def pack(j0, nv):
+            return ExprStmt(call(f"mtvm_packv_{_ext(b)}_dsp", pb + j0, 1, n, nv, v, kk,
+                                 pk + j0 * wq))
+
+        def const(col):
+            """sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + K za zb: the terms
+            but the first, for column col."""
+            e = RawExpr(str(kk * a_zp * b_zp))
+            for zp, term in ((b_zp, asum), (a_zp, bsum[col])):
+                if zp:
+                    e = e - zp * term if zp > 0 else e + (-zp) * term
+            return e
+
+        def block(j0, col: str, nv: int) -> list:
+            s = [Decl(accs[r], const(j0 + r)) for r in range(v)]
+            s.append(ExprStmt(call(f"mtvm_dot{v}p_{_ext(a)}_dsp", ar, pk + j0 * wq, kk, *accs)))
+            return s + _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
+                               lambda r: f"{col} + {r}",
+                               lambda r: f"{k.out.c}[(t * {m} + i) * {n} + {col} + {r}]")
+
+        per_t = [Decl(pa, Var(a.c) + RawExpr(offset(a))), Decl(pb, Var(b.c) + RawExpr(offset(b))),
+                 For(j, nv_, [pack(j, v)], step=v)]
+        if n % v:
+            per_t.append(pack(nv_, n % v))
+        if a_zp:
+            per_t.append(For(j, n, [Decl(s_, 0), For(p, kk, [Assign(s_, pb[p * n + j], "+=")]),
+                                    Assign(bsum[j], s_)]))
+        row = [Decl(ar, pa + i * kk)]
+        if b_zp:
+            row.append(Decl(asum, call(f"mtvm_sum_{_ext(a)}_dsp", ar, kk)))
+        row.append(For(j, nv_, block(j, "j", v), step=v))
+        if n % v:
+            row += block(nv_, str(nv_), n % v)
+        per_t.append(For(i, m, row))
+        body = [Comment(f"per batch entry, b's columns packed into int16 pairs, {v} a block "
+                        f"({nblk} blocks of {_words(v, kk)} words), each row of a read in "
+                        "place against them"),
+                Comment("sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + K za zb"),
+                Decl(pk, Cast(pk.type, Var("scratch")))]
+        if a_zp:
+            body.append(Decl(bsum, Cast(bsum.type, Var("scratch") + 4 * _words(v, kk) * nblk)))
+        body.append(For(t, nb, per_t))
+        return render_c(body)

@@ -1,0 +1,266 @@
+"""C unit tests of the Arm DSP int8 matrix-product, QAdd and QSoftmax kernels
+(c_runtime/kernels/arm_dsp/mtvm_mm_s8_dsp.h: mtvm_packv_*_dsp + mtvm_dot<4|5|6>p_*_dsp and
+mtvm_sum_*_dsp;
+mtvm_qadd_s8_dsp.h: mtvm_qadd_*_dsp, mtvm_qadd1_*_dsp) against their NumPy definitions:
+exact int32 sums of one byte vector with 4, 5 or 6 packed vectors (one to all present,
+every length mod 8: the two-group assembly steps, one group, the byte tail; vectors read
+along rows or down columns; int8 and uint8 on either side), and QAdd's rounding (ties to
+even, forced by small shifts and even multipliers) bit for bit with the portable
+mtvm_round_shift, and with the tie test left out (a negative shift) where no input makes a
+tie; mtvm_softmax_s8_dsp.h's rows (every length mod 4, ties at the maximum) against
+QSoftmax's reference. On the host (ASan/UBSan: the portable reading of the same layout), the
+emulated Cortex-M4F (SXTB16/SMLAD/SMLAL assembly) and Cortex-M3 (portable)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .kernel_harness import c_array, run_c_test
+
+BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device),
+          pytest.param("mps2-an385", marks=pytest.mark.device)]
+LIB = ("mtvm_mm_s8_dsp.h", "mtvm_qadd_s8_dsp.h")
+LENGTHS = (1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 50, 64)
+DT = {"s8": ("int8_t", -128, 128), "u8": ("uint8_t", 0, 256)}
+
+MM_TEST = r"""
+#include <stdio.h>
+#include "mtvm_mm_s8_dsp.h"
+@ARRAYS@
+static uint32_t pk[MTVM_PACKV_WORDS(6, 64)];
+#define CASE(PT, AT, SRC, AVEC) do { \
+        int32_t s0 = acc[6 * c], s1 = acc[6 * c + 1], s2 = acc[6 * c + 2], s3 = acc[6 * c + 3]; \
+        int32_t s4 = acc[6 * c + 4], s5 = acc[6 * c + 5]; \
+        mtvm_packv_##PT##_dsp((const PT##_t_*)SRC, vs[c], es[c], nv[c], V[c], n[c], pk); \
+        if (V[c] == 4) { \
+            mtvm_dot4p_##AT##_dsp((const AT##_t_*)AVEC, pk, n[c], s0, s1, s2, s3); \
+        } else if (V[c] == 5) { \
+            mtvm_dot5p_##AT##_dsp((const AT##_t_*)AVEC, pk, n[c], s0, s1, s2, s3, s4); \
+        } else { \
+            mtvm_dot6p_##AT##_dsp((const AT##_t_*)AVEC, pk, n[c], s0, s1, s2, s3, s4, s5); \
+        } \
+        printf(" %ld %ld %ld %ld %ld %ld", (long)s0, (long)s1, (long)s2, (long)s3, (long)s4, \
+               (long)s5); \
+    } while (0)
+typedef int8_t s8_t_;
+typedef uint8_t u8_t_;
+int main(void)
+{
+    for (int c = 0; c < @N@; ++c) {
+        CASE(s8, s8, vs8 + 384 * c, as8 + 64 * c);
+        CASE(s8, u8, vs8 + 384 * c, au8 + 64 * c);
+        CASE(u8, s8, vu8 + 384 * c, as8 + 64 * c);
+        CASE(u8, u8, vu8 + 384 * c, au8 + 64 * c);
+        printf(" %ld %ld", (long)mtvm_sum_s8_dsp(as8 + 64 * c, n[c]),
+               (long)mtvm_sum_u8_dsp(au8 + 64 * c, n[c]));
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+def _mm_cases(rng):
+    cases = []
+    for n in LENGTHS:
+        for v in (4, 5, 6):
+            for nv in sorted({v, v - 1, 1}):
+                cols = len(cases) % 2 == 1
+                # rows: vector r at r * n, elements contiguous; columns: element e at
+                # e * 6, vectors adjacent (a QBatchMatMul's b)
+                vs, es = (1, 6) if cols else (n, 1)
+                cases.append((n, v, nv, vs, es))
+    return cases
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_packed_dot_products_are_exact(target):
+    rng = np.random.default_rng(13)
+    cases = _mm_cases(rng)
+    nc = len(cases)
+    vs8 = rng.integers(-128, 128, (nc, 384))
+    vu8 = rng.integers(0, 256, (nc, 384))
+    as8 = rng.integers(-128, 128, (nc, 64))
+    au8 = rng.integers(0, 256, (nc, 64))
+    vs8[:, 0], vu8[:, 0], as8[:, 0], au8[:, 0] = -128, 255, -128, 255     # extremes
+    acc = rng.integers(-(1 << 24), 1 << 24, (nc, 6))
+    n, v, nv, vs, es = (np.array(x) for x in zip(*cases))
+    arrays = "\n".join([c_array("vs8", vs8.ravel(), "int8_t"),
+                        c_array("vu8", vu8.ravel(), "uint8_t"),
+                        c_array("as8", as8.ravel(), "int8_t"),
+                        c_array("au8", au8.ravel(), "uint8_t"),
+                        c_array("acc", acc.ravel(), "int32_t"),
+                        c_array("n", n, "int32_t"), c_array("nv", nv, "int32_t"),
+                        c_array("V", v, "int32_t"),
+                        c_array("vs", vs, "int32_t"), c_array("es", es, "int32_t")])
+    out = run_c_test(MM_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(nc)),
+                     name="mm_s8_dsp", target=target, library=LIB)
+    lines = out.strip().splitlines()
+    assert len(lines) == nc
+    for c, (line, (kk, nvec, v, s_v, s_e)) in enumerate(zip(lines, cases)):
+        got = [int(t) for t in line.split()]
+        want = []
+        for src in (vs8, vu8):
+            for a in (as8, au8):
+                for r in range(6):
+                    s = int(acc[c, r])
+                    if r < v:
+                        vec = [int(src[c, r * s_v + e * s_e]) for e in range(kk)]
+                        s += sum(int(x) * y for x, y in zip(a[c, :kk], vec))
+                    want.append(s)
+        want += [int(as8[c, :kk].sum()), int(au8[c, :kk].sum())]     # mtvm_sum_*_dsp
+        assert got == want, f"case {c}: n={kk} V={nvec} nv={v} vs={s_v} es={s_e}"
+
+
+QADD_TEST = r"""
+#include <stdio.h>
+#include "mtvm_qadd_s8_dsp.h"
+@ARRAYS@
+static int8_t ys[64];
+static uint8_t yu[64];
+int main(void)
+{
+    for (int c = 0; c < @N@; ++c) {
+        if (lo[c] < 0) {
+            mtvm_qadd_s8_dsp(a8 + 64 * c, b8 + 64 * c, ys, 64, c0[c], ia[c], ib[c], n[c], zy[c],
+                             lo[c], hi[c]);
+        } else {
+            mtvm_qadd_u8_dsp(au + 64 * c, bu + 64 * c, yu, 64, c0[c], ia[c], ib[c], n[c], zy[c],
+                             lo[c], hi[c]);
+        }
+        for (int i = 0; i < 64; ++i) printf(" %d", lo[c] < 0 ? (int)ys[i] : (int)yu[i]);
+        if (lo[c] < 0) {
+            mtvm_qadd1_s8_dsp(b8 + 64 * c, ys, 64, c1[c], ib[c], n[c], zy[c], lo[c], hi[c]);
+        } else {
+            mtvm_qadd1_u8_dsp(bu + 64 * c, yu, 64, c1[c], ib[c], n[c], zy[c], lo[c], hi[c]);
+        }
+        for (int i = 0; i < 64; ++i) printf(" %d", lo[c] < 0 ? (int)ys[i] : (int)yu[i]);
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+def _round_shift(v: int, n: int) -> int:
+    """mtvm_round_shift (c_runtime/kernels/generic/mtvm_requantize.h): ties to even."""
+    return (v + (1 << (n - 1)) - 1 + ((v >> n) & 1)) >> n
+
+
+def _wrap32(v: int) -> int:
+    return (v + (1 << 31)) % (1 << 32) - (1 << 31)
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_qadd_rounds_as_the_portable_kernel(target):
+    rng = np.random.default_rng(14)
+    cases = []
+    for c in range(24):
+        n = int(rng.choice([1, 2, 3, 8, 20, 30, 31]))
+        if c % 3 == 0:    # even multipliers, small shift: many exact halves
+            ia, ib = int(rng.integers(1, 64)) * 2, int(rng.integers(1, 64)) * 2
+            n = int(rng.choice([1, 2, 3, 4]))
+        else:
+            ia, ib = int(rng.integers(1, 1 << 31)), int(rng.integers(1, 1 << 31))
+        signed = c % 2 == 0
+        lo, hi = ((-128, 127) if signed else (0, 255)) if c % 4 < 2 else \
+            ((-100, 90) if signed else (7, 200))
+        za, zb, zy = (int(rng.integers(-128, 128)) if signed else int(rng.integers(0, 256))
+                      for _ in range(3))
+        cases.append((n, ia, ib, za, zb, zy, lo, hi))
+    nc = len(cases)
+    a8, b8 = rng.integers(-128, 128, (nc, 64)), rng.integers(-128, 128, (nc, 64))
+    au, bu = rng.integers(0, 256, (nc, 64)), rng.integers(0, 256, (nc, 64))
+    a0 = rng.integers(-128, 128, nc)        # the scalar operand of mtvm_qadd1
+    c0 = [-za * ia - zb * ib + (1 << (n - 1)) for n, ia, ib, za, zb, *_ in cases]
+    # qadd1: the constant's raw value a0 + za, its term (a0 + za - za) ia folded in
+    c1 = [x + (int(s) + za) * ia for x, s, (n, ia, ib, za, *_) in zip(c0, a0, cases)]
+    cols = list(zip(*cases))
+
+    def acc_of(c, first, i):
+        n, ia, ib, za, zb, zy, lo, hi = cases[c]
+        a, b = (a8[c], b8[c]) if lo < 0 else (au[c], bu[c])
+        x = int(a[i]) if first else int(a0[c]) + za
+        return (x - za) * ia + (int(b[i]) - zb) * ib
+
+    # where the case's data makes no tie, the kernels get -n (the test left out)
+    n_arg = [n if any(acc_of(c, f, i) % (1 << n) == 1 << (n - 1) for f in (True, False)
+                      for i in range(64)) else -n for c, (n, *_) in enumerate(cases)]
+    assert any(v < 0 for v in n_arg) and any(v > 0 for v in n_arg)
+    cols[0] = n_arg
+    arrays = "\n".join([c_array("a8", a8.ravel(), "int8_t"), c_array("b8", b8.ravel(), "int8_t"),
+                        c_array("au", au.ravel(), "uint8_t"),
+                        c_array("bu", bu.ravel(), "uint8_t"),
+                        c_array("n", cols[0], "int32_t"), c_array("ia", cols[1], "int32_t"),
+                        c_array("ib", cols[2], "int32_t"), c_array("zy", cols[5], "int32_t"),
+                        c_array("lo", cols[6], "int32_t"), c_array("hi", cols[7], "int32_t")])
+    for name, vals in (("c0", c0), ("c1", c1)):
+        arrays += f"\nstatic const int64_t {name}[{nc}] = " + \
+            "{" + ", ".join(f"INT64_C({v})" for v in vals) + "};"
+    out = run_c_test(QADD_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(nc)),
+                     name="qadd_s8_dsp", target=target, library=LIB)
+    lines = out.strip().splitlines()
+    assert len(lines) == nc
+    ties = 0
+    for c, (line, (n, ia, ib, za, zb, zy, lo, hi)) in enumerate(zip(lines, cases)):
+        got = [int(t) for t in line.split()]
+        signed = lo < 0
+        a, b = (a8[c], b8[c]) if signed else (au[c], bu[c])
+        want = []
+        for first in (True, False):
+            for i in range(64):
+                x = int(a[i]) if first else int(a0[c]) + za
+                v = (x - za) * ia + (int(b[i]) - zb) * ib
+                ties += (v % (1 << n)) == (1 << (n - 1))
+                want.append(min(max(_wrap32(_round_shift(v, n)) + zy, lo), hi))
+        assert got == want, f"case {c}: n={n} ia={ia} ib={ib}"
+    assert ties > 20      # the tie rule was exercised
+
+
+SOFTMAX_TEST = r"""
+#include <stdio.h>
+#include "mtvm_softmax_s8_dsp.h"
+@ARRAYS@
+static uint8_t y[64];
+int main(void)
+{
+    int off = 0;
+    for (int c = 0; c < @N@; ++c) {
+        mtvm_softmax_row_s8_dsp(x + off, y, d[c], table, inv[c], zy[c], lo[c], hi[c]);
+        for (int i = 0; i < d[c]; ++i) printf(" %d", lo[c] < 0 ? (int)(int8_t)y[i] : (int)y[i]);
+        printf("\n");
+        off += d[c];
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_softmax_rows_match_the_reference(target):
+    from mtvm.ops.quantized.softmax import QSoftmax, softmax_table
+    rng = np.random.default_rng(15)
+    table = softmax_table(0.07)
+    rows = []
+    for c, d in enumerate((1, 3, 4, 5, 7, 8, 50, 64)):
+        signed = c % 2 == 0
+        x = rng.integers(-128, 128, d)
+        if c == 6:
+            x[:] = 127 - rng.integers(0, 3, d)          # ties at the maximum
+        inv = int(round(65536 / (1 / 256)))                # output scale 1/256
+        rows.append((x, d, inv, -128 if signed else 0, (-128, 127) if signed else (0, 255)))
+    xs = np.concatenate([r[0] for r in rows])
+    arrays = "\n".join([c_array("x", xs, "int8_t"), c_array("table", table, "uint32_t"),
+                        c_array("d", [r[1] for r in rows], "int32_t"),
+                        c_array("inv", [r[2] for r in rows], "uint32_t"),
+                        c_array("zy", [r[3] for r in rows], "int32_t"),
+                        c_array("lo", [r[4][0] for r in rows], "int32_t"),
+                        c_array("hi", [r[4][1] for r in rows], "int32_t")])
+    out = run_c_test(SOFTMAX_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(len(rows))),
+                     name="softmax_s8_dsp", target=target, library=("mtvm_softmax_s8_dsp.h",))
+    lines = out.strip().splitlines()
+    assert len(lines) == len(rows)
+    for line, (x, d, inv, zy, (lo, hi)) in zip(lines, rows):
+        want = QSoftmax.reference(None, x.astype(np.int8).reshape(1, -1), table, inv=inv,
+                                  y_zp=zy, act_min=lo, act_max=hi).ravel()
+        assert [int(t) for t in line.split()] == [int(v) for v in want], (d, lo)
