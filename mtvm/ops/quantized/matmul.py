@@ -123,6 +123,17 @@ def _batch_offsets(shape, batch_out) -> list[tuple[int, int]]:
     return [(d, s * mat) for d, s in enumerate(st) if s]
 
 
+def batch_offset_c(shape, batch_out) -> str:
+    """C expression of a [..., R, C] operand's element offset for batch entry t (flat
+    over batch_out, broadcast where the operand's dimension is 1)."""
+    terms = []
+    for d, s in _batch_offsets(shape, batch_out):
+        inner = int(np.prod(batch_out[d + 1:], dtype=np.int64))
+        coord = f"(t / {inner})" if inner > 1 else "t"
+        terms.append(f"({coord} % {batch_out[d]}) * {s}")
+    return " + ".join(terms) or "0"
+
+
 @register("QBatchMatMul", domain=DOMAIN)
 class QBatchMatMul(IntOp):
     """a [..., M, K] times b [..., K, N] (both may be computed at run time), NumPy
@@ -155,12 +166,7 @@ class QBatchMatMul(IntOp):
         nb = int(np.prod(batch, dtype=np.int64))
 
         def offset(buf):
-            terms = []
-            for d, s in _batch_offsets(buf.shape, batch):
-                inner = int(np.prod(batch[d + 1:], dtype=np.int64))
-                coord = f"(t / {inner})" if inner > 1 else "t"
-                terms.append(f"({coord} % {batch[d]}) * {s}")
-            return " + ".join(terms) or "0"
+            return batch_offset_c(buf.shape, batch)
         from types import SimpleNamespace
         bt_bytes = (n * kk + 3) // 4 * 4
         from ...codegen.cwriter import (Assign, Cast, Comment, Decl, For, Raw, RawExpr,

@@ -140,7 +140,7 @@ class QBatchMatMulDsp(Schedule):
         return 4 * _words(v, kk) * -(-n // v) + (4 * n if attrs.get("a_zp", 0) else 0)
 
     def emit(self, k, /, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
-        from ...ops.quantized.matmul import _batch_offsets
+        from ...ops.quantized.matmul import batch_offset_c
         a, b = k.ins[:2]
         mult, shift = (list(k.ins) + [None, None])[2:4]
         m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -149,12 +149,7 @@ class QBatchMatMulDsp(Schedule):
         k.library("mtvm_mm_s8_dsp.h")
 
         def offset(buf):
-            terms = []
-            for d, s in _batch_offsets(buf.shape, batch):
-                inner = int(np.prod(batch[d + 1:], dtype=np.int64))
-                coord = f"(t / {inner})" if inner > 1 else "t"
-                terms.append(f"({coord} % {batch[d]}) * {s}")
-            return " + ".join(terms) or "0"
+            return batch_offset_c(buf.shape, batch)
 
         v = vectors(n, kk)
         nblk = -(-n // v)

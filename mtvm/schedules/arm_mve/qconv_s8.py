@@ -6,8 +6,6 @@ generic im2col runs, with the DSP pair kernels. And the depthwise conv, four
 output pixels per vector."""
 from __future__ import annotations
 
-import numpy as np
-
 from ...ops.quantized.conv import mve_applies
 from ...ops.quantized.depthwise import mve_depthwise_applies
 from ..generic.qconv_s8 import QConvDepthwiseBase, QConvIm2colBase
@@ -22,9 +20,7 @@ class QConvIm2colMve(QConvIm2colBase):
     variant = {"mve": True}
 
     def applies(self, k, /, **attrs) -> bool:
-        x, w = k.ins[0], k.ins[1]
-        group = attrs.get("group", 1)
-        kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+        group, kk = self.group_taps(k, attrs)
         return super().applies(k, **attrs) and \
             mve_applies(k, group, kk, attrs.get("y_zp", 0))
 

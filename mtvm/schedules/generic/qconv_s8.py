@@ -16,6 +16,8 @@ other targets' variants: schedules/riscv/qconv_s8.py, arm_mve/qconv_s8.py.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ...ops.quantized.conv import emit_qconv, pack_conv_weights, qconv_scratch_bytes
 from .. import Knob, Schedule, register
 
@@ -28,6 +30,13 @@ class QConvIm2colBase(Schedule):
 
     def applies(self, k, /, **attrs) -> bool:
         return bool(attrs.get("folded", 1))
+
+    @staticmethod
+    def group_taps(k, attrs) -> tuple[int, int]:
+        """(group, taps per output: C/group x KH x KW)."""
+        x, w = k.ins[0], k.plain(1)
+        group = attrs.get("group", 1)
+        return group, x.shape[1] // group * int(np.prod(w.shape[2:]))
 
     def weight_layout(self, k, /, **attrs):
         w = k.ins[1]

@@ -7,8 +7,6 @@ in strips of two lines.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ...ops.quantized.conv import rv32_quad_applies
 from ...ops.quantized.depthwise import rv32_depthwise_applies
 from ..generic.qconv_s8 import QConvDepthwiseBase, QConvIm2colBase
@@ -23,9 +21,7 @@ class QConvIm2colQuadRv32(QConvIm2colBase):
     variant = {"quad": True}
 
     def applies(self, k, /, **attrs) -> bool:
-        x, w = k.ins[0], k.ins[1]
-        group = attrs.get("group", 1)
-        kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
+        group, kk = self.group_taps(k, attrs)
         return super().applies(k, **attrs) and rv32_quad_applies(k, group, kk)
 
 
