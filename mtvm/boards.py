@@ -200,8 +200,10 @@ def _validate_cortex_m(b: Board):
 
 
 def _validate_riscv(b: Board):
-    missing = [k for k in ("cpu", "cflags", "memory", "uart", "timer", "runner", "plic")
+    missing = [k for k in ("cpu", "cflags", "memory", "uart", "timer", "runner")
                if k not in b.data]
+    if "plic" not in b.data and "interrupt_matrix" not in b.data:
+        missing.append("plic (or interrupt_matrix)")
     if b.timer == "mtime" and "mtime" not in b.data:
         missing.append("mtime")
     if missing:

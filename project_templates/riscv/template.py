@@ -12,11 +12,17 @@ emulator binary and its machine arguments come from the board's runner),
 standalone runs, the transport (pyserial on the pty or --port), stop and the
 emulator's log. The receive ring (src/uart.h, src/uart_ring.c) is the
 cortex_m template's too: portable C, written into the project from there.
+
+A chip whose boot, memory map or interrupt controller the generic files do not
+fit keeps its own versions under soc/<soc>/ (same relative paths): they replace
+the generic ones for its boards only (soc/esp32c3/: an image the ROM loads into
+SRAM, a vector table for the interrupt matrix, the watchdogs, the mpccr counter).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 
 from mtvm.boards import board_from_dict
 from mtvm.codegen.names import c_comment, make_word
@@ -54,6 +60,16 @@ def _int(v) -> int:
     return v if isinstance(v, int) else int(str(v), 0)
 
 
+def _src(b, rel: str) -> str:
+    """The template file for `rel`: soc/<soc>/<rel> when the board's SoC has its own."""
+    soc = b.data.get("soc")
+    if isinstance(soc, str) and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", soc):
+        own = os.path.join("soc", soc, rel)
+        if os.path.isfile(os.path.join(template_dir("riscv"), own)):
+            return own
+    return rel
+
+
 def uart_extra(board) -> str:
     """Driver-specific lines of board_config.h."""
     u, drv = board.uart, board.uart["driver"]
@@ -62,6 +78,12 @@ def uart_extra(board) -> str:
         lines += [f"#define MTVM_GPIO_BASE {_int(u.get('gpio_base', '0x10012000')):#010x}u",
                   f"#define MTVM_UART_TX_PIN {int(u['pins']['tx'])}u",
                   f"#define MTVM_UART_RX_PIN {int(u['pins']['rx'])}u"]
+    im = board.data.get("interrupt_matrix")
+    if im:   # no suffix on the CPU interrupt: start.S uses it in .if
+        lines += ["/* No PLIC (MTVM_PLIC_BASE is unused): the interrupt matrix maps the UART's",
+                  " * source to a CPU interrupt, whose vector the driver's handler takes. */",
+                  f"#define MTVM_INTMATRIX_BASE {_int(im['base']):#010x}u",
+                  f"#define MTVM_INTMATRIX_CPU_INT {int(im['cpu_interrupt'])}"]
     return "\n".join(lines) + ("\n" if lines else "")
 
 
@@ -70,7 +92,7 @@ def generate(ctx):
     max_packet = int(ctx.subs["MAX_PACKET_BYTES"])
     drv = b.uart["driver"]
     mtime = b.data.get("mtime") or {}
-    plic = b.data["plic"]
+    plic = b.data.get("plic") or {"base": 0}    # none: the interrupt matrix (uart_extra)
     subs = dict(
         OBJCOPY=TOOL_PREFIX + "objcopy", SIZE=TOOL_PREFIX + "size", EXTRA_DEFINES="",
         UART_DRIVER=make_word(drv, f"board {b.name}: uart.driver"),
@@ -90,12 +112,12 @@ def generate(ctx):
         RAM_ORIGIN=f"{b.ram.origin:#010x}", RAM_SIZE=b.ram.size,
         FLASH_NAME=c_comment(b.flash.name or "flash"), RAM_NAME=c_comment(b.ram.name or "RAM"),
         STACK_BYTES=b.stack_bytes)
-    ctx.render("Makefile.in", "Makefile", **subs)
-    ctx.render("link.ld.in", "link.ld", **subs)
+    ctx.render(_src(b, "Makefile.in"), "Makefile", **subs)
+    ctx.render(_src(b, "link.ld.in"), "link.ld", **subs)
     ctx.render("src/board_config.h.in", "src/board_config.h", **subs)
     ctx.render("src/main.c.in", "src/main.c", **subs)
     for f in STATIC_FILES:
-        ctx.copy(f)
+        ctx.copy(_src(b, f), f)
     for f in CORTEX_M_FILES:
         with open(os.path.join(template_dir("cortex_m"), f)) as src:
             ctx.write(f, src.read())
