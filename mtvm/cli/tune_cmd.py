@@ -46,6 +46,11 @@ def add_parser(sub) -> None:
     p.add_argument("--timeout", type=float, help="seconds to wait for each device reply")
     p.add_argument("--seed", type=int, default=0, help="seed of the search and of random "
                    "inputs (default 0)")
+    p.add_argument("--search", choices=["auto", "exhaustive", "annealing", "model"],
+                   default="auto", help="per layer: auto (default: exhaustive when its "
+                   "untried candidates fit in --trials, else annealing), exhaustive, annealing "
+                   "(simulated annealing over the knobs), or model (guided by a cost model "
+                   "learned from the measurements so far and the resumed records)")
     p.add_argument("--show", nargs="+", metavar="FILE", help="print the best record per key "
                    "of these records files and exit")
     p.add_argument("--target", help="compile for this target (default: the board's; e.g. "
@@ -88,6 +93,7 @@ def run(args) -> int:
                input_shapes=dict(parse_input_shape(s) for s in args.input_shape) or None,
                bind=dict(parse_bind(s) for s in args.bind) or None, seed=args.seed,
                timeout=args.timeout, target=args.target, backend=args.backend,
+               search=args.search,
                log=(lambda msg: progress.write(f"[tune] {msg}")) if verbose else None)
     print(res.summary())
     print(f"next: mtvm compile {args.model} --board {args.board}"

@@ -26,7 +26,8 @@ from ..errors import MtvmError
 from . import records as R
 from .apply import compile_within, config_for
 from .space import MAX_EMITS, Candidate, Layer, layers_of
-from .search import TuneStats, Tuner
+from .cost_model import CostModel
+from .search import TuneStats, Tuner, check_strategy, using
 
 
 @dataclass
@@ -81,8 +82,9 @@ class TuneResult:
         if not any(len(lay.candidates) > 1 for lay in self.layers):
             lines.append("  no layer has more than one candidate: nothing to tune ("
                          + ("the LLVM backend's knobs are the float Conv, Gemm and MatMul "
-                            "nests'" if llvm else "int8 kernels and ops without registered "
-                            "schedules have no knobs yet") + ")")
+                            "nests'" if llvm else "on this target these layers' schedules "
+                            "have one form each; ops without a registered schedule have "
+                            "none") + ")")
         if self.hits:
             lines.append(f"  {len(self.hits)} layer key(s) found in earlier records "
                          f"(their measured candidates were skipped)")
@@ -154,7 +156,7 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
          input_shapes: dict | None = None, bind: dict | None = None,
          max_emits: int = MAX_EMITS, seed: int = 0, timeout: float | None = None,
          icount: bool = True, target=None, progress: bool | None = None,
-         log=None, backend: str = "c") -> TuneResult:
+         log=None, backend: str = "c", search: str = "auto") -> TuneResult:
     """Tune `model` (an .onnx path) on `board`; appends a record per measured
     candidate to `records` (a JSON-lines file; what it already holds for this
     target is not measured again) and returns a TuneResult.
@@ -172,6 +174,10 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     backend: "c" (the C schedules, measured in builds on the device) or "llvm"
     (the LLVM backend's loop nests, measured in this process through LLVM's
     JIT: the host board only, no C compiler needed; mtvm/tune/jit.py).
+    search: per layer, "auto" (exhaustive when its untried candidates fit in
+    `trials`, else "model"), "exhaustive", "annealing" or "model" (guided by
+    a cost model learned from this run's measurements and the records it
+    resumes: cost_model.py).
     """
     from .. import progress as _progress
     from ..project import load_board
@@ -197,14 +203,21 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     opts = {"input_shapes": input_shapes, "bind": bind}
     if backend not in ("c", "llvm"):
         raise MtvmError(f"tune: backend {backend!r}: use c or llvm")
+    check_strategy(search)
     if backend == "llvm":
         _llvm_options(board_data, target, devices, port, memory_budget)
         from .jit import tune_llvm
         if progress is None:
             progress = _progress.enabled()
-        return tune_llvm(model, board_data, target, os.path.abspath(os.fspath(records)),
-                         trials, runs, time_limit, known_records, opts, max_emits, seed,
-                         progress, log)
+        records = os.path.abspath(os.fspath(records))
+        cost = CostModel(seed=seed)
+        cost.observe_records([r for r in R.load(records, missing_ok=True)
+                              + (R.load(known_records) if known_records else [])
+                              if R.backend_of(r) == "llvm"
+                              and r.get("target") == target.name])
+        with using(search, cost):     # the LayerSearches tune_llvm makes
+            return tune_llvm(model, board_data, target, records, trials, runs, time_limit,
+                             known_records, opts, max_emits, seed, progress, log)
     cm = mtvm_compile(model, profile=True, target=target, **opts)
     opts["target"] = target
     layers = layers_of(cm, max_emits, log)
@@ -219,6 +232,8 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     done = R.measured(prior_recs)
     prior = R.best(prior_recs, target.name)
     hits = [lay.key for lay in layers if any(k == lay.key for k, _ in done)]
+    cost = CostModel(seed=seed)
+    cost.observe_records(prior_recs)
     inputs = reference_inputs(model, cm.metadata, seed)
     own_dir = workdir is None
     workdir = os.path.abspath(workdir or tempfile.mkdtemp(prefix="mtvm-tune-"))
@@ -233,7 +248,8 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
             tuner = Tuner(model, name, board_data, target.name, layers, devs, writer, inputs,
                           trials, done, prior, runs=runs, time_limit=time_limit,
                           memory_budget=memory_budget, compile_options=opts, timeout=timeout,
-                          seed=seed, progress=bar, log=log)
+                          seed=seed, progress=bar, log=log, search=search,
+                          cost_model=cost)
             stats = tuner.run()
     finally:
         if own_dir:

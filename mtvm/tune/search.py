@@ -10,13 +10,23 @@ left to try runs its best so far (a candidate already checked on the device).
 Per layer, with `trials` candidates to measure at most in a run:
   exhaustive   when its untried candidates fit in the trial budget: all of
                them, in the order space.py found them (nearest the default first);
-  annealing    otherwise: simulated annealing over the candidates, the
-               proposal being an untried candidate nearest (fewest differing
-               knobs) to the current one, or with probability `jump` (which
-               decays) a random untried one; a measured proposal becomes the
-               current one when faster, or when slower with the Metropolis
-               probability exp(-(f - f_current) / (T f_current)). No cost model
-               (AutoTVM's XGBoost ranking) is learned.
+  annealing    otherwise (the default, `search="auto"`; below)
+  model        (`search="model"`) guided by a cost
+               model (cost_model.CostModel, shared by the layers of the run
+               and fed the records it resumes): the default first, then, until
+               the model has data for the layer's schedules, candidates far
+               (in differing knobs) from those measured; then the untried
+               candidate with the lowest predicted figure minus `kappa`
+               standard deviations of the ensemble, or with probability
+               `epsilon` a random untried one;
+  annealing    simulated annealing over the candidates,
+               the proposal being an untried candidate nearest (fewest
+               differing knobs) to the current one, or with probability `jump`
+               (which decays) a random untried one; a measured proposal becomes
+               the current one when faster, or when slower with the Metropolis
+               probability exp(-(f - f_current) / (T f_current)).
+`search="exhaustive"` tries every candidate in space.py's order whatever
+the budget (still at most `trials`). All are deterministic for a given seed.
 
 A build whose candidates fail together (compile or build error, wrong output,
 device reset or timeout, arena over --memory-budget) is split in two and
@@ -28,6 +38,8 @@ building in its own directory and measuring on its own emulator or board.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import queue
 import random
@@ -39,6 +51,7 @@ from dataclasses import dataclass, field
 from ..errors import MtvmError
 from ..schedules import ScheduleConfig
 from . import records as R
+from .cost_model import CostModel
 from .measure import Device, measure
 from .space import Candidate, Layer
 
@@ -50,16 +63,53 @@ def distance(a: Candidate, b: Candidate) -> int:
     return d + (a.schedule != b.schedule)
 
 
+STRATEGIES = ("auto", "exhaustive", "annealing", "model")
+
+# What LayerSearch uses when its caller gives no strategy (the LLVM tuner,
+# jit.tune_llvm, makes its searches itself): set by `using()` for a run.
+_DEFAULTS = contextvars.ContextVar("mtvm_tune_search", default=("auto", None))
+
+
+@contextlib.contextmanager
+def using(search: str = "auto", model: CostModel | None = None):
+    """LayerSearches made in this block without a strategy use `search` and
+    share `model`."""
+    check_strategy(search)
+    token = _DEFAULTS.set((search, model))
+    try:
+        yield
+    finally:
+        _DEFAULTS.reset(token)
+
+
+def check_strategy(search: str) -> str:
+    if search not in STRATEGIES:
+        raise MtvmError(f"tune: search {search!r}: use one of {', '.join(STRATEGIES)}")
+    return search
+
+
 class LayerSearch:
-    """The search state of one layer."""
+    """The search state of one layer.
+
+    strategy: "auto" (exhaustive when the untried candidates fit in `trials`,
+    else "annealing": the cost model did not beat it in bench/tune_search.py's
+    replays), "exhaustive", "annealing" or "model". model: the CostModel
+    the layers of a run share (one of the layer's own when not given)."""
 
     def __init__(self, layer: Layer, done: set, trials: int, rng: random.Random,
-                 best_figure: float | None = None, best: Candidate | None = None):
+                 best_figure: float | None = None, best: Candidate | None = None,
+                 strategy: str | None = None, model: CostModel | None = None,
+                 epsilon: float = 0.1, kappa: float = 0.5, n_init: int = 2):
+        if strategy is None:
+            strategy, model = _DEFAULTS.get()[0], model or _DEFAULTS.get()[1]
+        check_strategy(strategy)
         self.layer = layer
         self.rng = rng
         self.untried = [c for c in layer.candidates if (layer.key, c.ident) not in done]
         self.trials = trials
-        self.strategy = "exhaustive" if len(self.untried) <= trials else "annealing"
+        if strategy == "auto":
+            strategy = "exhaustive" if len(self.untried) <= trials else "annealing"
+        self.strategy = strategy
         self.tried = 0                     # proposed in this run
         self.pending: set[str] = set()
         self.figures: dict[str, float] = {}
@@ -67,6 +117,10 @@ class LayerSearch:
         self.best, self.best_figure = best or layer.default, best_figure
         self.current, self.current_figure = self.best, best_figure
         self.temperature, self.jump = 0.3, 0.4
+        self.model = model if model is not None or strategy != "model" else CostModel()
+        self.epsilon, self.kappa, self.n_init = epsilon, kappa, n_init
+        self.schedules = {c.schedule for c in layer.candidates}
+        self.explored = 0                  # proposed while the model had nothing to say
 
     @property
     def remaining(self) -> int:
@@ -75,8 +129,11 @@ class LayerSearch:
     def propose(self) -> Candidate | None:
         if not self.untried or self.tried >= self.trials:
             return None
-        if self.strategy == "exhaustive" or self.current_figure is None:
+        if self.strategy == "exhaustive" or (self.strategy == "annealing"
+                                             and self.current_figure is None):
             c = self.untried[0]
+        elif self.strategy == "model":
+            c = self._propose_model()
         elif self.rng.random() < self.jump:
             c = self.rng.choice(self.untried)
         else:
@@ -88,12 +145,34 @@ class LayerSearch:
         self.tried += 1
         return c
 
+    def _propose_model(self) -> Candidate:
+        default = self.layer.default
+        if any(x.ident == default.ident for x in self.untried):
+            return next(x for x in self.untried if x.ident == default.ident)
+        if self.rng.random() < self.epsilon:
+            return self.rng.choice(self.untried)
+        ready = self.model.relevant(self.schedules, self.layer.key) >= 8 or \
+            self.explored >= self.n_init
+        if not ready or not self.model.fit():
+            # diverse: as far (in differing knobs) as can be from what was tried
+            self.explored += 1
+            seen = [x for x in self.layer.candidates if x.ident in self.figures
+                    or x.ident in self.failed or x.ident in self.pending] or [default]
+            far = [min(distance(x, y) for y in seen) for x in self.untried]
+            top = max(far)
+            return self.rng.choice([x for x, d in zip(self.untried, far) if d == top])
+        mean, std = self.model.predict(self.layer, self.untried)
+        score = mean - self.kappa * std
+        return self.untried[int(score.argmin())]     # ties: space.py's order
+
     def requeue(self, c: Candidate) -> None:
         """A candidate whose build failed with others: it is built again in a split."""
         self.pending.discard(c.ident)
 
     def result(self, c: Candidate, figure: float | None) -> None:
         self.pending.discard(c.ident)
+        if self.model is not None:
+            self.model.observe(self.layer, c, figure, c.ident == self.layer.default.ident)
         if figure is None:
             self.failed.add(c.ident)
             return
@@ -147,7 +226,7 @@ class Tuner:
                  done: set, prior: dict, runs: int = 10, time_limit: float | None = None,
                  memory_budget: int | None = None, compile_options=None,
                  timeout: float | None = None, seed: int = 0, progress=None, log=None,
-                 base_config=None):
+                 base_config=None, search: str = "auto", cost_model: CostModel | None = None):
         self.model, self.model_name, self.board, self.target = model, model_name, board, target
         self.layers = {lay.key: lay for lay in layers}
         self.devices, self.writer, self.inputs = devices, writer, inputs
@@ -157,6 +236,9 @@ class Tuner:
         self.log = log or (lambda msg: None)
         self.progress = progress
         rng = random.Random(seed)
+        check_strategy(search)
+        # one cost model for the run: what one layer measures informs the others
+        self.cost_model = cost_model if cost_model is not None else CostModel(seed=seed)
         self.search = {}
         for lay in layers:
             pb = prior.get(lay.key)
@@ -166,7 +248,8 @@ class Tuner:
                 best = next((c for c in lay.candidates
                              if c.ident == R.ident(rec)), None)
                 pb_fig = rec.get("figure") if best is not None else None
-            self.search[lay.key] = LayerSearch(lay, done, trials, rng, pb_fig, best)
+            self.search[lay.key] = LayerSearch(lay, done, trials, rng, pb_fig, best,
+                                               strategy=search, model=self.cost_model)
         self.stats = TuneStats()
         self.stats.skipped = sum(len(lay.candidates) for lay in layers) - \
             sum(len(s.untried) for s in self.search.values())
@@ -292,7 +375,7 @@ class Tuner:
         pending = {}
         try:
             # the baseline alone first when a layer's search needs its figures
-            first = any(s.strategy == "annealing" for s in self.search.values())
+            first = any(s.strategy in ("annealing", "model") for s in self.search.values())
             while True:
                 out_of_time = self.time_limit is not None and self.stats.builds > 0 and \
                     time.monotonic() - t0 > self.time_limit     # the baseline always runs
@@ -336,4 +419,4 @@ class Tuner:
         return f"{len(better)}/{len(self.search)} layers improved"
 
 
-__all__ = ["Tuner", "LayerSearch", "Build", "TuneStats", "distance"]
+__all__ = ["Tuner", "LayerSearch", "Build", "TuneStats", "distance", "using", "STRATEGIES"]
