@@ -239,6 +239,38 @@ def _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
     return bool(np.all(total < (1 << 31) - 1))
 
 
+def _dsp_core(k) -> bool:
+    """Arm cores with the DSP extension and no Helium (the Thumb-2 loops' cores)."""
+    t = k.target
+    return bool(t.is_arm and t.has("dsp") and not t.has("mve"))
+
+
+def _fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
+    """_fast_requant with the ties ruled out by the accumulator's bound instead of
+    v2(acc) <= 30: a tie needs v2(acc) + v2(mult) = 30 - shift for some acc != 0 with
+    |acc| <= bound, so none when v2(mult) + floor(log2 bound) < 30 - shift (the
+    float-derived multipliers of most layers have 7 trailing zero bits, which the
+    general test rejects at shifts above -8). DSP cores only (the other targets'
+    choices stay as they were)."""
+    if not _dsp_core(k) or mult is None or shift is None or mult.const is None or \
+            shift.const is None:
+        return False
+    bound = _acc_bound(bias, w, w_zp, x.dtype.itemsize)
+    if bound is None:
+        return False
+    mv = np.broadcast_to(np.asarray(mult.const, np.int64).ravel(), bound.shape)
+    sv = np.broadcast_to(np.asarray(shift.const, np.int64).ravel(), bound.shape)
+    for m_, s_, b_ in zip(mv.tolist(), sv.tolist(), bound.tolist()):
+        if s_ > -2 or m_ <= 0:
+            return False
+        if b_ > 0 and ((m_ & -m_).bit_length() - 1) + (int(b_).bit_length() - 1) >= 30 - s_:
+            return False
+    m = -1 - sv
+    hi = bound // 2 + 1
+    total = hi + (np.int64(1) << (m - 1)) + abs(int(y_zp)) * (np.int64(1) << m)
+    return bool(np.all(total < (1 << 31) - 1))
+
+
 def padded_plane_bytes(k, x, strides, pads, dilations) -> int:
     """Scratch of emit_depthwise: one input plane with its zero-point border, when
     there is padding or the output is written over the input (else none)."""
@@ -313,7 +345,8 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     y_zp = int(attrs.get("y_zp", 0))
     act_min, act_max = int(attrs.get("act_min", -128)), int(attrs.get("act_max", 127))
     mult, shift = (k.ins + [None] * 5)[3:5]
-    fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x)
+    fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) or \
+        _fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x)
     rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve and not rv32
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     plane = rv32_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None

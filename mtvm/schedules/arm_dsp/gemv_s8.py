@@ -1,0 +1,75 @@
+"""int8 QMatMul with fewer than four input rows (batch-1 fully connected layers: a
+matrix-vector product with constant weights) on Armv7E-M/v8-M cores with the DSP
+extension and without Helium (M4, M7, M33): the input row packed once into int16 pairs
+in scratch, then four weight rows a pass read in place, the packed input loaded once per
+group of four for the four rows (c_runtime/kernels/arm_dsp/mtvm_gemv_s8_dsp.h): per 16
+MACs one LDRD plus four times (LDR, two SXTB16, two SMLADs), two groups a step. The last
+nn % 4 weight rows go through the dense kernel's one-row dot product; weight matrices under
+4096 bytes keep the dense kernel (the flash would outweigh the instructions saved). The sums are the
+same exact integers, so the outputs are the portable kernel's bit for bit.
+"""
+from __future__ import annotations
+
+from ...codegen.cwriter import Cast, Comment, Decl, ExprStmt, For, Type, Var, call, render_c
+from ...ops.quantized.common import operands
+from .. import Schedule, register
+from .matmul_s8 import _I32, _ext, _stores, _words, dsp_core
+
+MIN_WEIGHTS = 4096   # smaller weight matrices keep the dense kernel
+
+
+@register
+class QMatMulGemvDsp(Schedule):
+    op = "QMatMul"
+    domain = "mtvm"
+    name = "qmatmul_s8.dsp_gemv"
+    family = "arm_dsp"
+    priority = 9
+
+    def applies(self, k, /, **attrs) -> bool:
+        x, w = k.ins[0], k.ins[1]
+        if not dsp_core(k.target) or k.inplace is not None:
+            return False
+        if _ext(x) is None or _ext(w) is None or w.const is None or operands(k)[5] is not None:
+            return False
+        kk = x.shape[-1]
+        # small layers (a classifier's last few outputs) stay with the dense kernel: the
+        # packing and the assembly would cost more flash than their instructions save
+        return x.size // kk < 4 and w.shape[0] >= 4 and kk >= 8 and w.size >= MIN_WEIGHTS
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        return 4 * _words(1, k.ins[0].shape[-1])
+
+    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        x, w, bias, mult, shift, _ = operands(k)
+        kk, nn = x.shape[-1], w.shape[0]
+        m = x.size // kk
+        k.library("mtvm_mm_s8_dsp.h")
+        k.library("mtvm_gemv_s8_dsp.h")
+        xp = Var("xp", Type("uint32", pointer=True))
+        xr = Var("xr", Type(x.dtype, pointer=True, const=True))
+        i, o = Var("i"), Var("o")
+        accs = [Var(f"acc{r}", _I32) for r in range(4)]
+        n4 = nn - nn % 4
+        ex, ew = _ext(x), _ext(w)
+        row = [Decl(xr, Var(x.c) + i * kk),
+               ExprStmt(call(f"mtvm_packv_{ex}_dsp", xr, kk, 1, 1, 1, kk, xp))]
+        inner = [Decl(accs[r], Var(bias.c)[o + r]) for r in range(4)]
+        inner.append(ExprStmt(call(f"mtvm_gemv4_{ex}_{ew}_dsp", Var(w.c) + o * kk, kk, xp, xr,
+                                   kk, *accs)))
+        inner += _stores(k, accs, 4, mult, shift, y_zp, act_min, act_max,
+                         lambda r: f"o + {r}", lambda r: f"{k.out.c}[i * {nn} + o + {r}]")
+        row.append(For(o, n4, inner, step=4))
+        if nn % 4:
+            from ...ops.quantized.matmul import dot_helper
+            dot1 = dot_helper(k, x.dtype, w.dtype)
+            tail = [Decl(accs[0], Var(bias.c)[o] + call(dot1, xr, Var(w.c) + o * kk, kk))]
+            tail += _stores(k, accs[:1], 1, mult, shift, y_zp, act_min, act_max,
+                            lambda r: "o", lambda r: f"{k.out.c}[i * {nn} + o]")
+            row.append(For(o, nn, tail, begin=n4))
+        body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
+                        f"{bias.c}: int32 bias; each input row packed into int16 pairs "
+                        f"(scratch), four weight rows a pass"),
+                Decl(xp, Cast(xp.type, Var("scratch"))),
+                For(i, m, row)]
+        return render_c(body)

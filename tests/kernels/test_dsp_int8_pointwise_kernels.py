@@ -1,0 +1,71 @@
+"""C unit tests of the Arm DSP int8 pointwise kernel over eight input channels
+(c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h: mtvm_pw8_pack_s8_dsp + mtvm_pw8_s8_dsp)
+against its definition: acc = bias + the eight products, then sat8((floor(acc * mult / 2^32)
++ rnd) >> sh) and the clamp -- odd and even pixel counts (the two-pixel assembly steps, the
+last pixel), full-range and narrower clamps, extreme bytes. On the host (ASan/UBSan:
+portable C), the emulated Cortex-M4F (SMLAD/SMMLA assembly) and Cortex-M3 (portable)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .kernel_harness import c_array, run_c_test
+
+BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device),
+          pytest.param("mps2-an385", marks=pytest.mark.device)]
+HW = 40
+
+PW_TEST = r"""
+#include <stdio.h>
+#include "mtvm_pw_s8_dsp.h"
+@ARRAYS@
+static uint32_t xp[4 * @HW@];
+static int8_t y[@HW@];
+int main(void)
+{
+    for (int c = 0; c < @N@; ++c) {
+        mtvm_pw8_pack_s8_dsp(x + 8 * @HW@ * c, @HW@, np[c], xp);
+        if (lo[c] == -128 && hi[c] == 127) {
+            mtvm_pw8_s8_dsp(xp, y, np[c], w + 8 * c, bias[c], mult[c], rnd[c], sh[c], -128, 127);
+        } else {
+            mtvm_pw8_s8_dsp(xp, y, np[c], w + 8 * c, bias[c], mult[c], rnd[c], sh[c], -20, 90);
+        }
+        for (int i = 0; i < np[c]; ++i) printf(" %d", (int)y[i]);
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_pointwise8_matches_its_definition(target):
+    rng = np.random.default_rng(16)
+    nc = 12
+    x = rng.integers(-128, 128, (nc, 8, HW))
+    w = rng.integers(-128, 128, (nc, 8))
+    x[0], w[0] = -128, -128          # the largest sum
+    np_ = np.array([1, 2, 3, 5, 8, 16, 17, 33, 40, 39, 4, 7])
+    bias = rng.integers(-(1 << 16), 1 << 16, nc)
+    mult = rng.integers(1 << 30, 1 << 31, nc)
+    sh = rng.integers(4, 12, nc)
+    yzp = rng.integers(-128, 128, nc)
+    rnd = (1 << (sh - 1)) + yzp * (1 << sh)
+    lo = np.where(np.arange(nc) % 3 == 2, -20, -128)
+    hi = np.where(np.arange(nc) % 3 == 2, 90, 127)
+    arrays = "\n".join([c_array("x", x.ravel(), "int8_t"), c_array("w", w.ravel(), "int8_t"),
+                        c_array("np", np_, "int32_t"), c_array("bias", bias, "int32_t"),
+                        c_array("mult", mult, "int32_t"), c_array("rnd", rnd, "int32_t"),
+                        c_array("sh", sh, "int32_t"), c_array("lo", lo, "int32_t"),
+                        c_array("hi", hi, "int32_t")])
+    src = PW_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(nc)).replace("@HW@", str(HW))
+    out = run_c_test(src, name="pw_s8_dsp", target=target, library=("mtvm_pw_s8_dsp.h",))
+    lines = out.strip().splitlines()
+    assert len(lines) == nc
+    for c, line in enumerate(lines):
+        acc = int(bias[c]) + (x[c, :, :np_[c]].astype(np.int64) *
+                              w[c].astype(np.int64)[:, None]).sum(axis=0)
+        v = ((acc * int(mult[c])) >> 32) + int(rnd[c])
+        v = np.clip(v >> int(sh[c]), -128, 127)
+        v = np.clip(v, int(lo[c]), int(hi[c]))
+        assert [int(t) for t in line.split()] == v.tolist(), f"case {c}"
