@@ -53,8 +53,9 @@ static MTVM_ALWAYS_INLINE void mtvm_pw8_s8_dsp(const uint32_t* xp, int8_t* y, in
     const int32_t w2 = mtvm_pw_pair(w[4], w[6]), w3 = mtvm_pw_pair(w[5], w[7]);
     int32_t p = 0;
 #if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__) && \
-    defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__)
-    /* (13 registers: at -O0 and -Os GCC cannot give them all; the C loop below then) */
+    defined(__OPTIMIZE__) && !defined(__OPTIMIZE_SIZE__) && defined(__ARM_ARCH_7EM__)
+    /* (13 registers: at -O0 and -Os GCC cannot give them all, nor in an Armv8-M build
+     * (the M33's, which reserves more); the C loop below then) */
     if (np >= 2 && lo == -128 && hi == 127) {   /* two pixels a step in Thumb-2 */
         int8_t* yend = y + (np & ~1);
         int32_t acc, x0, x1;
