@@ -129,6 +129,35 @@ def run_once(proj, inputs, progress=None) -> dict:
         proj.stop()
 
 
+def quantize_qdq(fp32_path: str, path: str, input_name: str, calibration: list, sample,
+                 per_channel: bool = False, uint8: bool = False) -> str:
+    """onnxruntime's quantize_static (QDQ) of the float model at fp32_path into path,
+    calibrated on the arrays `calibration` fed to input `input_name`, int8 (uint8:
+    activations and weights uint8), and beside it path's .npz: in_0 = sample, out_<i> =
+    onnxruntime's outputs of the quantized model on it (graph optimizations off).
+    Returns path."""
+    import onnxruntime as ort
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(calibration)
+
+        def get_next(self):
+            v = next(self.it, None)
+            return None if v is None else {input_name: v}
+    qtype = QuantType.QUInt8 if uint8 else QuantType.QInt8
+    quantize_static(fp32_path, path, Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=per_channel, activation_type=qtype, weight_type=qtype)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    ys = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"]).run(
+        None, {input_name: sample})
+    np.savez(path[:-5] + ".npz", in_0=sample, **{f"out_{i}": y for i, y in enumerate(ys)})
+    return path
+
+
 # -- intermediate tensors of whole models ----------------------------------------------------
 def quantized_activations(model: onnx.ModelProto) -> list[str]:
     """Outputs of the QuantizeLinear nodes that quantize activations (not

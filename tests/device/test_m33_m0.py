@@ -23,6 +23,7 @@ import pytest
 import mtvm
 import mtvm.project as P
 from mtvm.errors import MtvmError
+from mtvm.testing import quantize_qdq
 
 from device_utils import MODELS_DIR, QEMU, need_models, need_qemu, quiet
 
@@ -56,10 +57,7 @@ def tiny_int8_model(tmp_dir: str) -> str:
     if os.path.exists(path):
         return path
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
     rng = np.random.default_rng(18)
 
     def init(name, shape, scale):
@@ -84,23 +82,8 @@ def tiny_int8_model(tmp_dir: str) -> str:
     fp32 = os.path.join(tmp_dir, "tiny_conv.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), fp32)
     calib = [rng.standard_normal((1, 2, 16, 16)).astype(np.float32) for _ in range(8)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(calib)
-
-        def get_next(self):
-            x = next(self.it, None)
-            return None if x is None else {"input": x}
-    quantize_static(fp32, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
     x = rng.standard_normal((1, 2, 16, 16)).astype(np.float32)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    y = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"]).run(
-        None, {"input": x})[0]
-    np.savez(path[:-5] + ".npz", in_0=x, out_0=y)
-    return path
+    return quantize_qdq(fp32, path, "input", calib, x, per_channel=True)
 
 
 @pytest.fixture(scope="module")

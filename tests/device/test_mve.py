@@ -17,6 +17,7 @@ import pytest
 
 import mtvm
 import mtvm.project as P
+from mtvm.testing import quantize_qdq
 
 from device_utils import MODELS_DIR, need_models, quiet
 from test_m33_m0 import check_int8, compiled, need_machine, reference
@@ -44,10 +45,7 @@ def mve_conv_model(tmp_dir: str) -> str:
     if os.path.exists(path):
         return path
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
     rng = np.random.default_rng(55)
     layers = [  # (out channels, in channels per group, k, attributes, an output)
         (8, 3, 3, dict(pads=[1, 1, 1, 1]), False),
@@ -88,23 +86,8 @@ def mve_conv_model(tmp_dir: str) -> str:
     fp32 = os.path.join(tmp_dir, "mve_convs.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), fp32)
     calib = [rng.standard_normal((1, 3, 13, 13)).astype(np.float32) for _ in range(8)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter(calib)
-
-        def get_next(self):
-            v = next(self.it, None)
-            return None if v is None else {"input": v}
-    quantize_static(fp32, path, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
     xin = rng.standard_normal((1, 3, 13, 13)).astype(np.float32)
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    ys = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"]).run(
-        None, {"input": xin})
-    np.savez(path[:-5] + ".npz", in_0=xin, **{f"out_{i}": y for i, y in enumerate(ys)})
-    return path
+    return quantize_qdq(fp32, path, "input", calib, xin, per_channel=True)
 
 
 def conv_integer_model(tmp_dir: str) -> str:

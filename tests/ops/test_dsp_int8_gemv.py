@@ -16,6 +16,7 @@ import pytest
 
 import mtvm
 from mtvm.target import Target
+from mtvm.testing import quantize_qdq
 
 from test_dsp_int8_matmul import MODELS, _chosen, _session_run
 
@@ -30,10 +31,7 @@ def fc_int8_model(tmp_dir: str, batch: int) -> str:
     if os.path.exists(path):
         return path
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
     rng = np.random.default_rng(17)
 
     def init(name, shape, scale):
@@ -52,21 +50,7 @@ def fc_int8_model(tmp_dir: str, batch: int) -> str:
     f32 = os.path.join(tmp_dir, f"fc_f32_{batch}.onnx")
     onnx.save(model, f32)
     xs = [rng.standard_normal((batch, 150)).astype(np.float32) for _ in range(8)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": x} for x in xs])
-
-        def get_next(self):
-            return next(self.it, None)
-    quantize_static(f32, path, Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    y = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(
-        None, {"x": xs[0]})[0]
-    np.savez(path[:-5] + ".npz", in_0=xs[0], out_0=y)
-    return path
+    return quantize_qdq(f32, path, "x", xs, xs[0])
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import pytest
 
 import mtvm
 from mtvm.target import Target
+from mtvm.testing import quantize_qdq
 
 MODELS = os.environ.get("MTVM_MODELS", os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                                       "shared", "models"))
@@ -33,10 +34,7 @@ def attention_int8_model(tmp_dir: str, uint8: bool = False) -> str:
     if os.path.exists(path):
         return path
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
     rng = np.random.default_rng(13)
 
     def init(name, shape, scale):
@@ -65,22 +63,7 @@ def attention_int8_model(tmp_dir: str, uint8: bool = False) -> str:
     onnx.save(model, f32)
     xs = [(rng.standard_normal((1, 11, 18)) + (0.7 if uint8 else 0)).astype(np.float32)
           for _ in range(8)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"x": x} for x in xs])
-
-        def get_next(self):
-            return next(self.it, None)
-    quantize_static(f32, path, Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8 if uint8 else QuantType.QInt8,
-                    weight_type=QuantType.QUInt8 if uint8 else QuantType.QInt8)
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    y = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]).run(
-        None, {"x": xs[0]})[0]
-    np.savez(path[:-5] + ".npz", in_0=xs[0], out_0=y)
-    return path
+    return quantize_qdq(f32, path, "x", xs, xs[0], uint8=uint8)
 
 
 @pytest.fixture(scope="module")
