@@ -136,6 +136,12 @@ class Target:
     def is_riscv(self) -> bool:
         return self.isa.startswith("rv")
 
+    @property
+    def is_arm_dsp(self) -> bool:
+        """An Arm core with the DSP extension and without Helium (M4, M7, M33): where
+        the Thumb-2 SMLAD kernels are the fastest form (a Helium core has its own)."""
+        return self.is_arm and self.has("dsp") and not self.has("mve")
+
     def has(self, *features: str) -> bool:
         return all(f in self.features for f in features)
 

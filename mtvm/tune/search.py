@@ -10,21 +10,19 @@ left to try runs its best so far (a candidate already checked on the device).
 Per layer, with `trials` candidates to measure at most in a run:
   exhaustive   when its untried candidates fit in the trial budget: all of
                them, in the order space.py found them (nearest the default first);
-  annealing    otherwise (the default, `search="auto"`; below)
-  model        (`search="model"`) guided by a cost
-               model (cost_model.CostModel, shared by the layers of the run
-               and fed the records it resumes): the default first, then, until
-               the model has data for the layer's schedules, candidates far
-               (in differing knobs) from those measured; then the untried
-               candidate with the lowest predicted figure minus `kappa`
-               standard deviations of the ensemble, or with probability
-               `epsilon` a random untried one;
-  annealing    simulated annealing over the candidates,
-               the proposal being an untried candidate nearest (fewest
-               differing knobs) to the current one, or with probability `jump`
-               (which decays) a random untried one; a measured proposal becomes
-               the current one when faster, or when slower with the Metropolis
-               probability exp(-(f - f_current) / (T f_current)).
+  annealing    otherwise (the default, `search="auto"`): simulated annealing over
+               the candidates, the proposal being an untried candidate nearest
+               (fewest differing knobs) to the current one, or with probability
+               `jump` (which decays) a random untried one; a measured proposal
+               becomes the current one when faster, or when slower with the
+               Metropolis probability exp(-(f - f_current) / (T f_current));
+  model        (`search="model"`) guided by a cost model (cost_model.CostModel,
+               shared by the layers of the run and fed the records it resumes):
+               the default first, then, until the model has data for the layer's
+               schedules, candidates far (in differing knobs) from those
+               measured; then the untried candidate with the lowest predicted
+               figure minus `kappa` standard deviations of the ensemble, or with
+               probability `epsilon` a random untried one.
 `search="exhaustive"` tries every candidate in space.py's order whatever
 the budget (still at most `trials`). All are deterministic for a given seed.
 

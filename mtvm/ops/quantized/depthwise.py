@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import c_literal
-from .common import INT8_EXT, indent_c, per_channel, ties_impossible
+from .common import INT8_EXT, indent_c, operands, per_channel, ties_impossible
 
 
 def row_helper(k, x_dtype, stride: int, npix: int, wsel: str) -> str:
@@ -231,28 +231,26 @@ def _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
     if not ties_impossible(mult.const, shift.const):
         return False
     bound = _acc_bound(bias, w, w_zp, x.dtype.itemsize)
-    if bound is None:
-        return False
+    return bound is not None and _fits_int32(bound, shift, y_zp)
+
+
+def _fits_int32(bound, shift, y_zp) -> bool:
+    """Whether hi + 2^(m-1) + |y_zp| 2^m stays inside int32 for every channel (hi: the
+    high word of the largest |acc| times the multiplier, m = -1 - shift)."""
     m = -1 - np.broadcast_to(np.asarray(shift.const, np.int64).ravel(), bound.shape)
     hi = bound // 2 + 1
     total = hi + (np.int64(1) << (m - 1)) + abs(int(y_zp)) * (np.int64(1) << m)
     return bool(np.all(total < (1 << 31) - 1))
 
 
-def _dsp_core(k) -> bool:
-    """Arm cores with the DSP extension and no Helium (the Thumb-2 loops' cores)."""
-    t = k.target
-    return bool(t.is_arm and t.has("dsp") and not t.has("mve"))
-
-
-def _fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
+def fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
     """_fast_requant with the ties ruled out by the accumulator's bound instead of
     v2(acc) <= 30: a tie needs v2(acc) + v2(mult) = 30 - shift for some acc != 0 with
     |acc| <= bound, so none when v2(mult) + floor(log2 bound) < 30 - shift (the
     float-derived multipliers of most layers have 7 trailing zero bits, which the
     general test rejects at shifts above -8). DSP cores only (the other targets'
     choices stay as they were)."""
-    if not _dsp_core(k) or mult is None or shift is None or mult.const is None or \
+    if not k.target.is_arm_dsp or mult is None or shift is None or mult.const is None or \
             shift.const is None:
         return False
     bound = _acc_bound(bias, w, w_zp, x.dtype.itemsize)
@@ -265,10 +263,7 @@ def _fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
             return False
         if b_ > 0 and ((m_ & -m_).bit_length() - 1) + (int(b_).bit_length() - 1) >= 30 - s_:
             return False
-    m = -1 - sv
-    hi = bound // 2 + 1
-    total = hi + (np.int64(1) << (m - 1)) + abs(int(y_zp)) * (np.int64(1) << m)
-    return bool(np.all(total < (1 << 31) - 1))
+    return _fits_int32(bound, shift, y_zp)
 
 
 def padded_plane_bytes(k, x, strides, pads, dilations) -> int:
@@ -299,17 +294,14 @@ def rv32_plane(k, x, wd, pw, pe_w, strides, dilations) -> tuple[int, int] | None
 
 
 def _fast(k) -> bool:
-    x, w, bias = k.ins[:3]
-    mult, shift = (k.ins + [None] * 5)[3:5]
-    w_zp = k.ins[5] if len(k.ins) > 5 else None
+    x, w, bias, mult, shift, w_zp = operands(k)
     return _fast_requant(k, bias, w, w_zp, mult, shift, int(k.node.attrs.get("y_zp", 0)), x)
 
 
 def mve_depthwise_applies(k) -> bool:
     """Helium (MVE) cores: four output pixels per vector (mtvm_depthwise_s8_mve.h), where
     the requantization is the cheap one, the data int8, no weight zero points."""
-    x, w = k.ins[0], k.ins[1]
-    w_zp = k.ins[5] if len(k.ins) > 5 else None
+    x, w, _, _, _, w_zp = operands(k)
     return k.target.has("mve") and x.dtype == w.dtype == np.int8 and \
         k.out.dtype.itemsize == 1 and w_zp is None and _fast(k)
 
@@ -346,7 +338,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     act_min, act_max = int(attrs.get("act_min", -128)), int(attrs.get("act_max", 127))
     mult, shift = (k.ins + [None] * 5)[3:5]
     fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) or \
-        _fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x)
+        fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x)
     rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve and not rv32
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     plane = rv32_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None

@@ -17,7 +17,7 @@ from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, Fo
 from ...ops.elementwise import broadcast_strides
 from ...ops.quantized.common import store_lines, ties_impossible
 from .. import Schedule, register
-from .matmul_s8 import _ext, dsp_core
+from .matmul_s8 import _ext
 
 
 def _scalar(k) -> int | None:
@@ -118,7 +118,7 @@ class QAddDsp(Schedule):
     def applies(self, k, /, **attrs) -> bool:
         a, b = k.ins[:2]
         e = _ext(k.out)
-        return (dsp_core(k.target) and e is not None and _ext(a) == e and _ext(b) == e
+        return (k.target.is_arm_dsp and e is not None and _ext(a) == e and _ext(b) == e
                 and 1 <= int(attrs.get("shift", 0)) <= 31 and row_layout(k) is not None)
 
     def emit(self, k, /, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128,
@@ -166,7 +166,7 @@ class QMulDsp(Schedule):
     def applies(self, k, /, **attrs) -> bool:
         a, b = k.ins[:2]
         e = _ext(k.out)
-        return (dsp_core(k.target) and e is not None and _ext(a) is not None
+        return (k.target.is_arm_dsp and e is not None and _ext(a) is not None
                 and _ext(b) is not None and row_layout(k) is not None
                 and (_scalar(k) is not None
                      or ties_impossible(np.array([attrs.get("y_mult", 0)]),
@@ -212,7 +212,7 @@ class QSoftmaxDsp(Schedule):
     def applies(self, k, /, **attrs) -> bool:
         from ...ops.quantized.softmax import softmax_fits_32
         x, table = k.ins[:2]
-        return (dsp_core(k.target) and _ext(x) == "s8" and _ext(k.out) is not None
+        return (k.target.is_arm_dsp and _ext(x) == "s8" and _ext(k.out) is not None
                 and softmax_fits_32(table, x.shape[-1], int(attrs.get("inv", 0))))
 
     def emit(self, k, /, *, inv, y_zp, act_min=-128, act_max=127):

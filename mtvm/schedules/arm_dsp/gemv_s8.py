@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...codegen.cwriter import Cast, Comment, Decl, ExprStmt, For, Type, Var, call, render_c
 from ...ops.quantized.common import operands
 from .. import Schedule, register
-from .matmul_s8 import _I32, _ext, _stores, _words, dsp_core
+from .matmul_s8 import _I32, _ext, _stores, _words
 
 MIN_WEIGHTS = 4096   # smaller weight matrices keep the dense kernel
 
@@ -28,7 +28,7 @@ class QMatMulGemvDsp(Schedule):
 
     def applies(self, k, /, **attrs) -> bool:
         x, w = k.ins[0], k.ins[1]
-        if not dsp_core(k.target) or k.inplace is not None:
+        if not k.target.is_arm_dsp or k.inplace is not None:
             return False
         if _ext(x) is None or _ext(w) is None or w.const is None or operands(k)[5] is not None:
             return False

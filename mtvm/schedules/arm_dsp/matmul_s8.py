@@ -23,11 +23,6 @@ from .. import Schedule, register
 _I32 = Type("int32")
 
 
-def dsp_core(target) -> bool:
-    """Armv7E-M/v8-M with the DSP extension and without Helium."""
-    return target.is_arm and target.has("dsp") and not target.has("mve")
-
-
 def _ext(buf) -> str | None:
     """'s8' / 'u8' of an 8-bit buffer, else None."""
     e = INT8_EXT.get(np.dtype(buf.dtype).name)
@@ -70,7 +65,7 @@ class QMatMulDsp(Schedule):
 
     def applies(self, k, /, **attrs) -> bool:
         x, w = k.ins[0], k.ins[1]
-        if not dsp_core(k.target) or k.inplace is not None:
+        if not k.target.is_arm_dsp or k.inplace is not None:
             return False
         if _ext(x) is None or _ext(w) is None or w.const is None:
             return False
@@ -130,7 +125,7 @@ class QBatchMatMulDsp(Schedule):
 
     def applies(self, k, /, **attrs) -> bool:
         a, b = k.ins[0], k.ins[1]
-        return (dsp_core(k.target) and k.inplace is None and _ext(a) is not None
+        return (k.target.is_arm_dsp and k.inplace is None and _ext(a) is not None
                 and _ext(b) is not None)
 
     def scratch_bytes(self, k, /, **attrs) -> int:

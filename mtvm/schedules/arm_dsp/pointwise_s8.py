@@ -6,7 +6,7 @@ once into int16 pairs (scratch), then per output channel the weights in register
 pixel four SMLADs and SMMLA + ASR + SSAT (c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h).
 
 It applies where (high word of acc * mult + rnd) >> sh is the exact requantization: no tie
-within the accumulator's bound and no overflow (depthwise._fast_requant_bounded); the
+within the accumulator's bound and no overflow (depthwise.fast_requant_bounded); the
 outputs are then the im2col kernel's bit for bit.
 """
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 from ...codegen.cwriter import (Cast, Comment, Decl, ExprStmt, For, RawExpr, Type, Var, call,
                                 render_c)
 from ...ops.quantized.common import operands, per_channel
-from ...ops.quantized.depthwise import _fast_requant_bounded
+from ...ops.quantized.depthwise import fast_requant_bounded
 from .. import Schedule, register
-from .matmul_s8 import _I32, dsp_core
+from .matmul_s8 import _I32
 
 BLOCK = 64   # pixels packed a pass (scratch: 16 bytes each)
 
@@ -33,7 +33,7 @@ class QConvPointwise8Dsp(Schedule):
 
     def applies(self, k, /, **attrs) -> bool:
         x, w, bias, mult, shift, w_zp = operands(k)
-        if not dsp_core(k.target) or k.inplace is not None or not attrs.get("folded", 1):
+        if not k.target.is_arm_dsp or k.inplace is not None or not attrs.get("folded", 1):
             return False
         if attrs.get("group", 1) != 1 or len(x.shape) != 4 or w.const is None or \
                 w_zp is not None or bias is None or bias.const is None:
@@ -45,7 +45,7 @@ class QConvPointwise8Dsp(Schedule):
             return False
         if int(attrs.get("act_min", -128)) < -128 or int(attrs.get("act_max", 127)) > 127:
             return False
-        return _fast_requant_bounded(k, bias, w, None, mult, shift,
+        return fast_requant_bounded(k, bias, w, None, mult, shift,
                                      int(attrs.get("y_zp", 0)), x)
 
     def scratch_bytes(self, k, /, **attrs) -> int:
@@ -64,7 +64,7 @@ class QConvPointwise8Dsp(Schedule):
         b, p, o = Var("b"), Var("p"), Var("o")
         npx, sh = Var("np", _I32), Var("sh", _I32)
         mult_o, sh_o = per_channel(mult, "o"), per_channel(shift, "o")
-        rnd = f"(1 << (sh - 1))" + (f" + {y_zp} * (1 << sh)" if y_zp else "")
+        rnd = "(1 << (sh - 1))" + (f" + {y_zp} * (1 << sh)" if y_zp else "")
         per_o = [Decl(sh, RawExpr(f"-1 - {sh_o}")),
                  ExprStmt(call("mtvm_pw8_s8_dsp", xp,
                                RawExpr(f"{k.out.c} + (b * {oc} + o) * {hw} + p"), npx,

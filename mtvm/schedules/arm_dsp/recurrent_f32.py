@@ -9,7 +9,6 @@ from __future__ import annotations
 from ...ops import get_op
 from .. import register
 from ..generic.recurrent_f32 import GruGemvF32, LstmGemvF32, RnnGemvF32, _transposed
-from .matmul_s8 import dsp_core
 
 
 class _Vfp16:
@@ -18,7 +17,7 @@ class _Vfp16:
 
     def applies(self, k, /, **attrs) -> bool:
         t = k.target
-        return dsp_core(t) and bool(t.fpu) and super().applies(k, **attrs)
+        return t.is_arm_dsp and bool(t.fpu) and super().applies(k, **attrs)
 
     def emit(self, k, /, **attrs) -> str:
         k.library("mtvm_gemv_f32_vfp16.h")
