@@ -37,21 +37,13 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from tune import cpu_name  # noqa: E402  (bench/tune.py: the machine's CPU, for the table)
+
 DEFAULT_MODELS = os.path.join(HERE, "..", "..", "shared", "models")
 MODELS = ["ic_resnet8", "kws_dscnn", "fomo_mbv2"]
 STRATEGIES = ["exhaustive", "random", "annealing", "model"]
 NS = (8, 16, 32)
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # -- measure ---------------------------------------------------------------------------------

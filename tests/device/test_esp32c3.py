@@ -26,6 +26,7 @@ import mtvm.project as P
 from mtvm.boards import load_board
 
 from device_utils import MODELS_DIR, need_models, quiet
+from test_riscv import need_riscv_gcc
 
 pytestmark = pytest.mark.device
 
@@ -37,17 +38,6 @@ IRAM = (0x40380000, 0x5E710)          # SRAM1 on the instruction bus
 DRAM = (0x3FC80000, 0x5E710)          # the same SRAM on the data bus
 ROM_LOADER_DATA = 0x3FCCAE00          # the ROM boot loader's data while it loads
 IRAM_DRAM_OFFSET = IRAM[0] - DRAM[0]
-
-
-def need_riscv_gcc():
-    if shutil.which(RISCV_GCC) is None:
-        pytest.skip(f"{RISCV_GCC} not installed (apt-get install gcc-riscv64-unknown-elf "
-                    "picolibc-riscv64-unknown-elf)")
-    specs = subprocess.run([RISCV_GCC, "-print-file-name=picolibc.specs"], capture_output=True,
-                           text=True).stdout.strip()
-    if not os.path.isabs(specs):
-        pytest.skip("picolibc for riscv64-unknown-elf not installed "
-                    "(apt-get install picolibc-riscv64-unknown-elf)")
 
 
 def esptool_command():
