@@ -57,8 +57,9 @@ def add_parser(sub) -> None:
                    "x86-64-v3 on an AVX-512 host); with --show: only this target's records")
     p.add_argument("--backend", choices=["c", "llvm"], default="c", help="c (default): the "
                    "C schedules, measured in builds on the board; llvm: the LLVM backend's "
-                   "loop nests, measured in this process through LLVM's JIT (--board host, "
-                   "no C compiler needed), then compile with --backend llvm --tuning-records")
+                   "loop nests' knobs, measured in this process through LLVM's JIT on "
+                   "--board host (no C compiler needed), else as object code in builds on "
+                   "the board; then compile with --backend llvm --tuning-records")
     p.set_defaults(func=run)
 
 

@@ -45,6 +45,7 @@ class TuneResult:
     budget_dropped: list = field(default_factory=list)
     memory_budget: int | None = None
     backend: str = "c"
+    jit: bool = False                # llvm on the host board: measured through the JIT
     tuned_check: str = ""            # llvm: the tuned model against the reference ("ok")
     model_figures: tuple | None = None   # llvm: (default, tuned or None: same code) ns, JIT
 
@@ -70,7 +71,7 @@ class TuneResult:
         st = self.stats
         unit = st.unit or "ticks"
         llvm = self.backend == "llvm"
-        builds = f"{st.builds} JIT module(s)" if llvm else \
+        builds = f"{st.builds} JIT module(s)" if self.jit else \
             f"{st.builds} build(s) ({st.split_builds} split after a failure)"
         lines = [f"tuned on {self.board} (target {self.target}"
                  f"{', backend llvm' if llvm else ''}): {len(self.layers)} layer(s), "
@@ -101,7 +102,7 @@ class TuneResult:
                          f"{R._cut(lay.what, 44):<44}  {cands:>9}  {R._cut(desc, 28):<28}  "
                          f"{d or 0:>12,.0f}  {f or 0:>12,.0f}  {sp}")
         base, est = st.baseline_total, self.estimated_total()
-        if llvm and self.model_figures:
+        if self.jit and self.model_figures:
             d, t = self.model_figures
             lines.append(f"  model through the JIT (fastest of paired rounds, per inference): "
                          f"default {d / 1e3:,.1f} us" + (" (the tuned build is the same code)"
@@ -172,8 +173,10 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     target: what to compile for (default: the board's; the host board also
     runs e.g. "x86-64-v3" on an AVX-512 machine).
     backend: "c" (the C schedules, measured in builds on the device) or "llvm"
-    (the LLVM backend's loop nests, measured in this process through LLVM's
-    JIT: the host board only, no C compiler needed; mtvm/tune/jit.py).
+    (the LLVM backend's loop nests' knobs: on the host board measured in this
+    process through LLVM's JIT, no C compiler needed, mtvm/tune/jit.py; on
+    any other board as the C schedules are, in profiling builds of LLVM
+    object code run on the device).
     search: per layer, "auto" (exhaustive when its untried candidates fit in
     `trials`, else "model"), "exhaustive", "annealing" or "model" (guided by
     a cost model learned from this run's measurements and the records it
@@ -204,8 +207,11 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     if backend not in ("c", "llvm"):
         raise MtvmError(f"tune: backend {backend!r}: use c or llvm")
     check_strategy(search)
-    if backend == "llvm":
-        _llvm_options(board_data, target, devices, port, memory_budget)
+    if backend == "llvm" and memory_budget is not None:
+        raise MtvmError("tune --backend llvm: --memory-budget has nothing to trade (the LLVM "
+                        "nests' knobs use no scratch)")
+    if backend == "llvm" and target.runs_on_host():
+        _jit_options(devices, port)
         from .jit import tune_llvm
         if progress is None:
             progress = _progress.enabled()
@@ -218,9 +224,16 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
         with using(search, cost):     # the LayerSearches tune_llvm makes
             return tune_llvm(model, board_data, target, records, trials, runs, time_limit,
                              known_records, opts, max_emits, seed, progress, log)
-    cm = mtvm_compile(model, profile=True, target=target, **opts)
+    if backend == "llvm":
+        # LLVM object code profiled on the device: the layers are the loop nests' knob sets
+        from .jit import llvm_layers
+        opts["backend"] = "llvm"
+        cm = mtvm_compile(model, profile=True, target=target, **opts)
+        layers, _ = llvm_layers(cm, max_emits, log)
+    else:
+        cm = mtvm_compile(model, profile=True, target=target, **opts)
+        layers = layers_of(cm, max_emits, log)
     opts["target"] = target
-    layers = layers_of(cm, max_emits, log)
     emulated = bool(board_data.get("emulated"))
     if runs is None:
         runs = 2 if emulated and icount and not port else 15
@@ -228,9 +241,9 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     old = R.load(records_path, missing_ok=True)
     known = R.load(known_records, missing_ok=False) if known_records else []
     prior_recs = [r for r in old + known if r.get("target") == target.name
-                  and R.backend_of(r) == "c"]
+                  and R.backend_of(r) == backend]
     done = R.measured(prior_recs)
-    prior = R.best(prior_recs, target.name)
+    prior = R.best(prior_recs, target.name, backend=backend)
     hits = [lay.key for lay in layers if any(k == lay.key for k, _ in done)]
     cost = CostModel(seed=seed)
     cost.observe_records(prior_recs)
@@ -249,15 +262,16 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
                           trials, done, prior, runs=runs, time_limit=time_limit,
                           memory_budget=memory_budget, compile_options=opts, timeout=timeout,
                           seed=seed, progress=bar, log=log, search=search,
-                          cost_model=cost)
+                          cost_model=cost, backend=backend)
             stats = tuner.run()
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
     all_recs = [r for r in R.load(records_path) + known if r.get("target") == target.name
-                and R.backend_of(r) == "c"]
+                and R.backend_of(r) == backend]
     res = TuneResult(records_path, board_data["name"], target.name, layers, stats,
-                     R.best(all_recs, target.name), hits, memory_budget=memory_budget)
+                     R.best(all_recs, target.name, backend=backend), hits,
+                     memory_budget=memory_budget, backend=backend)
     if stats.baseline_total is None:     # resumed with the baseline measured before
         stats.unit = next((r.get("unit") for r in all_recs), "")
     res.default_arena = cm.metadata["workspace_bytes"]
@@ -269,18 +283,11 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     return res
 
 
-def _llvm_options(board_data, target, devices, port, memory_budget) -> None:
-    """What `--backend llvm` tuning cannot do, in one line each."""
-    if not target.runs_on_host():
-        raise MtvmError(f"tune --backend llvm measures through LLVM's JIT in this process: "
-                        f"target {target.name} (board {board_data['name']}) does not run "
-                        f"here; use --board host (cross-target LLVM tuning is not built)")
+def _jit_options(devices, port) -> None:
+    """What `--backend llvm` on the host board (measured through the JIT) cannot do."""
     if port or (devices not in (None, 1, "1")):
-        raise MtvmError("tune --backend llvm measures in this process: --port and --devices "
-                        "are for device builds (--backend c)")
-    if memory_budget is not None:
-        raise MtvmError("tune --backend llvm: --memory-budget has nothing to trade (the LLVM "
-                        "nests' knobs use no scratch)")
+        raise MtvmError("tune --backend llvm on the host board measures through LLVM's JIT "
+                        "in this process: --port and --devices are for boards and emulators")
 
 
 class _CallableModule(types.ModuleType):

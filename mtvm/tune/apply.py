@@ -43,7 +43,7 @@ def compile_within(model, records, memory_budget: int | None = None, **compile_k
     from ..target import Target
     target = Target.resolve(compile_kwargs.pop("target", None))
     base = compile_kwargs.pop("schedule_config", None)
-    cfg = config_for(records, target, base)
+    cfg = config_for(records, target, base, backend=compile_kwargs.get("backend", "c"))
     cm = mtvm_compile(model, target=target, schedule_config=cfg, **compile_kwargs)
     dropped = []
     base_cfg = ScheduleConfig.resolve(base)

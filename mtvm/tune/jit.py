@@ -545,7 +545,8 @@ def tune_llvm(model: str, board_data: dict, target, records_path: str, trials: i
             bar_ctx.__exit__(None, None, None)
     all_recs = mine(R.load(records_path) + known)
     res = TuneResult(records_path, board_data["name"], target.name, layers, stats,
-                     R.best(all_recs, target.name, backend="llvm"), hits, backend="llvm")
+                     R.best(all_recs, target.name, backend="llvm"), hits, backend="llvm",
+                     jit=True)
     res.default_arena = res.tuned_arena = cm.metadata["workspace_bytes"]
     # The tuned model: checked as a whole against the reference, and timed beside the default.
     inputs = reference_inputs(model, cm.metadata, seed)

@@ -54,8 +54,8 @@ def ident(rec: dict) -> str:
 
 
 def backend_of(rec: dict) -> str:
-    """The backend a record was measured with: "llvm" (`mtvm tune --backend llvm`,
-    through the JIT) or "c" (records without the field: the C backend's)."""
+    """The backend a record was measured with: "llvm" (`mtvm tune --backend llvm`:
+    the LLVM nests' knobs) or "c" (records without the field: the C backend's)."""
     return rec.get("backend") or "c"
 
 

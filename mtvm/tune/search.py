@@ -224,8 +224,10 @@ class Tuner:
                  done: set, prior: dict, runs: int = 10, time_limit: float | None = None,
                  memory_budget: int | None = None, compile_options=None,
                  timeout: float | None = None, seed: int = 0, progress=None, log=None,
-                 base_config=None, search: str = "auto", cost_model: CostModel | None = None):
+                 base_config=None, search: str = "auto", cost_model: CostModel | None = None,
+                 backend: str = "c"):
         self.model, self.model_name, self.board, self.target = model, model_name, board, target
+        self.backend = backend
         self.layers = {lay.key: lay for lay in layers}
         self.devices, self.writer, self.inputs = devices, writer, inputs
         self.runs, self.time_limit, self.memory_budget = runs, time_limit, memory_budget
@@ -292,6 +294,8 @@ class Tuner:
                      scratch_bytes=fig.scratch_bytes if fig else c.scratch_bytes,
                      arena_bytes=res.arena_bytes, model=self.model_name,
                      build=build.index, device=device.name, phase=build.phase)
+        if self.backend != "c":     # C records have no field (records written before it)
+            rec["backend"] = self.backend
         if error:
             rec["error"] = error
         self.writer.write(rec)

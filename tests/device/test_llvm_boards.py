@@ -102,3 +102,48 @@ def test_profiling_build_on_the_m4(tmp_path):
     assert all(r.ticks > 0 for r in prof.rows)
     convs = [r.ticks for r, op in zip(prof.rows, md) if op["function"].endswith("qconv")]
     assert convs and max(convs) > 10 * min(r.ticks for r in prof.rows)
+
+
+def test_tune_llvm_object_code_on_the_m4(tmp_path):
+    """`mtvm tune --backend llvm` on an emulated board: the LLVM nests' knob settings
+    profiled as object code under QEMU icount, recorded with their backend, applied by
+    `compile --backend llvm --tuning-records`, and the tuned firmware right on the board."""
+    import json
+
+    import onnx
+
+    import mtvm
+    from mtvm.testing import conv_relu_conv, reference_outputs
+    need_qemu()
+    model = conv_relu_conv(8, 5, "tiny_convs")
+    path, rec = str(tmp_path / "tiny.onnx"), str(tmp_path / "tiny.m4.llvm.jsonl")
+    onnx.save(model, path)
+    res = mtvm.tune(path, board="mps2-an386", backend="llvm", records=rec, trials=3)
+    with open(rec) as f:
+        recs = [json.loads(line) for line in f]
+    assert recs and all(r["backend"] == "llvm" and r["unit"] == "instructions"
+                        and r["status"] == "ok" and r["schedule"] == "llvm.conv2d_f32"
+                        for r in recs)
+    assert res.backend == "llvm" and not res.jit and res.stats.builds == 3
+    assert "backend llvm" in res.summary() and "JIT" not in res.summary()
+    best = [res.best[lay.key] for lay in res.layers]
+    assert all(b.record["figure"] <= b.default_figure for b in best)
+    tuned = [b for b in best if not b.is_default]
+    assert tuned, res.summary()      # a 4x4 register tile is not the best for every layer
+
+    lib = mtvm.compile(path, target="cortex-m4", backend="llvm", tuning_records=rec)
+    knobs = {o["workload_key"]: o["knobs"] for o in lib.metadata["operators"]
+             if o.get("schedule")}
+    for b in tuned:
+        assert knobs[b.key] == {**knobs[b.key], **b.record["knobs"]}
+    # the C backend's records and these never apply to each other
+    assert mtvm.compile(path, target="cortex-m4", tuning_records=rec).sources == \
+        mtvm.compile(path, target="cortex-m4").sources
+    x = np.random.default_rng(1).standard_normal((1, 8, 8, 8)).astype(np.float32)
+    proj = P.generate(lib, board="mps2-an386", out_dir=str(tmp_path / "tuned"), progress=quiet)
+    proj.build(progress=quiet)
+    y = list(run_once(proj, [x]).values())[0]
+    np.testing.assert_allclose(y, reference_outputs(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+    again = mtvm.tune(path, board="mps2-an386", backend="llvm", records=rec, trials=3)
+    assert len(again.hits) == len(res.layers) and again.stats.skipped >= len(recs) - 2

@@ -238,11 +238,9 @@ def test_a_wrong_candidate_is_recorded_and_never_chosen(model, tmp_path, monkeyp
 
 def test_llvm_tuning_refuses_what_it_cannot_do_in_one_line(model, tmp_path):
     rec = str(tmp_path / "r.jsonl")
-    with pytest.raises(MtvmError, match="JIT in this process.*use --board host"):
-        mtvm.tune(model, board="mps2-an386", backend="llvm", records=rec)
     with pytest.raises(MtvmError, match="memory-budget"):
         mtvm.tune(model, backend="llvm", records=rec, memory_budget=1000)
-    with pytest.raises(MtvmError, match="devices"):
+    with pytest.raises(MtvmError, match="JIT in this process.*devices"):
         mtvm.tune(model, backend="llvm", records=rec, devices=2)
     with pytest.raises(MtvmError, match="conv2d_f32 is not a knob set of this backend"):
         mtvm.compile(model, backend="llvm", schedule_config={"conv2d_f32": {"mr": 2}})
