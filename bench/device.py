@@ -38,7 +38,8 @@ def quiet(*_a, **_k):
     pass
 
 
-def bench_model(path: str, board: str, work: str, backend: str = "c") -> dict:
+def bench_model(path: str, board: str, work: str, backend: str = "c",
+                tuning_records: str | None = None) -> dict:
     import mtvm
     import mtvm.project as P
     name = os.path.splitext(os.path.basename(path))[0]
@@ -53,7 +54,7 @@ def bench_model(path: str, board: str, work: str, backend: str = "c") -> dict:
         from mtvm.boards import load_board
         from mtvm.target import Target
         tg = Target.from_board(load_board(board))
-        lib = mtvm.compile(path, target=tg, backend=backend)
+        lib = mtvm.compile(path, target=tg, backend=backend, tuning_records=tuning_records)
         proj = P.generate(lib, board=board, out_dir=out, kind="standalone", sample=npz,
                           force=True, progress=quiet)
         proj.build(progress=quiet)

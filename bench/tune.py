@@ -1,6 +1,7 @@
-"""Default vs tuned schedules on the host, paired in one run.
+"""Default vs tuned schedules, on the host paired in one run, or on an emulated board.
 
     python bench/tune.py [--models-dir DIR] [--trials N] [--isa native|avx2] [MODEL ...]
+    python bench/tune.py --board mps2-an386 [--devices N] [--backend c|llvm] [MODEL ...]
 
 For each model: `mtvm tune` on the host board (profiling builds measured
 through host sessions, records in --records-dir), then two host-driven
@@ -17,6 +18,10 @@ tuning made it faster.
 AVX-512 on an AVX-512 host), --isa avx2 for x86-64-v3 (AVX2 + FMA), which
 runs on the same machine. Figures, not pass/fail; say which CPU they came
 from (the table's first line does).
+
+--board BOARD (an emulated board): `mtvm tune` on it (--devices emulators,
+QEMU -icount), then the default and the tuned standalone firmware each run
+once under -icount (bench/device.py): whole-model instruction counts, exact.
 """
 from __future__ import annotations
 
@@ -105,6 +110,63 @@ def bench_model(path: str, target: str, args) -> dict:
     return row
 
 
+def bench_board_model(path: str, args) -> dict:
+    """Tuned on an emulated board, then the whole model's instructions, default and tuned."""
+    import mtvm
+    import device
+    name = os.path.splitext(os.path.basename(path))[0]
+    row = {"model": name}
+    rec = os.path.join(args.records_dir, f"{name}.{args.board}.{args.backend}.jsonl")
+    os.makedirs(args.records_dir, exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        res = mtvm.tune(path, board=args.board, records=rec, trials=args.trials,
+                        devices=args.devices, backend=args.backend, runs=args.runs)
+    except mtvm.MtvmError as e:
+        row["error"] = str(e).splitlines()[0][:120]
+        return row
+    row.update(tune_s=time.monotonic() - t0, builds=res.stats.builds,
+               layers=len(res.layers), tunable=sum(len(lay.candidates) > 1
+                                                   for lay in res.layers),
+               improved=sum(1 for lay in res.layers if lay.key in res.best
+                            and not res.best[lay.key].is_default),
+               summary=res.summary())
+    work = tempfile.mkdtemp(prefix="mtvm-bench-tune-")
+    for kind, records in (("default", None), ("tuned", rec)):
+        r = device.bench_model(path, args.board, os.path.join(work, kind), args.backend,
+                               tuning_records=records)
+        if "error" in r:
+            row["error"] = f"{kind}: {r['error']}"
+            return row
+        row[f"{kind}_instr"], row[f"{kind}_arena"] = r["instructions"], r["arena"]
+    row["ratio"] = row["tuned_instr"] / row["default_instr"]
+    return row
+
+
+def board_table(rows, args) -> str:
+    lines = [f"board {args.board} (QEMU -icount shift=0), backend {args.backend}; mtvm tune "
+             f"--trials {args.trials} --devices {args.devices}; whole-model instructions of the "
+             "default and the tuned standalone firmware (one run each: exact)", "",
+             "| model | layers (tunable) | builds | tune s | improved layers | default instr "
+             "| tuned instr | tuned/default | arena default -> tuned B |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    ratios = []
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * 7)
+            continue
+        ratios.append(r["ratio"])
+        lines.append(f"| {r['model']} | {r['layers']} ({r['tunable']}) | {r['builds']} | "
+                     f"{r['tune_s']:.0f} | {r['improved']} | {r['default_instr']:,.0f} | "
+                     f"{r['tuned_instr']:,.0f} | {r['ratio']:.4f} | "
+                     f"{r['default_arena']:,} -> {r['tuned_arena']:,} |")
+    if ratios:
+        gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        lines.append(f"\ngeometric mean tuned/default: {gm:.4f} over {len(ratios)} model(s); "
+                     f"worst {max(ratios):.4f}")
+    return "\n".join(lines)
+
+
 def table(rows, target, args) -> str:
     lines = [f"host: {cpu_name()}, target {target} (--isa {args.isa}); mtvm tune --trials "
              f"{args.trials}, {args.runs or 15} profiled runs per build (fastest run per kernel); "
@@ -130,6 +192,13 @@ def table(rows, target, args) -> str:
     return "\n".join(lines)
 
 
+def model_paths(args) -> list[str]:
+    paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
+    if args.models:
+        paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
+    return paths
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*", help="model names (default: all in --models-dir)")
@@ -141,14 +210,26 @@ def main(argv=None) -> int:
     p.add_argument("--number", type=int, default=20, help="runs per timed turn")
     p.add_argument("--rounds", type=int, default=30, help="timed turns of each build")
     p.add_argument("--show", action="store_true", help="print each tuning summary too")
+    p.add_argument("--board", default="host", help="an emulated board to tune on instead "
+                   "of the host (e.g. mps2-an386): instruction counts")
+    p.add_argument("--devices", type=int, default=1, help="emulators measuring in parallel "
+                   "(--board)")
+    p.add_argument("--backend", choices=["c", "llvm"], default="c", help="(--board)")
     args = p.parse_args(argv)
+    if args.board != "host":
+        rows = []
+        for path in model_paths(args):
+            print(f"  {os.path.basename(path)} ({args.board}) ...", file=sys.stderr, flush=True)
+            rows.append(bench_board_model(path, args))
+            if args.show and "summary" in rows[-1]:
+                print(rows[-1]["summary"], file=sys.stderr)
+            print(board_table(rows[-1:], args).splitlines()[-1], file=sys.stderr, flush=True)
+        print(board_table(rows, args))
+        return 0
     from mtvm.target import Target
     target = Target.parse("host" if args.isa == "native" else "x86-64-v3").name
-    paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
-    if args.models:
-        paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
     rows = []
-    for path in paths:
+    for path in model_paths(args):
         print(f"  {os.path.basename(path)} ({target}) ...", file=sys.stderr, flush=True)
         rows.append(bench_model(path, target, args))
         if args.show and "summary" in rows[-1]:
