@@ -142,6 +142,23 @@ def test_time_limit_and_ctrl_c_keep_the_records(model, tmp_path):
     assert again.stats.skipped == len(kept)
 
 
+def test_an_instruction_count_must_beat_the_default_by_a_timer_tick():
+    """Instruction counts come from the board's timer (40 instructions a tick at 25 MHz):
+    a candidate one tick under the default is the same code read a tick apart, not a gain;
+    two ticks under it is chosen. Timer ticks keep their 3 % margin."""
+    def rec(knob, figure, default=False, unit="instructions"):
+        return R.make(key="k", target="cortex-m4", board="mps2-an386", op="Conv", layer="",
+                      schedule="conv2d_f32", knobs={"gemm_mr": knob}, default=default,
+                      status="ok", figure=figure, unit=unit, ticks_per_second=25_000_000)
+    default = rec(8, 10_000.0, default=True)
+    assert R.best([default, rec(4, 9_960.0)])["k"].is_default
+    assert R.best([default, rec(4, 9_920.0)])["k"].record["knobs"] == {"gemm_mr": 4}
+    assert R.best([default, rec(4, 9_960.0)], margin=0.0)["k"].record["knobs"] == \
+        {"gemm_mr": 4}
+    ticks = [rec(8, 10_000.0, True, "ticks"), rec(4, 9_800.0, unit="ticks")]
+    assert R.best(ticks)["k"].is_default
+
+
 # -- failures ---------------------------------------------------------------------------------
 def test_failing_candidates_are_recorded_and_never_chosen(model, tmp_path):
     """A knob value the emitter cannot handle (gemm_mr=0: a compile error) in a

@@ -33,7 +33,7 @@ from .space import candidate_ident
 OK = "ok"
 # A non-default candidate measured with a device timer must beat the default by
 # this much to be chosen (host timers on a loaded machine jitter by a few %);
-# instruction counts are exact and need no margin.
+# instruction counts are exact, up to one timer tick (_resolution).
 TIMER_MARGIN = 0.03
 
 
@@ -162,15 +162,26 @@ def _figure(recs) -> float:
     return statistics.median(r["figure"] for r in recs)
 
 
+def _resolution(rec: dict, margin: float | None) -> float:
+    """What an instruction count must beat the default's by (when no margin is
+    given): one timer tick's instructions, the resolution of a device profile's
+    figures (40 at the emulated boards' 25 MHz), so that two builds of the same
+    code, whose per-kernel counts can land a tick apart, never pass for a gain."""
+    tps = rec.get("ticks_per_second")
+    if margin is not None or rec.get("unit") != "instructions" or not tps:
+        return 0.0
+    return 1e9 / tps
+
+
 def best(records, target: str | None = None, margin: float | None = None,
          backend: str | None = None) -> dict[str, Best]:
     """{key: Best} over the ok records (of `target`, when given). Figures of
     different boards, units or statistics are not compared: per key, the
     (board, unit, statistic) group with the most ok records is used. In it,
     each candidate's figure is the median of its records, and a candidate other than the default is
-    chosen only when it beats the default's figure by `margin` (default: 0 for
-    instruction counts, TIMER_MARGIN for timer ticks). backend: only the records
-    of that backend ("c" or "llvm")."""
+    chosen only when it beats the default's figure by `margin` (default: one timer
+    tick's instructions for instruction counts, TIMER_MARGIN for timer ticks).
+    backend: only the records of that backend ("c" or "llvm")."""
     by_key: dict[str, list] = {}
     for r in resolve(records):
         if target is not None and r.get("target") != target:
@@ -200,7 +211,7 @@ def best(records, target: str | None = None, margin: float | None = None,
                                                else TIMER_MARGIN)
         pick = min(figures, key=lambda i: (figures[i], i not in defaults))
         if default_fig is not None and pick not in defaults and \
-                figures[pick] > default_fig * (1 - m):
+                figures[pick] >= default_fig * (1 - m) - _resolution(cands[pick][-1], margin):
             pick = defaults[0]
         rec = dict(cands[pick][-1], figure=figures[pick])
         out[key] = Best(key, rec, default_fig, len(cands), failed, group)
