@@ -466,14 +466,20 @@ def rule_affine(ctx, p, acts, q, qy):
             chain[:-1])
 
 
-def lut_node(ctx, nodes: list[Node], x_name: str, qx: QP, qy: QP, out: str) -> Node:
-    """Tabulate a chain of unary float ops on all 256 values of the 8-bit input."""
+def lut_node(ctx, nodes: list[Node], x_name: str, qx: QP, qy: QP, out: str,
+             value: str | None = None) -> Node:
+    """Tabulate a chain of float ops on all 256 values of the 8-bit input: unary
+    ops, and (with `value`, the float tensor the chain starts from) binary ones
+    whose other operand is a one-element constant (_scalar_operand)."""
     lo, hi = qrange(qx.dtype)
     xs = np.arange(lo, hi + 1).astype(qx.dtype)
     v = dequantize_ref(xs, qx.s, np.array(qx.z))
     with np.errstate(all="ignore"):
         for n in nodes:
-            v = np.asarray(get_op(n.op, n.domain).reference(v, **n.attrs), np.float32)
+            args = [v if i == value or value is None else
+                    np.asarray(ctx.const(i), np.float32).reshape(()) for i in n.inputs if i]
+            v = np.asarray(get_op(n.op, n.domain).reference(*args, **n.attrs), np.float32)
+            value = n.outputs[0] if value is not None else None
     table = quantize_ref(v, qy.s, np.array(qy.z), qy.dtype)
     name = nodes[-1].name
     return Node("QLut", name, [x_name, ctx.add_const(name + "_table", table)], [out], {},
@@ -517,6 +523,40 @@ def _is_unary(ctx: Ctx, n: Node) -> bool:
     return bool(op and op.elementwise and not n.domain and len([i for i in n.inputs if i]) == 1
                 and len([o for o in n.outputs if o]) == 1 and not n.tail
                 and n.op not in ("Identity",))
+
+
+def _scalar_operand(ctx: Ctx, n: Node, value: str) -> bool:
+    """Whether n is a float elementwise op of `value` and one one-element constant
+    (x / sqrt(2) before an Erf): a function of `value` alone, tabulated as unary ones are."""
+    op = get_op(n.op, n.domain)
+    ins = [i for i in n.inputs if i]
+    if not (op and op.elementwise and not n.domain and len(ins) == 2 and value in ins
+            and len([o for o in n.outputs if o]) == 1 and not n.tail):
+        return False
+    other = ins[1] if ins[0] == value else ins[0]
+    c = ctx.const(other)
+    return other != value and c is not None and np.size(c) == 1 and \
+        np.asarray(c).dtype.kind == "f"
+
+
+def _lut_chain(ctx: Ctx, value: str, skip) -> tuple[list[Node], str] | None:
+    """The single-use chain of unary and scalar-operand float ops from a
+    DequantizeLinear of 8-bit data to `value` (a QuantizeLinear's input), and the
+    DequantizeLinear's output; None when the chain does not start at one."""
+    chain = []
+    while True:
+        p = ctx.producers.get(value)
+        if p is None or id(p) in skip:
+            return None
+        if p.op == "DequantizeLinear" and not p.domain:
+            return (chain, value) if chain else None
+        if chain and not ctx.single_use(value):    # an intermediate result read elsewhere
+            return None
+        src = next((i for i in p.inputs if i and ctx.const(i) is None), None)
+        if src is None or not (_is_unary(ctx, p) or _scalar_operand(ctx, p, src)):
+            return None
+        chain.insert(0, p)
+        value = src
 
 
 def lower_quantized(graph: Graph) -> Graph:
@@ -569,6 +609,13 @@ def lower_quantized(graph: Graph) -> Graph:
                 new = None
             if isinstance(new, tuple):
                 new, extra = new
+        if not new and anchor.op != "DequantizeLinear":
+            # GELU's x / sqrt(2) -> Erf, or any chain of ops with scalar operands: a table
+            found = _lut_chain(ctx, q.inputs[0], set(dropped) | set(replaced))
+            xs = ctx.dq_source(found[1]) if found else None
+            if xs is not None and xs[1].dtype.name in ("int8", "uint8"):
+                chain, anchor = found[0], ctx.producers[found[1]]
+                new = [lut_node(ctx, chain, xs[0], xs[1], qy, q.outputs[0], found[1])]
         if not new:
             continue
         g.tensors[q.outputs[0]].quant = _qparams(qy)

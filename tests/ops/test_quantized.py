@@ -487,6 +487,38 @@ def test_qdq_unary_lut(op, attrs, ys, yz):
     check_q(b.model(b.q(b.op(op, [x], **attrs), ys, yz)), b.feeds, kinds=["QLut"])
 
 
+@pytest.mark.parametrize("chain", ["gelu_erf", "scaled_sigmoid", "const_minus_x_tanh"])
+def test_qdq_chains_with_scalar_operands_are_one_lut(chain):
+    """DequantizeLinear -> ops of x and one-element constants -> QuantizeLinear (a GELU's
+    x / sqrt(2) -> Erf; Mul by a scalar, then Sigmoid; 1 - x, then Tanh) is one table,
+    whatever else reads the dequantized x (here: the output's second term)."""
+    b = QDQ()
+    x = b.input((2, 3, 8), 0.047)
+    c = b.const(np.array(1.4142135, np.float32))
+    if chain == "gelu_erf":
+        y = b.op("Erf", [b.op("Div", [x, c])])
+    elif chain == "scaled_sigmoid":
+        y = b.op("Sigmoid", [b.op("Mul", [c, x])])
+    else:
+        y = b.op("Tanh", [b.op("Sub", [b.const(np.array([1.0], np.float32)), x])])
+    y = b.q(y, 1 / 128, 0)
+    out = b.q(b.op("Add", [b.dq(y, 1 / 128, 0), x]), 0.06)
+    # the table's output as onnxruntime's float chain gives it; the QAdd within a step
+    lib = check_q(b.model(y, out), b.feeds, kinds=["QLut", "QAdd"], max_frac=0.1)
+    np.testing.assert_array_equal(list(lib.run_host(b.feeds).values())[0],
+                                  run_ort(b.model(y, out), b.feeds)[0])
+
+
+def test_qdq_chain_with_a_per_channel_operand_is_no_lut():
+    """A constant of more than one element makes the chain no function of x alone."""
+    b = QDQ()
+    x = b.input((1, 3, 8), 0.047)
+    c = b.const(np.array([1.0, 2.0, 3.0], np.float32).reshape(1, 3, 1))
+    lib = check_q(b.model(b.q(b.op("Erf", [b.op("Div", [x, c])]), 1 / 128, 0)), b.feeds,
+                  max_frac=0.05)
+    assert "QLut" not in [o["kind"] for o in lib.metadata["operators"]]
+
+
 def test_qdq_batchnorm_affine():
     b = QDQ()
     c = 5
