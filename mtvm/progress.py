@@ -58,15 +58,17 @@ class _NoBar:
 
 
 @contextlib.contextmanager
-def bar(total: int, desc: str, unit: str = "it", stream=None, delay: float = DELAY):
-    """A bar of `total` steps (update(n) after each n). A no-op when not shown."""
+def bar(total: int, desc: str, unit: str = "it", stream=None, delay: float = DELAY,
+        position: int | None = None):
+    """A bar of `total` steps (update(n) after each n). A no-op when not shown.
+    position: its line among bars shown at once (0 the first)."""
     stream = stream if stream is not None else sys.stderr
     if not enabled(stream):
         yield _NoBar()
         return
     from tqdm import tqdm
     b = tqdm(total=total, desc=desc, unit=unit, file=stream, leave=False, delay=delay,
-             dynamic_ncols=True, mininterval=0.2)
+             dynamic_ncols=True, mininterval=0.2, position=position)
     try:
         yield b
     finally:

@@ -142,6 +142,20 @@ def test_time_limit_and_ctrl_c_keep_the_records(model, tmp_path):
     assert again.stats.skipped == len(kept)
 
 
+def test_progress_has_a_bar_per_layer_with_its_best_speedup(model, tmp_path, monkeypatch,
+                                                            capsys):
+    """On a terminal (forced here): under the builds' bar, one bar per layer with
+    candidates to try, its key, op, candidates measured and best speedup so far."""
+    monkeypatch.setenv("MTVM_PROGRESS", "1")
+    monkeypatch.setenv("MTVM_PROGRESS_DELAY", "0")
+    res = mtvm.tune(model, board="host", records=str(tmp_path / "p.jsonl"), trials=2, runs=3)
+    err = capsys.readouterr().err.replace("\r", "\n")
+    assert "tune tiny_convs.onnx" in err
+    for lay in res.layers:
+        line = [x for x in err.splitlines() if lay.key[:8] in x and "cand" in x]
+        assert line and "best" in line[-1], err[-2000:]
+
+
 def test_an_instruction_count_must_beat_the_default_by_a_timer_tick():
     """Instruction counts come from the board's timer (40 instructions a tick at 25 MHz):
     a candidate one tick under the default is the same code read a tick apart, not a gain;

@@ -254,7 +254,9 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     if progress is None:
         progress = _progress.enabled()
     bar = (lambda total: _progress.bar(total, f"tune {os.path.basename(model)}",
-                                        unit="build", delay=0)) if progress else None
+                                        unit="build", delay=0, position=0)) if progress else None
+    layer_bar = (lambda total, desc, pos: _progress.bar(total, desc, unit="cand", delay=0,
+                                                         position=pos)) if progress else None
     name = os.path.splitext(os.path.basename(model))[0]
     try:
         with R.Writer(records_path) as writer:
@@ -262,7 +264,7 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
                           trials, done, prior, runs=runs, time_limit=time_limit,
                           memory_budget=memory_budget, compile_options=opts, timeout=timeout,
                           seed=seed, progress=bar, log=log, search=search,
-                          cost_model=cost, backend=backend)
+                          cost_model=cost, backend=backend, layer_progress=layer_bar)
             stats = tuner.run()
     finally:
         if own_dir:

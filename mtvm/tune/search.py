@@ -49,6 +49,8 @@ from dataclasses import dataclass, field
 from ..errors import MtvmError
 from ..schedules import ScheduleConfig
 from . import records as R
+
+MAX_LAYER_BARS = 12
 from .cost_model import CostModel
 from .measure import Device, measure
 from .space import Candidate, Layer
@@ -225,9 +227,10 @@ class Tuner:
                  memory_budget: int | None = None, compile_options=None,
                  timeout: float | None = None, seed: int = 0, progress=None, log=None,
                  base_config=None, search: str = "auto", cost_model: CostModel | None = None,
-                 backend: str = "c"):
+                 backend: str = "c", layer_progress=None):
         self.model, self.model_name, self.board, self.target = model, model_name, board, target
         self.backend = backend
+        self.layer_progress = layer_progress     # (total, desc, position) -> bar context
         self.layers = {lay.key: lay for lay in layers}
         self.devices, self.writer, self.inputs = devices, writer, inputs
         self.runs, self.time_limit, self.memory_budget = runs, time_limit, memory_budget
@@ -373,6 +376,16 @@ class Tuner:
         total = self.estimate()
         bar_ctx = self.progress(total) if self.progress else None
         bar = bar_ctx.__enter__() if bar_ctx else None
+        layer_bars = contextlib.ExitStack()
+        self._layer_bars = {}
+        if bar is not None and self.layer_progress is not None:
+            # under the builds' bar, one per layer with candidates to try (at most
+            # MAX_LAYER_BARS: the terminal's lines), its best speedup so far beside it
+            todo = [s for s in self.search.values() if s.remaining]
+            for i, s in enumerate(todo[:MAX_LAYER_BARS]):
+                lay = s.layer
+                self._layer_bars[lay.key] = layer_bars.enter_context(self.layer_progress(
+                    s.tried + s.remaining, f"  {lay.key[:8]} {R._cut(lay.kind, 12)}", i + 1))
         executor = ThreadPoolExecutor(max_workers=len(devices), thread_name_prefix="mtvm-tune")
         pending = {}
         try:
@@ -399,6 +412,8 @@ class Tuner:
                     self.finish(b, res, dev)
                     first = False
                     if bar is not None:
+                        if b.phase != "split":
+                            self._update_layer_bars(b)
                         bar.total = self.stats.builds + len(pending) + self.estimate()
                         bar.update(1)
                         bar.set_postfix_str(self.postfix())
@@ -411,10 +426,22 @@ class Tuner:
             raise
         finally:
             executor.shutdown(wait=not self.stats.interrupted, cancel_futures=True)
+            layer_bars.close()
             if bar_ctx is not None:
                 bar_ctx.__exit__(None, None, None)
             self.stats.seconds = time.monotonic() - t0
         return self.stats
+
+    def _update_layer_bars(self, build: Build) -> None:
+        for key in build.trying:
+            b = self._layer_bars.get(key)
+            if b is None:
+                continue
+            s = self.search[key]
+            b.update(1)
+            d = s.figures.get(s.layer.default.ident)
+            if d and s.best_figure:
+                b.set_postfix_str(f"best {d / s.best_figure:.2f}x")
 
     def postfix(self) -> str:
         better = [s for s in self.search.values() if s.best.ident != s.layer.default.ident]
