@@ -486,6 +486,39 @@ def lut_node(ctx, nodes: list[Node], x_name: str, qx: QP, qy: QP, out: str,
                 domain=DOMAIN)
 
 
+def rule_layernorm(ctx, p, acts, q, qy):
+    """LayerNormalization over an 8-bit tensor (QLayerNorm): the float statistics and
+    normalization, read from and written to 8 bits (mtvm/ops/quantized/layernorm.py).
+    Scale and B constant, one value per normalized element or one for all; only the
+    normalized output used (not Mean / InvStdDev)."""
+    xs = ctx.dq_source(p.inputs[0])
+    clamp = clamp_bounds(ctx, acts, qy)
+    if xs is None or clamp is None or xs[1].dtype.name not in ("int8", "uint8") or \
+            qy.dtype != xs[1].dtype or p.attrs.get("stash_type", 1) != 1 or \
+            any(o for o in p.outputs[1:]):
+        return None
+    shape = ctx.g.tensors[p.inputs[0]].shape
+    axis = p.attrs.get("axis", -1)
+    axis = axis + len(shape) if axis < 0 else axis
+    cols = int(np.prod(shape[axis:], dtype=np.int64))
+    from ..ops.quantized.layernorm import MAX_COLS, fold_params
+    vals = [ctx.const(i) if i else None for i in (p.inputs + ["", ""])[1:3]]
+    if cols > MAX_COLS or vals[0] is None or (p.inputs[2:3] and p.inputs[2] and vals[1] is None):
+        return None
+    if any(v is not None and (np.size(v) not in (1, cols) or np.asarray(v).dtype != np.float32)
+           for v in vals) or np.size(vals[0]) != np.size(vals[1] if vals[1] is not None
+                                                       else vals[0]):
+        return None
+    gain, offset = fold_params(vals[0], vals[1], np.float32(qy.s))
+    x_name, qx = xs
+    lo, hi = clamp
+    return [Node("QLayerNorm", p.name, [x_name, ctx.add_const(p.name + "_gain", gain),
+                                        ctx.add_const(p.name + "_offset", offset)],
+                 [q.outputs[0]], dict(axis=axis, epsilon=float(p.attrs.get("epsilon", 1e-5)),
+                                      x_scale=float(np.float32(qx.s)), x_zp=qx.z, y_zp=qy.z,
+                                      act_min=lo, act_max=hi), domain=DOMAIN)]
+
+
 def rule_softmax(ctx, p, acts, q, qy):
     """Softmax over the last axis, from an exp table (integer-only)."""
     xs = ctx.dq_source(p.inputs[0])
@@ -510,7 +543,7 @@ def rule_softmax(ctx, p, acts, q, qy):
                  dict(inv=inv, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)]
 
 
-RULES = {"Conv": rule_conv, "Softmax": rule_softmax, "Gemm": rule_gemm, "MatMul": rule_gemm, "Add": rule_add_mul,
+RULES = {"Conv": rule_conv, "Softmax": rule_softmax, "LayerNormalization": rule_layernorm, "Gemm": rule_gemm, "MatMul": rule_gemm, "Add": rule_add_mul,
          "Mul": rule_add_mul, "Sub": rule_affine, "Div": rule_affine,
          "BatchNormalization": rule_affine, "AveragePool": rule_avgpool,
          "GlobalAveragePool": rule_avgpool, "ReduceMean": rule_avgpool,

@@ -519,6 +519,43 @@ def test_qdq_chain_with_a_per_channel_operand_is_no_lut():
     assert "QLut" not in [o["kind"] for o in lib.metadata["operators"]]
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape,axis,bias,relu", [((2, 5, 16), -1, True, False),
+                                                  ((3, 4, 6), -2, False, False),
+                                                  ((1, 7, 32), 2, True, True),
+                                                  ((4, 1), -1, True, False)])
+def test_qdq_layernorm_in_8_bits(dtype, shape, axis, bias, relu):
+    """DequantizeLinear -> LayerNormalization (-> Relu) -> QuantizeLinear is one QLayerNorm:
+    within a step of onnxruntime, the same integers as its NumPy model, and the LLVM
+    backend's the same as the C's."""
+    b = QDQ(dtype)
+    x = b.input(shape, 0.043, 3)
+    norm = shape[axis:] if axis >= 0 else shape[len(shape) + axis:]
+    ins = [x, b.const((rng.random(norm) + 0.5).astype(np.float32))]
+    if bias:
+        ins.append(b.const((rng.standard_normal(norm) * 0.3).astype(np.float32)))
+    y = b.op("LayerNormalization", ins, axis=axis, epsilon=1e-5)
+    if relu:
+        y = b.op("Relu", [y])
+    model = b.model(b.q(y, 0.021, -128 if dtype == np.int8 and relu else None))
+    lib = check_q(model, b.feeds, kinds=["QLayerNorm"], sanitize=True, max_frac=0.05)
+    got = list(lib.run_host(b.feeds).values())[0]
+    np.testing.assert_array_equal(got, list(interpret(lib.graph, b.feeds).values())[0])
+    llvm = mtvm.compile(model, backend="llvm")
+    np.testing.assert_array_equal(list(llvm.run_host(b.feeds).values())[0], got)
+
+
+def test_qdq_layernorm_with_its_statistics_used_stays_float():
+    """A LayerNormalization whose Mean output is read elsewhere is not rewritten."""
+    b = QDQ()
+    x = b.input((2, 8), 0.05)
+    out, mean = b.name("ln"), b.name("mean")
+    b.nodes.append(helper.make_node("LayerNormalization", [x, b.const(np.ones(8, np.float32))],
+                                    [out, mean], axis=-1))
+    lib = mtvm.compile(b.model(b.q(out, 0.02), mean))
+    assert "QLayerNorm" not in [o["kind"] for o in lib.metadata["operators"]]
+
+
 def test_qdq_batchnorm_affine():
     b = QDQ()
     c = 5

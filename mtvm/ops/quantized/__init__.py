@@ -9,6 +9,7 @@
     elementwise.py  QAdd, QMul, QAffine, QLut
     pool.py         QAvgPool, QMaxPool
     softmax.py      QSoftmax
+    layernorm.py    QLayerNorm
     qoperator.py    the ONNX QOperator ops (QLinearConv, ConvInteger, QLinearMatMul,
                     MatMulInteger, com.microsoft's QLinear*), lowered to the above
 

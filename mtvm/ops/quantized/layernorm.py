@@ -1,0 +1,133 @@
+"""QLayerNorm: LayerNormalization on an 8-bit tensor, for the DequantizeLinear ->
+LayerNormalization -> QuantizeLinear of a QDQ transformer (mtvm/passes/quantize.py).
+
+One kernel instead of three, and no float tensor between the 8-bit ones. Per row
+of the normalized dims:
+
+- the statistics in integers, exactly: S = sum(q), Q = sum(q^2) of q = x - x_zp
+  (int32: the pass allows at most 32,767 values a row), the variance numerator
+  n Q - S^2 in int64; then mean = x_scale S / n and
+  inv_std = 1 / sqrt(x_scale^2 (n Q - S^2) / n^2 + epsilon) in float;
+- each output (q a + c) g_j + b_j with a = x_scale inv_std, c = -mean inv_std, and
+  g_j, b_j the Scale and B divided by y_scale at compile time (`gain`, `offset`):
+  the value QuantizeLinear divides by its scale, rounded half to even, plus the
+  zero point, clamped.
+
+The float LayerNormalization (two-pass mean and variance, then (x - mean) inv_std
+Scale + B, then / y_scale) rounds differently in the last bits, so an output can
+differ from onnxruntime's by one quantization step where the float value is
+within rounding of a half. The same statements are the LLVM backend's; the C
+stores through VCVTR, QADD and SSAT on Arm DSP cores with an FPU (as
+QuantizeLinear does) and through the 1.5 * 2^23 rounding elsewhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...codegen.cwriter import (Assign, Cast, Const, Decl, For, RawExpr, Type, Var, call, ge,
+                                gt, index_type, lt, not_, param, render_c, select)
+from ..base import register
+from .common import DOMAIN, IntOp
+
+F, CF = Type("float32"), Type("float32", const=True)
+I32, I64 = Type("int32"), Type("int64")
+MAX_COLS = 32767          # sum(q^2) of a row in int32
+
+
+def _f(value) -> Const:
+    return Const(float(np.float32(value)), "float32")
+
+
+def fold_params(scale, b, y_scale) -> tuple[np.ndarray, np.ndarray]:
+    """(gain, offset): Scale and B (b may be None) divided by y_scale, as float32."""
+    gain = (np.asarray(scale, np.float64) / np.float64(y_scale)).astype(np.float32)
+    offset = np.zeros_like(gain) if b is None else \
+        (np.asarray(b, np.float64) / np.float64(y_scale)).astype(np.float32)
+    return gain.reshape(-1), offset.reshape(-1)
+
+
+@register("QLayerNorm", domain=DOMAIN)
+class QLayerNorm(IntOp):
+    """y = QuantizeLinear(LayerNormalization(DequantizeLinear(x)), y_scale, y_zp) over
+    the dims from `axis` on. Inputs: x (8-bit), gain and offset (float32: Scale / y_scale
+    and B / y_scale, one value per normalized element or one for all); x_scale, x_zp,
+    y_zp per tensor; act_min/act_max a fused clamp."""
+
+    def reference(self, x, gain, offset, *, axis, epsilon, x_scale, x_zp, y_zp, act_min,
+                  act_max):
+        cols = int(np.prod(x.shape[axis:], dtype=np.int64))
+        q = x.astype(np.int64).reshape(-1, cols) - x_zp
+        s, sq = q.sum(axis=1, keepdims=True), (q * q).sum(axis=1, keepdims=True)
+        n, xs = np.float32(cols), np.float32(x_scale)
+        mean = xs * s.astype(np.float32) / n
+        var = (cols * sq - s * s).astype(np.float32) * np.float32(xs * xs / (n * n))
+        inv = np.float32(1) / np.sqrt(var + np.float32(epsilon))
+        a, c = xs * inv, -mean * inv
+        v = (q.astype(np.float32) * a + c) * gain.reshape(1, -1) + offset.reshape(1, -1)
+        v = np.rint(v.astype(np.float32)) + np.float32(y_zp)
+        return np.clip(v, act_min, act_max).astype(x.dtype).reshape(x.shape)
+
+    def _rows(self, k, store_fn, *, axis, epsilon, x_scale, x_zp):
+        x, gain, offset = k.ins[:3]
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        cols = int(np.prod(x.shape[axis:], dtype=np.int64))
+        X = param(x)
+        r, j = Var("r"), Var("j")
+        base = Var("base", index_type(const=True))
+        s, sq, q = Var("s", I32), Var("sq", I32), Var("q", Type("int32", const=True))
+        num = Var("num", Type("int64", const=True))
+        mean, inv, a, c = (Var(n_, CF) for n_ in ("mean", "inv_std", "a", "c"))
+        v = Var("v", F)
+        zp = Const(int(x_zp), "int32")
+
+        def per(buf):
+            return param(buf)[0] if buf.size == 1 else param(buf)[j]
+        xs, n = np.float32(x_scale), np.float32(cols)
+        value = (Cast(F, Cast(I32, X[base + j]) - zp) * a + c) * per(gain) + per(offset)
+        body = [Decl(base, r * cols), Decl(s, Const(0, "int32")), Decl(sq, Const(0, "int32")),
+                For(j, cols, [Decl(q, Cast(I32, X[base + j]) - zp), Assign(s, q, "+="),
+                              Assign(sq, q * q, "+=")]),
+                Decl(num, Cast(I64, sq) * Const(cols, "int64") - Cast(I64, s) * Cast(I64, s)),
+                Decl(mean, Cast(F, s) * _f(xs / n)),
+                Decl(inv, _f(1) / call("sqrtf", Cast(F, num) * _f(xs * xs / (n * n))
+                                       + _f(epsilon))),
+                Decl(a, _f(xs) * inv), Decl(c, -(mean * inv)),
+                For(j, cols, [Decl(v, value), *store_fn(param(k.out, output=True)[base + j],
+                                                         v)])]
+        return [For(r, rows, body)]
+
+    def ir_body(self, k, /, *, axis, epsilon, x_scale, x_zp, y_zp, act_min, act_max):
+        big, shift = _f(4194304.0), _f(12582912.0)
+        lo, hi = _f(act_min), _f(act_max)
+        out_t = Type(np.dtype(k.out.dtype).name)
+
+        def store(dst, v):
+            # QuantizeLinear's portable rounding: |v| limited to 2^22, then half to even
+            # by adding and subtracting 1.5 * 2^23 (a NaN ends at the low end)
+            return [Assign(v, select(not_(ge(v, -big)), -big, select(gt(v, big), big, v))),
+                    Assign(v, v + shift - shift + _f(y_zp)),
+                    Assign(v, select(lt(v, lo), lo, select(gt(v, hi), hi, v))),
+                    Assign(dst, Cast(out_t, v))]
+        return self._rows(k, store, axis=axis, epsilon=epsilon, x_scale=x_scale, x_zp=x_zp)
+
+    def emit(self, k, /, **attrs) -> str:
+        lo, hi = int(attrs["act_min"]), int(attrs["act_max"])
+        if not (k.target.is_arm_dsp and k.target.fpu) or \
+                (lo, hi) not in ((-128, 127), (0, 255)):    # a fused Relu: the portable store
+            return render_c(self.ir_body(k, **attrs))
+        k.library("mtvm_dsp.h")
+        k.library("mtvm_cvtr_f32_dsp.h")
+        sat = "__ssat" if np.dtype(k.out.dtype) == np.int8 else "__usat"
+        out_t = Type(np.dtype(k.out.dtype).name)
+
+        def store(dst, v):
+            # VCVTR rounds half to even (the FPSCR's default mode), QADD adds the zero
+            # point without overflow, SSAT/USAT clamp to 8 bits
+            r = f"{sat}(__qadd(mtvm_cvtr({render_c(v)}), {int(attrs['y_zp'])}), 8)"
+            return [Assign(dst, Cast(out_t, RawExpr(r)))]
+        # the target has the DSP extension and a single-precision FPU: MTVM_CVTR is there
+        return render_c(self._rows(k, store, axis=attrs["axis"], epsilon=attrs["epsilon"],
+                                   x_scale=attrs["x_scale"], x_zp=attrs["x_zp"]))
+
+    def macs(self, node, inputs, outputs):
+        return 4 * inputs[0].size
