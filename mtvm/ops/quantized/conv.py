@@ -556,7 +556,10 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         body = rv32_quad(k, body, body[:ngather], st, w, bias, mg=mg, kk=kk, ohw=ohw, nb=nb,
                          tl=tl, cn=cn, store=store)
     nest = indent_c(body, 3) + ["        }", "    }", "}"]
-    direct_ok = x86_direct and w_zp is None and k.inplace is None
+    # the x86 kernels only where an x86 build can take them (portable C keeps every #if):
+    # elsewhere the knob would change dead code only, and the tuner measure it for nothing
+    direct_ok = x86_direct and (k.target.is_x86 or k.target.is_generic) and w_zp is None \
+        and k.inplace is None
     direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
         if pointwise and direct_ok else None
     kxk = direct_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=h, wd=wd, kh=kh,
