@@ -67,6 +67,15 @@ def paired(sessions: dict, inputs: dict, number: int, rounds: int) -> dict:
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
 
 
+def tune_figures(res, t0: float) -> dict:
+    """A table row's tuning columns from a TuneResult (t0: when tuning began)."""
+    return dict(tune_s=time.monotonic() - t0, builds=res.stats.builds, layers=len(res.layers),
+                tunable=sum(len(lay.candidates) > 1 for lay in res.layers),
+                improved=sum(1 for lay in res.layers if lay.key in res.best
+                             and not res.best[lay.key].is_default),
+                measured=res.stats.measured, summary=res.summary())
+
+
 def bench_model(path: str, target: str, args) -> dict:
     import mtvm
     import mtvm.project as P
@@ -82,12 +91,7 @@ def bench_model(path: str, target: str, args) -> dict:
     except mtvm.MtvmError as e:
         row["error"] = str(e).splitlines()[0][:120]
         return row
-    row.update(tune_s=time.monotonic() - t0, builds=res.stats.builds,
-               layers=len(res.layers), tunable=sum(len(lay.candidates) > 1
-                                                   for lay in res.layers),
-               improved=sum(1 for lay in res.layers if lay.key in res.best
-                            and not res.best[lay.key].is_default),
-               measured=res.stats.measured, summary=res.summary())
+    row.update(tune_figures(res, t0))
     work = tempfile.mkdtemp(prefix="mtvm-bench-tune-")
     sessions = {}
     try:
@@ -125,12 +129,7 @@ def bench_board_model(path: str, args) -> dict:
     except mtvm.MtvmError as e:
         row["error"] = str(e).splitlines()[0][:120]
         return row
-    row.update(tune_s=time.monotonic() - t0, builds=res.stats.builds,
-               layers=len(res.layers), tunable=sum(len(lay.candidates) > 1
-                                                   for lay in res.layers),
-               improved=sum(1 for lay in res.layers if lay.key in res.best
-                            and not res.best[lay.key].is_default),
-               summary=res.summary())
+    row.update(tune_figures(res, t0))
     work = tempfile.mkdtemp(prefix="mtvm-bench-tune-")
     for kind, records in (("default", None), ("tuned", rec)):
         r = device.bench_model(path, args.board, os.path.join(work, kind), args.backend,
@@ -143,12 +142,11 @@ def bench_board_model(path: str, args) -> dict:
     return row
 
 
-def board_table(rows, args) -> str:
-    lines = [f"board {args.board} (QEMU -icount shift=0), backend {args.backend}; mtvm tune "
-             f"--trials {args.trials} --devices {args.devices}; whole-model instructions of the "
-             "default and the tuned standalone firmware (one run each: exact)", "",
-             "| model | layers (tunable) | builds | tune s | improved layers | default instr "
-             "| tuned instr | tuned/default | arena default -> tuned B |",
+def _table(head: str, unit: str, rows, cells, digits: int) -> str:
+    """The markdown table of default vs tuned rows; cells(row): the default and tuned
+    figure cells."""
+    lines = [head, "", "| model | layers (tunable) | builds | tune s | improved layers | "
+             f"default {unit} | tuned {unit} | tuned/default | arena default -> tuned B |",
              "|---|---|---|---|---|---|---|---|---|"]
     ratios = []
     for r in rows:
@@ -157,39 +155,32 @@ def board_table(rows, args) -> str:
             continue
         ratios.append(r["ratio"])
         lines.append(f"| {r['model']} | {r['layers']} ({r['tunable']}) | {r['builds']} | "
-                     f"{r['tune_s']:.0f} | {r['improved']} | {r['default_instr']:,.0f} | "
-                     f"{r['tuned_instr']:,.0f} | {r['ratio']:.4f} | "
-                     f"{r['default_arena']:,} -> {r['tuned_arena']:,} |")
+                     f"{r['tune_s']:.0f} | {r['improved']} | {' | '.join(cells(r))} | "
+                     f"{r['ratio']:.{digits}f} | {r['default_arena']:,} -> "
+                     f"{r['tuned_arena']:,} |")
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        lines.append(f"\ngeometric mean tuned/default: {gm:.4f} over {len(ratios)} model(s); "
-                     f"worst {max(ratios):.4f}")
+        lines.append(f"\ngeometric mean tuned/default: {gm:.{digits}f} over {len(ratios)} "
+                     f"model(s); worst {max(ratios):.{digits}f}")
     return "\n".join(lines)
+
+
+def board_table(rows, args) -> str:
+    return _table(f"board {args.board} (QEMU -icount shift=0), backend {args.backend}; mtvm "
+                  f"tune --trials {args.trials} --devices {args.devices}; whole-model "
+                  "instructions of the default and the tuned standalone firmware (one run "
+                  "each: exact)", "instr", rows,
+                  lambda r: (f"{r['default_instr']:,.0f}", f"{r['tuned_instr']:,.0f}"), 4)
 
 
 def table(rows, target, args) -> str:
-    lines = [f"host: {cpu_name()}, target {target} (--isa {args.isa}); mtvm tune --trials "
-             f"{args.trials}, {args.runs or 15} profiled runs per build (fastest run per kernel); "
-             f"latency = fastest of {args.rounds} turns of {args.number} runs (median turn in "
-             "brackets), default and tuned in turns, device timer (clock_gettime)", "",
-             "| model | layers (tunable) | builds | tune s | improved layers | default ms "
-             "| tuned ms | tuned/default | arena default -> tuned B |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    ratios = []
-    for r in rows:
-        if "error" in r:
-            lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * 7)
-            continue
-        ratios.append(r["ratio"])
-        lines.append(f"| {r['model']} | {r['layers']} ({r['tunable']}) | {r['builds']} | "
-                     f"{r['tune_s']:.0f} | {r['improved']} | {r['default_s'] * 1e3:.3f} "
-                     f"({r['default_med'] * 1e3:.3f}) | {r['tuned_s'] * 1e3:.3f} "
-                     f"({r['tuned_med'] * 1e3:.3f}) | {r['ratio']:.3f} | "
-                     f"{r['default_arena']:,} -> {r['tuned_arena']:,} |")
-    if ratios:
-        gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        lines.append(f"\ngeometric mean tuned/default: {gm:.3f} over {len(ratios)} model(s)")
-    return "\n".join(lines)
+    return _table(f"host: {cpu_name()}, target {target} (--isa {args.isa}); mtvm tune "
+                  f"--trials {args.trials}, {args.runs or 15} profiled runs per build (fastest "
+                  f"run per kernel); latency = fastest of {args.rounds} turns of {args.number} "
+                  "runs (median turn in brackets), default and tuned in turns, device timer "
+                  "(clock_gettime)", "ms", rows,
+                  lambda r: (f"{r['default_s'] * 1e3:.3f} ({r['default_med'] * 1e3:.3f})",
+                             f"{r['tuned_s'] * 1e3:.3f} ({r['tuned_med'] * 1e3:.3f})"), 3)
 
 
 def model_paths(args) -> list[str]:
