@@ -12,6 +12,7 @@ import numpy as np
 from ..codegen.cwriter import (Assign, Cast, Comment, Const, Decl, For, If, Index, Raw, RawExpr,
                                Type, Var, and_, call, eq, ge, index_type, lt, param, render_c,
                                select, sum_of, tail)
+from ..errors import ShapeError
 from .base import Op, register
 from .indexing import prod
 
@@ -46,10 +47,12 @@ def _geometry(x_shape, w_shape, attrs):
     if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
         for i in range(D):
             total = max(full[i] - out[i], 0)
-            if auto == "SAME_LOWER":
-                pads[i], pads[i + D] = total - total // 2, total // 2
-            else:
+            # the odd unit of padding at the end for SAME_UPPER, else (SAME_LOWER, and
+            # NOTSET with output_shape) at the start, as the spec and onnxruntime have it
+            if auto == "SAME_UPPER":
                 pads[i], pads[i + D] = total // 2, total - total // 2
+            else:
+                pads[i], pads[i + D] = total - total // 2, total // 2
     return out, pads[:D], st, dil, ks
 
 
@@ -65,6 +68,17 @@ class ConvTranspose(Op):
         out, _, _, _, _ = _geometry(x.shape, w.shape, node.attrs)
         g = node.attrs.get("group", 1)
         return [((x.shape[0], w.shape[1] * g, *out), np.dtype(x.dtype))]
+
+    def check(self, node, inputs):
+        x, w = inputs[0], inputs[1]
+        g = node.attrs.get("group", 1)
+        b = inputs[2] if len(inputs) > 2 else None
+        if x.shape[1] != w.shape[0] or x.shape[1] % g:
+            raise ShapeError(f"W of shape {list(w.shape)} does not take X's {x.shape[1]} "
+                             f"channels in {g} group(s)")
+        if b is not None and tuple(b.shape) != (w.shape[1] * g,):
+            raise ShapeError(f"B of shape {list(b.shape)}: it needs one value per output "
+                             f"channel ({w.shape[1] * g})")
 
     def macs(self, node, inputs, outputs):
         x, w = inputs[0], inputs[1]

@@ -1,15 +1,17 @@
 """Graph -> Graph passes. Each keeps interp(before) == interp(after)."""
 from .simplify import remove_identities, eliminate_dead, fold_constants, mark_aliases
 from .batchnorm import fold_batchnorm
+from .conv_transpose import decompose_conv_transpose
 from .fusion import fuse_elementwise_tails
 from .widen import widen_half
 from .quantize import lower_quantized
 
 __all__ = ["optimize", "remove_identities", "eliminate_dead", "fold_constants",
-           "mark_aliases", "fold_batchnorm", "fuse_elementwise_tails", "widen_half"]
+           "mark_aliases", "fold_batchnorm", "decompose_conv_transpose",
+           "fuse_elementwise_tails", "widen_half"]
 
 PIPELINE = [widen_half, remove_identities, lower_quantized, fold_constants, fold_batchnorm, fold_constants,
-            eliminate_dead, mark_aliases, fuse_elementwise_tails]
+            decompose_conv_transpose, eliminate_dead, mark_aliases, fuse_elementwise_tails]
 
 
 def optimize(graph, fuse: bool = True):

@@ -4,8 +4,9 @@ GEMM per phase through the float GEMM micro-kernel (mtvm.ops.conv_transpose.
 emit_phase_gemm), instead of the gather form that visits every tap of every
 output pixel and keeps the few that land.
 
-Left for later (docs/performance.md): the general case (kernel > stride,
-padding, dilation) as a conv over each phase's taps.
+Strided ConvTransposes with a larger kernel, padding or output_padding become
+convolutions over their phases before scheduling (mtvm/passes/conv_transpose.py);
+dilated and grouped ones keep the gather form.
 """
 from __future__ import annotations
 

@@ -1,0 +1,136 @@
+"""ConvTranspose as convolutions over its phases.
+
+A stride-s ConvTranspose writes each output position o from the kernel taps k
+with o + pad - k = s i (i an input position): the positions of one phase
+r = o mod s take the taps k = c, c + s, c + 2s, ... (c = (r + pad) mod s), and
+output t of the phase (o = r + s t) reads input t + base - j at tap c + j s
+(base = (r + pad - c) / s). That is a stride-1 Conv of the input with those taps
+in reverse order and pads (n - 1 - base, and what gives ceil(O / s) outputs) --
+a Conv the fast schedules compute, where the ConvTranspose kernel visits every
+tap of every output position and keeps the one in s^D that lands.
+
+    ConvTranspose(x, W, b)  =>  Conv_r(x, W_r, b) for every phase r (s^D of them)
+                                -> Concat over channels -> Reshape -> Transpose
+                                (the phases interleaved) -> Reshape [-> Slice]
+
+The kernel == stride case (a U-Net's 2x2 up-convolution) keeps its own
+schedule (schedules/generic/conv_transpose_f32.py: one pointwise GEMM per phase).
+Rewritten: float32, 1-D or 2-D, constant W, one group, no dilation, a stride
+above 1 in some dimension, every phase with at least one tap and pads >= 0
+(padding below the kernel size); the rest stays one ConvTranspose kernel.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..ir import Graph, Node, Tensor
+
+
+def _phases(size_in: int, size_out: int, k: int, s: int, pad: int):
+    """Per phase r < s of one dimension: (first tap c, taps n, pad_begin, pad_end), or
+    None when some phase has no tap or would need a negative pad."""
+    t = -(-size_out // s)
+    out = []
+    for r in range(s):
+        c = (r + pad) % s
+        n = len(range(c, k, s))
+        base = (r + pad - c) // s
+        pb = n - 1 - base
+        pe = t - size_in - pb + n - 1
+        if n == 0 or pb < 0 or pe < 0:
+            return None
+        out.append((c, n, pb, pe))
+    return out
+
+
+def _name(g: Graph, base: str) -> str:
+    name, k = base, 0
+    while name in g.tensors:
+        k += 1
+        name = f"{base}_{k}"
+    return name
+
+
+def _tensor(g: Graph, base: str, shape, dtype) -> str:
+    name = _name(g, base)
+    g.tensors[name] = Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype))
+    return name
+
+
+def _rewrite(g: Graph, n: Node) -> list[Node] | None:
+    from ..ops.conv_transpose import _geometry, stride_sized
+    x = g.tensors.get(n.inputs[0])
+    w = g.const(n.inputs[1]) if len(n.inputs) > 1 else None
+    if x is None or w is None or np.dtype(x.dtype) != np.float32 or w.dtype != np.float32 \
+            or len(x.shape) not in (3, 4) or n.attrs.get("group", 1) != 1 or n.tail \
+            or len([o for o in n.outputs if o]) != 1:
+        return None
+    if stride_sized(x.shape, w.shape, n.attrs):
+        return None
+    out, pads, strides, dil, ks = _geometry(x.shape, w.shape, n.attrs)
+    D = len(out)
+    if any(d != 1 for d in dil) or all(s == 1 for s in strides) or \
+            list(ks) != list(w.shape[2:]):
+        return None
+    per_dim = [_phases(x.shape[2 + d], out[d], ks[d], strides[d], pads[d]) for d in range(D)]
+    if any(p is None for p in per_dim):
+        return None
+    N, Co = x.shape[0], w.shape[1]
+    t = [-(-out[d] // strides[d]) for d in range(D)]
+    y = n.outputs[0]
+    bias = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
+    nodes, phases = [], []
+    for r in itertools.product(*(range(s) for s in strides)):
+        ph = [per_dim[d][r[d]] for d in range(D)]
+        # Conv weights [Co][Ci][taps...]: W[ci][co] at taps c + j s, in reverse order
+        sub = w
+        for d, (c, cnt, _, _) in enumerate(ph):
+            idx = [c + (cnt - 1 - j) * strides[d] for j in range(cnt)]
+            sub = np.take(sub, idx, axis=2 + d)
+        wname = g.add_const(f"{n.inputs[1]}_phase", np.ascontiguousarray(
+            np.swapaxes(sub, 0, 1)))
+        pname = _tensor(g, f"{y}_phase", (N, Co, *t), np.float32)
+        attrs = dict(kernel_shape=[p[1] for p in ph], strides=[1] * D, dilations=[1] * D,
+                     group=1, pads=[p[2] for p in ph] + [p[3] for p in ph])
+        nodes.append(Node("Conv", _name(g, f"{n.name}_phase"), [n.inputs[0], wname]
+                          + ([bias] if bias else []), [pname], attrs))
+        phases.append(pname)
+    s = list(strides)
+    cat = _tensor(g, f"{y}_phases", (N, len(phases) * Co, *t), np.float32)
+    nodes.append(Node("Concat", _name(g, f"{n.name}_phases"), phases, [cat], dict(axis=1)))
+    grid = (N, *s, Co, *t)                  # phases first, in the Concat's order
+    perm = [0, D + 1] + [i for d in range(D) for i in (D + 2 + d, 1 + d)]
+    shaped = _tensor(g, f"{y}_grid", grid, np.float32)
+    nodes.append(Node("Reshape", _name(g, f"{n.name}_grid"), [cat], [shaped],
+                      dict(shape=list(grid), allowzero=0)))
+    woven_shape = [grid[i] for i in perm]
+    woven = _tensor(g, f"{y}_woven", woven_shape, np.float32)
+    nodes.append(Node("Transpose", _name(g, f"{n.name}_woven"), [shaped], [woven],
+                      dict(perm=perm)))
+    full = (N, Co, *[t[d] * s[d] for d in range(D)])
+    if list(full[2:]) == list(out):
+        nodes.append(Node("Reshape", _name(g, f"{n.name}_out"), [woven], [y],
+                          dict(shape=list(full), allowzero=0)))
+    else:
+        flat = _tensor(g, f"{y}_full", full, np.float32)
+        nodes.append(Node("Reshape", _name(g, f"{n.name}_full"), [woven], [flat],
+                          dict(shape=list(full), allowzero=0)))
+        nodes.append(Node("Slice", _name(g, f"{n.name}_out"), [flat], [y],
+                          dict(starts=[0] * D, ends=list(out), axes=list(range(2, 2 + D)),
+                               steps=[1] * D)))
+    return nodes
+
+
+def decompose_conv_transpose(graph: Graph) -> Graph:
+    """Every ConvTranspose that _rewrite takes becomes convolutions over its phases."""
+    if not any(n.op == "ConvTranspose" and not n.domain for n in graph.nodes):
+        return graph
+    g = graph.copy()
+    nodes = []
+    for n in g.nodes:
+        new = _rewrite(g, n) if n.op == "ConvTranspose" and not n.domain else None
+        nodes.extend(new or [n])
+    g.nodes = nodes
+    return g
