@@ -10,9 +10,10 @@ import math
 
 import numpy as np
 
+from ..codegen.cwriter import operand
 from .base import ElementwiseOp, register
-from .elementwise import _fn
-from .math_functions import erf_ref
+from .elementwise import _fn, exp_fn
+from .math_functions import erf_f32, erf_ref
 
 
 @register("Elu")
@@ -97,7 +98,7 @@ class Swish(ElementwiseOp):
 
     def scalar(self, k, args, *, alpha=1.0):
         x = args[0]
-        return f"({x} / ({k.lit(1)} + {_fn(k, 'exp')}(-{k.lit(alpha)} * {x})))"
+        return f"({x} / ({k.lit(1)} + {exp_fn(k)}(-{k.lit(alpha)} * {x})))"
 
 
 @register("Gelu")
@@ -113,8 +114,9 @@ class Gelu(ElementwiseOp):
         if approximate == "tanh":
             inner = f"{k.lit(math.sqrt(2 / math.pi))} * ({x} + {k.lit(0.044715)} * {x} * {x} * {x})"
             return f"({k.lit(0.5)} * {x} * ({k.lit(1)} + {_fn(k, 'tanh')}({inner})))"
-        return (f"({k.lit(0.5)} * {x} * ({k.lit(1)} + "
-                f"{_fn(k, 'erf')}({x} * {k.lit(1 / math.sqrt(2))})))")
+        scaled = f"({x} * {k.lit(1 / math.sqrt(2))})"
+        erf = erf_f32(operand(scaled)) if k.ctype == "float" else f"{_fn(k, 'erf')}{scaled}"
+        return f"({k.lit(0.5)} * {x} * ({k.lit(1)} + {erf}))"
 
 
 @register("PRelu")
@@ -161,7 +163,7 @@ class SwiGLU(ElementwiseOp):
 
     def scalar(self, k, args, *, alpha=1.0):
         a, b = args
-        return f"({a} / ({k.lit(1)} + {_fn(k, 'exp')}(-{k.lit(alpha)} * {a})) * {b})"
+        return f"({a} / ({k.lit(1)} + {exp_fn(k)}(-{k.lit(alpha)} * {a})) * {b})"
 
 
 @register("Binarizer", domain="ai.onnx.ml")

@@ -93,6 +93,16 @@ def _fn(k, name: str) -> str:
     return name + ("f" if k.ctype == "float" else "")
 
 
+def exp_fn(k) -> str:
+    """e^x of the kernel's float type: in float the kernel library's mtvm_exp_f32 (on a
+    glibc host branch-free, so that the elementwise loop vectorizes, where libm's expf
+    is a call; on a microcontroller cheaper than its libm's), libm's exp in double."""
+    if k.ctype == "float":
+        k.library("mtvm_exp_f32.h")
+        return "mtvm_exp_f32"
+    return "exp"
+
+
 # -- unary -------------------------------------------------------------------
 
 class Unary(Op):
@@ -180,8 +190,9 @@ class Sigmoid(Op):
         return (1 / (1 + np.exp(-x))).astype(x.dtype)
 
     def scalar(self, k, args):
+        # e^-x overflows to inf below -88.7, where 1 / (1 + inf) = 0 as with libm.
         one = kernel_lit(k, 1)
-        return one / (one + call(_fn(k, "exp"), -operand(args[0])))
+        return one / (one + call(exp_fn(k), -operand(args[0])))
 
 
 @register("LeakyRelu")

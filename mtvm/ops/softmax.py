@@ -8,7 +8,9 @@ contiguous block the op runs along (rank - 1 for the old semantics, `axis`
 for the new). Both are then the same (outer, n, inner) row loop.
 
 Softmax is numerically stable: exp(x - max(x)) / sum. float32/float64 only; float
-rows take the kernel library's libm-free exponential (mtvm_exp_f32.h).
+rows take the kernel library's libm-free exponential (mtvm_exp_f32.h), and on x86 and
+the portable target a contiguous row of 16 or more is computed in passes gcc
+vectorizes (Softmax.vector_row_body: the maximum and the sum in eight lanes).
 NaN and infinities as NumPy and onnxruntime: a NaN or a +inf in a row makes
 the whole row NaN (Softmax, LogSoftmax; x - max is NaN there), -inf gives 0
 (Softmax) or -inf (LogSoftmax); Hardmax marks the first NaN, as np.argmax
@@ -23,6 +25,7 @@ from ..codegen.cwriter import (
     Decl,
     For,
     If,
+    Pragma,
     Stmt,
     Var,
     and_,
@@ -35,6 +38,7 @@ from ..codegen.cwriter import (
     or_,
     param,
     select,
+    sum_of,
 )
 from .base import Op, register
 from .reduce import BASE, at, libm, norm_axis, require_float, row_loops, split_axis, store, value
@@ -45,10 +49,25 @@ def _block(x, axis, end_axis):
     return x.reshape(split_axis(x.shape, axis, end_axis))
 
 
+# Softmax rows on a vector host: lanes of this many partial maxima and sums (one AVX2
+# vector), so that gcc vectorizes them too (a float max or sum loop is a chain it may not
+# reorder). The pairwise sum of the lanes below is written for eight.
+LANES = 8
+
+
+def vector_rows(k, n: int, inner: int) -> bool:
+    """Whether Softmax's rows take the lanes form: float rows that are contiguous and at
+    least two blocks long, on an x86 or the portable target (which hosts compile).
+    Microcontroller targets keep the one-pass loop: nothing vectorizes there, and the
+    lanes would only add instructions."""
+    return (k.ctype == "float" and inner == 1 and n >= 2 * LANES
+            and (k.target.is_generic or k.target.is_x86))
+
+
 def exp_fn(k) -> str:
     """e^x for the rows' exponentials: the library's libm-free one in float (x -
-    max(x) <= 0 there; its flush of results below FLT_MIN to 0 changes no
-    output), libm's exp in double."""
+    max(x) <= 0 there; the microcontroller form's flush of results below FLT_MIN
+    to 0 changes no output), libm's exp in double."""
     if k.ctype == "float":
         k.library("mtvm_exp_f32.h")
         return "mtvm_exp_f32"
@@ -109,6 +128,8 @@ class Softmax(AlongAxis):
         return e / e.sum(axis=1, keepdims=True)
 
     def row_body(self, k, x, n, inner):
+        if vector_rows(k, n, inner):
+            return self.vector_row_body(k, x, n)
         out = param(k.out, output=True)
         total, inv_sum = value(k, "sum"), value(k, "inv_sum", const=True)
         r, idx, e = Var("r"), Var("idx", index_type(const=True)), value(k, "e", const=True)
@@ -121,6 +142,55 @@ class Softmax(AlongAxis):
                            Assign(total, e, "+=")]),
                 Decl(inv_sum, kernel_lit(k, 1) / total),
                 *self.store_loop(k, n, inner, lambda i, _: out[i] * inv_sum)]
+
+    def vector_row_body(self, k, x, n):
+        """A contiguous row in passes gcc vectorizes: the maximum in LANES lanes kept in
+        the row's output (overwritten next), the exponentials, their sum in LANES
+        accumulators (reassociated: within float rounding of the one-pass sum), the
+        scaling. Each pass runs over whole blocks of LANES, then the row's tail: a
+        count of whole vectors is what gcc -O2 vectorizes (its very cheap cost model
+        takes no loop that needs a scalar epilogue). NaN and inf as the one-pass loop:
+        any NaN or +inf in the row makes the row NaN (through the maximum or the sum)."""
+        out = param(k.out, output=True)
+        r, j, e = Var("r"), Var("j"), value(k, "x", const=True)
+        idx, v = Var("idx", index_type(const=True)), value(k, "v")
+        blocks_end = n // LANES * LANES
+        lane = out[BASE + j]
+
+        def larger(a, b):
+            return select(gt(b, a), b, a)
+
+        def blocks_then_tail(body) -> list[Stmt]:
+            """body(r) for r over [0, blocks_end), then over [blocks_end, n)."""
+            tail_loop = [For(r, n, body, begin=blocks_end)] if blocks_end < n else []
+            return [For(r, blocks_end, body), *tail_loop]
+
+        mx, total, inv_sum = value(k, "mx"), value(k, "sum"), value(k, "inv_sum", const=True)
+        sums = [value(k, f"sum{i}") for i in range(LANES)]
+        # "GCC unroll 1": unrolled, the lanes' selects would be branches, which stop
+        # vectorization; a loop of LANES is if-converted and vectorized. (gcc only; other
+        # compilers ignore a GCC pragma or, like clang, take it the same way.)
+        return [For(j, LANES, [Assign(lane, x[BASE + j])]),
+                For(r, blocks_end, [Pragma("GCC unroll 1"),
+                                    For(j, LANES, [Decl(e, x[BASE + r + j]),
+                                                   Assign(lane, larger(lane, e))])],
+                    begin=LANES, step=LANES),
+                Decl(mx, out[BASE]),
+                For(j, LANES, [Assign(mx, larger(mx, lane))], begin=1),
+                *([For(r, n, [Decl(e, x[BASE + r]), Assign(mx, larger(mx, e))],
+                       begin=blocks_end)] if blocks_end < n else []),
+                *blocks_then_tail([Assign(out[BASE + r], call(exp_fn(k), x[BASE + r] - mx))]),
+                *[Decl(s_, kernel_lit(k, 0)) for s_ in sums],
+                Pragma("GCC unroll 1"),   # a loop, not unrolled: its sums become one vector
+                For(r, blocks_end, [Assign(s_, out[sum_of([BASE, r, i])], "+=")
+                                    for i, s_ in enumerate(sums)], step=LANES),
+                Decl(total, ((sums[0] + sums[1]) + (sums[2] + sums[3]))
+                     + ((sums[4] + sums[5]) + (sums[6] + sums[7]))),
+                *([For(r, n, [Assign(total, out[BASE + r], "+=")], begin=blocks_end)]
+                  if blocks_end < n else []),
+                Decl(inv_sum, kernel_lit(k, 1) / total),
+                *blocks_then_tail([Decl(idx, BASE + r), Decl(v, out[idx] * inv_sum),
+                                   *store(k, v, idx)])]
 
 
 @register("LogSoftmax")
