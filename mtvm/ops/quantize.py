@@ -140,6 +140,24 @@ def _channel_index(shape, axis) -> str:
     return f"({div}) % {shape[axis]}" if axis > 0 else f"{div}"
 
 
+def _elements(shape, axis, body: list) -> list:
+    """`body` (statements on flat element i, and on its channel c along `axis` when
+    per axis) over every element: one loop, or per axis a nest over (outer, c,
+    inner) -- no division per element, and an inner loop gcc vectorizes."""
+    i, n = Var("i"), int(np.prod(shape, dtype=np.int64))
+    if axis is None:
+        return [For(i, n, body)]
+    outer = int(np.prod(shape[:axis], dtype=np.int64))
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    o, c, j = Var("o"), Var("c"), Var("j")
+    at = o * shape[axis] + c if outer > 1 else c
+    if inner > 1:
+        nest = For(c, shape[axis], [For(j, inner, [Decl(i, at * inner + j)] + body)])
+    else:
+        nest = For(c, shape[axis], [Decl(i, at)] + body)
+    return [For(o, outer, [nest]) if outer > 1 else nest]
+
+
 def _param(k, index: int, axis) -> str:
     """C expression of input `index` (scale or zero point) for element i."""
     b = k.ins[index]
@@ -194,8 +212,7 @@ class QuantizeLinear(Op):
         lo, hi = qrange(out.dtype)
         scale = _param(k, 1, ax)
         zp = _param(k, 2, ax) if len(k.ins) > 2 and k.ins[2] is not None else "0"
-        i, v, c = Var("i"), Var("v", F), Var("c")
-        body = [Decl(c, RawExpr(_channel_index(x.shape, ax)))] if ax is not None else []
+        i, v = Var("i"), Var("v", F)
         # Round half to even (as ONNX specifies) by adding and subtracting 1.5 * 2^23,
         # which leaves no fraction bits: what rintf does in the default rounding mode,
         # without a libm call (|v| is first limited to 2^22, beyond any 8/16-bit range).
@@ -206,12 +223,17 @@ class QuantizeLinear(Op):
         if out.dtype.name in SUBBYTE_BITS:
             store = Cast(Type(out.dtype), Binary("&", Cast(Type("int32"), v),
                                                  Const((1 << SUBBYTE_BITS[out.dtype.name]) - 1)))
+        # One select per bound, not nested: gcc if-converts (and vectorizes) these
+        # but not a nested ?: (the same values, NaN included: it fails both tests
+        # but the first, which is written to catch it).
         portable = [Decl(v, Cast(F, param(x)[i]) / RawExpr(scale)),
-                    Assign(v, select(not_(ge(v, -big)), -big, select(gt(v, big), big, v))),
+                    Assign(v, select(not_(ge(v, -big)), -big, v)),
+                    Assign(v, select(gt(v, big), big, v)),
                     Assign(v, v + shift - shift + Cast(F, RawExpr(zp))),
-                    Assign(v, select(lt(v, _f(lo)), _f(lo), select(gt(v, _f(hi)), _f(hi), v))),
+                    Assign(v, select(lt(v, _f(lo)), _f(lo), v)),
+                    Assign(v, select(gt(v, _f(hi)), _f(hi), v)),
                     Assign(param(out, output=True)[i], store)]
-        loop = render_c(For(i, out.size, body + portable))
+        loop = render_c(_elements(x.shape, ax, portable))
         sat = _SAT.get(out.dtype.name)
         if sat is None:
             return loop
@@ -291,8 +313,7 @@ class DequantizeLinear(Op):
         ax = _axis_of(k, axis)
         scale = _param(k, 1, ax)
         zp = _param(k, 2, ax) if len(k.ins) > 2 and k.ins[2] is not None else "0"
-        i, c = Var("i"), Var("c")
-        body = [Decl(c, RawExpr(_channel_index(x.shape, ax)))] if ax is not None else []
+        i, body = Var("i"), []
         if x.dtype == np.int32:
             value = (Cast(F, param(x)[i]) - Cast(F, RawExpr(zp))) * RawExpr(scale)
         else:
@@ -301,7 +322,7 @@ class DequantizeLinear(Op):
             value = Cast(F, RawExpr(_load(f"{x.c}[i]", x.dtype)) - Cast(I32, RawExpr(zp_c))) \
                 * RawExpr(scale)
         body.append(Assign(param(out, output=True)[i], value))
-        return render_c(For(i, out.size, body))
+        return render_c(_elements(x.shape, ax, body))
 
 
 @register("DynamicQuantizeLinear")

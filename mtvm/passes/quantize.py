@@ -14,6 +14,10 @@ output; the float tensors in between disappear:
     DQ(x) -> unary elementwise chain (Sigmoid, Tanh, LeakyRelu, ...) -> Q =>  QLut (256 entries)
     DQ(x) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Concat -> Q
           with the same scale and zero point  =>  the op on the 8-bit tensor itself
+    DQ(x) -> Resize -> Q                        =>  QResize (nearest: a gather, through a
+          requantizing table if the scales differ; linear/cubic: the float taps on
+          dequantized inputs, rounded as Q does); a QAffine requantization after it
+          (into a Concat's scale) is folded into its table
 
 Relu and Clip before the Q become the kernel's clamp bounds (exact: rounding
 is monotonic). Multipliers sx*sw[c]/sy become int32 mantissa + shift
@@ -370,6 +374,100 @@ def rule_concat(ctx, p, acts, q, qy):
     return nodes + [n]
 
 
+def rule_resize(ctx, p, acts, q, qy):
+    """Resize on the 8-bit tensor (QResize): a gather for nearest (with a requantizing
+    table when the scales differ), else the float taps on dequantized values, rounded
+    as QuantizeLinear does (mtvm/ops/quantized/resize.py). (Upsample is deprecated from
+    opset 10, where QuantizeLinear starts: it never sits between DQ and Q.)"""
+    from ..ops.quantized.resize import RESIZE_ATTRS
+    xs = ctx.dq_source(p.inputs[0])
+    if xs is None or acts or len([i for i in p.inputs if i]) != 1 or \
+            xs[1].dtype.name not in ("int8", "uint8") or qy.dtype.name not in ("int8", "uint8"):
+        return None
+    x_name, qx = xs
+    a = p.attrs
+    if any(k.startswith("_") and k not in ("_roi", "_scales", "_sizes") for k in a):
+        return None
+    attrs = {k: a[k] for k in RESIZE_ATTRS if k in a}
+    attrs.update(roi=a.get("_roi"), scales=a.get("_scales"), sizes=a.get("_sizes"))
+    if attrs.get("mode", "nearest") not in ("nearest", "linear", "cubic"):
+        return None
+    lo, _ = qrange(qx.dtype)
+    values = np.arange(lo, lo + 256).astype(qx.dtype)
+    ev = np.float32(a.get("extrapolation_value", 0.0))
+    attrs.update(x_scale=float(np.float32(qx.s)), x_zp=qx.z, y_scale=float(np.float32(qy.s)),
+                 y_zp=qy.z, y_dtype=qy.dtype.name,
+                 ext_q=int(quantize_ref(np.array([ev]), qy.s, np.array(qy.z), qy.dtype)[0]))
+    inputs = [x_name]
+    if attrs["mode"] == "nearest" and not (qx.same(qy) and qx.dtype == qy.dtype):
+        remap = quantize_ref(dequantize_ref(values, qx.s, np.array(qx.z)), qy.s,
+                             np.array(qy.z), qy.dtype)
+        inputs.append(ctx.add_const(p.name + "_remap", remap))
+    n = Node("QResize", p.name, inputs, [q.outputs[0]], attrs, domain=DOMAIN)
+    # The kernel's geometry must give the float op's output shape.
+    ref = get_op("QResize", DOMAIN).reference
+    try:
+        got = ref(np.zeros(ctx.g.tensors[p.inputs[0]].shape, qx.dtype),
+                  *[ctx.const(i) for i in inputs[1:]], **attrs)
+    except Exception:
+        return None
+    return [n] if tuple(got.shape) == tuple(ctx.g.tensors[q.outputs[0]].shape) else None
+
+
+def fuse_resize_requantize(ctx) -> None:
+    """A QResize whose only reader is a per-tensor QAffine (the requantization the
+    Concat rule inserts) or a QLut takes that function into its remap table."""
+    g = ctx.g
+    cons = g.consumers()
+    producers = {o: n for n in g.nodes for o in n.outputs if o}
+    drop = set()
+    for n in g.nodes:
+        if n.op != "QResize" or n.domain != DOMAIN or id(n) in drop:
+            continue
+        t = n.outputs[0]
+        readers = cons.get(t, [])
+        dead = [c for c in readers if c.op == "DequantizeLinear" and not c.domain and
+                not cons.get(c.outputs[0]) and c.outputs[0] not in g.outputs]
+        readers = [c for c in readers if c not in dead]
+        if t in g.outputs or len(readers) != 1:
+            continue
+        c = readers[0]
+        if c.domain != DOMAIN or c.op not in ("QAffine", "QLut") or c.inputs[0] != t or c.tail:
+            continue
+        consts = [ctx.const(i) for i in c.inputs[1:]]
+        if any(v is None for v in consts) or \
+                (c.op == "QAffine" and any(np.size(v) != 1 for v in consts)):
+            continue
+        tdt = g.tensors[t].dtype
+        lo, _ = qrange(tdt)
+        values = np.arange(lo, lo + 256).astype(tdt)
+        try:
+            table = np.asarray(get_op(c.op, DOMAIN).reference(values, *consts, **c.attrs))
+        except Exception:
+            continue
+        if table.dtype != np.dtype(g.tensors[c.outputs[0]].dtype):
+            continue
+        old = ctx.const(n.inputs[1]) if len(n.inputs) > 1 else None
+        if len(n.inputs) > 1 and old is None:
+            continue
+        n.attrs["ext_q"] = int(table[int(n.attrs.get("ext_q", 0)) - lo])
+        if old is not None:
+            table = table[np.asarray(old).astype(np.int64) - lo]
+        x_dt = g.tensors[n.inputs[0]].dtype
+        if n.attrs.get("mode") == "nearest" and np.dtype(x_dt) == table.dtype and \
+                np.array_equal(table, np.arange(lo, lo + 256)):
+            n.inputs = n.inputs[:1]
+        else:
+            n.inputs = [n.inputs[0], ctx.add_const(n.name + "_remap", table)]
+        n.outputs = [c.outputs[0]]
+        drop.add(id(c))
+        drop.update(id(d) for d in dead)
+        if producers.get(t) is n:
+            g.tensors.pop(t, None)
+    if drop:
+        g.nodes = [n for n in g.nodes if id(n) not in drop]
+
+
 AFFINE = ("BatchNormalization", "Mul", "Add", "Sub", "Div")
 
 
@@ -547,7 +645,7 @@ RULES = {"Conv": rule_conv, "Softmax": rule_softmax, "LayerNormalization": rule_
          "Mul": rule_add_mul, "Sub": rule_affine, "Div": rule_affine,
          "BatchNormalization": rule_affine, "AveragePool": rule_avgpool,
          "GlobalAveragePool": rule_avgpool, "ReduceMean": rule_avgpool,
-         "MaxPool": rule_maxpool, "Concat": rule_concat}
+         "MaxPool": rule_maxpool, "Concat": rule_concat, "Resize": rule_resize}
 RULES.update({op: rule_pass_through for op in PASS_THROUGH})
 
 
@@ -667,6 +765,7 @@ def lower_quantized(graph: Graph) -> Graph:
             continue
         nodes.extend(replaced.get(id(n), [n]))
     g.nodes = nodes
+    fuse_resize_requantize(ctx)
     _annotate(ctx)
     fallback = float_fallback_nodes(g)
     if fallback:

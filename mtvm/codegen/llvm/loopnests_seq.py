@@ -34,7 +34,8 @@ which LLVM vectorizes).
 
 Resize / Upsample: the C emitter's per-axis tables (mtvm/ops/resize.py: input
 offsets, weights and extrapolated rows, from onnx.reference's coefficients)
-as static const tables; every mode and coordinate_transformation_mode.
+as static const tables; every mode and coordinate_transformation_mode. QResize
+(the QDQ pass's 8-bit Resize): the C emitter's own IR.
 """
 from __future__ import annotations
 
@@ -789,6 +790,21 @@ def upsample(k, *, scales, mode="nearest"):
     attrs = {"mode": "linear" if mode in ("linear", "bilinear") else mode,
              "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
     return _resize(k, None, scales, None, attrs)
+
+
+def _qresize_scratch(k, **attrs):
+    from ...ops.quantized.resize import scratch_bytes
+    return scratch_bytes(k.ins[0].shape, attrs, k.target)
+
+
+@nest("QResize", domain="mtvm", scratch=_qresize_scratch)
+def qresize(k, **attrs):
+    """The C emitter's statements (mtvm/ops/quantized/resize.py builds them in the
+    C writer's IR for both backends)."""
+    from ...ops.quantized.resize import qresize_nest
+    if k.node.tail:
+        raise NotLowerable("QResize with a fused tail")
+    return qresize_nest(k, **attrs)
 
 
 __all__: list = []

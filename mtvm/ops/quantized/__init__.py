@@ -8,6 +8,7 @@
     matmul.py       QMatMul, QBatchMatMul
     elementwise.py  QAdd, QMul, QAffine, QLut
     pool.py         QAvgPool, QMaxPool
+    resize.py       QResize (Resize on 8-bit tensors, a following requantization folded in)
     softmax.py      QSoftmax
     layernorm.py    QLayerNorm
     qoperator.py    the ONNX QOperator ops (QLinearConv, ConvInteger, QLinearMatMul,
