@@ -34,16 +34,17 @@ def _constant_read_by(project_dir: str, layer: int) -> str:
     """A constant input of kernel `layer` that its C, as the project's compiler
     sees it (preprocessed for the target), reads: a schedule may have packed the
     weights into the kernel itself. The kernel's inK parameters are its node's
-    inputs in order."""
+    inputs in order, as the project's target lays them out (its schedule may read
+    its weights in another order, under another name)."""
     import json
     import subprocess
     from mtvm.target import Target
-    lib = mtvm.compile(MODEL)
-    node = lib.kernels[layer].kernel.node
-    fname = lib.kernels[layer].kernel.fname
     model = os.path.join(project_dir, "model")
     with open(os.path.join(model, "metadata.json")) as f:
         target = Target.parse(json.load(f)["target"]["name"])
+    lib = mtvm.compile(MODEL, target=target)
+    kernel = lib.kernels[layer].kernel
+    fname = kernel.fname
     src = os.path.join(model, "codegen", "host", "src")
     path = next(os.path.join(src, f) for f in os.listdir(src) if f.endswith("_kernels.c"))
     text = subprocess.run(["cc", "-E", "-P", *target.cflags(), "-I", src, "-I",
@@ -52,10 +53,10 @@ def _constant_read_by(project_dir: str, layer: int) -> str:
     start = re.search(rf"\b{fname}\([^;{{]*\)\s*\{{", text).end()   # the definition
     end = text.find("\nint32_t ", start)
     body = text[start:end if end > 0 else len(text)]
-    for k, name in enumerate(node.inputs):
+    for k, buf in enumerate(kernel.ins):
         used = re.sub(rf"\(void\)\s*in{k}\s*;", "", body)
-        if name and lib.graph.tensors[name].is_const and re.search(rf"\bin{k}\b", used):
-            return name
+        if buf is not None and buf.const is not None and re.search(rf"\bin{k}\b", used):
+            return buf.name
     raise AssertionError(f"{fname} reads none of its constants from the constants file")
 
 
