@@ -332,12 +332,12 @@ BAND_CASES = [
 # Stride 1, output size = input size, 16..31 columns: the direct schedule (masked
 # taps in the padding, tiles of 32 positions across rows, a partial last tile).
 DIRECT_CASES = [
-    ("16x16_pad1", (1, 8, 16, 16), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ("16x18_pad1", (1, 8, 16, 18), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
     ("17x19_rows_left", (1, 5, 17, 19), (10, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
     ("5x5_pad2_31_cols", (2, 3, 6, 31), (9, 3, 5, 5), {"pads": [2, 2, 2, 2]}),
     ("even_kernel_asym", (1, 4, 7, 20), (8, 4, 2, 4), {"pads": [0, 1, 1, 2]}),
     ("dilation2", (1, 4, 9, 18), (8, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
-    ("group2", (1, 4, 6, 16), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    ("group2", (1, 4, 6, 18), (16, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
 ]
 # Depthwise, stride 1, output size = input size: depthwise direct (a mask per tile
 # and tap, interior tiles with plain loads, partial last tiles).

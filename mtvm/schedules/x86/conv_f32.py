@@ -1,6 +1,6 @@
 """Float Conv layers that AVX-512 runs with its own micro-kernels: the "band"
 (2 x 16 flat positions per tile, for outputs narrower than band_below_cols)
-and the "direct" one (stride 1, same-size outputs of 16..31 columns, masked
+and the "direct" one (stride 1, same-size outputs of 17..31 columns, masked
 loads instead of a gathered copy).
 
 Each is emitted under `#if MTVM_F32_NR == 16` with the portable schedule as
@@ -15,7 +15,7 @@ from .. import Knob, register
 from ..generic.conv_f32 import ConvF32, float_conv, geometry
 
 _CHOICES = {
-    "direct_min_cols": (8, 16),
+    "direct_min_cols": (8, 16, 17),
     "direct_below_cols": (24, 32, 48),
     "band_below_cols": (16, 32, 64),
     "band_cols": (16, 32, 64),
