@@ -125,11 +125,16 @@ class Graph:
         t = self.tensors.get(name)
         return None if t is None else t.data
 
-    def add_const(self, name: str, value: np.ndarray) -> str:
+    def fresh_name(self, name: str) -> str:
+        """`name`, or `name_1`, `name_2`, ... : the first no tensor has yet."""
         base, k = name, 0
         while name in self.tensors:
             k += 1
             name = f"{base}_{k}"
+        return name
+
+    def add_const(self, name: str, value: np.ndarray) -> str:
+        name = self.fresh_name(name)
         value = np.asarray(value)
         value = np.ascontiguousarray(value) if value.ndim else value.copy()  # keep 0-d
         self.tensors[name] = Tensor(name, tuple(value.shape), value.dtype, value)

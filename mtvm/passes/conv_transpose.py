@@ -45,16 +45,8 @@ def _phases(size_in: int, size_out: int, k: int, s: int, pad: int):
     return out
 
 
-def _name(g: Graph, base: str) -> str:
-    name, k = base, 0
-    while name in g.tensors:
-        k += 1
-        name = f"{base}_{k}"
-    return name
-
-
 def _tensor(g: Graph, base: str, shape, dtype) -> str:
-    name = _name(g, base)
+    name = g.fresh_name(base)
     g.tensors[name] = Tensor(name, tuple(int(d) for d in shape), np.dtype(dtype))
     return name
 
@@ -94,30 +86,30 @@ def _rewrite(g: Graph, n: Node) -> list[Node] | None:
         pname = _tensor(g, f"{y}_phase", (N, Co, *t), np.float32)
         attrs = dict(kernel_shape=[p[1] for p in ph], strides=[1] * D, dilations=[1] * D,
                      group=1, pads=[p[2] for p in ph] + [p[3] for p in ph])
-        nodes.append(Node("Conv", _name(g, f"{n.name}_phase"), [n.inputs[0], wname]
+        nodes.append(Node("Conv", g.fresh_name(f"{n.name}_phase"), [n.inputs[0], wname]
                           + ([bias] if bias else []), [pname], attrs))
         phases.append(pname)
     s = list(strides)
     cat = _tensor(g, f"{y}_phases", (N, len(phases) * Co, *t), np.float32)
-    nodes.append(Node("Concat", _name(g, f"{n.name}_phases"), phases, [cat], dict(axis=1)))
+    nodes.append(Node("Concat", g.fresh_name(f"{n.name}_phases"), phases, [cat], dict(axis=1)))
     grid = (N, *s, Co, *t)                  # phases first, in the Concat's order
     perm = [0, D + 1] + [i for d in range(D) for i in (D + 2 + d, 1 + d)]
     shaped = _tensor(g, f"{y}_grid", grid, np.float32)
-    nodes.append(Node("Reshape", _name(g, f"{n.name}_grid"), [cat], [shaped],
+    nodes.append(Node("Reshape", g.fresh_name(f"{n.name}_grid"), [cat], [shaped],
                       dict(shape=list(grid), allowzero=0)))
     woven_shape = [grid[i] for i in perm]
     woven = _tensor(g, f"{y}_woven", woven_shape, np.float32)
-    nodes.append(Node("Transpose", _name(g, f"{n.name}_woven"), [shaped], [woven],
+    nodes.append(Node("Transpose", g.fresh_name(f"{n.name}_woven"), [shaped], [woven],
                       dict(perm=perm)))
     full = (N, Co, *[t[d] * s[d] for d in range(D)])
     if list(full[2:]) == list(out):
-        nodes.append(Node("Reshape", _name(g, f"{n.name}_out"), [woven], [y],
+        nodes.append(Node("Reshape", g.fresh_name(f"{n.name}_out"), [woven], [y],
                           dict(shape=list(full), allowzero=0)))
     else:
         flat = _tensor(g, f"{y}_full", full, np.float32)
-        nodes.append(Node("Reshape", _name(g, f"{n.name}_full"), [woven], [flat],
+        nodes.append(Node("Reshape", g.fresh_name(f"{n.name}_full"), [woven], [flat],
                           dict(shape=list(full), allowzero=0)))
-        nodes.append(Node("Slice", _name(g, f"{n.name}_out"), [flat], [y],
+        nodes.append(Node("Slice", g.fresh_name(f"{n.name}_out"), [flat], [y],
                           dict(starts=[0] * D, ends=list(out), axes=list(range(2, 2 + D)),
                                steps=[1] * D)))
     return nodes

@@ -60,7 +60,7 @@ def widen_half(graph: Graph) -> Graph:
         t = g.tensors[name]
         if not _is_half(t) or name in keep or name not in producers:
             continue
-        wide = _fresh(g, name + "_f32")
+        wide = g.fresh_name(name + "_f32")
         n = producers[name]
         for part in [n] + n.tail:
             part.outputs = [wide if o == name else o for o in part.outputs]
@@ -72,7 +72,7 @@ def widen_half(graph: Graph) -> Graph:
         if not _is_half(t) or name in keep or name in g.outputs:
             continue
         if name in g.inputs:
-            wide = _fresh(g, name + "_f32")
+            wide = g.fresh_name(name + "_f32")
             _rename_input(g.nodes, name, wide)
             g.tensors[wide] = Tensor(wide, t.shape, f32)
             head.append(Node("Cast", f"{name}_to_float", [name], [wide],
@@ -85,9 +85,3 @@ def widen_half(graph: Graph) -> Graph:
     return g
 
 
-def _fresh(g: Graph, name: str) -> str:
-    base, k = name, 0
-    while name in g.tensors:
-        k += 1
-        name = f"{base}_{k}"
-    return name
