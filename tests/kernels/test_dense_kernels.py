@@ -154,9 +154,13 @@ ACT_TEST = r"""
 @ARRAYS@
 int main(void)
 {
+    volatile float zero = 0.0f;
+    const float nan = zero / zero;
     for (int i = 0; i < @N@; ++i) {
         printf("%.9g %.9g\n", (double)mtvm_tanh_f32(v[i]), (double)mtvm_sigmoid_f32(v[i]));
     }
+    printf("nan %d %d\n", mtvm_tanh_f32(nan) != mtvm_tanh_f32(nan),
+           mtvm_sigmoid_f32(nan) != mtvm_sigmoid_f32(nan));
     return 0;
 }
 """
@@ -166,9 +170,9 @@ int main(void)
 def test_tanh_and_sigmoid_are_within_their_stated_error(target):
     v = np.concatenate([np.linspace(-12, 12, 961), [0.0, -0.0, 1e-6, -1e-6, 1e-30, 30, -30]])
     program = ACT_TEST.replace("@ARRAYS@", _floats("v", v)).replace("@N@", str(v.size))
-    got = np.array([[float(a) for a in line.split()]
-                    for line in _run(program, "act", target,
-                                     ["mtvm_activation_f32.h"]).splitlines()])
+    lines = _run(program, "act", target, ["mtvm_activation_f32.h"]).splitlines()
+    assert lines[-1] == "nan 1 1"          # NaN in, NaN out
+    got = np.array([[float(a) for a in line.split()] for line in lines[:-1]])
     v64 = v.astype(np.float32).astype(np.float64)
     t_ref = np.tanh(v64)
     assert np.max(np.abs(got[:, 0] - t_ref) / np.maximum(np.abs(t_ref), 1e-30)) < 4e-7

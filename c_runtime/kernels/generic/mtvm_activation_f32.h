@@ -24,9 +24,7 @@ static inline float mtvm_tanh_f32(float x)
     q = q * x2 + 4.67276037e-01f;
     q = q * x2 + 1.0f;
     const float t = c * p / q;
-    if (x != x) {
-        return x;
-    }
+    /* a NaN x passes both clamps (every comparison with it is false): NaN out */
     return t > 1.0f ? 1.0f : (t < -1.0f ? -1.0f : t);
 }
 
