@@ -97,9 +97,10 @@ def test_inception_block_runs_branch_by_branch():
     m = inception()
     before = mtvm.compile(m, reorder=False)
     after = check_model(m, data(m), sanitize=True)
-    assert (before.plan.arena_bytes, after.plan.arena_bytes) == (78912, 54336)
-    # the first order found (earliest node first) places at 57344; the one
-    # continuing the last branch reaches the bound
+    # (target "c": the arena also holds the AVX-512 band's scratch of the 16-column convs)
+    assert (before.plan.arena_bytes, after.plan.arena_bytes) == (92160, 67584)
+    # the first order found (earliest node first) places above the bound; the one
+    # continuing the last branch reaches it
     assert after.plan.arena_bytes == after.plan.lower_bound
     assert after.plan.original_lower_bound == before.plan.lower_bound
 
