@@ -68,7 +68,8 @@ def test_the_target_chooses_the_int8_conv_schedule(models_dir, target, folded_sc
     assert folded_schedule in chosen
     for s in chosen:
         assert schedules.get_schedule(s).family in ("generic", {
-            "cortex-m55": "arm_mve", "rv32imac": "riscv"}.get(target, "generic"))
+            "cortex-m55": "arm_mve", "rv32imac": "riscv", "x86-64-v3": "x86"}.get(target,
+                                                                               "generic"))
 
 
 @pytest.mark.parametrize("target, depthwise_schedule", [
