@@ -1171,9 +1171,10 @@ def _qload(x: Expr, dtype) -> Expr:
 
 @nest("QuantizeLinear")
 def quantize_linear(k, *, axis=1, saturate=1, block_size=0, output_dtype=0):
-    """The C emitter's portable loop: x / scale limited to +-2^22, rounded half
-    to even by adding and subtracting 1.5 * 2^23, plus the zero point, clamped."""
-    from ...ops.quantize import _axis_of, qrange
+    """The C emitter's portable loop (mtvm/ops/quantize.py round_to_range): x / scale
+    rounded half to even by adding and subtracting 1.5 * 2^23, plus the zero point,
+    clamped."""
+    from ...ops.quantize import _axis_of, as_quantized, qrange, round_to_range
     x, out = k.ins[0], k.out
     _no_small_float(out.dtype, x.dtype)
     if np.dtype(out.dtype).kind == "f":
@@ -1182,17 +1183,13 @@ def quantize_linear(k, *, axis=1, saturate=1, block_size=0, output_dtype=0):
     lo, hi = qrange(out.dtype)
     i, c = Var("i"), Var("c")
     F = Type("float32")
-    f = lambda v: Const(float(v), "float32")  # noqa: E731
     scale = _qparam(k, 1, ax, c)
     zp = _qparam(k, 2, ax, c) if len(k.ins) > 2 and k.ins[2] is not None else Const(0, "int32")
     v = Var("v", F)
     body = [Decl(c, _channel(x.shape, ax, i))] if ax is not None else []
     body += [Decl(v, Cast(F, param(x)[i]) / scale),
-             Assign(v, select(not_(ge(v, f(-4194304.0))), f(-4194304.0),
-                              select(gt(v, f(4194304.0)), f(4194304.0), v))),
-             Assign(v, (v + f(12582912.0)) - f(12582912.0) + Cast(F, zp)),
-             Assign(v, select(lt(v, f(lo)), f(lo), select(gt(v, f(hi)), f(hi), v))),
-             Assign(param(out, output=True)[i], Cast(Type(np.dtype(out.dtype).name), v))]
+             *round_to_range(v, Cast(F, zp), lo, hi),
+             Assign(param(out, output=True)[i], as_quantized(v, out.dtype))]
     if np.dtype(out.dtype).name in SUBBYTE_INT:   # stored masked to its bits
         bits = SUBBYTE_INT[np.dtype(out.dtype).name][0]
         body[-1] = Assign(param(out, output=True)[i], Cast(Type("uint8"), _bin(

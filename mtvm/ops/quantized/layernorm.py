@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Cast, Const, Decl, For, RawExpr, Type, Var, call, ge,
-                                gt, index_type, lt, not_, param, render_c, select)
+from ...codegen.cwriter import (Assign, Cast, Const, Decl, For, RawExpr, Type, Var, call,
+                                index_type, param, render_c)
 from ..base import register
+from ..quantize import as_quantized, round_to_range
 from .common import DOMAIN, IntOp
 
 F, CF = Type("float32"), Type("float32", const=True)
@@ -97,17 +98,9 @@ class QLayerNorm(IntOp):
         return [For(r, rows, body)]
 
     def ir_body(self, k, /, *, axis, epsilon, x_scale, x_zp, y_zp, act_min, act_max):
-        big, shift = _f(4194304.0), _f(12582912.0)
-        lo, hi = _f(act_min), _f(act_max)
-        out_t = Type(np.dtype(k.out.dtype).name)
-
-        def store(dst, v):
-            # QuantizeLinear's portable rounding: |v| limited to 2^22, then half to even
-            # by adding and subtracting 1.5 * 2^23 (a NaN ends at the low end)
-            return [Assign(v, select(not_(ge(v, -big)), -big, select(gt(v, big), big, v))),
-                    Assign(v, v + shift - shift + _f(y_zp)),
-                    Assign(v, select(lt(v, lo), lo, select(gt(v, hi), hi, v))),
-                    Assign(dst, Cast(out_t, v))]
+        def store(dst, v):   # QuantizeLinear's portable rounding
+            return [*round_to_range(v, _f(y_zp), int(act_min), int(act_max)),
+                    Assign(dst, as_quantized(v, k.out.dtype))]
         return self._rows(k, store, axis=axis, epsilon=epsilon, x_scale=x_scale, x_zp=x_zp)
 
     def emit(self, k, /, **attrs) -> str:

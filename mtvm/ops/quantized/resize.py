@@ -40,10 +40,10 @@ import itertools
 import numpy as np
 
 from ...codegen.cwriter import (INDEX, Assign, Cast, Const, Decl, For, If, Table, Type, Var,
-                                gt, le, lt, ne, or_, param, render_c, scaled, select,
+                                le, ne, param, render_c, scaled, select,
                                 sum_of)
 from ..base import get_op, register
-from ..quantize import qrange
+from ..quantize import qrange, round_to_range
 from .common import DOMAIN, IntOp
 
 F32, I32 = Type("float32"), Type("int32")
@@ -286,18 +286,10 @@ def qresize_nest(k, **a) -> list:
         for t in terms[1:]:
             total = total + t
         lo, hi = qrange(pre)
-        big, magic = f(4194304.0), f(12582912.0)
-        # QuantizeLinear's rounding: x / scale limited to +-2^22, then half to even
-        # by adding and subtracting 1.5 * 2^23, the zero point, the type's range
-        # (one select per bound: gcc vectorizes those, not a nested ?:)
         return [Decl(acc, total),
                 Decl(v, acc / f(a["y_scale"])),
-                Assign(v, select(lt(v, -big), -big, v)),
-                Assign(v, select(gt(v, big), big, v)),
-                Assign(v, (v + magic) - magic + f(int(a["y_zp"]))),
-                Assign(v, select(lt(v, f(lo)), f(lo), v)),
-                Assign(v, select(gt(v, f(hi)), f(hi), v)),
-                Assign(Y[o], to_out(v)) if store is None else store(v)]
+                *round_to_range(v, f(int(a["y_zp"])), lo, hi),
+                Assign(Y[o], to_out(Cast(I32, v))) if store is None else store(v)]
 
     loops = [Var(f"i{d}") for d in range(r)]
 
