@@ -43,9 +43,9 @@ def erf_f32(x: Expr) -> Expr:
     """erf of a float expression without libm: relative error below 5e-7 (6e-8 is
     float's half ulp at 1; tests/kernels/test_exp_erf_f32.py sweeps the floats), NaN
     stays NaN, erf(-0) = -0, |x| > 3.6 and +-inf give exactly +-1, |erf| <= 1.
-    Arithmetic and selects only: gcc vectorizes a loop over it with AVX-512 (its masks
-    carry the select's arms; under gcc's default -ftrapping-math an AVX2 loop stays
-    scalar, still several times faster than glibc's erff), and on a Cortex-M4F it is
+    Arithmetic and selects only: gcc vectorizes a loop over it (with AVX-512's masks;
+    for AVX2 or SSE only without -ftrapping-math, which the generated source turns off:
+    c_runtime/kernels/generic/mtvm_no_trapping_math.h), and on a Cortex-M4F it is
     about 30 instructions where newlib's erff is a call. An expression rather than a
     kernel-library function because the LLVM backend lowers the same expressions and
     knows no call but libm's and mtvm_exp_f32.
