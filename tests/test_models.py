@@ -3,6 +3,7 @@ and compared with the stored onnxruntime outputs; their generated C compiles
 warning-free for the host and for a Cortex-M4."""
 import glob
 import os
+import platform
 import subprocess
 
 import numpy as np
@@ -54,11 +55,14 @@ def test_model_matches_reference(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FLOAT_MODELS)
 @pytest.mark.parametrize("cc,flags", [("cc", []), ("cc", ["-O3", "-march=native"]),
+                                       ("cc", ["-O3", "-march=x86-64-v3"]),
                                        ("arm-none-eabi-gcc", ARM_FLAGS)],
-                         ids=["host", "host-native", "cortex-m4"])
+                         ids=["host", "host-native", "host-avx2", "cortex-m4"])
 def test_generated_c_is_warning_free(name, cc, flags, tmp_path):
     if not have(cc):
         pytest.skip(f"{cc} not installed")
+    if "-march=x86-64-v3" in flags and platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("an x86 build")
     lib = compiled(name)
     lib.export(tmp_path / "mlf")
     inc = [f"-I{tmp_path / 'mlf/codegen/host/include'}", f"-I{tmp_path / 'mlf/codegen/host/src'}"]

@@ -8,8 +8,8 @@ conditions are facts (Target.macros()): a branch the target can never take is
 dropped, a branch it always takes loses its `#if`, and a condition that also
 depends on something else (`!defined(MTVM_NO_SIMD)`, `__GNUC__`) is kept with
 only the undecided part. Object-like `#define NAME <integer>` lines that end
-up unconditional are learned too, so `#if MTVM_F32_NR == 16` after the block
-that sets MTVM_F32_NR resolves as well.
+up unconditional are learned too, so `#if MTVM_F32_AVX512` after the block
+that sets MTVM_F32_AVX512 resolves as well.
 
 The output is what the C compiler would have compiled for that target, minus
 the text it would have skipped: the same code, no foreign ISA.

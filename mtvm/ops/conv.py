@@ -579,7 +579,7 @@ def conv_scratch_bytes(k, x, wt, axes, group, simd: bool = True) -> int:
 
 def emit_conv_scheduled(k, x, wt, bias, axes, group, simd: bool = True) -> str:
     """Emit the Conv with its schedule (see the table above); with simd, also its
-    AVX-512 variant (avx512_variant) under `#if MTVM_F32_NR == 16`."""
+    AVX-512 variant (avx512_variant) under `#if MTVM_F32_AVX512`."""
     kind, variant = conv_plan(k, x, wt, axes, group, simd)
     if kind == "depthwise":
         return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
@@ -650,7 +650,7 @@ def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
     direct, flat = depthwise_variants(k, axes)
     direct_bytes = 0
     if direct:
-        w.lines.append("#if MTVM_F32_NR == 16")
+        w.lines.append("#if MTVM_F32_AVX512")
         direct_bytes = _depthwise_direct(k, w, x, wt, bias, axes)
     if flat:
         w.lines.append("#elif MTVM_F32_NR > 4" if direct else "#if MTVM_F32_NR > 4")
@@ -1025,7 +1025,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                     # AVX-512: tiles of 32 positions, two vectors per row (the one-vector
                     # kernel is bound by its loads): the band micro-kernel with the
                     # input channels as its "channels", one tap each.
-                    w.lines.append("#if MTVM_F32_NR == 16")
+                    w.lines.append("#if MTVM_F32_AVX512")
                     w.line("static const int32_t tap0[1] = { 0 };")
                     _position_tiles(w, k, bias, p, rows, m0e, out_plane, "32",
                                     f"{band_ukernel(k, rows)}({taps}, {in_plane}, 1, tap0, "
@@ -1263,7 +1263,7 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
                     # AVX-512: 32 columns per tile, two vectors per row (the one-vector
                     # kernel is bound by its loads): the band micro-kernel over one
                     # "channel" whose taps are the window's.
-                    w.lines.append("#if MTVM_F32_NR == 16")
+                    w.lines.append("#if MTVM_F32_AVX512")
                     _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "32",
                                     f"{band_ukernel(k, rows_b)}(1, 0, {taps}, {ob.c}, w_blk, "
                                     "win + ow, np, tile);")
@@ -1463,7 +1463,7 @@ def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
 
 
 def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, body) -> str:
-    """AVX-512 hosts (MTVM_F32_NR == 16): the schedule `body` (_conv_band or
+    """AVX-512 hosts (MTVM_F32_AVX512): the schedule `body` (_conv_band or
     _conv_direct); every other target: `kind` ("window" or "im2col") unchanged.
     Chosen by the preprocessor; the scratch is sized for the larger."""
     kh_n, kw_n = wt.shape[2], wt.shape[3]
@@ -1472,7 +1472,7 @@ def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, body) -> str:
     other_bytes = k.scratch_bytes
     w = CWriter()
     w.line(conv_comment(x, wt, k.out, axes, group))
-    w.lines.append("#if MTVM_F32_NR == 16")
+    w.lines.append("#if MTVM_F32_AVX512")
     simd_bytes = body(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n)
     if not simd_bytes:
         w.line("(void)scratch;")
@@ -1536,7 +1536,7 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
         w.depth -= 1
         w.line("}")
     if wide:
-        w.lines.append("#if MTVM_F32_NR == 16")
+        w.lines.append("#if MTVM_F32_AVX512")
         w.line("static const int32_t tap0[1] = { 0 };")
         tiles("32", lambda rows, a: f"{band_ukernel(k, rows)}({c_in}, 32, 1, tap0, {a}, xt, "
                                     "np, tile);")

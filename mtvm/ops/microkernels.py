@@ -118,7 +118,7 @@ def gemv_blocked(k) -> str:
 
 
 def band_ukernel(k, mr: int) -> str:
-    """Declare the AVX-512 band micro-kernel (only compiled where MTVM_F32_NR == 16):
+    """Declare the AVX-512 band micro-kernel (only compiled where MTVM_F32_AVX512):
 
         tile[r * 32 + q] = sum_c sum_j a[(c * ntaps + j) * mr + r] * b[c * cs + off[j] + q]
 
@@ -135,7 +135,7 @@ def band_ukernel(k, mr: int) -> str:
 
 
 def direct_ukernel(k, mr: int) -> str:
-    """Declare the AVX-512 direct micro-kernel (only compiled where MTVM_F32_NR == 16)
+    """Declare the AVX-512 direct micro-kernel (only compiled where MTVM_F32_AVX512)
     for a stride-1 convolution whose output plane has the input's size (W columns,
     `plane` positions): output position p = oh * W + ow and tap (kh, kw) read input
     p + dy * W + dx (dy = kh * dh - ph, dx = kw * dw - pw), so a tile of 32

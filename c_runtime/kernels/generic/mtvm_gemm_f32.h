@@ -23,8 +23,10 @@
  * order the loop reads them (MR consecutive rows per tap), so each step loads MR weights
  * and NR activations for MR * NR multiply-accumulates, the MR x NR sums in registers:
  *
- *   AVX-512 (NR 16), AVX2 + FMA (NR 8): one vector accumulator per row; a partial tile
- *     uses masked loads (lanes q >= n are not read).
+ *   AVX-512 (NR 16): one vector accumulator per row; a partial tile uses masked loads
+ *     (lanes q >= n are not read).
+ *   AVX2 + FMA (NR 16): two vector accumulators per row (each broadcast weight feeds two
+ *     FMAs), rows in passes of up to 4 (see MTVM_F32_PASS_ there); masked loads as above.
  *   else (NR 4): rows in passes of up to 4 (4 x 4 accumulators + 4 activations + 1 weight
  *     fit the FPU's 32 registers), each pass over all taps, fused multiply-add (vfma)
  *     where the FPU has it; the full 4 x 4 block in Thumb-2 assembly where the FPU fuses
@@ -45,7 +47,32 @@
 #define MTVM_F32_B_AT_ldb(Q_) b[t * ldb + Q_]
 #define MTVM_F32_B_AT_off(Q_) b[off[t] + Q_]
 
-#if MTVM_F32_NR == 16
+/* Per pass of ROWS_ rows from G0_ (AVX2, scalar), `at` the pass's first weight. */
+#define MTVM_F32_S_DECL_ldb const float* bb = b;
+#define MTVM_F32_S_DECL_off
+#define MTVM_F32_S_STEP_ldb(MR_) at += MR_, bb += ldb
+#define MTVM_F32_S_STEP_off(MR_) at += MR_
+#define MTVM_F32_S_ROW_ldb bb
+#define MTVM_F32_S_ROW_off b + off[t]
+/* MTVM_F32_PASSES_<MR>: the passes of MR rows, four rows each but the last. */
+#define MTVM_F32_PASSES_1(P, MR_, V_) P(0, 1, MR_, V_)
+#define MTVM_F32_PASSES_2(P, MR_, V_) P(0, 2, MR_, V_)
+#define MTVM_F32_PASSES_3(P, MR_, V_) P(0, 3, MR_, V_)
+#define MTVM_F32_PASSES_4(P, MR_, V_) P(0, 4, MR_, V_)
+#define MTVM_F32_PASSES_5(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 1, MR_, V_)
+#define MTVM_F32_PASSES_6(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 2, MR_, V_)
+#define MTVM_F32_PASSES_7(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 3, MR_, V_)
+#define MTVM_F32_PASSES_8(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 4, MR_, V_)
+#define MTVM_F32_PASSES_9(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 1, MR_, V_)
+#define MTVM_F32_PASSES_10(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 2, MR_, V_)
+#define MTVM_F32_PASSES_11(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 3, MR_, V_)
+#define MTVM_F32_PASSES_12(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 4, MR_, V_)
+#define MTVM_F32_PASSES_13(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 1, MR_, V_)
+#define MTVM_F32_PASSES_14(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 2, MR_, V_)
+#define MTVM_F32_PASSES_15(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 3, MR_, V_)
+#define MTVM_F32_PASSES_16(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 4, MR_, V_)
+
+#if MTVM_F32_AVX512
 
 #define MTVM_F32_ACC_(R_, x) __m512 c##R_ = _mm512_setzero_ps();
 #define MTVM_F32_FMA_(R_, x) c##R_ = _mm512_fmadd_ps(_mm512_set1_ps(a[R_]), bv, c##R_);
@@ -66,37 +93,64 @@
     } \
     MTVM_REPEAT(MR_, MTVM_F32_STORE_, 0)
 
-#elif MTVM_F32_NR == 8
+#elif MTVM_F32_AVX2
 
-#define MTVM_F32_ACC_(R_, x) __m256 c##R_ = _mm256_setzero_ps();
-#define MTVM_F32_FMA_(R_, x) c##R_ = _mm256_fmadd_ps(_mm256_broadcast_ss(a + R_), bv, c##R_);
-#define MTVM_F32_STORE_(R_, x) _mm256_storeu_ps(tile + R_ * 8, c##R_);
+/* AVX2 + FMA: two 8-float vectors per row (n > 8), rows in passes of up to four, each
+ * over all taps: 8 accumulators, 2 activation vectors and the broadcast weight of the 16
+ * ymm registers (a partial tile masks its second vector's loads: lanes q >= n are not
+ * read). A tile of at most 8 columns runs one vector per row, all rows in one pass (its
+ * second half written as zeros). */
+#define MTVM_F32_Y_ACC_(J_, x) \
+    __m256 c##J_##_0 = _mm256_setzero_ps(), c##J_##_1 = _mm256_setzero_ps();
+#define MTVM_F32_Y_FMA_(J_, x) \
+    { const __m256 a##J_ = _mm256_broadcast_ss(at + J_); \
+      c##J_##_0 = _mm256_fmadd_ps(a##J_, u, c##J_##_0); \
+      c##J_##_1 = _mm256_fmadd_ps(a##J_, v, c##J_##_1); }
+#define MTVM_F32_Y_STORE_(J_, G0_) \
+    _mm256_storeu_ps(tile + (G0_ + J_) * 16, c##J_##_0); \
+    _mm256_storeu_ps(tile + (G0_ + J_) * 16 + 8, c##J_##_1);
+#define MTVM_F32_Y_LOOP_(ROWS_, MR_, V_, LOAD_V_) \
+    for (int t = 0; t < taps; ++t, MTVM_F32_S_STEP_##V_(MR_)) { \
+        const float* bt = MTVM_F32_S_ROW_##V_; \
+        const __m256 u = _mm256_loadu_ps(bt); \
+        const __m256 v = LOAD_V_; \
+        MTVM_REPEAT(ROWS_, MTVM_F32_Y_FMA_, 0) \
+    }
+#define MTVM_F32_PASS_(G0_, ROWS_, MR_, V_) \
+    {  /* rows G0_ .. G0_ + ROWS_ - 1 */ \
+        const float* at = a + G0_; \
+        MTVM_F32_S_DECL_##V_ \
+        MTVM_REPEAT(ROWS_, MTVM_F32_Y_ACC_, 0) \
+        if (n == 16) { \
+            MTVM_F32_Y_LOOP_(ROWS_, MR_, V_, _mm256_loadu_ps(bt + 8)) \
+        } else { \
+            MTVM_F32_Y_LOOP_(ROWS_, MR_, V_, _mm256_maskload_ps(bt + 8, k1)) \
+        } \
+        MTVM_REPEAT(ROWS_, MTVM_F32_Y_STORE_, G0_) \
+    }
+#define MTVM_F32_Y1_ACC_(R_, x) __m256 c##R_ = _mm256_setzero_ps();
+#define MTVM_F32_Y1_FMA_(R_, x) c##R_ = _mm256_fmadd_ps(_mm256_broadcast_ss(a + R_), bv, c##R_);
+#define MTVM_F32_Y1_STORE_(R_, x) \
+    _mm256_storeu_ps(tile + R_ * 16, c##R_); _mm256_storeu_ps(tile + R_ * 16 + 8, zero_);
 #define MTVM_F32_GEMM_BODY_(MR_, V_) \
-    MTVM_REPEAT(MR_, MTVM_F32_ACC_, 0) \
-    if (n == 8) { \
+    const __m256i lane_ = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); \
+    if (n > 8) { \
+        const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane_); \
+        MTVM_F32_PASSES_##MR_(MTVM_F32_PASS_, MR_, V_) \
+    } else { \
+        const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane_); \
+        const __m256 zero_ = _mm256_setzero_ps(); \
+        MTVM_REPEAT(MR_, MTVM_F32_Y1_ACC_, 0) \
         for (int t = 0; t < taps; ++t, MTVM_F32_B_STEP_##V_(MR_)) { \
-            const __m256 bv = _mm256_loadu_ps(MTVM_F32_B_ROW_##V_); \
-            MTVM_REPEAT(MR_, MTVM_F32_FMA_, 0) \
+            const __m256 bv = _mm256_maskload_ps(MTVM_F32_B_ROW_##V_, k0); \
+            MTVM_REPEAT(MR_, MTVM_F32_Y1_FMA_, 0) \
         } \
-    } else {  /* partial tile: lanes q >= n are not read */ \
-        const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), \
-            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); \
-        for (int t = 0; t < taps; ++t, MTVM_F32_B_STEP_##V_(MR_)) { \
-            const __m256 bv = _mm256_maskload_ps(MTVM_F32_B_ROW_##V_, k); \
-            MTVM_REPEAT(MR_, MTVM_F32_FMA_, 0) \
-        } \
-    } \
-    MTVM_REPEAT(MR_, MTVM_F32_STORE_, 0)
+        MTVM_REPEAT(MR_, MTVM_F32_Y1_STORE_, 0) \
+    }
 
 #else
 
-/* Scalar: per pass of ROWS_ <= 4 rows from G0_, `at` the pass's first weight. */
-#define MTVM_F32_S_DECL_ldb const float* bb = b;
-#define MTVM_F32_S_DECL_off
-#define MTVM_F32_S_STEP_ldb(MR_) at += MR_, bb += ldb
-#define MTVM_F32_S_STEP_off(MR_) at += MR_
-#define MTVM_F32_S_ROW_ldb bb
-#define MTVM_F32_S_ROW_off b + off[t]
+/* Scalar: passes of ROWS_ <= 4 rows. */
 #define MTVM_F32_VFP_ldb(G0_, MR_) mtvm_f32_gemm_4x4_vfp(taps, at, MR_, bb, ldb, tile + G0_ * 4);
 #define MTVM_F32_VFP_off(G0_, MR_) \
     mtvm_f32_gemm_4x4_off_vfp(taps, at, MR_, b, off, tile + G0_ * 4);
@@ -150,26 +204,9 @@
             } \
         } \
     }
-/* MTVM_F32_PASSES_<MR>: the passes of MR rows, four rows each but the last. */
-#define MTVM_F32_PASSES_1(P, MR_, V_) P(0, 1, MR_, V_)
-#define MTVM_F32_PASSES_2(P, MR_, V_) P(0, 2, MR_, V_)
-#define MTVM_F32_PASSES_3(P, MR_, V_) P(0, 3, MR_, V_)
-#define MTVM_F32_PASSES_4(P, MR_, V_) P(0, 4, MR_, V_)
-#define MTVM_F32_PASSES_5(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 1, MR_, V_)
-#define MTVM_F32_PASSES_6(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 2, MR_, V_)
-#define MTVM_F32_PASSES_7(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 3, MR_, V_)
-#define MTVM_F32_PASSES_8(P, MR_, V_) MTVM_F32_PASSES_4(P, MR_, V_) P(4, 4, MR_, V_)
-#define MTVM_F32_PASSES_9(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 1, MR_, V_)
-#define MTVM_F32_PASSES_10(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 2, MR_, V_)
-#define MTVM_F32_PASSES_11(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 3, MR_, V_)
-#define MTVM_F32_PASSES_12(P, MR_, V_) MTVM_F32_PASSES_8(P, MR_, V_) P(8, 4, MR_, V_)
-#define MTVM_F32_PASSES_13(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 1, MR_, V_)
-#define MTVM_F32_PASSES_14(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 2, MR_, V_)
-#define MTVM_F32_PASSES_15(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 3, MR_, V_)
-#define MTVM_F32_PASSES_16(P, MR_, V_) MTVM_F32_PASSES_12(P, MR_, V_) P(12, 4, MR_, V_)
 #define MTVM_F32_GEMM_BODY_(MR_, V_) MTVM_F32_PASSES_##MR_(MTVM_F32_PASS_, MR_, V_)
 
-#endif  /* MTVM_F32_NR */
+#endif  /* MTVM_F32_AVX512, MTVM_F32_AVX2 */
 
 #define MTVM_F32_GEMM_FUNCTION_(NAME_, MR_, V_) \
     static inline void NAME_(int taps, const float* restrict a, const float* restrict b, \
@@ -182,8 +219,8 @@
 
 /* The AVX-512 band and direct kernels (x86/mtvm_conv_f32_x86.h); on other targets their
  * definitions are empty (the schedules that call them are compiled only where
- * MTVM_F32_NR == 16). */
-#if MTVM_F32_NR == 16
+ * MTVM_F32_AVX512). */
+#if MTVM_F32_AVX512
 #include "mtvm_conv_f32_x86.h"
 #else
 #define MTVM_DEFINE_F32_BAND(NAME_, MR_)

@@ -14,7 +14,7 @@
 static inline void mtvm_f32_gemv(int taps, const float* restrict x, const float* restrict b,
                                  int ldb, int n, float* restrict out)
 {
-#if MTVM_F32_NR == 16
+#if MTVM_F32_AVX512
     /* 4 vectors of 16 columns, two steps of t at a time: 8 independent
      * accumulators (masked loads: lanes past n are not read) */
     __m512 c0 = _mm512_setzero_ps(), d0 = _mm512_setzero_ps();
@@ -55,7 +55,7 @@ static inline void mtvm_f32_gemv(int taps, const float* restrict x, const float*
     _mm512_storeu_ps(out + 16, _mm512_add_ps(c1, d1));
     _mm512_storeu_ps(out + 32, _mm512_add_ps(c2, d2));
     _mm512_storeu_ps(out + 48, _mm512_add_ps(c3, d3));
-#elif MTVM_F32_NR == 8
+#elif MTVM_F32_AVX2
     /* 4 vectors of 8 columns, two steps of t at a time: 8 independent
      * accumulators (masked loads: lanes past n are not read) */
     __m256 c0 = _mm256_setzero_ps(), d0 = _mm256_setzero_ps();

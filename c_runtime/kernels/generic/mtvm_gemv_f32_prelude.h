@@ -8,9 +8,9 @@
 
 /* Output columns per GEMV block: 64 (4 x 16, AVX-512), 32 (4 x 8, AVX2), else 8
  * scalar accumulators. */
-#if MTVM_F32_NR == 16
+#if MTVM_F32_AVX512
 #define MTVM_F32_GEMV_COLS 64
-#elif MTVM_F32_NR == 8
+#elif MTVM_F32_AVX2
 #define MTVM_F32_GEMV_COLS 32
 #else
 #define MTVM_F32_GEMV_COLS 8

@@ -10,7 +10,7 @@
 #include "mtvm_repeat.h"
 #include "mtvm_direct_f32_masks_x86.h"
 
-#if MTVM_F32_NR == 16
+#if MTVM_F32_AVX512
 
 /* Row R_ of a tile of two 16-float vectors per row: accumulators c<R_>_0, c<R_>_1. */
 #define MTVM_F32_X2_ACC_(R_, x) \
@@ -112,6 +112,6 @@
         MTVM_REPEAT(MR_, MTVM_F32_X2_STORE_, 0) \
     }
 
-#endif  /* MTVM_F32_NR == 16 */
+#endif  /* MTVM_F32_AVX512 */
 
 #endif  /* MTVM_CONV_F32_X86_H_ */

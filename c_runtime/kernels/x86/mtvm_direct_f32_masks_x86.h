@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include "mtvm_f32_prelude.h"
 
-#if MTVM_F32_NR == 16
+#if MTVM_F32_AVX512
 /* Lanes [lo, hi) of the 16 starting at position base, as a mask. */
 static inline __mmask16 mtvm_lanes16(int lo, int hi, int base)
 {

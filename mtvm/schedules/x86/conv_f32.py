@@ -3,7 +3,7 @@
 and the "direct" one (stride 1, same-size outputs of 17..31 columns, masked
 loads instead of a gathered copy).
 
-Each is emitted under `#if MTVM_F32_NR == 16` with the portable schedule as
+Each is emitted under `#if MTVM_F32_AVX512` with the portable schedule as
 the #else, so the generic target ("c") keeps one source that is fast on an
 AVX-512 host and correct everywhere; on an x86-64-v4 target the #else is left
 out, and on every other target this schedule does not apply at all.
