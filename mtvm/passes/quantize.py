@@ -219,6 +219,46 @@ def rule_conv(ctx, p, acts, q, qy):
     return [n] if n else None
 
 
+def rule_conv_transpose(ctx, p, acts, q, qy):
+    """A stride-sized ConvTranspose (kernel == stride, a U-Net's up-convolution) in
+    integers. y[co, h s + i, w s + j] = sum_ci x[ci, h, w] W[ci, co, i, j] is a pointwise
+    QConv with Co s^2 output channels (co, i, j), then DepthToSpace (CRD: channel
+    co s^2 + i s + j goes to (h s + i, w s + j)), which only moves bytes: the
+    requantization and the fused clamp commute with it. The int8 weights stay int8
+    (in float they were four times the flash: denoise_unet_int8's 32 KiB)."""
+    from ..ops.conv_transpose import stride_sized
+    xs, wq = ctx.dq_source(p.inputs[0]), ctx.dq_const(p.inputs[1])
+    if xs is None or wq is None or xs[1].dtype.name not in ("int8", "uint8"):
+        return None
+    (x_name, qx), (w, qw) = xs, wq
+    x_shape = ctx.g.tensors[p.inputs[0]].shape
+    if w.dtype.name not in ("int8", "uint8") or w.ndim != 4 or len(x_shape) != 4 or \
+            qw.axis not in (None, 1) or not stride_sized(x_shape, w.shape, p.attrs):
+        return None
+    ci, co, s = w.shape[0], w.shape[1], w.shape[2]
+    if w.shape[3] != s:
+        return None
+    clamp = clamp_bounds(ctx, acts, qy)
+    b_real, b_int = _bias(ctx, p.inputs[2] if len(p.inputs) > 2 else "", qx, qw.scale, co)
+    if clamp is None or b_real is False:
+        return None
+    taps = s * s
+    w_pw = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(co * taps, ci, 1, 1))
+
+    def rows(v):   # a per-output-channel vector, one entry per (co, i, j)
+        return None if v is None else np.repeat(_vec(v, co), taps)
+    mid = ctx.new_tensor(f"{p.name}_phases", (x_shape[0], co * taps, *x_shape[2:]),
+                         ctx.g.tensors[q.outputs[0]].dtype, qy)
+    n = dense_node(ctx, "QConv", p.name, x_name, qx, w_pw, rows(qw.scale), rows(qw.zp),
+                   rows(b_real), rows(b_int), qy, clamp, mid, ci,
+                   w_pw.reshape(co * taps, -1).astype(np.int64).sum(axis=1),
+                   dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1))
+    if n is None:
+        return None
+    return [n, Node("DepthToSpace", f"{p.name}_interleave", [mid], [q.outputs[0]],
+                    dict(blocksize=s, mode="CRD"))]
+
+
 def rule_gemm(ctx, p, acts, q, qy):
     xs = ctx.dq_source(p.inputs[0])
     wq = ctx.dq_const(p.inputs[1])
@@ -641,7 +681,7 @@ def rule_softmax(ctx, p, acts, q, qy):
                  dict(inv=inv, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)]
 
 
-RULES = {"Conv": rule_conv, "Softmax": rule_softmax, "LayerNormalization": rule_layernorm, "Gemm": rule_gemm, "MatMul": rule_gemm, "Add": rule_add_mul,
+RULES = {"Conv": rule_conv, "ConvTranspose": rule_conv_transpose, "Softmax": rule_softmax, "LayerNormalization": rule_layernorm, "Gemm": rule_gemm, "MatMul": rule_gemm, "Add": rule_add_mul,
          "Mul": rule_add_mul, "Sub": rule_affine, "Div": rule_affine,
          "BatchNormalization": rule_affine, "AveragePool": rule_avgpool,
          "GlobalAveragePool": rule_avgpool, "ReduceMean": rule_avgpool,

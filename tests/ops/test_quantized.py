@@ -424,6 +424,43 @@ def test_qdq_conv(dtype, per_channel, act, depthwise):
     check_q(b.model(out), b.feeds, kinds=["QConv"], sanitize=act == "Clip" and depthwise)
 
 
+@pytest.mark.parametrize("dtype,per_channel,act,bias", [(np.int8, True, "Relu", "int32"),
+                                                        (np.uint8, False, None, "float"),
+                                                        (np.int8, False, "Clip", None),
+                                                        (np.int8, True, None, "float")])
+@pytest.mark.parametrize("stride", [2, 3])
+def test_qdq_conv_transpose_stride_sized(dtype, per_channel, act, bias, stride):
+    """Kernel == stride (a U-Net's up-convolution): a pointwise QConv with Co s^2 output
+    channels, then DepthToSpace; int8 weights stay int8 (per channel on axis 1)."""
+    b = QDQ(dtype)
+    ci, co = 5, 4
+    x = b.input((1, ci, 6, 7), 0.043)
+    w, ws = b.weight((ci, co, stride, stride), per_channel, np.int8 if per_channel else dtype,
+                     axis=1)
+    inputs = [x, w]
+    if bias == "int32":
+        inputs.append(b.bias(co, 0.043, ws))
+    elif bias == "float":
+        inputs.append(b.const((rng.standard_normal(co) * 0.3).astype(np.float32), "bf"))
+    y = b.op("ConvTranspose", inputs, strides=[stride, stride])
+    if act == "Relu":
+        y = b.op("Relu", [y])
+    elif act == "Clip":
+        y = b.op("Clip", [y, b.const(np.float32(0)), b.const(np.float32(2.5))])
+    out = b.q(y, 0.071, -20 if dtype == np.int8 else 110)
+    check_q(b.model(out), b.feeds, kinds=["QConv", "DepthToSpace"], sanitize=stride == 3)
+
+
+def test_qdq_conv_transpose_with_padding_stays_float():
+    """Only the stride-sized form has the integer rewrite; the others dequantize."""
+    b = QDQ()
+    x = b.input((1, 3, 5, 5), 0.05)
+    w, _ = b.weight((3, 2, 3, 3), False)
+    out = b.q(b.op("ConvTranspose", [x, w], strides=[2, 2], pads=[1, 1, 1, 1]), 0.07)
+    lib = check_q(b.model(out), b.feeds)
+    assert "QConv" not in [o["kind"] for o in lib.metadata["operators"]]
+
+
 @pytest.mark.parametrize("trans_b", [0, 1])
 def test_qdq_gemm(trans_b):
     b = QDQ()
