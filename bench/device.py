@@ -110,16 +110,35 @@ def table(rows: list[dict], board: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def board_parser(description: str, work: str) -> argparse.ArgumentParser:
+    """The options of the on-board benches (this one, peer_device.py)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("models", nargs="*", help="model names (default: all in --models-dir)")
     p.add_argument("--models-dir", default=DEFAULT_MODELS)
     p.add_argument("--board", default="mps2-an386")
-    p.add_argument("--work", default=DEFAULT_WORK, help="where the projects are generated")
-    args = p.parse_args(argv)
+    p.add_argument("--work", default=work, help="where the projects are generated")
+    return p
+
+
+def model_paths(args) -> list[str]:
+    """The .onnx files of --models-dir, only those named when models are given."""
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
     if args.models:
         paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
+    return paths
+
+
+def report(text: str, out: str | None) -> None:
+    """Prints the report, and writes it to `out` too when given."""
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+
+
+def main(argv=None) -> int:
+    args = board_parser(__doc__.splitlines()[0], DEFAULT_WORK).parse_args(argv)
+    paths = model_paths(args)
     rows = []
     for path in paths:
         print(f"  {os.path.basename(path)} on {args.board} ...", file=sys.stderr, flush=True)

@@ -30,6 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from host import DEFAULT_MODELS, interleaved_medians  # noqa: E402
+from device import report  # noqa: E402
 
 
 def bench_host(path: str, repeat: int, march: str) -> dict:
@@ -157,10 +158,7 @@ def main(argv=None) -> int:
             text += (f"\n\nCompile time of light_resnet50 to a runnable form: C backend (ONNX -> "
                      f"C -> cc -O3 shared library) {ct['c_s']:.1f} s, LLVM backend (ONNX -> "
                      f"LLVM IR -> -O3 object code) {ct['llvm_s']:.1f} s.")
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    report(text, args.out)
     return 0
 
 

@@ -25,7 +25,6 @@ its error.
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -37,7 +36,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from device import CALIBRATION_RE, DEFAULT_MODELS, STACK_RE, TIME_RE, quiet  # noqa: E402
+from device import (CALIBRATION_RE, STACK_RE, TIME_RE, board_parser, model_paths,  # noqa: E402
+                    quiet, report)
 from peer import ENTRY_RE, available  # noqa: E402
 
 DEFAULT_WORK = os.path.join(HERE, "..", "build", "bench-peer-device")
@@ -219,29 +219,18 @@ def table(rows: list[dict], board: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("models", nargs="*", help="model names (default: all in --models-dir)")
-    p.add_argument("--models-dir", default=DEFAULT_MODELS)
-    p.add_argument("--board", default="mps2-an386")
-    p.add_argument("--work", default=DEFAULT_WORK, help="where the projects are generated")
+    p = board_parser(__doc__.splitlines()[0], DEFAULT_WORK)
     p.add_argument("--out", help="also write the table to this file")
     args = p.parse_args(argv)
     if not available():
         print("emx-onnx-cgen is not installed (pip install emx-onnx-cgen)", file=sys.stderr)
         return 2
-    paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
-    if args.models:
-        paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
     os.makedirs(args.work, exist_ok=True)
     rows = []
-    for q in paths:
+    for q in model_paths(args):
         rows.append(bench_model(q, args.board, args.work))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    text = table(rows, args.board)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    report(table(rows, args.board), args.out)
     return 0
 
 
