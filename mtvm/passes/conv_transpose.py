@@ -17,7 +17,9 @@ The kernel == stride case (a U-Net's 2x2 up-convolution) keeps its own
 schedule (schedules/generic/conv_transpose_f32.py: one pointwise GEMM per phase).
 Rewritten: float32, 1-D or 2-D, constant W, one group, no dilation, a stride
 above 1 in some dimension, every phase with at least one tap and pads >= 0
-(padding below the kernel size); the rest stays one ConvTranspose kernel.
+(padding below the kernel size); the rest stays one ConvTranspose kernel. The
+QDQ pass decomposes int8 ones the same way, before this pass runs (phase_plan,
+phase_weights, interleave; mtvm/passes/quantize.py rule_conv_transpose).
 """
 from __future__ import annotations
 
@@ -51,68 +53,95 @@ def _tensor(g: Graph, base: str, shape, dtype) -> str:
     return name
 
 
-def _rewrite(g: Graph, n: Node) -> list[Node] | None:
+def phase_plan(x_shape, w_shape, attrs) -> dict | None:
+    """How a ConvTranspose of these shapes decomposes (None: it does not): per phase
+    r (row-major over the stride grid), the kernel taps each dimension reads (in the
+    Conv's order) and the stride-1 Conv's attributes; the phase outputs' extent t."""
     from ..ops.conv_transpose import _geometry, stride_sized
-    x = g.tensors.get(n.inputs[0])
-    w = g.const(n.inputs[1]) if len(n.inputs) > 1 else None
-    if x is None or w is None or np.dtype(x.dtype) != np.float32 or w.dtype != np.float32 \
-            or len(x.shape) not in (3, 4) or n.attrs.get("group", 1) != 1 or n.tail \
-            or len([o for o in n.outputs if o]) != 1:
+    if len(x_shape) not in (3, 4) or attrs.get("group", 1) != 1 or \
+            stride_sized(x_shape, w_shape, attrs):
         return None
-    if stride_sized(x.shape, w.shape, n.attrs):
-        return None
-    out, pads, strides, dil, ks = _geometry(x.shape, w.shape, n.attrs)
+    out, pads, strides, dil, ks = _geometry(x_shape, w_shape, attrs)
     D = len(out)
     if any(d != 1 for d in dil) or all(s == 1 for s in strides) or \
-            list(ks) != list(w.shape[2:]):
+            list(ks) != list(w_shape[2:]):
         return None
-    per_dim = [_phases(x.shape[2 + d], out[d], ks[d], strides[d], pads[d]) for d in range(D)]
+    per_dim = [_phases(x_shape[2 + d], out[d], ks[d], strides[d], pads[d]) for d in range(D)]
     if any(p is None for p in per_dim):
         return None
-    N, Co = x.shape[0], w.shape[1]
-    t = [-(-out[d] // strides[d]) for d in range(D)]
-    y = n.outputs[0]
-    bias = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
-    nodes, phases = [], []
+    phases = []
     for r in itertools.product(*(range(s) for s in strides)):
         ph = [per_dim[d][r[d]] for d in range(D)]
         # Conv weights [Co][Ci][taps...]: W[ci][co] at taps c + j s, in reverse order
-        sub = w
-        for d, (c, cnt, _, _) in enumerate(ph):
-            idx = [c + (cnt - 1 - j) * strides[d] for j in range(cnt)]
-            sub = np.take(sub, idx, axis=2 + d)
-        wname = g.add_const(f"{n.inputs[1]}_phase", np.ascontiguousarray(
-            np.swapaxes(sub, 0, 1)))
-        pname = _tensor(g, f"{y}_phase", (N, Co, *t), np.float32)
-        attrs = dict(kernel_shape=[p[1] for p in ph], strides=[1] * D, dilations=[1] * D,
-                     group=1, pads=[p[2] for p in ph] + [p[3] for p in ph])
-        nodes.append(Node("Conv", g.fresh_name(f"{n.name}_phase"), [n.inputs[0], wname]
-                          + ([bias] if bias else []), [pname], attrs))
-        phases.append(pname)
-    s = list(strides)
-    cat = _tensor(g, f"{y}_phases", (N, len(phases) * Co, *t), np.float32)
-    nodes.append(Node("Concat", g.fresh_name(f"{n.name}_phases"), phases, [cat], dict(axis=1)))
+        taps = [[c + (cnt - 1 - j) * strides[d] for j in range(cnt)]
+                for d, (c, cnt, _, _) in enumerate(ph)]
+        attrs_r = dict(kernel_shape=[p[1] for p in ph], strides=[1] * D, dilations=[1] * D,
+                       group=1, pads=[p[2] for p in ph] + [p[3] for p in ph])
+        phases.append((taps, attrs_r))
+    return dict(phases=phases, out=list(out), strides=list(strides),
+                t=[-(-out[d] // strides[d]) for d in range(D)])
+
+
+def phase_weights(w: np.ndarray, taps) -> np.ndarray:
+    """W [Ci][Co][k...] -> the phase's Conv weights [Co][Ci][taps...]."""
+    sub = w
+    for d, idx in enumerate(taps):
+        sub = np.take(sub, idx, axis=2 + d)
+    return np.ascontiguousarray(np.swapaxes(sub, 0, 1))
+
+
+def interleave(g: Graph, name: str, phases: list[str], y: str, plan: dict, dtype) -> list[Node]:
+    """The nodes weaving the phase outputs (each [N][Co][t...], in plan order) into y:
+    Concat over channels -> Reshape -> Transpose -> Reshape [-> Slice]. They only move
+    elements, of any type."""
+    first = g.tensors[phases[0]].shape
+    N, Co, t, s, out = first[0], first[1], plan["t"], plan["strides"], plan["out"]
+    D = len(t)
+    nodes = []
+    cat = _tensor(g, f"{y}_phases", (N, len(phases) * Co, *t), dtype)
+    nodes.append(Node("Concat", g.fresh_name(f"{name}_phases"), phases, [cat], dict(axis=1)))
     grid = (N, *s, Co, *t)                  # phases first, in the Concat's order
     perm = [0, D + 1] + [i for d in range(D) for i in (D + 2 + d, 1 + d)]
-    shaped = _tensor(g, f"{y}_grid", grid, np.float32)
-    nodes.append(Node("Reshape", g.fresh_name(f"{n.name}_grid"), [cat], [shaped],
+    shaped = _tensor(g, f"{y}_grid", grid, dtype)
+    nodes.append(Node("Reshape", g.fresh_name(f"{name}_grid"), [cat], [shaped],
                       dict(shape=list(grid), allowzero=0)))
     woven_shape = [grid[i] for i in perm]
-    woven = _tensor(g, f"{y}_woven", woven_shape, np.float32)
-    nodes.append(Node("Transpose", g.fresh_name(f"{n.name}_woven"), [shaped], [woven],
+    woven = _tensor(g, f"{y}_woven", woven_shape, dtype)
+    nodes.append(Node("Transpose", g.fresh_name(f"{name}_woven"), [shaped], [woven],
                       dict(perm=perm)))
     full = (N, Co, *[t[d] * s[d] for d in range(D)])
     if list(full[2:]) == list(out):
-        nodes.append(Node("Reshape", g.fresh_name(f"{n.name}_out"), [woven], [y],
+        nodes.append(Node("Reshape", g.fresh_name(f"{name}_out"), [woven], [y],
                           dict(shape=list(full), allowzero=0)))
     else:
-        flat = _tensor(g, f"{y}_full", full, np.float32)
-        nodes.append(Node("Reshape", g.fresh_name(f"{n.name}_full"), [woven], [flat],
+        flat = _tensor(g, f"{y}_full", full, dtype)
+        nodes.append(Node("Reshape", g.fresh_name(f"{name}_full"), [woven], [flat],
                           dict(shape=list(full), allowzero=0)))
-        nodes.append(Node("Slice", g.fresh_name(f"{n.name}_out"), [flat], [y],
+        nodes.append(Node("Slice", g.fresh_name(f"{name}_out"), [flat], [y],
                           dict(starts=[0] * D, ends=list(out), axes=list(range(2, 2 + D)),
                                steps=[1] * D)))
     return nodes
+
+
+def _rewrite(g: Graph, n: Node) -> list[Node] | None:
+    x = g.tensors.get(n.inputs[0])
+    w = g.const(n.inputs[1]) if len(n.inputs) > 1 else None
+    if x is None or w is None or np.dtype(x.dtype) != np.float32 or w.dtype != np.float32 \
+            or n.tail or len([o for o in n.outputs if o]) != 1:
+        return None
+    plan = phase_plan(x.shape, w.shape, n.attrs)
+    if plan is None:
+        return None
+    y = n.outputs[0]
+    bias = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
+    nodes, phases = [], []
+    for taps, attrs in plan["phases"]:
+        wname = g.add_const(f"{n.inputs[1]}_phase", phase_weights(w, taps))
+        pname = _tensor(g, f"{y}_phase", (x.shape[0], w.shape[1], *plan["t"]), np.float32)
+        nodes.append(Node("Conv", g.fresh_name(f"{n.name}_phase"), [n.inputs[0], wname]
+                          + ([bias] if bias else []), [pname], attrs))
+        phases.append(pname)
+    return nodes + interleave(g, n.name, phases, y, plan, np.float32)
 
 
 def decompose_conv_transpose(graph: Graph) -> Graph:

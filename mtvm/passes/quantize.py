@@ -220,43 +220,70 @@ def rule_conv(ctx, p, acts, q, qy):
 
 
 def rule_conv_transpose(ctx, p, acts, q, qy):
-    """A stride-sized ConvTranspose (kernel == stride, a U-Net's up-convolution) in
-    integers. y[co, h s + i, w s + j] = sum_ci x[ci, h, w] W[ci, co, i, j] is a pointwise
-    QConv with Co s^2 output channels (co, i, j), then DepthToSpace (CRD: channel
-    co s^2 + i s + j goes to (h s + i, w s + j)), which only moves bytes: the
-    requantization and the fused clamp commute with it. The int8 weights stay int8
-    (in float they were four times the flash: denoise_unet_int8's 32 KiB)."""
+    """A ConvTranspose in integers, its int8 weights kept int8 (in float they were four
+    times the flash: denoise_unet_int8's 32 KiB).
+
+    Kernel == stride (a U-Net's up-convolution): y[co, h s + i, w s + j] =
+    sum_ci x[ci, h, w] W[ci, co, i, j] is a pointwise QConv with Co s^2 output channels
+    (co, i, j), then DepthToSpace (CRD: channel co s^2 + i s + j goes to
+    (h s + i, w s + j)). Otherwise, where the float pass would decompose it
+    (passes/conv_transpose.py: a strided one with a larger kernel, padding, output
+    padding): one QConv per phase, then the interleave (Concat, Reshape, Transpose,
+    Reshape, Slice). Either way the nodes after the QConvs only move bytes, so the
+    requantization and the fused clamp commute with them."""
     from ..ops.conv_transpose import stride_sized
+    from .conv_transpose import interleave, phase_plan, phase_weights
     xs, wq = ctx.dq_source(p.inputs[0]), ctx.dq_const(p.inputs[1])
     if xs is None or wq is None or xs[1].dtype.name not in ("int8", "uint8"):
         return None
     (x_name, qx), (w, qw) = xs, wq
     x_shape = ctx.g.tensors[p.inputs[0]].shape
-    if w.dtype.name not in ("int8", "uint8") or w.ndim != 4 or len(x_shape) != 4 or \
-            qw.axis not in (None, 1) or not stride_sized(x_shape, w.shape, p.attrs):
+    if w.dtype.name not in ("int8", "uint8") or w.ndim not in (3, 4) or \
+            w.ndim != len(x_shape) or qw.axis not in (None, 1):
         return None
-    ci, co, s = w.shape[0], w.shape[1], w.shape[2]
-    if w.shape[3] != s:
+    sized = stride_sized(x_shape, w.shape, p.attrs)
+    plan = None if sized else phase_plan(x_shape, w.shape, p.attrs)
+    if not (sized and w.ndim == 4 and w.shape[2] == w.shape[3]) and plan is None:
         return None
     clamp = clamp_bounds(ctx, acts, qy)
+    ci, co = w.shape[0], w.shape[1]
     b_real, b_int = _bias(ctx, p.inputs[2] if len(p.inputs) > 2 else "", qx, qw.scale, co)
     if clamp is None or b_real is False:
         return None
-    taps = s * s
-    w_pw = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(co * taps, ci, 1, 1))
+    out_dtype = ctx.g.tensors[q.outputs[0]].dtype
 
-    def rows(v):   # a per-output-channel vector, one entry per (co, i, j)
-        return None if v is None else np.repeat(_vec(v, co), taps)
-    mid = ctx.new_tensor(f"{p.name}_phases", (x_shape[0], co * taps, *x_shape[2:]),
-                         ctx.g.tensors[q.outputs[0]].dtype, qy)
-    n = dense_node(ctx, "QConv", p.name, x_name, qx, w_pw, rows(qw.scale), rows(qw.zp),
-                   rows(b_real), rows(b_int), qy, clamp, mid, ci,
-                   w_pw.reshape(co * taps, -1).astype(np.int64).sum(axis=1),
-                   dict(strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1))
-    if n is None:
-        return None
-    return [n, Node("DepthToSpace", f"{p.name}_interleave", [mid], [q.outputs[0]],
-                    dict(blocksize=s, mode="CRD"))]
+    def qconv(name, w_conv, reps, out, pads):   # w_conv [Co reps][Ci][taps...]
+        def rows(v):   # a per-output-channel vector, one entry per row of w_conv
+            return None if v is None else np.repeat(_vec(v, co), reps)
+        rank = w_conv.ndim - 2
+        return dense_node(ctx, "QConv", name, x_name, qx, w_conv, rows(qw.scale),
+                          rows(qw.zp), rows(b_real), rows(b_int), qy, clamp, out,
+                          int(np.prod(w_conv.shape[1:])),
+                          w_conv.reshape(w_conv.shape[0], -1).astype(np.int64).sum(axis=1),
+                          dict(strides=[1] * rank, pads=list(pads), dilations=[1] * rank,
+                               group=1))
+    if sized:
+        s = w.shape[2]
+        w_pw = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(co * s * s, ci, 1, 1))
+        mid = ctx.new_tensor(f"{p.name}_phases", (x_shape[0], co * s * s, *x_shape[2:]),
+                             out_dtype, qy)
+        n = qconv(p.name, w_pw, s * s, mid, [0, 0, 0, 0])
+        return None if n is None else \
+            [n, Node("DepthToSpace", f"{p.name}_interleave", [mid], [q.outputs[0]],
+                     dict(blocksize=s, mode="CRD"))]
+    nodes, phases = [], []
+    for r, (taps, attrs) in enumerate(plan["phases"]):
+        out = ctx.new_tensor(f"{p.name}_phase{r}", (x_shape[0], co, *plan["t"]), out_dtype, qy)
+        n = qconv(f"{p.name}_phase{r}", phase_weights(w, taps), 1, out, attrs["pads"])
+        if n is None:
+            return None
+        nodes.append(n)
+        phases.append(out)
+    tail = interleave(ctx.g, p.name, phases, q.outputs[0], plan, out_dtype)
+    for t in tail[:-1]:
+        for o in t.outputs:
+            ctx.g.tensors[o].quant = _qparams(qy)
+    return nodes + tail
 
 
 def rule_gemm(ctx, p, acts, q, qy):

@@ -451,12 +451,34 @@ def test_qdq_conv_transpose_stride_sized(dtype, per_channel, act, bias, stride):
     check_q(b.model(out), b.feeds, kinds=["QConv", "DepthToSpace"], sanitize=stride == 3)
 
 
-def test_qdq_conv_transpose_with_padding_stays_float():
-    """Only the stride-sized form has the integer rewrite; the others dequantize."""
+@pytest.mark.parametrize("x_shape,k,attrs", [
+    ((1, 5, 6, 7), 3, dict(strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1])),
+    ((1, 5, 5, 6), 4, dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 5, 4, 5), 3, dict(strides=[2, 1], pads=[0, 1, 0, 1])),
+    ((1, 5, 9), 5, dict(strides=[3], pads=[1, 2])),
+])
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_qdq_conv_transpose_phases(x_shape, k, attrs, per_channel):
+    """A strided ConvTranspose with a larger kernel, padding, output padding (PyTorch's
+    decoders), 1-D or 2-D: one QConv per phase, then the 8-bit interleave."""
     b = QDQ()
-    x = b.input((1, 3, 5, 5), 0.05)
-    w, _ = b.weight((3, 2, 3, 3), False)
-    out = b.q(b.op("ConvTranspose", [x, w], strides=[2, 2], pads=[1, 1, 1, 1]), 0.07)
+    ci, co = x_shape[1], 4
+    x = b.input(x_shape, 0.043)
+    w, ws = b.weight((ci, co) + (k,) * (len(x_shape) - 2), per_channel, axis=1)
+    y = b.op("Relu", [b.op("ConvTranspose", [x, w, b.bias(co, 0.043, ws)], **attrs)])
+    out = b.q(y, 0.071, -20)
+    lib = check_q(b.model(out), b.feeds, sanitize=per_channel)
+    kinds = [o["kind"] for o in lib.metadata["operators"]]
+    phases = int(np.prod(attrs["strides"]))
+    assert kinds.count("QConv") == phases and "ConvTranspose" not in kinds, kinds
+
+
+def test_qdq_grouped_conv_transpose_stays_float():
+    """A grouped ConvTranspose has no integer rewrite: it dequantizes."""
+    b = QDQ()
+    x = b.input((1, 4, 5, 5), 0.05)
+    w, _ = b.weight((4, 1, 2, 2), False)
+    out = b.q(b.op("ConvTranspose", [x, w], strides=[2, 2], group=2), 0.07)
     lib = check_q(b.model(out), b.feeds)
     assert "QConv" not in [o["kind"] for o in lib.metadata["operators"]]
 
