@@ -87,7 +87,10 @@ def dense_node(ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale, w_z
 
 def avgpool_node(ctx, p, x_name, qx, qy, clamp, kernel, strides, pads, include_pad, out):
     count = int(np.prod(kernel, dtype=np.int64))
-    real = [0.0] + (qx.s / (qy.s * np.arange(1, count + 1, dtype=np.float64))).tolist()
+    if include_pad or not any(pads):   # every window counts all its taps: one multiplier
+        real = [qx.s / (qy.s * count)]
+    else:                              # one per count a window can have (index = count)
+        real = [0.0] + (qx.s / (qy.s * np.arange(1, count + 1, dtype=np.float64))).tolist()
     m, s = quantize_multiplier(real)
     lo, hi = clamp
     attrs = dict(kernel_shape=list(kernel), strides=list(strides), pads=list(pads),

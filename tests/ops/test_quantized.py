@@ -508,14 +508,20 @@ def test_qdq_add_mul_relu(op):
             kinds=["Q" + op])
 
 
-@pytest.mark.parametrize("op,attrs", [
-    ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])),
-    ("GlobalAveragePool", {}),
-    ("ReduceMean", dict(axes=[2, 3], keepdims=0))])
-def test_qdq_average(op, attrs):
+@pytest.mark.parametrize("op,attrs,entries", [
+    ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), 10),
+    ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1), 1),
+    ("AveragePool", dict(kernel_shape=[2, 3], strides=[2, 1]), 1),
+    ("GlobalAveragePool", {}, 1),
+    ("ReduceMean", dict(axes=[2, 3], keepdims=0), 1)])
+def test_qdq_average(op, attrs, entries):
+    """One multiplier per count a window can have, or a single one where every window
+    counts all its taps (padding counted, or none)."""
     b = QDQ()
     x = b.input((1, 5, 7, 6), 0.05)
-    check_q(b.model(b.q(b.op(op, [x], **attrs), 0.021)), b.feeds, kinds=["QAvgPool"])
+    lib = check_q(b.model(b.q(b.op(op, [x], **attrs), 0.021)), b.feeds, kinds=["QAvgPool"])
+    node = next(n for n in lib.graph.nodes if n.op == "QAvgPool")
+    assert lib.graph.const(node.inputs[1]).size == entries
 
 
 def test_qdq_same_scale_ops_stay_8bit():
