@@ -778,17 +778,26 @@ def _depthwise_weights(w, wt, bias, c, kh_n, kw_n):
     w.line(f"const float b = {init};")
 
 
-def phase_copy(w, dst: str, src: str, size: int, pad: int, s: int, phase: int) -> None:
+def phase_copy(w, dst: str, src: str, size: int, pad: int, s: int, phase: int,
+               zero_rest: bool = False) -> None:
     """Copy row `src` (size floats) into `dst` padded by `pad` and split into s
     phases of `phase` floats: padded column c goes to dst[c % s * phase + c / s],
-    one strided loop per phase (no division per element)."""
+    one strided loop per phase (no division per element). zero_rest: also zero
+    the floats of each phase the copy does not write (its padding), rather than
+    the caller clearing the whole row first: gcc -march=x86-64-v3 makes that
+    memset a `rep stosq`, which cost a stride-2 window schedule 16 % of its time."""
     for b in range(s):
         iw0 = (b - pad) % s
         count = ceil_div(size - iw0, s) if iw0 < size else 0
+        at = b * phase + ((iw0 + pad) // s if count else 0)
+        if zero_rest and at > b * phase:
+            w.line(f"memset({dst} + {b * phase}, 0, {at - b * phase} * sizeof(float));")
         if count:
-            at = b * phase + (iw0 + pad) // s
             w.line(f"for (int j = 0; j < {count}; ++j) {dst}[{lin(('j', 1), const=at)}]"
                    f" = {src}[{lin(('j', s), const=iw0)}];  /* phase {b} */")
+        end = (b + 1) * phase
+        if zero_rest and at + count < end:
+            w.line(f"memset({dst} + {at + count}, 0, {end - at - count} * sizeof(float));")
 
 
 def _depthwise_flat(k, w, x, wt, bias, axes) -> int:
@@ -1243,8 +1252,8 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
                         w.line(f"memset(dst + {pb + aw.size}, 0, {pe} * sizeof(float));")
                 else:
                     w.line(f"const float* x_row = {src};")
-                    w.line(f"memset(dst, 0, {row_len} * sizeof(float));")
-                    phase_copy(w, "dst", "x_row", aw.size, aw.pad_begin, aw.stride, plen)
+                    phase_copy(w, "dst", "x_row", aw.size, aw.pad_begin, aw.stride, plen,
+                               zero_rest=True)
                 if clip:
                     w.depth -= 1
                     w.line("} else {  /* a padding row */")
