@@ -66,19 +66,19 @@ CASES = [
 ]
 
 # Knob sets that move layers to other paths or sizes (per schedule name; the
-# AVX-512 knobs are only the x86 schedule's).
+# band/direct knobs are only the x86 schedule's).
 KNOBS = {
     "defaults": {},
     "im2col_wide32": {
         "conv2d_f32": {"kxk": "im2col", "pointwise_inplace_cols": 32, "im2col_max_bytes": 4096,
                        "im2col_cols": 64, "depthwise_direct_max_plane": 1024},
-        "conv2d_f32.avx512": {"kxk": "im2col", "pointwise_inplace_cols": 32,
-                              "band_max_bytes": 16384, "band_cols": 64,
-                              "direct_below_cols": 48, "depthwise_direct_max_plane": 1024}},
+        "conv2d_f32.x86": {"kxk": "im2col", "pointwise_inplace_cols": 32,
+                           "band_max_bytes": 16384, "band_cols": 64,
+                           "direct_below_cols": 48, "depthwise_direct_max_plane": 1024}},
     "narrow_windows": {
         "conv2d_f32": {"window_min_cols": 4, "gemm_min_channels": 4, "depthwise_max_border": 2},
-        "conv2d_f32.avx512": {"window_min_cols": 4, "gemm_min_channels": 4,
-                              "band_below_cols": 64, "band_cols": 16, "direct_min_cols": 8}},
+        "conv2d_f32.x86": {"window_min_cols": 4, "gemm_min_channels": 4,
+                           "band_below_cols": 64, "band_cols": 16, "direct_min_cols": 8}},
 }
 
 

@@ -473,10 +473,11 @@ DEFAULT_KNOBS = {
     "kxk": "window",               # other KxK convs: "window" rows or "im2col"
     "window_min_cols": 8,          # narrower outputs: im2col (fills whole tiles)
     "pointwise_inplace_cols": 16,  # 32: two-vector tiles on AVX-512 (2x scratch)
-    # AVX-512 only (other targets keep window/im2col, chosen by the preprocessor):
+    # x86 only (other targets keep window/im2col, chosen by the preprocessor):
     "direct_min_cols": 17,         # stride 1, output size = input size, outputs of
-    "direct_below_cols": 32,       #   17..31 columns: direct (no scratch); at 16 the
-                                   #   band's two rows a tile beat it (ic_resnet8 -17 %)
+    "direct_below_cols": 32,       #   17..31 columns: direct (no scratch; AVX-512, band
+                                   #   on AVX2); at 16 the band's two rows a tile beat
+                                   #   it (ic_resnet8 -17 %)
     "band_below_cols": 32,         # other KxK outputs narrower than this: band
     "band_cols": 32,               # output positions per band, at least one row
     "band_max_bytes": 65536,       # band scratch cap (fewer rows per band)
@@ -487,8 +488,8 @@ DEFAULT_KNOBS = {
 }
 
 
-# The knobs only the AVX-512 variant reads (schedules/x86/conv_f32.py declares them).
-AVX512_KNOBS = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
+# The knobs only the x86 variants read (schedules/x86/conv_f32.py declares them).
+X86_KNOBS = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
                 "band_max_bytes")
 
 
@@ -521,9 +522,10 @@ def schedule_of(x, wt, axes, group, s: dict = DEFAULT_KNOBS) -> str:
     return "window"
 
 
-def avx512_variant(x, wt, axes, group, s: dict) -> str | None:
-    """The AVX-512 micro-kernel a Conv gets besides its portable schedule, with
-    knob values s: "direct", "band", or None (schedules/x86/conv_f32.py)."""
+def x86_variant(x, wt, axes, group, s: dict) -> str | None:
+    """The x86 micro-kernel a Conv gets besides its portable schedule, with knob
+    values s: "direct" (AVX-512; band on AVX2), "band", or None
+    (schedules/x86/conv_f32.py)."""
     kind = schedule_of(x, wt, axes, group, s)
     if kind not in ("window", "im2col"):
         return None
@@ -537,9 +539,9 @@ def avx512_variant(x, wt, axes, group, s: dict) -> str | None:
 
 
 def conv_plan(k, x, wt, axes, group, simd: bool = True) -> tuple[str, str | None]:
-    """(schedule, AVX-512 variant) that emit_conv_scheduled emits for kernel k: the
+    """(schedule, x86 variant) that emit_conv_scheduled emits for kernel k: the
     schedule is schedule_of's, or "pointwise_inplace" for a pointwise Conv written
-    over its input; the variant is avx512_variant's (with simd) or None. Emission
+    over its input; the variant is x86_variant's (with simd) or None. Emission
     and the pure scratch size (conv_scratch_bytes) both follow this one plan."""
     s = knobs_of(k)
     # Written over its input (k.inplace): the planner allowed that for the schedule the
@@ -549,14 +551,30 @@ def conv_plan(k, x, wt, axes, group, simd: bool = True) -> tuple[str, str | None
         return kind, None
     if kind == "pointwise" and k.inplace is not None:
         return "pointwise_inplace", None
-    return kind, avx512_variant(x, wt, axes, group, s) if simd else None
+    return kind, x86_variant(x, wt, axes, group, s) if simd else None
+
+
+def x86_bodies(k, variant: str) -> list[tuple[str, str]]:
+    """(preprocessor condition, body) pairs an x86 variant is emitted as, in #if /
+    #elif order before the portable #else: "direct" is AVX-512's (its masked loads
+    want 16-lane masks), which an AVX2 build replaces by the band; "band" runs on
+    both. For a known x86 target only the one it builds (the rest would be
+    preprocessed away, and their scratch would be counted for nothing)."""
+    both = [("MTVM_F32_AVX512", variant), ("MTVM_F32_AVX2", "band")]
+    if variant == "band":
+        both = [("MTVM_F32_AVX512 || MTVM_F32_AVX2", "band")]
+    if k.target.is_generic:
+        return both
+    if k.target.has("avx512f"):
+        return both[:1]
+    return [(cond, "band") for cond, _ in both[-1:]]
 
 
 def conv_scratch_bytes(k, x, wt, axes, group, simd: bool = True) -> int:
     """The arena scratch emit_conv_scheduled will ask for (k.scratch_bytes), without
     emitting: memory planning needs it before any C exists. The same plan
     (conv_plan), and each path's bytes from the helper its emitter uses; where the
-    preprocessor picks one of several bodies (depthwise, the AVX-512 variants),
+    preprocessor picks one of several bodies (depthwise, the x86 variants),
     the larger of theirs."""
     kind, variant = conv_plan(k, x, wt, axes, group, simd)
     if kind == "depthwise":
@@ -572,22 +590,21 @@ def conv_scratch_bytes(k, x, wt, axes, group, simd: bool = True) -> int:
         portable = window_bytes(aw, cg, kh_n, kw_n)
     else:
         portable = im2col_bytes(cg * kh_n * kw_n, ah.out * aw.out, s)
-    if variant == "band":         # the AVX-512 "direct" variant has no scratch
+    if variant is not None and any(body == "band" for _, body in x86_bodies(k, variant)):
         return max(band_bytes(ah, aw, cg, kh_n, kw_n, s), portable)
-    return portable
+    return portable           # the "direct" body has no scratch
 
 
 def emit_conv_scheduled(k, x, wt, bias, axes, group, simd: bool = True) -> str:
     """Emit the Conv with its schedule (see the table above); with simd, also its
-    AVX-512 variant (avx512_variant) under `#if MTVM_F32_AVX512`."""
+    x86 variant (x86_variant) under its #if (x86_bodies)."""
     kind, variant = conv_plan(k, x, wt, axes, group, simd)
     if kind == "depthwise":
         return emit_conv_depthwise(k, x, wt, bias, axes, depthwise_columns(axes[1]))
     if kind == "pointwise_inplace":
         return emit_conv_pointwise_inplace(k, x, wt, bias, axes)
     if variant is not None:
-        return emit_conv_simd_or(k, x, wt, bias, axes, group, kind,
-                                 _conv_direct if variant == "direct" else _conv_band)
+        return emit_conv_simd_or(k, x, wt, bias, axes, group, kind, x86_bodies(k, variant))
     if kind in ("pointwise", "im2col"):
         return emit_conv_gemm(k, x, wt, bias, axes, group)
     if kind == "window":
@@ -1295,7 +1312,7 @@ def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call):
     w.line("}")
 
 
-# -- band (AVX-512 hosts) --------------------------------------------------------------
+# -- band (x86 hosts: AVX-512, AVX2) ------------------------------------------------
 #
 # Narrow outputs (fewer than 16 columns) fill only part of a 16-lane tile in the
 # window schedule (an 8-column row: half), and the one-vector micro-kernel is
@@ -1377,7 +1394,7 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
     rows = band_rows(ah, aw, cg, kh_n, kw_n, knobs_of(k))
     ks, cs, off, layout = band_layout(ah, aw, kh_n, kw_n, rows)
     band = rows * aw.out
-    w.line(f"/* Schedule (AVX-512): band GEMM. Bands of {rows} output rows ({band} flat\n"
+    w.line(f"/* Schedule (x86): band GEMM. Bands of {rows} output rows ({band} flat\n"
            f" * positions p = i * {aw.out} + ow); per input channel and kw the band's input rows\n"
            f" * are gathered into scratch ({cs} floats per channel, 0 in the padding), then\n"
            f" * register blocks of {mr} output channels x 32 positions run the micro-kernel,\n"
@@ -1471,26 +1488,29 @@ def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
     return 0
 
 
-def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, body) -> str:
-    """AVX-512 hosts (MTVM_F32_AVX512): the schedule `body` (_conv_band or
-    _conv_direct); every other target: `kind` ("window" or "im2col") unchanged.
-    Chosen by the preprocessor; the scratch is sized for the larger."""
+def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, bodies) -> str:
+    """x86 builds: each (condition, body) of `bodies` (x86_bodies: "band" or
+    "direct") under its #if / #elif; every other target: `kind` ("window" or
+    "im2col") unchanged, as the #else. Chosen by the preprocessor; the scratch is
+    sized for the largest."""
     kh_n, kw_n = wt.shape[2], wt.shape[3]
     emit = emit_conv_window if kind == "window" else emit_conv_gemm
     other = emit(k, x, wt, bias, axes, group, header=False)   # packs the weights
-    other_bytes = k.scratch_bytes
+    sizes = [k.scratch_bytes]
     w = CWriter()
     w.line(conv_comment(x, wt, k.out, axes, group))
-    w.lines.append("#if MTVM_F32_AVX512")
-    simd_bytes = body(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n)
-    if not simd_bytes:
-        w.line("(void)scratch;")
-    if kind == "window":
-        w.line(f"(void){k.ins[-1].c};  /* the window schedule's tap table */")
+    for i, (cond, body) in enumerate(bodies):
+        w.lines.append(f"#{'el' if i else ''}if {cond}")
+        emit_body = _conv_direct if body == "direct" else _conv_band
+        sizes.append(emit_body(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n))
+        if not sizes[-1]:
+            w.line("(void)scratch;")
+        if kind == "window":
+            w.line(f"(void){k.ins[-1].c};  /* the window schedule's tap table */")
     w.lines.append("#else")
     w.lines += other.splitlines()
     w.lines.append("#endif")
-    k.scratch_bytes = max(simd_bytes, other_bytes)
+    k.scratch_bytes = max(sizes)
     return w.text()
 
 

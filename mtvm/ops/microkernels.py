@@ -114,11 +114,12 @@ def gemv_blocked(k) -> str:
     return "mtvm_f32_gemv_blocked"
 
 
-# -- band: a tile of 2 x 16 flat positions, AVX-512 only ------------------------------
+# -- band: a tile of 2 x 16 flat positions, AVX-512 and AVX2 ---------------------------
 
 
 def band_ukernel(k, mr: int) -> str:
-    """Declare the AVX-512 band micro-kernel (only compiled where MTVM_F32_AVX512):
+    """Declare the x86 band micro-kernel (only compiled where MTVM_F32_AVX512 or
+    MTVM_F32_AVX2; on AVX2 each half of 16 positions is two 8-float vectors):
 
         tile[r * 32 + q] = sum_c sum_j a[(c * ntaps + j) * mr + r] * b[c * cs + off[j] + q]
 
@@ -128,7 +129,7 @@ def band_ukernel(k, mr: int) -> str:
     Returns its name."""
     return _define(k, "MTVM_DEFINE_F32_BAND", f"mtvm_f32_band_{mr}x32", mr,
                    f"tile[r * 32 + q] = sum_c sum_j a[(c * ntaps + j) * {mr} + r] * "
-                   f"b[c * cs + off[j] + q], r < {mr}, q < n <= 32 (AVX-512)")
+                   f"b[c * cs + off[j] + q], r < {mr}, q < n <= 32 (AVX-512, AVX2)")
 
 
 # -- direct: same-size stride-1 convolution on the flat plane, AVX-512 only -----------

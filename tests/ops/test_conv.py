@@ -298,14 +298,18 @@ def test_residual_add_writes_over_its_operand(kernel):
     assert lib.plan.arena_bytes == lib.plan.lower_bound
 
 
-# -- band schedule (AVX-512 hosts) -----------------------------------------------------
+# -- band and direct schedules (x86 hosts) ---------------------------------------------
 
-def _has_avx512() -> bool:
+def _cpu_has(flag: str) -> bool:
     try:
         with open("/proc/cpuinfo") as f:
-            return " avx512f" in f.read()
+            return f" {flag}" in f.read()
     except OSError:
         return False
+
+
+def _has_avx512() -> bool:
+    return _cpu_has("avx512f")
 
 
 # (id, x shape, w shape, attributes): outputs narrower than 16 columns (window or
@@ -355,13 +359,15 @@ SIMD_CASES = [c + ("band GEMM",) for c in BAND_CASES] + \
     [c + ("depthwise direct",) for c in DEPTHWISE_DIRECT_CASES]
 
 
-@pytest.mark.skipif(not _has_avx512(), reason="band and direct are compiled for AVX-512 only")
+@pytest.mark.skipif(not _cpu_has("avx2"), reason="band and direct are compiled for x86 only")
 @pytest.mark.parametrize("x_shape,w_shape,attrs,schedule", [c[1:] for c in SIMD_CASES],
                          ids=[f"{c[4].split()[0]}_{c[0]}" for c in SIMD_CASES])
 def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
-    """The band, direct and depthwise direct schedules built for AVX-512, with a fused
-    residual Add + Relu, against onnx.reference, then under ASan/UBSan; the portable
-    path of the same source too."""
+    """The band, direct and depthwise direct schedules with a fused residual Add +
+    Relu, against onnx.reference, then under ASan/UBSan: built for AVX-512 (where
+    the host has it) and for AVX2 (-march=x86-64-v3: the band, also for the direct
+    cases; depthwise direct is AVX-512's only); the portable path of the same
+    source too."""
     from mtvm import host_runner
     from mtvm.host_runner import HostModule
     from mtvm.testing import assert_close, reference_outputs
@@ -374,8 +380,23 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
                      helper.make_node("Relu", ["s"], ["y"])],
                     {"x": x, "r": r}, {"w": w, "b": b})
     lib = mtvm.compile(m)
-    assert f"Schedule (AVX-512): {schedule}" in kernel_source(lib)
-    _check_native_and_sanitized(m, lib, {"x": x, "r": r}, monkeypatch)
+    src = kernel_source(lib)
+    isa = "x86" if schedule == "band GEMM" else "AVX-512"
+    assert f"Schedule ({isa}): {schedule}" in src
+    inputs = {"x": x, "r": r}
+    if schedule != "depthwise direct":
+        assert "Schedule (x86): band GEMM" in src     # what an AVX2 build runs
+        expected = reference_outputs(m, inputs)[0]
+        avx2 = ["-march=x86-64-v3"]
+        got = HostModule(lib, opt="-O3", extra=avx2).run(inputs)
+        assert_close(list(got.values())[0], expected, what="AVX2")
+        flags = host_runner.SANITIZE_FLAGS
+        monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags + avx2)
+        got = lib.run_host(inputs, sanitize=True)
+        assert_close(list(got.values())[0], expected, what="sanitized, AVX2")
+        monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags)
+    if _has_avx512():
+        _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
 def _check_native_and_sanitized(m, lib, inputs, monkeypatch):
@@ -415,18 +436,19 @@ def test_conv_pointwise_two_vector_tiles(plane, inplace_cols, monkeypatch):
     _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
 
 
-@pytest.mark.skipif(not _has_avx512(), reason="the band schedule is compiled for AVX-512 only")
+@pytest.mark.skipif(not _cpu_has("avx2"), reason="the band schedule is compiled for x86 only")
 def test_conv_band_scratch_cap(monkeypatch):
     """band_max_bytes smaller than a full band: fewer rows per band, same result."""
     from mtvm.host_runner import HostModule
     from mtvm.testing import assert_close, reference_outputs
     x, w = randn(1, 16, 8, 8), randn(8, 16, 3, 3)
     m = make_model("Conv", {"x": x}, {"pads": [1, 1, 1, 1]}, consts={"w": w})
-    lib = mtvm.compile(m, schedule_config={"conv2d_f32.avx512": {"band_max_bytes":
-                                                                 16 * 4 * 3 * 5 * 8}})
+    lib = mtvm.compile(m, schedule_config={"conv2d_f32.x86": {"band_max_bytes":
+                                                              16 * 4 * 3 * 5 * 8}})
     assert "Bands of 3 output rows" in kernel_source(lib)
-    got = HostModule(lib, opt="-O3", extra=["-march=native"]).run({"x": x})
-    assert_close(list(got.values())[0], reference_outputs(m, {"x": x})[0])
+    for march in ("native", "x86-64-v3"):
+        got = HostModule(lib, opt="-O3", extra=[f"-march={march}"]).run({"x": x})
+        assert_close(list(got.values())[0], reference_outputs(m, {"x": x})[0], what=march)
 
 
 @pytest.mark.skipif(not _has_avx512(), reason="depthwise direct is compiled for AVX-512 only")

@@ -35,7 +35,7 @@
  *
  * The rows are written out (c0, c1, ...) by MTVM_REPEAT: gcc keeps them in registers at
  * -O2, where it would not unroll a loop over an accumulator array. The band and direct
- * kernels of the AVX-512 convolution schedules are in x86/mtvm_conv_f32_x86.h. */
+ * kernels of the x86 convolution schedules are in x86/mtvm_conv_f32_x86.h. */
 
 /* How `b` is read, per form: ldb, the rows of a matrix; off, a table of tap offsets. */
 #define MTVM_F32_B_PARAM_ldb int ldb
@@ -217,10 +217,10 @@
 #define MTVM_DEFINE_F32_GEMM(NAME_, MR_) MTVM_F32_GEMM_FUNCTION_(NAME_, MR_, ldb)
 #define MTVM_DEFINE_F32_GEMM_OFF(NAME_, MR_) MTVM_F32_GEMM_FUNCTION_(NAME_, MR_, off)
 
-/* The AVX-512 band and direct kernels (x86/mtvm_conv_f32_x86.h); on other targets their
- * definitions are empty (the schedules that call them are compiled only where
- * MTVM_F32_AVX512). */
-#if MTVM_F32_AVX512
+/* The x86 band and direct kernels (x86/mtvm_conv_f32_x86.h: band on AVX-512 and AVX2,
+ * direct on AVX-512); on other targets their definitions are empty (the schedules that
+ * call them are compiled only where those kernels exist). */
+#if MTVM_F32_AVX512 || MTVM_F32_AVX2
 #include "mtvm_conv_f32_x86.h"
 #else
 #define MTVM_DEFINE_F32_BAND(NAME_, MR_)

@@ -1,6 +1,7 @@
-/* mtvm_conv_f32_x86.h: The AVX-512 micro-kernels of the float convolution schedules:
- * band (a tile of 2 x 16 flat positions over a table of tap offsets) and direct (a
- * same-size stride-1 convolution read straight from the plane, padding masked off).
+/* mtvm_conv_f32_x86.h: The x86 micro-kernels of the float convolution schedules:
+ * band (a tile of 2 x 16 flat positions over a table of tap offsets; AVX-512 and
+ * AVX2 + FMA) and direct (a same-size stride-1 convolution read straight from the
+ * plane, padding masked off; AVX-512 only). Included by mtvm_gemm_f32.h.
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_CONV_F32_X86_H_
 #define MTVM_CONV_F32_X86_H_
@@ -112,6 +113,57 @@
         MTVM_REPEAT(MR_, MTVM_F32_X2_STORE_, 0) \
     }
 
-#endif  /* MTVM_F32_AVX512 */
+#elif MTVM_F32_AVX2
+
+/* The band kernel for AVX2 + FMA, same contract as above (tile rows of 32 floats,
+ * q < n <= 32): each half of 16 positions is the GEMM kernel's AVX2 tile (two 8-float
+ * vectors per row, rows in passes of up to four, 8 accumulators) run over the c, j taps.
+ * Halves past n are written as zeros (as the AVX-512 one-vector form does). */
+#define MTVM_F32_BAND_U_full _mm256_loadu_ps(bt)
+#define MTVM_F32_BAND_V_full _mm256_loadu_ps(bt + 8)
+#define MTVM_F32_BAND_U_masked _mm256_maskload_ps(bt, k0)
+#define MTVM_F32_BAND_V_masked _mm256_maskload_ps(bt + 8, k1)
+#define MTVM_F32_BAND_Y_STORE_(J_, G0_) \
+    _mm256_storeu_ps(tile + (G0_ + J_) * 32 + h0, c##J_##_0); \
+    _mm256_storeu_ps(tile + (G0_ + J_) * 32 + h0 + 8, c##J_##_1);
+#define MTVM_F32_BAND_Y_ZERO_(R_, x) \
+    _mm256_storeu_ps(tile + R_ * 32 + h0, _mm256_setzero_ps()); \
+    _mm256_storeu_ps(tile + R_ * 32 + h0 + 8, _mm256_setzero_ps());
+#define MTVM_F32_BAND_Y_PASS_(G0_, ROWS_, MR_, LOADS_) \
+    {  /* rows G0_ .. G0_ + ROWS_ - 1 of positions h0 .. h0 + 15 */ \
+        const float* at = a + G0_; \
+        const float* bc = b + h0; \
+        MTVM_REPEAT(ROWS_, MTVM_F32_Y_ACC_, 0) \
+        for (int c = 0; c < chans; ++c, bc += cs) { \
+            for (int j = 0; j < ntaps; ++j, at += MR_) { \
+                const float* bt = bc + off[j]; \
+                const __m256 u = MTVM_F32_BAND_U_##LOADS_; \
+                const __m256 v = MTVM_F32_BAND_V_##LOADS_; \
+                MTVM_REPEAT(ROWS_, MTVM_F32_Y_FMA_, 0) \
+            } \
+        } \
+        MTVM_REPEAT(ROWS_, MTVM_F32_BAND_Y_STORE_, G0_) \
+    }
+#define MTVM_DEFINE_F32_BAND(NAME_, MR_) \
+    static inline void NAME_(int chans, int cs, int ntaps, const int32_t* restrict off, \
+        const float* restrict a, const float* restrict b, int n, float* restrict tile) \
+    { \
+        const __m256i lane_ = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); \
+        for (int h0 = 0; h0 < 32; h0 += 16) { \
+            const int nh = n - h0; \
+            if (nh >= 16) { \
+                MTVM_F32_PASSES_##MR_(MTVM_F32_BAND_Y_PASS_, MR_, full) \
+            } else if (nh > 0) {  /* lanes past n are not read */ \
+                const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh), lane_); \
+                const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh - 8), lane_); \
+                MTVM_F32_PASSES_##MR_(MTVM_F32_BAND_Y_PASS_, MR_, masked) \
+            } else { \
+                MTVM_REPEAT(MR_, MTVM_F32_BAND_Y_ZERO_, 0) \
+            } \
+        } \
+    }
+#define MTVM_DEFINE_F32_DIRECT(NAME_, MR_)
+
+#endif  /* MTVM_F32_AVX512, MTVM_F32_AVX2 */
 
 #endif  /* MTVM_CONV_F32_X86_H_ */

@@ -75,9 +75,9 @@ class ConvF32(Schedule):
     name = "conv2d_f32"
     family = "generic"
     priority = 0
-    simd = False                 # the AVX-512 variant is ConvF32Avx512's (schedules/x86)
+    simd = False                 # the x86 variants are ConvF32X86's (schedules/x86)
     knobs = tuple(Knob(n, v, _CHOICES.get(n, (v,))) for n, v in conv.DEFAULT_KNOBS.items()
-                  if n not in conv.AVX512_KNOBS)
+                  if n not in conv.X86_KNOBS)
 
     def applies(self, k, /, **attrs) -> bool:
         return float_conv(k)

@@ -1,12 +1,14 @@
-"""Float Conv layers that AVX-512 runs with its own micro-kernels: the "band"
-(2 x 16 flat positions per tile, for outputs narrower than band_below_cols)
-and the "direct" one (stride 1, same-size outputs of 17..31 columns, masked
-loads instead of a gathered copy).
+"""Float Conv layers that x86 runs with its own micro-kernels: the "band"
+(2 x 16 flat positions per tile, for outputs narrower than band_below_cols;
+AVX-512 and AVX2 + FMA) and the "direct" one (stride 1, same-size outputs of
+17..31 columns, masked loads instead of a gathered copy; AVX-512, the band on
+AVX2).
 
-Each is emitted under `#if MTVM_F32_AVX512` with the portable schedule as
-the #else, so the generic target ("c") keeps one source that is fast on an
-AVX-512 host and correct everywhere; on an x86-64-v4 target the #else is left
-out, and on every other target this schedule does not apply at all.
+Each is emitted under `#if MTVM_F32_AVX512` / `#elif MTVM_F32_AVX2` with the
+portable schedule as the #else (conv.x86_bodies), so the generic target ("c")
+keeps one source that is fast on an x86 host and correct everywhere; on an
+x86-64-v3/v4 target only its own branch is left, and on every other target
+this schedule does not apply at all.
 """
 from __future__ import annotations
 
@@ -24,17 +26,18 @@ _CHOICES = {
 
 
 @register
-class ConvF32Avx512(ConvF32):
+class ConvF32X86(ConvF32):
     op = "Conv"
-    name = "conv2d_f32.avx512"
+    name = "conv2d_f32.x86"
     family = "x86"
     priority = 10
-    simd = True                  # ConvF32.emit: the AVX-512 kernel under its #if
+    simd = True                  # ConvF32.emit: the x86 kernels under their #if
     knobs = ConvF32.knobs + tuple(Knob(n, conv.DEFAULT_KNOBS[n], _CHOICES[n])
-                                  for n in conv.AVX512_KNOBS)
+                                  for n in conv.X86_KNOBS)
 
     def applies(self, k, /, **attrs) -> bool:
-        if not (k.target.is_generic or k.target.has("avx512f")) or not float_conv(k):
+        if not (k.target.is_generic or k.target.has("avx512f") or k.target.has("avx2", "fma")) \
+                or not float_conv(k):
             return False
         x, wt = k.ins[0], k.ins[1]
         if len(x.shape) != 4:
@@ -42,4 +45,4 @@ class ConvF32Avx512(ConvF32):
         axes, group = geometry(k, attrs)
         if k.inplace is not None:   # only the depthwise and pointwise schedules run in place
             return False
-        return conv.avx512_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
+        return conv.x86_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
