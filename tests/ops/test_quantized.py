@@ -813,6 +813,8 @@ X86_CASES = IM2COL_CASES + [  # x shape, w shape, attrs
     ((1, 5, 5, 19), (4, 5, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),   # odd channels
     ((1, 4, 6, 20), (6, 2, 3, 5), {"group": 2, "dilations": [1, 2], "pads": [1, 4, 1, 4]}),
     ((1, 3, 5, 10), (8, 3, 1, 3), {}),                       # exactly one tile
+    ((1, 3, 3, 16), (6, 3, 3, 3), {"pads": [1, 1, 1, 1]}),   # one pair of tiles
+    ((1, 5, 3, 37), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),   # two pairs, then a last tile
     ((1, 7, 30), (5, 7, 3), {"strides": [2], "pads": [1, 1]}),
 ]
 
@@ -841,7 +843,8 @@ def test_im2col_x86_paths_bit_exact(xs, ws, attrs, dtype, monkeypatch):
     for extra in _native_builds():
         got = list(HostModule(lib, opt="-O3", extra=extra).run({"x": x}).values())[0]
         np.testing.assert_array_equal(got, expected, err_msg=str(extra))
-    if ws in ((5, 6, 3, 3), (9, 7, 2, 2), (2, 2, 7, 5), (8, 3, 3, 3), (4, 5, 1, 1)):
+    if ws in ((5, 6, 3, 3), (9, 7, 2, 2), (2, 2, 7, 5), (8, 3, 3, 3), (4, 5, 1, 1),
+              (7, 5, 3, 3)):
         monkeypatch.setattr(host_runner, "SANITIZE_FLAGS",
                             host_runner.SANITIZE_FLAGS + ["-march=native"])
         got = list(lib.run_host({"x": x}, sanitize=True).values())[0]

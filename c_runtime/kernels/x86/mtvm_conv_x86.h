@@ -88,30 +88,54 @@ static MTVM_ALWAYS_INLINE void mtvm_conv_tile8_x86(__m256i* xp, const uint8_t* x
     }
 }
 
-/* acc[i] += the tile xp (n pairs) . channel i's weight pairs (wj + i * n), i < nc <= 4.
- * Four accumulators in registers whatever nc (a missing channel repeats channel 0: its
- * sums are computed and not stored), so that no sum goes through memory. Channel
- * 2t + 1 of an odd cg: zero weights meet the zero point there. */
-static MTVM_ALWAYS_INLINE void mtvm_conv_dot8_x86(__m256i acc[4], const __m256i* xp,
-                                                  const int32_t* wj, int32_t n, int32_t nc)
+/* acc[i] += the tile xp (n pairs) . channel i's weight pairs (wj + i * n), i < nc <= 4;
+ * with xq (a second tile of the same taps) also acc[4 + i] += xq . the same weights.
+ * Four (eight) accumulators in registers whatever nc (a missing channel repeats channel
+ * 0: its sums are computed and not stored), so that no sum goes through memory. Two
+ * tiles share each broadcast weight: 2 loads + 4 broadcasts + 8 VPMADDWD + 8 VPADDD per
+ * pair of taps, against 1 + 4 + 4 + 4 for one tile (AVX2 issues about four of these a
+ * cycle: the loads and broadcasts were a third of the work). Channel 2t + 1 of an odd cg:
+ * zero weights meet the zero point there. */
+#define MTVM_CONV_DOT8_STEP_(X_, A0_, A1_, A2_, A3_) \
+    A0_ = mtvm_dot_pairs8_x86(A0_, X_, v0); A1_ = mtvm_dot_pairs8_x86(A1_, X_, v1); \
+    A2_ = mtvm_dot_pairs8_x86(A2_, X_, v2); A3_ = mtvm_dot_pairs8_x86(A3_, X_, v3);
+static MTVM_ALWAYS_INLINE void mtvm_conv_dot8_x86(__m256i acc[8], const __m256i* xp,
+                                                  const __m256i* xq, const int32_t* wj,
+                                                  int32_t n, int32_t nc)
 {
     const int32_t* w0 = wj;
     const int32_t* w1 = wj + (nc > 1 ? n : 0);
     const int32_t* w2 = wj + (nc > 2 ? 2 * n : 0);
     const int32_t* w3 = wj + (nc > 3 ? 3 * n : 0);
     __m256i a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-    for (int32_t t = 0; t < n; ++t) {
-        const __m256i x = xp[t];
-        a0 = mtvm_dot_pairs8_x86(a0, x, _mm256_set1_epi32(w0[t]));
-        a1 = mtvm_dot_pairs8_x86(a1, x, _mm256_set1_epi32(w1[t]));
-        a2 = mtvm_dot_pairs8_x86(a2, x, _mm256_set1_epi32(w2[t]));
-        a3 = mtvm_dot_pairs8_x86(a3, x, _mm256_set1_epi32(w3[t]));
+    if (xq) {
+        __m256i b0 = acc[4], b1 = acc[5], b2 = acc[6], b3 = acc[7];
+        for (int32_t t = 0; t < n; ++t) {
+            const __m256i x = xp[t], z = xq[t];
+            const __m256i v0 = _mm256_set1_epi32(w0[t]), v1 = _mm256_set1_epi32(w1[t]);
+            const __m256i v2 = _mm256_set1_epi32(w2[t]), v3 = _mm256_set1_epi32(w3[t]);
+            MTVM_CONV_DOT8_STEP_(x, a0, a1, a2, a3)
+            MTVM_CONV_DOT8_STEP_(z, b0, b1, b2, b3)
+        }
+        acc[4] = b0;
+        acc[5] = b1;
+        acc[6] = b2;
+        acc[7] = b3;
+    } else {
+        for (int32_t t = 0; t < n; ++t) {
+            const __m256i x = xp[t];
+            const __m256i v0 = _mm256_set1_epi32(w0[t]), v1 = _mm256_set1_epi32(w1[t]);
+            const __m256i v2 = _mm256_set1_epi32(w2[t]), v3 = _mm256_set1_epi32(w3[t]);
+            MTVM_CONV_DOT8_STEP_(x, a0, a1, a2, a3)
+        }
     }
     acc[0] = a0;
     acc[1] = a1;
     acc[2] = a2;
     acc[3] = a3;
 }
+#undef MTVM_CONV_DOT8_STEP_
+
 /* The shape of one group of a QConv: cg input channels of h x wd, kh x kw taps, strides,
  * leading pads, dilations, the oh x ow output. */
 typedef struct {
@@ -121,8 +145,8 @@ typedef struct {
 /* One group of a KxK QConv not written in place: the mg output channel planes at y (y_ch
  * apart) from the cg input planes at xg (x_u: uint8, else int8; the padding reads as
  * zx), weight pairs wq (x86_weight_pairs' row of the group), bias and rq indexed from the
- * group's first channel. Per output row, tiles of eight pixels (the last overlapping the
- * one before: ow >= 8), four output channels at a time. */
+ * group's first channel. Per output row, tiles of eight pixels two at a time (the last
+ * single tile overlapping the one before: ow >= 8), four output channels at a time. */
 static MTVM_ALWAYS_INLINE void mtvm_conv_group_x86(uint8_t* y, size_t y_ch, const uint8_t* xg,
                                                    int x_u, uint8_t zx, mtvm_conv_shape_x86_t s,
                                                    const int32_t* wq, int32_t mg,
@@ -130,23 +154,36 @@ static MTVM_ALWAYS_INLINE void mtvm_conv_group_x86(uint8_t* y, size_t y_ch, cons
 {
     const int32_t n = s.kh * s.kw * ((s.cg + 1) / 2);
     for (int32_t oy = 0; oy < s.oh; ++oy) {
-        for (int32_t ox1 = 0; ox1 < s.ow; ox1 += 8) {
-            const int32_t ox0 = ox1 + 8 <= s.ow ? ox1 : s.ow - 8;   /* the last: overlapping */
-            __m256i xp[n];   /* [tap][t / 2]: the pairs of the eight pixels */
+        for (int32_t ox1 = 0; ox1 < s.ow;) {
+            const int32_t two = ox1 + 16 <= s.ow;
+            const int32_t ox0 = ox1 + 8 <= s.ow ? ox1 : s.ow - 8;   /* a last single tile
+                                                                      overlaps */
+            __m256i xp[2 * n];   /* [tile][tap][t / 2]: the pairs of the eight pixels */
             mtvm_conv_tile8_x86(xp, xg, x_u, s.cg, s.h, s.wd, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw,
                                 s.dh, s.dw, oy, ox0, zx);
+            if (two) {
+                mtvm_conv_tile8_x86(xp + n, xg, x_u, s.cg, s.h, s.wd, s.kh, s.kw, s.sh, s.sw,
+                                    s.ph, s.pw, s.dh, s.dw, oy, ox0 + 8, zx);
+            }
             for (int32_t o0 = 0; o0 < mg; o0 += 4) {
                 const int32_t nc = mg - o0 < 4 ? mg - o0 : 4;
                 uint8_t* yq = y + (size_t)o0 * y_ch + (size_t)oy * (size_t)s.ow + (size_t)ox0;
-                __m256i acc[4];
-                for (int32_t i = 0; i < 4; ++i) acc[i] = _mm256_set1_epi32(i < nc ? bias[o0 + i] : 0);
-                mtvm_conv_dot8_x86(acc, xp, wq + o0 * n, n, nc);
+                __m256i acc[8];
+                for (int32_t i = 0; i < 8; ++i) {
+                    acc[i] = _mm256_set1_epi32(i % 4 < nc ? bias[o0 + i % 4] : 0);
+                }
+                mtvm_conv_dot8_x86(acc, xp, two ? xp + n : NULL, wq + o0 * n, n, nc);
                 for (int32_t i = 0; i < nc; ++i) {
                     const int32_t o = (o0 + i) * rq.step;
-                    mtvm_store_low_bytes8_x86(yq + (size_t)i * y_ch, mtvm_pw_requantize8_x86(
-                        acc[i], rq.mult[o], rq.m ? 0 : rq.shift[o], rq.m, rq.add, rq.lo, rq.hi));
+                    for (int32_t u = 0; u <= two; ++u) {
+                        mtvm_store_low_bytes8_x86(yq + (size_t)i * y_ch + 8 * u,
+                            mtvm_pw_requantize8_x86(acc[4 * u + i], rq.mult[o],
+                                                    rq.m ? 0 : rq.shift[o], rq.m, rq.add,
+                                                    rq.lo, rq.hi));
+                    }
                 }
             }
+            ox1 = two ? ox1 + 16 : ox1 + 8;
         }
     }
 }
