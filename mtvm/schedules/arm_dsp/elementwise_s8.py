@@ -14,43 +14,10 @@ import numpy as np
 
 from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, Raw, Table,
                                 Type, Var, call, render_c)
-from ...ops.elementwise import broadcast_strides
 from ...ops.quantized.common import store_lines, ties_impossible
+from ...ops.quantized.elementwise import row_layout, scalar_operand as _scalar
 from .. import Schedule, register
 from .matmul_s8 import _ext
-
-
-def _scalar(k) -> int | None:
-    """The index of an input that is a one-element constant (its term is folded)."""
-    for j, b in enumerate(k.ins[:2]):
-        if b.const is not None and b.size == 1 and k.ins[1 - j].size == k.out.size:
-            return j
-    return None
-
-
-def row_layout(k) -> tuple[int, list[bool]] | None:
-    """(elements a row, per input whether it advances by a row) where each input is
-    contiguous over the output's trailing dims and either full or broadcast over the
-    leading ones (a one-element constant: rows of the whole output); None otherwise (or
-    rows shorter than 4)."""
-    shape = tuple(k.out.shape)
-    if _scalar(k) is not None:
-        return k.out.size, [True, True]
-    full = broadcast_strides(shape, shape)
-    strides = [broadcast_strides(b.shape, shape) for b in k.ins[:2]]
-    t = len(shape)
-    while t > 0 and all(s[t - 1] == full[t - 1] for s in strides):
-        t -= 1
-    inner = int(np.prod(shape[t:], dtype=np.int64))
-    moves = []
-    for s in strides:
-        if s[:t] == full[:t]:
-            moves.append(True)
-        elif not any(s[:t]):
-            moves.append(False)
-        else:
-            return None
-    return (inner, moves) if inner >= 4 else None
 
 
 def _range(buf) -> np.ndarray:
