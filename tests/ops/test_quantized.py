@@ -643,15 +643,22 @@ def test_qdq_softmax():
                                      (257, 0.05, 1 / 256), (1000, 0.01, 1 / 1024),
                                      (10, 0.1, 1 / 32768)])   # the 64-bit division
 def test_qsoftmax_c_is_bit_exact_with_its_model(d, sx, sy):
-    """The per-element division (one 32-bit one where the shifted numerator fits,
-    else the 64-bit one) gives exactly QSoftmax.reference's integers."""
+    """The per-element division (through the row sum's reciprocal on x86-64 where
+    softmax_recip_ok allows it, else one 32-bit one where the shifted numerator fits,
+    else the 64-bit one) gives exactly QSoftmax.reference's integers, portable and
+    -march=native."""
+    from mtvm.host_runner import HostModule
     b = QDQ()
     x = b.input((3, d), sx)
     lib = mtvm.compile(b.model(b.q(b.op("Softmax", [x], axis=-1), sy, -128)))
     assert "QSoftmax" in [o["kind"] for o in lib.metadata["operators"]]
-    got = lib.run_host(b.feeds)
-    for (name, a), e in zip(got.items(), interpret(lib.graph, b.feeds).values()):
-        np.testing.assert_array_equal(a, e, err_msg=name)
+    recip = "mtvm_div_recip_u32" in lib.sources["codegen/host/src/tvmgen_default_kernels.c"]
+    assert recip == (sy > 1 / 4096)      # the largest scale: quotients up to 2^15
+    expected = interpret(lib.graph, b.feeds)
+    for extra in ([], ["-march=native"]):
+        got = HostModule(lib, opt="-O3", extra=extra).run(b.feeds)
+        for (name, a), e in zip(got.items(), expected.values()):
+            np.testing.assert_array_equal(a, e, err_msg=f"{name} {extra}")
 
 
 def test_qdq_float_fallback_is_reported():

@@ -35,4 +35,36 @@ static inline int32_t mtvm_requantize(int32_t acc, int32_t mult, int32_t shift)
     return r > INT32_MAX ? INT32_MAX : (r < INT32_MIN ? INT32_MIN : (int32_t)r);
 }
 
+/* floor(n / d) for a divisor d fixed over many n (QSoftmax: one per row), where the
+ * emitter has proved n < 2^31, quotients below 2^14 and d < 2^35 (quantized.softmax.
+ * softmax_recip_ok). Hosts with double-precision vectors (x86-64, AArch64): n times d's
+ * reciprocal plus 2^-36, truncated -- exact under those bounds (the two roundings move
+ * n / d by at most q 2^-51 < 2^-37, less than the 2^-36 added; a quotient that is not
+ * an integer lies at least 1 / d > 2^-35 below the next one), and a loop of them
+ * vectorizes, where an integer division each stays scalar (2.5 ns an element in
+ * kwt_tiny_int8's attention softmax). Elsewhere the integer division itself. */
+#if defined(__x86_64__) || defined(__aarch64__)
+typedef double mtvm_recip_t;
+static inline mtvm_recip_t mtvm_recip_u32(uint32_t d)
+{
+    return 1.0 / (double)d;
+}
+static inline int32_t mtvm_div_recip_u32(uint32_t n, uint32_t d, mtvm_recip_t r)
+{
+    (void)d;
+    return (int32_t)((double)(int32_t)n * r + 0x1p-36);
+}
+#else
+typedef uint32_t mtvm_recip_t;
+static inline mtvm_recip_t mtvm_recip_u32(uint32_t d)
+{
+    return d;
+}
+static inline int32_t mtvm_div_recip_u32(uint32_t n, uint32_t d, mtvm_recip_t r)
+{
+    (void)r;
+    return (int32_t)(n / d);
+}
+#endif
+
 #endif  /* MTVM_REQUANTIZE_H_ */

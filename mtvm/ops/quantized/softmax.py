@@ -23,6 +23,17 @@ def softmax_fits_32(table, d: int, inv: int) -> bool:
     return ((e_max * int(inv) + e_max * d * (1 << 15)) >> 16) < (1 << 32)
 
 
+def softmax_recip_ok(table, d: int, inv: int) -> bool:
+    """Whether mtvm_div_recip_u32 (mtvm_requantize.h) divides exactly here: the shifted
+    numerator below 2^31, every quotient below 2^14 (it is at most inv / 2^16 + 1: a
+    value's e is at most the row's sum) and the row's sum below 2^35."""
+    if table.const is None:
+        return False
+    e_max = int(np.max(table.const))
+    return ((e_max * int(inv) + e_max * d * (1 << 15)) >> 16) < (1 << 31) and \
+        int(inv) // (1 << 16) + 1 < (1 << 14) and e_max * d < (1 << 35)
+
+
 @register("QSoftmax", domain=DOMAIN)
 class QSoftmax(IntOp):
     """Softmax over the last axis of an 8-bit tensor, in integers: e = table[x - max],
@@ -47,7 +58,14 @@ class QSoftmax(IntOp):
         # (nested floor division): one 32-bit division (UDIV on a Cortex-M3/M4)
         # instead of a 64-bit one (a library call there), where the shifted
         # numerator provably fits 32 bits.
-        if softmax_fits_32(table, d, inv):
+        if softmax_recip_ok(table, d, inv):
+            # the same division by the row's sum, through its reciprocal where the host
+            # has double vectors (exact under the bounds softmax_recip_ok checks)
+            k.library("mtvm_requantize.h")
+            den = ("const uint64_t half = (uint64_t)sum << 15;   /* den / 2 */\n"
+                   "    const mtvm_recip_t rs = mtvm_recip_u32(sum);")
+            q = "mtvm_div_recip_u32((uint32_t)((num + half) >> 16), sum, rs)"
+        elif softmax_fits_32(table, d, inv):
             den = "const uint64_t half = (uint64_t)sum << 15;   /* den / 2 */"
             q = "(int32_t)((uint32_t)((num + half) >> 16) / sum)"
         else:
