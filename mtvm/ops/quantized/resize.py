@@ -206,9 +206,12 @@ def scratch_bytes(shape, a, target) -> int:
     return 4 * (n_c * w_in + P * nper)
 
 
-def qresize_nest(k, **a) -> list:
+def qresize_nest(k, *, float_io: bool = False, **a) -> list:
     """The kernel in the C writer's IR (the C emitter renders it, the LLVM backend
-    lowers the same statements).
+    lowers the same statements). float_io: the float32 Resize's kernel on float
+    tensors (mtvm/ops/resize.py): the same taps, weights and sums, with no
+    dequantization, rounding or remap (a = the Resize's attributes with roi, scales,
+    sizes and extrapolation_value).
 
     One loop per output axis; a resized axis reads its taps' source offsets and
     weights from tables in its loop (the weights multiplied into the outer axes'
@@ -218,7 +221,7 @@ def qresize_nest(k, **a) -> list:
     remap table is then applied to each finished row in place (a byte lookup
     would keep the row loop from vectorizing)."""
     x = k.ins[0]
-    remap = k.ins[1] if len(k.ins) > 1 and k.ins[1] is not None else None
+    remap = k.ins[1] if len(k.ins) > 1 and k.ins[1] is not None and not float_io else None
     out_shape, taps = _axes(x.shape, a)
     r = len(out_shape)
     ist = [int(np.prod(x.shape[d + 1:], dtype=np.int64)) for d in range(r)]
@@ -226,9 +229,10 @@ def qresize_nest(k, **a) -> list:
     nearest = a.get("mode", "nearest") == "nearest"
     X, Y = param(x), param(k.out, output=True)
     out_t = Type(np.dtype(k.out.dtype).name)
-    pre = pre_dtype(x.dtype, a)
+    pre = np.dtype(np.float32) if float_io else pre_dtype(x.dtype, a)
     pre_t = Type(pre.name)
-    ext_c = Const(int(a.get("ext_q", 0)), out_t.dtype)
+    ext_c = Const(float(np.float32(a.get("extrapolation_value", 0.0))), "float32") \
+        if float_io else Const(int(a.get("ext_q", 0)), out_t.dtype)
     f = lambda c: Const(float(np.float32(c)), "float32")  # noqa: E731
     L = r - 1
     per = periodic(*[taps[L][j] for j in (1, 2, 3)]) if r and L in taps else None
@@ -247,7 +251,7 @@ def qresize_nest(k, **a) -> list:
             w_v[ax] = Var(f"wt{ax}", F32)
             stmts.append(Table(w_v[ax], w))
 
-    plan = row_plan(x.shape, a, k.target)
+    plan = None if float_io else row_plan(x.shape, a, k.target)
     rows = None
     if plan is not None:
         n_c, w_in, P_, nper_ = plan
@@ -265,6 +269,8 @@ def qresize_nest(k, **a) -> list:
         return Cast(out_t, Cast(pre_t, v))
 
     def dq(e):   # an 8-bit value dequantized as DequantizeLinear computes it
+        if float_io:
+            return e
         zp = int(a["x_zp"])
         q = Cast(I32, e)
         q = q - Const(zp, "int32") if zp > 0 else (q + Const(-zp, "int32") if zp else q)
@@ -285,6 +291,8 @@ def qresize_nest(k, **a) -> list:
         total = terms[0]
         for t in terms[1:]:
             total = total + t
+        if float_io:
+            return [Decl(acc, total), Assign(Y[o], acc) if store is None else store(acc)]
         lo, hi = qrange(pre)
         return [Decl(acc, total),
                 Decl(v, acc / f(a["y_scale"])),
