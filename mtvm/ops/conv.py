@@ -490,7 +490,7 @@ DEFAULT_KNOBS = {
 
 # The knobs only the x86 variants read (schedules/x86/conv_f32.py declares them).
 X86_KNOBS = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
-                "band_max_bytes")
+             "band_max_bytes")
 
 
 def knobs_of(k) -> dict:

@@ -263,6 +263,10 @@ def qresize_nest(k, *, float_io: bool = False, **a) -> list:
         rows = {"d": lambda c: at_bytes("float32", 4 * c * w_in),
                 "t": lambda ph: at_bytes("int32", 4 * (n_c * w_in + ph * nper_))}
 
+    def remapped(v):   # remap's entry for v, an int32 value of type `pre`
+        lo = qrange(pre)[0]
+        return param(remap)[v + Const(-lo, "int32") if lo else v]
+
     def to_out(v):   # a value of type `pre` (remapped later) stored in the output
         if pre == np.dtype(out_t.dtype):
             return Cast(out_t, v) if not isinstance(v, Var) or v.type != out_t else v
@@ -387,19 +391,23 @@ def qresize_nest(k, *, float_io: bool = False, **a) -> list:
                     For(j, j0 + B, body, begin=j0)], step=B))
             else:
                 out.append(For(j, nper, body))
-            if rows is not None:   # the phases interleaved into the output row
+            if rows is not None:   # the phases interleaved into the output row, remapped
                 out.append(For(j, nper, [
                     Assign(Y[sum_of([o, scaled(j, P), Const(s0 + ph)])],
+                           remapped(rows["t"](ph)[j]) if remap is not None else
                            to_out(rows["t"](ph)[j])) for ph in range(P)]))
             if s0 + nper * P < n:
                 out.append(For(i, n, one(i), begin=Const(s0 + nper * P)))
         if remap is not None:
+            # the remap as a last pass over the row's bytes, but for the periods the
+            # interleave above has remapped already (its int32 values, not re-read)
             e = Var("e")
-            lo = qrange(pre)[0]
             at = Y[sum_of([o, e])]
             v = Cast(I32, at if pre == np.dtype(out_t.dtype) else Cast(pre_t, at))
-            out.append(For(e, n, [Assign(at, param(remap)[v + Const(-lo, "int32")
-                                                          if lo else v])]))
+            spans = [(0, n)] if per is None or rows is None else \
+                [(0, per[0]), (per[0] + per[3] * per[1], n)]
+            out += [For(e, end, [Assign(at, remapped(v))], begin=Const(begin) if begin else 0)
+                    for begin, end in spans if end > begin]
         if L in ext_v:
             out.append(For(i, n, [If(ne(ext_v[L][i], Const(0, "uint8")),
                                      [Assign(Y[sum_of([o, i])], ext_c)])]))
