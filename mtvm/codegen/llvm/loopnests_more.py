@@ -58,6 +58,7 @@ from ..cwriter import (
     select,
 )
 from ...ops.quantized.common import operands
+from ...ops.quantized.pool import avgpool_table_index
 from .cparse import NotLowerable
 from .loopnests import I64, _store, nest, not_in_range, prod
 
@@ -2121,7 +2122,7 @@ def qavgpool(k, *, kernel_shape, strides, pads, count_include_pad=0, x_zp=0, y_z
                  Assign(cnt, _i(1), "+=")])]
     rows = [Decl(ih, oy * _i(sh) - _i(ph) + ky),
             If(and_(ge(ih, z32), lt(ih, _i(h))), [For(kx, _i(kw), inner, begin=z32)])]
-    count = _i(0) if prod(mult.shape) == 1 else _i(kh * kw) if count_include_pad else cnt
+    count = avgpool_table_index(prod(mult.shape), kh * kw, count_include_pad, cnt, const=_i)
     per = [Decl(acc, z32), Decl(cnt, z32), For(ky, _i(kh), rows, begin=z32),
            *_requantize(acc, param(mult)[count], param(shift)[count], y_zp, act_min, act_max),
            Assign(param(k.out, output=True)[p * (oh * ow) + Cast(INDEX, oy) * ow

@@ -22,6 +22,17 @@ from .common import (
 I32 = Type("int32")
 
 
+def avgpool_table_index(table_size: int, taps: int, count_include_pad, inside, const=int):
+    """The entry of QAvgPool's multiplier/shift tables a window uses: 0 where the tables
+    have one entry (every window counts all its taps), else its element count -- `taps`
+    (KH*KW) with padding counted, else `inside`, the taps inside the input (a value of
+    the caller's kind: an array, a C or LLVM expression; `const` makes one of an int).
+    The one rule of the reference, the C kernel and the LLVM nest."""
+    if table_size == 1:
+        return const(0)
+    return const(taps) if count_include_pad else inside
+
+
 @register("QAvgPool", domain=DOMAIN)
 class QAvgPool(IntOp):
     """Average of (x - zx) over each window, requantized with the multiplier of
@@ -39,13 +50,11 @@ class QAvgPool(IntOp):
         geo = dict(strides=_pool2d(strides, 1), pads=_pool4(pads), dilations=[1, 1])
         acc, (oh, ow) = conv_acc(xs.astype(np.int64) - x_zp, np.ones((c, 1, kh, kw), np.int64),
                                  0, group=c, **geo)
-        if count_include_pad:
-            cnt = np.full(oh * ow, kh * kw, np.int64)
-        else:   # taps inside the input: the same window sum over a tensor of ones
-            cnt = conv_acc(np.ones((1, 1) + xs.shape[2:], np.int64),
-                           np.ones((1, 1, kh, kw), np.int64), 0, group=1, **geo)[0].ravel()
-        if np.asarray(mult).size == 1:
-            cnt = np.zeros_like(cnt)
+        # taps inside the input: the same window sum over a tensor of ones
+        inside = conv_acc(np.ones((1, 1) + xs.shape[2:], np.int64),
+                          np.ones((1, 1, kh, kw), np.int64), 0, group=1, **geo)[0].ravel()
+        cnt = avgpool_table_index(np.asarray(mult).size, kh * kw, count_include_pad, inside,
+                                  const=lambda v: np.full(oh * ow, v, np.int64))
         m, s = np.asarray(mult)[cnt], np.asarray(shift)[cnt]
         out_dtype = np.int8 if act_min < 0 else np.uint8
         y = finish(acc, m, s, y_zp, act_min, act_max, out_dtype)
@@ -65,7 +74,8 @@ class QAvgPool(IntOp):
         rq = requantize_helper(k)
         acc, cnt = Var("acc", I32), Var("cnt", I32)
         one = int(np.prod(mult.shape)) == 1
-        n_taps = Const(0) if one else Const(kh * kw) if count_include_pad else cnt
+        n_taps = avgpool_table_index(int(np.prod(mult.shape)), kh * kw, count_include_pad, cnt,
+                                     const=Const)
         return _window_nest(
             k, x, n=n, c=c, h=h, wd=wd, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
             dh=1, dw=1,
