@@ -56,11 +56,23 @@ def multiplier_consts(ctx, hint: str, real) -> tuple[str, str]:
     return ctx.add_const(hint + "_mult", m), ctx.add_const(hint + "_shift", s)
 
 
-def dense_node(ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale, w_zp,
-               bias_real, bias_int, qy: QP, clamp, out: str, taps: int, wsum, attrs: dict,
-               w_name: str | None = None) -> Node | None:
-    """A QConv/QMatMul node: multipliers, folded bias, optional weight zero points."""
+def zero_point_terms(w_int, x_zp: int, w_zp) -> np.ndarray:
+    """Per output channel (row of w_int [channels][taps...]), what folding the zero points
+    takes from its bias: sum_t (x - zx)(w - zw) = sum_t x (w - zw) - (zx sum_t w - K zx zw),
+    K the row's taps; returns zx sum_t w - K zx zw (int64). w_zp: per channel or one."""
     oc = w_int.shape[0]
+    taps = int(np.prod(w_int.shape[1:], dtype=np.int64))
+    wsum = w_int.reshape(oc, -1).astype(np.int64).sum(axis=1)
+    return x_zp * wsum - taps * x_zp * np.asarray(w_zp, np.int64)
+
+
+def dense_node(ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale, w_zp,
+               bias_real, bias_int, qy: QP, clamp, out: str, attrs: dict,
+               w_name: str | None = None) -> Node | None:
+    """A QConv/QMatMul node: multipliers, folded bias, optional weight zero points.
+    w_int: [output channels][taps...] (a QMatMul's [N][K])."""
+    oc = w_int.shape[0]
+    taps = int(np.prod(w_int.shape[1:], dtype=np.int64))
     w_scale = per_axis(w_scale, oc).astype(np.float64)
     w_zp = per_axis(w_zp, oc).astype(np.int64)
     acc_scale = qx.s * w_scale
@@ -70,7 +82,7 @@ def dense_node(ctx, op: str, name: str, x_name: str, qx: QP, w_int, w_scale, w_z
     # Depthwise convolutions sum (x - zx)(w - zw) over the taps inside the input (no
     # per-tap padding test); the others fold the zero-point terms into the bias.
     fold = not (op == "QConv" and w_int.shape[1] == 1 and taps <= 16)
-    folded = bias_int.astype(np.int64) - (qx.z * wsum - taps * qx.z * w_zp if fold else 0)
+    folded = bias_int.astype(np.int64) - (zero_point_terms(w_int, qx.z, w_zp) if fold else 0)
     if np.abs(folded).max(initial=0) >= 1 << 31:
         return None
     mult, shift = multiplier_consts(ctx, name, acc_scale / qy.s)

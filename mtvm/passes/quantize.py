@@ -213,9 +213,8 @@ def rule_conv(ctx, p, acts, q, qy):
     attrs = dict(strides=list(a.get("strides", [1] * rank)), pads=list(a.get("pads", [0] * 2 * rank)),
                  dilations=list(a.get("dilations", [1] * rank)), group=int(a.get("group", 1)))
     w_name = ctx.dq_source(p.inputs[1], per_tensor=False)[0]
-    wsum = w.reshape(w.shape[0], -1).astype(np.int64).sum(axis=1)
     n = dense_node(ctx, "QConv", p.name, x_name, qx, w, qw.scale, qw.zp, b_real, b_int, qy,
-                   clamp, q.outputs[0], int(np.prod(w.shape[1:])), wsum, attrs, w_name=w_name)
+                   clamp, q.outputs[0], attrs, w_name=w_name)
     return [n] if n else None
 
 
@@ -258,8 +257,6 @@ def rule_conv_transpose(ctx, p, acts, q, qy):
         rank = w_conv.ndim - 2
         return dense_node(ctx, "QConv", name, x_name, qx, w_conv, rows(qw.scale),
                           rows(qw.zp), rows(b_real), rows(b_int), qy, clamp, out,
-                          int(np.prod(w_conv.shape[1:])),
-                          w_conv.reshape(w_conv.shape[0], -1).astype(np.int64).sum(axis=1),
                           dict(strides=[1] * rank, pads=list(pads), dilations=[1] * rank,
                                group=1))
     if sized:
@@ -326,10 +323,8 @@ def rule_gemm(ctx, p, acts, q, qy):
     elif b_int is not None and (alpha != 1.0 or beta != 1.0):
         return None
     w_name = ctx.dq_source(p.inputs[1], per_tensor=False)[0] if trans_b else None
-    wsum = w_nk.astype(np.int64).sum(axis=1)
     n = dense_node(ctx, "QMatMul", p.name, x_name, qx, w_nk, np.asarray(qw.scale) * alpha,
-                   qw.zp, b_real, b_int, qy, clamp, q.outputs[0], w_nk.shape[1], wsum, {},
-                   w_name=w_name)
+                   qw.zp, b_real, b_int, qy, clamp, q.outputs[0], {}, w_name=w_name)
     return [n] if n else None
 
 

@@ -105,7 +105,7 @@ def _conv_int(x, x_zp, w, w_zp, attrs):
 
 
 def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
-    from ...qparams import dense_node
+    from ...qparams import dense_node, zero_point_terms
     w = ctx.const(w_name)
     if w is None or qx is None or qw is None or (requant and qy is None) or qx.axis is not None:
         return None
@@ -113,12 +113,10 @@ def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
     if len(w.shape) not in (3, 4):
         return None
     oc = w.shape[0]
-    wsum = w.reshape(oc, -1).astype(np.int64).sum(axis=1)
     if not requant:
         from ...ir import Node
         zw = _per_axis_vec(qw.zp, oc).astype(np.int64)
-        taps = int(np.prod(w.shape[1:]))
-        folded = -qx.z * wsum + taps * qx.z * zw
+        folded = -zero_point_terms(w, qx.z, zw)
         ins = [x, ctx.add_const(node.name + "_w", w),
                ctx.add_const(node.name + "_bias", folded.astype(np.int32)), "", ""]
         if np.any(zw):
@@ -129,7 +127,7 @@ def _lower_conv(ctx, node, x, qx, w_name, qw, qy, bias_int, out, requant=True):
     clamp = qrange(qy.dtype)
     n = dense_node(ctx, "QConv", node.name, x, qx, w, qw.scale, qw.zp, None,
                    None if bias_int is None else _per_axis_vec(bias_int, oc).astype(np.int64),
-                   qy, clamp, out, int(np.prod(w.shape[1:])), wsum, geo, w_name=w_name)
+                   qy, clamp, out, geo, w_name=w_name)
     return [n] if n else None
 
 
@@ -226,7 +224,7 @@ def batch_matmul_node(ctx, name, a, qa, b, qb, qy, out, clamp=None, requant=True
 
 def _lower_matmul(ctx, node, a, qa, b_name, qb, qy, out, requant=True):
     from ...ir import Node
-    from ...qparams import dense_node
+    from ...qparams import dense_node, zero_point_terms
     b = ctx.const(b_name)
     if qa is None or qb is None or qa.axis is not None or \
             (requant and (qy is None or qy.axis is not None)):
@@ -236,17 +234,16 @@ def _lower_matmul(ctx, node, a, qa, b_name, qb, qy, out, requant=True):
         return [new] if new else None
     w_nk = np.ascontiguousarray(b.T)
     n = w_nk.shape[0]
-    wsum = w_nk.astype(np.int64).sum(axis=1)
     if not requant:
         zw = _per_axis_vec(qb.zp, n).astype(np.int64)
-        folded = -qa.z * wsum + w_nk.shape[1] * qa.z * zw
+        folded = -zero_point_terms(w_nk, qa.z, zw)
         ins = [a, ctx.add_const(node.name + "_w", w_nk),
                ctx.add_const(node.name + "_bias", folded.astype(np.int32))]
         if np.any(zw):
             ins += ["", "", ctx.add_const(node.name + "_wzp", zw.astype(np.int32))]
         return [Node("QMatMul", node.name, ins, [out], dict(x_zp=qa.z), domain=DOMAIN)]
     new = dense_node(ctx, "QMatMul", node.name, a, qa, w_nk, qb.scale, qb.zp, None, None, qy,
-                     qrange(qy.dtype), out, w_nk.shape[1], wsum, {})
+                     qrange(qy.dtype), out, {})
     return [new] if new else None
 
 
@@ -546,7 +543,7 @@ class QGemm(MsOp):
 
     def lower(self, ctx, node):
         from ...ir import Node
-        from ...qparams import QP, dense_node
+        from ...qparams import QP, dense_node, zero_point_terms
         a_name, b_name = node.inputs[0], node.inputs[3]
         at = node.attrs
         b = ctx.const(b_name)
@@ -564,7 +561,6 @@ class QGemm(MsOp):
         if bias is None:
             return None
         bias = _per_axis_vec(np.asarray(bias, np.int64), n)
-        wsum = w_nk.astype(np.int64).sum(axis=1)
         out = node.outputs[0]
         has_y = len(node.inputs) > 7 and node.inputs[7]
         if has_y:
@@ -573,14 +569,14 @@ class QGemm(MsOp):
                 return None
             new = dense_node(ctx, "QMatMul", node.name, a_name, qa, w_nk,
                              np.asarray(qb.scale) * alpha, qb.zp, None, bias, qy,
-                             qrange(qy.dtype), out, w_nk.shape[1], wsum, {})
+                             qrange(qy.dtype), out, {})
             if new is None:
                 return None
             self.annotate(ctx, out, qy)
             return [new]
         # Float output: the int32 accumulator, then its scale per column.
         zw = _per_axis_vec(qb.zp, n).astype(np.int64)
-        folded = bias - qa.z * wsum + w_nk.shape[1] * qa.z * zw
+        folded = bias - zero_point_terms(w_nk, qa.z, zw)
         acc = ctx.new_tensor(node.name + "_acc", ctx.g.tensors[out].shape, np.int32)
         ins = [a_name, ctx.add_const(node.name + "_w", w_nk),
                ctx.add_const(node.name + "_bias", folded.astype(np.int32))]
