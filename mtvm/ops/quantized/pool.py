@@ -73,16 +73,16 @@ class QAvgPool(IntOp):
                                                _pool4(pads), [1, 1])
         rq = requantize_helper(k)
         acc, cnt = Var("acc", I32), Var("cnt", I32)
-        one = int(np.prod(mult.shape)) == 1
-        n_taps = avgpool_table_index(int(np.prod(mult.shape)), kh * kw, count_include_pad, cnt,
-                                     const=Const)
+        table_size = int(np.prod(mult.shape))
+        n_taps = avgpool_table_index(table_size, kh * kw, count_include_pad, cnt, const=Const)
+        # cnt counted but not read (the index a constant): cast to void for -Wextra
         return _window_nest(
             k, x, n=n, c=c, h=h, wd=wd, oh=oh, ow=ow, kh=kh, kw=kw, sh=sh, sw=sw, ph=ph, pw=pw,
             dh=1, dw=1,
             init=[Decl(acc, 0), Decl(cnt, 0)],
             tap=lambda v: [Assign(acc, _add(Cast(I32, v), -int(x_zp)), "+="),
                            Assign(cnt, 1, "+=")],
-            finish=([ExprStmt(Cast(Type(VOID), cnt))] if one or count_include_pad else []) + [
+            finish=([ExprStmt(Cast(Type(VOID), cnt))] if n_taps is not cnt else []) + [
                 Assign(acc, _add(call(rq, acc, Var(mult.c)[n_taps], Var(shift.c)[n_taps]),
                                  int(y_zp))),
                 Assign(acc, select(lt(acc, act_min), act_min,

@@ -16,22 +16,29 @@ def softmax_table(x_scale: float) -> np.ndarray:
     return np.rint(np.exp(x_scale * d) * (1 << SOFTMAX_BITS)).astype(np.uint32)
 
 
+def _table_max(table) -> int:
+    """The largest exp-table entry (2^32 when the table is not known: no bound)."""
+    return int(np.max(table.const)) if table.const is not None else 1 << 32
+
+
+def _numerator_max(table, d: int, inv: int) -> int:
+    """The largest shifted numerator (e inv + sum 2^15) >> 16 over rows of d values."""
+    e_max = _table_max(table)
+    return (e_max * int(inv) + e_max * d * (1 << 15)) >> 16
+
+
 def softmax_fits_32(table, d: int, inv: int) -> bool:
-    """Whether the shifted numerator (e inv + sum 2^15) >> 16 provably fits 32 bits (then
-    one 32-bit division a value)."""
-    e_max = int(np.max(table.const)) if table.const is not None else 1 << 32
-    return ((e_max * int(inv) + e_max * d * (1 << 15)) >> 16) < (1 << 32)
+    """Whether the shifted numerator provably fits 32 bits (then one 32-bit division a
+    value)."""
+    return _numerator_max(table, d, inv) < (1 << 32)
 
 
 def softmax_recip_ok(table, d: int, inv: int) -> bool:
     """Whether mtvm_div_recip_u32 (mtvm_requantize.h) divides exactly here: the shifted
     numerator below 2^31, every quotient below 2^14 (it is at most inv / 2^16 + 1: a
     value's e is at most the row's sum) and the row's sum below 2^35."""
-    if table.const is None:
-        return False
-    e_max = int(np.max(table.const))
-    return ((e_max * int(inv) + e_max * d * (1 << 15)) >> 16) < (1 << 31) and \
-        int(inv) // (1 << 16) + 1 < (1 << 14) and e_max * d < (1 << 35)
+    return table.const is not None and _numerator_max(table, d, inv) < (1 << 31) and \
+        int(inv) // (1 << 16) + 1 < (1 << 14) and _table_max(table) * d < (1 << 35)
 
 
 @register("QSoftmax", domain=DOMAIN)
