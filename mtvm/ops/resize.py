@@ -113,6 +113,14 @@ class _ResizeBase(Op):
 
     def _emit(self, k, roi, scales, sizes, attrs):
         x = k.ins[0]
+        if np.dtype(x.dtype) == np.float32 and attrs.get("mode", "nearest") != "nearest":
+            # QResize's loop nest on floats: its last axis as loops over periods with
+            # constant taps where the taps repeat (integer upsampling), which vectorize;
+            # the taps, weights and summation order are this kernel's (and onnxruntime's)
+            from ..codegen.cwriter import render_c
+            from .quantized.resize import qresize_nest
+            return render_c(qresize_nest(k, float_io=True, roi=roi, scales=scales,
+                                         sizes=sizes, **attrs))
         p, mats = self._plan_and_mats(x.shape, roi, scales, sizes, attrs)
         t = k.ctype
         acc_t = "double" if t == "double" else "float"
@@ -201,15 +209,6 @@ class Resize(_ResizeBase):
 
     def emit(self, k, **attrs):
         a = {key: v for key, v in attrs.items() if not key.startswith("_")}
-        if np.dtype(k.ins[0].dtype) == np.float32 and a.get("mode", "nearest") != "nearest":
-            # QResize's loop nest on floats: its last axis as loops over periods with
-            # constant taps where the taps repeat (integer upsampling), which vectorize;
-            # the taps, weights and summation order are this kernel's (and onnxruntime's)
-            from ..codegen.cwriter import render_c
-            from .quantized.resize import qresize_nest
-            return render_c(qresize_nest(k, float_io=True, roi=attrs.get("_roi"),
-                                         scales=attrs.get("_scales"),
-                                         sizes=attrs.get("_sizes"), **a))
         return self._emit(k, attrs.get("_roi"), attrs.get("_scales"), attrs.get("_sizes"), a)
 
 

@@ -485,14 +485,17 @@ def _ort_parts(xs, attrs, scales, sizes, roi) -> bool:
         ctm == "asymmetric" and attrs.get("nearest_mode") == "round_prefer_ceil"))
 
 
+@pytest.mark.parametrize("backend", ["llvm", "c"])
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
-def test_upsample_matches_onnxruntime(mode):
+def test_upsample_matches_onnxruntime(mode, backend):
     x = np.random.default_rng(4).standard_normal((1, 2, 3, 4)).astype(np.float32)
     model = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode=mode)],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                    [numpy_helper.from_array(np.array([1, 1, 2, 3], np.float32), "s")], opset=9)
-    _compare(_run_llvm(model, {"x": x}), _onnxruntime(model, {"x": x}), str)
+    got = _run_llvm(model, {"x": x}) if backend == "llvm" else \
+        mtvm.compile(model).run_host({"x": x})
+    _compare(got, _onnxruntime(model, {"x": x}), str)
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.float64])
