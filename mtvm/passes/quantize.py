@@ -12,7 +12,8 @@ output; the float tensors in between disappear:
     DQ(x) -> AveragePool / GlobalAveragePool / ReduceMean(spatial) -> Q  =>  QAvgPool
     DQ(x) -> BatchNormalization / Mul,Add,Sub,Div by constants -> Q      =>  QAffine
     DQ(x) -> unary elementwise chain (Sigmoid, Tanh, LeakyRelu, ...) -> Q =>  QLut (256 entries)
-    DQ(x) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Concat -> Q
+    DQ(x) -> MaxPool / Reshape / Flatten / Squeeze / Unsqueeze / Transpose / Gather / Slice
+          / Concat -> Q
           with the same scale and zero point  =>  the op on the 8-bit tensor itself
     DQ(x) -> Resize -> Q                        =>  QResize (nearest: a gather, through a
           requantizing table if the scales differ; linear/cubic: the float taps on
@@ -51,7 +52,7 @@ from ..qparams import to_quant_params as _qparams
 log = logging.getLogger("mtvm")
 
 CLAMPS = ("Relu", "Clip")
-PASS_THROUGH = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
+PASS_THROUGH = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Gather", "Slice")
 
 
 class Ctx:

@@ -536,6 +536,40 @@ def test_qdq_same_scale_ops_stay_8bit():
     assert kinds[:2] == ["QMaxPool", "Transpose"] and "DequantizeLinear" not in kinds
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_qdq_gather_and_slice_stay_8bit(dtype):
+    """An attention block's split of its fused Q/K/V projection: one DQ read by three
+    Gathers (scalar index, as torch exports q, k, v = qkv[0], qkv[1], qkv[2]), each
+    into a Q of the same scale; and Slices (steps, negative bounds) and Gathers (index
+    vectors, negative indices, another axis) alike. All of them move the 8-bit bytes:
+    no DequantizeLinear or QuantizeLinear is left."""
+    b = QDQ(dtype)
+    qkv = b.input((3, 2, 5, 4), 0.05)
+    outs = [b.q(b.op("Gather", [qkv, b.const(np.array(i, np.int64))], axis=0), 0.05)
+            for i in range(3)]
+    x = b.input((2, 6, 8), 0.03, 3)
+    outs.append(b.q(b.op("Gather", [x, b.const(np.array([[5, -1], [0, 2]], np.int64))],
+                         axis=2), 0.03, 3))
+    outs.append(b.q(b.op("Slice", [x, b.const(np.array([1, -1], np.int64)),
+                                   b.const(np.array([-1, 0], np.int64)),
+                                   b.const(np.array([1, 2], np.int64)),
+                                   b.const(np.array([2, -3], np.int64))]), 0.03, 3))
+    lib = check_q(b.model(*outs), b.feeds, max_frac=0)
+    kinds = [o["kind"] for o in lib.metadata["operators"]]
+    assert kinds.count("Gather") == 4 and kinds.count("Slice") == 1, kinds
+    assert "DequantizeLinear" not in kinds and "QuantizeLinear" not in kinds, kinds
+
+
+def test_qdq_gather_between_different_scales_stays_float():
+    """A Gather whose Q has another scale than its DQ is not a byte move: it stays float
+    between them (and is still right)."""
+    b = QDQ()
+    x = b.input((4, 6), 0.05)
+    y = b.q(b.op("Gather", [x, b.const(np.array([3, 0], np.int64))], axis=0), 0.07)
+    lib = check_q(b.model(y), b.feeds)
+    assert "DequantizeLinear" in [o["kind"] for o in lib.metadata["operators"]]
+
+
 def test_qdq_concat_requantizes_only_where_scales_differ():
     b = QDQ()
     x1, x2 = b.input((1, 2, 4, 4), 0.05), b.input((1, 3, 4, 4), 0.09, -4)
