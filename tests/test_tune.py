@@ -65,9 +65,10 @@ def test_candidates_are_distinct_code_default_first(model):
         assert lay.default.schedule == op["schedule"] and lay.default.knob_dict == op["knobs"]
         assert len({c.ident for c in lay.candidates}) == len(lay.candidates) > 1
         assert lay.raw_size > 1000 > len(lay.candidates)     # most settings emit the same C
-    # the 4-column layer: the default (im2col below 8 columns) and the window
+    # the 4-column layer: the default (im2col below 8 columns) and the window, each with
+    # blocks of 8 or 12 output channels
     assert [c.describe(layers[1].default) for c in layers[1].candidates] == \
-        ["default", "window_min_cols=4"]
+        ["default", "gemm_mr=12", "window_min_cols=4", "gemm_mr=12 window_min_cols=4"]
     # an AVX-512 host target also offers the portable schedule for the AVX-512 layers
     host = layers_of(mtvm.compile(model, target="x86-64-v4"))
     assert any(c.schedule != lay.default.schedule for lay in host for c in lay.candidates)

@@ -117,7 +117,7 @@
 
 /* The band kernel for AVX2 + FMA, same contract as above (tile rows of 32 floats,
  * q < n <= 32): each half of 16 positions is the GEMM kernel's AVX2 tile (two 8-float
- * vectors per row, rows in passes of up to four, 8 accumulators) run over the c, j taps.
+ * vectors per row, rows in passes of up to six, MTVM_F32_Y_PASSES_) run over the c, j taps.
  * Halves past n are written as zeros (as the AVX-512 one-vector form does). */
 #define MTVM_F32_BAND_U_full _mm256_loadu_ps(bt)
 #define MTVM_F32_BAND_V_full _mm256_loadu_ps(bt + 8)
@@ -152,11 +152,11 @@
         for (int h0 = 0; h0 < 32; h0 += 16) { \
             const int nh = n - h0; \
             if (nh >= 16) { \
-                MTVM_F32_PASSES_##MR_(MTVM_F32_BAND_Y_PASS_, MR_, full) \
+                MTVM_F32_Y_PASSES_##MR_(MTVM_F32_BAND_Y_PASS_, MR_, full) \
             } else if (nh > 0) {  /* lanes past n are not read */ \
                 const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh), lane_); \
                 const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh - 8), lane_); \
-                MTVM_F32_PASSES_##MR_(MTVM_F32_BAND_Y_PASS_, MR_, masked) \
+                MTVM_F32_Y_PASSES_##MR_(MTVM_F32_BAND_Y_PASS_, MR_, masked) \
             } else { \
                 MTVM_REPEAT(MR_, MTVM_F32_BAND_Y_ZERO_, 0) \
             } \

@@ -17,6 +17,10 @@ from .. import Knob, Schedule, register
 
 # What a tuner may try for each knob (the default is always among them).
 _CHOICES = {
+    # 12: two passes of six rows on AVX2 (mtvm_gemm_f32.h); helps where the channels are a
+    # multiple of 12 or many (ic_resnet8's 16-channel 3x3 layers -5..10 %), hurts the band
+    # layers and a 3-channel stem (+30..60 %): a per-layer choice, for the tuner
+    "gemm_mr": (8, 12),
     "gemm_min_channels": (4, 8, 16),
     "im2col_cols": (16, 32, 64),
     "im2col_max_bytes": (4096, 8192, 16384, 32768),
