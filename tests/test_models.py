@@ -52,6 +52,35 @@ def test_model_matches_reference(name):
     assert md["total_macs"] > 0
 
 
+def _cpu_has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx2 " in f.read()
+    except OSError:
+        return False
+
+
+# The float models whose convolutions take the AVX2 schedules (window, pointwise in and
+# out of place, im2col, band, depthwise) and their epilogue kernel.
+AVX2_MODELS = ["kws_dscnn", "vww_mobilenetv1", "ic_resnet8", "fomo_mbv2", "denoise_unet",
+               "har_cnn1d"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not _cpu_has_avx2(),
+                    reason="an AVX2 build")
+@pytest.mark.parametrize("name", AVX2_MODELS)
+def test_model_matches_reference_avx2(name):
+    """Built as on an AVX2 host without AVX-512 (-O3 -march=x86-64-v3), against the
+    stored onnxruntime outputs."""
+    from mtvm.host_runner import HostModule
+    lib = compiled(name)
+    x, expected = reference(name)
+    got = HostModule(lib, opt="-O3", extra=["-march=x86-64-v3"]).run([x])
+    for a, e in zip(got.values(), expected):
+        assert_close(a, e, rtol=1e-4, what=f"{name}, AVX2 build")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FLOAT_MODELS)
 @pytest.mark.parametrize("cc,flags", [("cc", []), ("cc", ["-O3", "-march=native"]),

@@ -19,9 +19,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..codegen.cwriter import ExprStmt, RawExpr, call, render_c
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
-from .microkernels import (MR, band_ukernel, direct_ukernel, gemm_ukernel,
+from .microkernels import (MR, band_ukernel, direct_ukernel, gemm_epi_ukernel, gemm_ukernel,
                            gemm_ukernel_offsets, prelude)
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -1059,7 +1060,8 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                     w.lines.append("#else")
                     _position_tiles(w, k, bias, p, rows, m0e, out_plane, "MTVM_F32_NR",
                                     f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, "
-                                    f"{in_plane}, np, tile);")
+                                    f"{in_plane}, np, tile);",
+                                    f"{taps}, w_blk, x_g + p, {in_plane}")
                     w.lines.append("#endif")
             continue
         w.line(f"for (int p0 = 0; p0 < {out_plane}; p0 += {nb}) {{  /* blocks of positions */")
@@ -1074,11 +1076,10 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                 w.depth += 1
                 w.line(f"const int np = {out_plane} - p0 - j < MTVM_F32_NR ? "
                        f"{out_plane} - p0 - j : MTVM_F32_NR;")
-                w.line(f"float tile[{rows} * MTVM_F32_NR];")
                 w.line("/* full tiles: col holds zeros past the last position */")
-                w.line(f"{gemm_ukernel(k, rows)}({taps}, w_blk, col + j, {nb}, MTVM_F32_NR, "
-                       "tile);")
-                _store_tile(w, k, bias, p, rows, m0e, "p0 + j")
+                _tile_or_epi(w, k, bias, p, rows, m0e, "p0 + j",
+                             f"{gemm_ukernel(k, rows)}({taps}, w_blk, col + j, {nb}, "
+                             "MTVM_F32_NR, tile);", f"{taps}, w_blk, col + j, {nb}")
                 w.depth -= 1
                 w.line("}")
         w.depth -= 1
@@ -1086,14 +1087,12 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     return w.text()
 
 
-def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call):
+def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call, epi_args=None):
     """The pointwise GEMM's loop over tiles of `width` positions p."""
     w.line(f"for (int p = 0; p < {positions}; p += {width}) {{  /* positions */")
     w.depth += 1
     w.line(f"const int np = {positions} - p < {width} ? {positions} - p : {width};")
-    w.line(f"float tile[{rows} * {width}];")
-    w.line(call)
-    _store_tile(w, k, bias, p, rows, m0e, "p", width)
+    _tile_or_epi(w, k, bias, p, rows, m0e, "p", call, epi_args, width)
     w.depth -= 1
     w.line("}")
 
@@ -1127,6 +1126,50 @@ def _channel_blocks(mg: int, mr: int):
     if mg % mr:
         out.append((mg // mr * mr, mg % mr, 1))
     return out
+
+
+def clamp_tail(k) -> tuple[str, str] | None:
+    """(lo, hi), C expressions, when the fused tail is nothing, one Relu or one Clip with
+    constant bounds: what the AVX2 epilogue kernel applies in registers. None for any
+    other tail (a residual Add, a Sigmoid, ...): those keep the tile and its loop."""
+    tail = k.node.tail
+    lo, hi = "-INFINITY", "INFINITY"
+    if len(tail) > 1:
+        return None
+    if tail:
+        t = tail[0]
+        if t.domain or len([i for i in t.inputs if i]) != 1 or t.op not in ("Relu", "Clip"):
+            return None
+        if t.op == "Relu":
+            lo = k.lit(0)
+        else:
+            lo = lo if t.attrs.get("min") is None else k.lit(t.attrs["min"])
+            hi = hi if t.attrs.get("max") is None else k.lit(t.attrs["max"])
+    return lo, hi
+
+
+def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM_F32_NR",
+                 offsets=False):
+    """The rows x np tile at position `pos`: gemm_call (C, into `tile`) then bias, tail
+    and store (_store_tile); on AVX2, where the tail allows it (clamp_tail), the epilogue
+    kernel instead, its arguments `epi_args` (taps, a, b, then ldb or the offset table:
+    C) storing to out0 itself."""
+    x86 = k.target.is_generic or k.target.has("avx2", "fma")
+    clamp = clamp_tail(k) if epi_args is not None and x86 else None
+    if clamp is not None:
+        m = lin((p["g"], p["mg"]), (m0e, 1))
+        y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))
+        b = f"{bias.c} + {m}" if bias is not None else "NULL"
+        w.lines.append("#if MTVM_F32_AVX2")
+        args = [epi_args, "np", b, *clamp, f"out0 + {y0} + {pos}", p["out_plane"]]
+        w.line(render_c([ExprStmt(call(gemm_epi_ukernel(k, rows, offsets),
+                                       *(RawExpr(str(a)) for a in args)))]))
+        w.lines.append("#else")
+    w.line(f"float tile[{rows} * {width}];")
+    w.line(gemm_call)
+    _store_tile(w, k, bias, p, rows, m0e, pos, width)
+    if clamp is not None:
+        w.lines.append("#endif")
 
 
 def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):
@@ -1282,9 +1325,10 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
                     w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
                     nr_call = (f"{gemm_ukernel_offsets(k, rows_b)}({taps}, w_blk, win + ow, "
                                f"{ob.c}, np, tile);")
+                    epi = f"{taps}, w_blk, win + ow, {ob.c}"
                     if aw.out <= 16:
                         _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "MTVM_F32_NR",
-                                        nr_call)
+                                        nr_call, epi)
                         continue
                     # AVX-512: 32 columns per tile, two vectors per row (the one-vector
                     # kernel is bound by its loads): the band micro-kernel over one
@@ -1295,19 +1339,18 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
                                     "win + ow, np, tile);")
                     w.lines.append("#else")
                     _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "MTVM_F32_NR",
-                                    nr_call)
+                                    nr_call, epi)
                     w.lines.append("#endif")
     return w.text()
 
 
-def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call):
+def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call, epi_args=None):
     """The window schedule's loop over tiles of `width` columns of output row oh."""
     w.line(f"for (int ow = 0; ow < {ow_n}; ow += {width}) {{  /* columns */")
     w.depth += 1
     w.line(f"const int np = {ow_n} - ow < {width} ? {ow_n} - ow : {width};")
-    w.line(f"float tile[{rows} * {width}];")
-    w.line(call)
-    _store_tile(w, k, bias, p, rows, m0e, lin((oh, ow_n), ("ow", 1)), width)
+    _tile_or_epi(w, k, bias, p, rows, m0e, lin((oh, ow_n), ("ow", 1)), call, epi_args, width,
+                 offsets=True)
     w.depth -= 1
     w.line("}")
 
@@ -1559,9 +1602,9 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
         for m0, rows, count in _channel_blocks(m_out, mr):
             with channel_block(w, count, rows) as mb:
                 m0e = lin((mb, rows), const=m0)
-                w.line(f"float tile[{rows} * {width}];")
-                w.line(call(rows, f"{wp.c} + {lin((m0e, c_in))}"))
-                _store_tile(w, k, bias, p, rows, m0e, "p", width)
+                a = f"{wp.c} + {lin((m0e, c_in))}"
+                epi = f"{c_in}, {a}, xt, {width}" if width == "MTVM_F32_NR" else None
+                _tile_or_epi(w, k, bias, p, rows, m0e, "p", call(rows, a), epi, width)
         w.depth -= 1
         w.line("}")
     if wide:

@@ -57,6 +57,18 @@ def gemm_ukernel(k, mr: int) -> str:
                    f"r < {mr}, q < n <= MTVM_F32_NR")
 
 
+def gemm_epi_ukernel(k, mr: int, offsets: bool = False) -> str:
+    """Declare the AVX2 micro-kernel of mr rows with the epilogue in registers (only
+    compiled where MTVM_F32_AVX2): y[r * ldy + q] = clamp(sum_t a[t * mr + r] *
+    b[t * ldb + q] + bias[r], lo, hi), r < mr, q < n <= MTVM_F32_NR; with offsets, tap t
+    reads b[off[t] + q] (as gemm_ukernel_offsets). Returns its name."""
+    form, b = ("_OFF", "b[off[t] + q]") if offsets else ("", "b[t * ldb + q]")
+    return _define(k, f"MTVM_DEFINE_F32_GEMM_EPI{form}",
+                   f"mtvm_f32_gemm_{mr}xNR{form.lower()}_epi", mr,
+                   f"y[r * ldy + q] = clamp(sum_t a[t * {mr} + r] * {b} + bias[r], lo, hi), "
+                   f"r < {mr}, q < n <= MTVM_F32_NR (AVX2)")
+
+
 def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int,
                  store: list[str]) -> list[str]:
     """C lines: the rows x MTVM_F32_NR tiles of the micro-kernel across `cols`

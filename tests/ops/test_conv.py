@@ -399,44 +399,65 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
         _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
-# (gemm_mr, output channels, input, kernel, attrs): pointwise, window and band layers
-# whose register blocks take every height of one to sixteen rows, so that each split of
-# the AVX2 kernel's passes (MTVM_F32_Y_PASSES_: up to six rows a pass) runs, with full
-# and partial tiles of columns.
+# (gemm_mr, output channels, input, kernel, attrs, tail): pointwise, window and band
+# layers whose register blocks take every height of one to sixteen rows, so that each
+# split of the AVX2 kernel's passes (MTVM_F32_Y_PASSES_: up to six rows a pass) runs,
+# with full and partial tiles of columns; with a Relu, a Clip or no tail the AVX2 build
+# runs the epilogue kernel (MTVM_DEFINE_F32_GEMM_EPI), with a residual Add the tile.
 GEMM_HEIGHT_CASES = [
-    (12, 23, (1, 5, 5, 7), (1, 1), {}),                              # 12, 11
-    (16, 31, (1, 4, 4, 9), (1, 1), {}),                              # 16, 15
-    (14, 27, (1, 3, 9, 11), (3, 3), {"pads": [1, 1, 1, 1]}),         # 14, 13 (window)
-    (10, 19, (1, 4, 3, 20), (3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 2]}),  # 10, 9
-    (7, 13, (1, 6, 8, 8), (3, 3), {"pads": [1, 1, 1, 1]}),           # 7, 6 (band)
-    (5, 9, (1, 3, 7, 5), (1, 1), {}),                                # 5, 4
-    (3, 8, (1, 2, 4, 6), (3, 3), {"pads": [1, 1, 1, 1]}),            # 3, 2
-    (8, 9, (1, 2, 6, 6), (1, 1), {}),                                # 8, 1
+    (12, 23, (1, 5, 5, 7), (1, 1), {}, "Relu"),                            # 12, 11
+    (16, 31, (1, 4, 4, 9), (1, 1), {}, None),                              # 16, 15
+    (14, 27, (1, 3, 9, 11), (3, 3), {"pads": [1, 1, 1, 1]}, "Clip"),       # 14, 13 (window)
+    (10, 19, (1, 4, 3, 20), (3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 2]},
+     "Relu"),                                                              # 10, 9
+    (7, 13, (1, 6, 8, 8), (3, 3), {"pads": [1, 1, 1, 1]}, "Add"),          # 7, 6 (band)
+    (5, 9, (1, 3, 7, 5), (1, 1), {}, "Clip"),                              # 5, 4
+    (3, 8, (1, 2, 4, 6), (3, 3), {"pads": [1, 1, 1, 1]}, None),            # 3, 2
+    (8, 9, (1, 2, 6, 6), (1, 1), {}, "Add"),                               # 8, 1
+    (8, 16, (1, 9, 5, 40), (1, 1), {}, "nobias"),                          # 8: 40 = 16+16+8
 ]
 
 
 @pytest.mark.skipif(not _cpu_has("avx2"), reason="the AVX2 kernel needs an AVX2 host")
-@pytest.mark.parametrize("mr,m_out,x_shape,kernel,attrs", GEMM_HEIGHT_CASES)
-def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, monkeypatch):
-    """The float GEMM tile at every height, built for AVX2 (-march=x86-64-v3) plain and
-    under ASan/UBSan, against onnx.reference; gemm_mr (a tuner's knob) set per case."""
+@pytest.mark.parametrize("mr,m_out,x_shape,kernel,attrs,tail", GEMM_HEIGHT_CASES)
+def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, tail, monkeypatch):
+    """The float GEMM tile at every height, and its epilogue kernel, built for AVX2
+    (-march=x86-64-v3) plain and under ASan/UBSan, against onnx.reference; gemm_mr (a
+    tuner's knob) set per case."""
     from mtvm import host_runner
     from mtvm.host_runner import HostModule
     from mtvm.testing import assert_close, reference_outputs
     x, w = randn(*x_shape), randn(m_out, x_shape[1], *kernel)
-    m = make_model("Conv", {"x": x}, attrs, consts={"w": w, "b": randn(m_out)})
+    consts = {"w": w} if tail == "nobias" else {"w": w, "b": randn(m_out)}
+    nodes = [helper.make_node("Conv", ["x", *consts], ["c" if tail else "y"], **attrs)]
+    inputs = {"x": x}
+    if tail in ("Relu", "nobias"):
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "Clip":
+        consts.update(lo=np.array(-0.4, np.float32), hi=np.array(0.6, np.float32))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif tail == "Add":
+        y_shape = mtvm.compile(make_model("Conv", {"x": x}, attrs, consts={"w": w})
+                               ).metadata["outputs"][0]["shape"]
+        inputs["r"] = randn(*y_shape)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["y"]))
+    m = graph_model(nodes, inputs, consts)
     lib = mtvm.compile(m, schedule_config={"conv2d_f32": {"gemm_mr": mr},
                                            "conv2d_f32.x86": {"gemm_mr": mr}})
+    assert len(lib.graph.nodes) == 1          # the tail fused
     src = kernel_source(lib)
     rest = m_out % mr
     for rows in (mr, rest) if rest else (mr,):
         assert re.search(rf"mtvm_f32_(gemm|band)_{rows}x", src), (rows, src[:400])
-    expected = reference_outputs(m, {"x": x})[0]
+    # the epilogue kernel, unless the tail is not a clamp (narrow KxK layers take the
+    # band on x86, their window form's kernel is the other targets' fallback)
+    assert ("_epi(" in src) == (tail != "Add"), src[:600]
+    expected = reference_outputs(m, inputs)[0]
     avx2 = ["-march=x86-64-v3"]
-    got = HostModule(lib, opt="-O3", extra=avx2).run({"x": x})
+    got = HostModule(lib, opt="-O3", extra=avx2).run(inputs)
     assert_close(list(got.values())[0], expected, what="AVX2")
     monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", host_runner.SANITIZE_FLAGS + avx2)
-    got = lib.run_host({"x": x}, sanitize=True)
+    got = lib.run_host(inputs, sanitize=True)
     assert_close(list(got.values())[0], expected, what="sanitized, AVX2")
 
 

@@ -116,18 +116,20 @@
         const __m256 v = LOAD_V_; \
         MTVM_REPEAT(ROWS_, MTVM_F32_Y_FMA_, 0) \
     }
-#define MTVM_F32_PASS_(G0_, ROWS_, MR_, V_) \
-    {  /* rows G0_ .. G0_ + ROWS_ - 1 */ \
+#define MTVM_F32_PASS_STORE_(G0_, ROWS_, MR_, V_, STORE_, N_) \
+    {  /* rows G0_ .. G0_ + ROWS_ - 1, N_ columns */ \
         const float* at = a + G0_; \
         MTVM_F32_S_DECL_##V_ \
         MTVM_REPEAT(ROWS_, MTVM_F32_Y_ACC_, 0) \
-        if (n == 16) { \
+        if ((N_) == 16) { \
             MTVM_F32_Y_LOOP_(ROWS_, MR_, V_, _mm256_loadu_ps(bt + 8)) \
         } else { \
             MTVM_F32_Y_LOOP_(ROWS_, MR_, V_, _mm256_maskload_ps(bt + 8, k1)) \
         } \
-        MTVM_REPEAT(ROWS_, MTVM_F32_Y_STORE_, G0_) \
+        MTVM_REPEAT(ROWS_, STORE_, G0_) \
     }
+#define MTVM_F32_PASS_(G0_, ROWS_, MR_, V_) \
+    MTVM_F32_PASS_STORE_(G0_, ROWS_, MR_, V_, MTVM_F32_Y_STORE_, n)
 #define MTVM_F32_Y1_ACC_(R_, x) __m256 c##R_ = _mm256_setzero_ps();
 #define MTVM_F32_Y1_FMA_(R_, x) c##R_ = _mm256_fmadd_ps(_mm256_broadcast_ss(a + R_), bv, c##R_);
 #define MTVM_F32_Y1_STORE_(R_, x) \
@@ -167,6 +169,60 @@
         } \
         MTVM_REPEAT(MR_, MTVM_F32_Y1_STORE_, 0) \
     }
+
+/* The same tile with the conv's epilogue in registers (MTVM_DEFINE_F32_GEMM_EPI): row r
+ * of the sums plus bias[r] (no bias: bias NULL), clamped to [lo, hi] as Relu and Clip do
+ * (x < lo ? lo : x, then x > hi ? hi : x: maxps(lo, x) and minps(hi, x) return x when it is
+ * NaN or equal), stored to y + r * ldy, columns q < n only. Full tiles (n = 16) have their
+ * own copy of the code, n a constant there: with n known only at run time the stores'
+ * tests and masks cost as much as the epilogue saves. vww's 8 -> 16 channel layer at
+ * 48 x 48 (8 taps), alone: tile and epilogue loop 9.0 us, epilogue kernel 9.9 us, with the
+ * full-tile copy 7.4 us. */
+#define MTVM_F32_Y_EPI_(C_, R_) \
+    _mm256_min_ps(hi_, _mm256_max_ps(lo_, bias ? _mm256_add_ps(C_, _mm256_set1_ps(bias[R_])) : C_))
+#define MTVM_F32_Y_EPI_STORE_(J_, G0_) \
+    { float* yr_ = y + (size_t)(G0_ + J_) * ldy; \
+      _mm256_storeu_ps(yr_, MTVM_F32_Y_EPI_(c##J_##_0, G0_ + J_)); \
+      if (n_ == 16) { \
+          _mm256_storeu_ps(yr_ + 8, MTVM_F32_Y_EPI_(c##J_##_1, G0_ + J_)); \
+      } else { \
+          _mm256_maskstore_ps(yr_ + 8, k1, MTVM_F32_Y_EPI_(c##J_##_1, G0_ + J_)); \
+      } }
+#define MTVM_F32_Y_EPI_PASS_(G0_, ROWS_, MR_, V_) \
+    MTVM_F32_PASS_STORE_(G0_, ROWS_, MR_, V_, MTVM_F32_Y_EPI_STORE_, n_)
+#define MTVM_F32_Y1_EPI_STORE_(R_, x) \
+    _mm256_maskstore_ps(y + (size_t)R_ * ldy, k0, MTVM_F32_Y_EPI_(c##R_, R_));
+/* The tile of n_ = N_ columns. */
+#define MTVM_F32_GEMM_EPI_CASE_(MR_, V_, N_) \
+    { \
+        const int n_ = (N_); \
+        if (n_ > 8) { \
+            const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_ - 8), lane_); \
+            MTVM_F32_Y_PASSES_##MR_(MTVM_F32_Y_EPI_PASS_, MR_, V_) \
+        } else { \
+            const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_), lane_); \
+            MTVM_REPEAT(MR_, MTVM_F32_Y1_ACC_, 0) \
+            for (int t = 0; t < taps; ++t, MTVM_F32_B_STEP_##V_(MR_)) { \
+                const __m256 bv = _mm256_maskload_ps(MTVM_F32_B_ROW_##V_, k0); \
+                MTVM_REPEAT(MR_, MTVM_F32_Y1_FMA_, 0) \
+            } \
+            MTVM_REPEAT(MR_, MTVM_F32_Y1_EPI_STORE_, 0) \
+        } \
+    }
+#define MTVM_F32_GEMM_EPI_BODY_(MR_, V_) \
+    const __m256i lane_ = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); \
+    const __m256 lo_ = _mm256_set1_ps(lo), hi_ = _mm256_set1_ps(hi); \
+    if (n == 16) MTVM_F32_GEMM_EPI_CASE_(MR_, V_, 16) \
+    else MTVM_F32_GEMM_EPI_CASE_(MR_, V_, n)
+#define MTVM_F32_GEMM_EPI_FUNCTION_(NAME_, MR_, V_) \
+    static inline void NAME_(int taps, const float* restrict a, const float* restrict b, \
+                             MTVM_F32_B_PARAM_##V_, int n, const float* restrict bias, \
+                             float lo, float hi, float* restrict y, int ldy) \
+    { \
+        MTVM_F32_GEMM_EPI_BODY_(MR_, V_) \
+    }
+#define MTVM_DEFINE_F32_GEMM_EPI(NAME_, MR_) MTVM_F32_GEMM_EPI_FUNCTION_(NAME_, MR_, ldb)
+#define MTVM_DEFINE_F32_GEMM_EPI_OFF(NAME_, MR_) MTVM_F32_GEMM_EPI_FUNCTION_(NAME_, MR_, off)
 
 #else
 
@@ -227,6 +283,12 @@
 #define MTVM_F32_GEMM_BODY_(MR_, V_) MTVM_F32_PASSES_##MR_(MTVM_F32_PASS_, MR_, V_)
 
 #endif  /* MTVM_F32_AVX512, MTVM_F32_AVX2 */
+
+/* The epilogue kernel is AVX2's only (the schedules call it under #elif MTVM_F32_AVX2). */
+#if !MTVM_F32_AVX2
+#define MTVM_DEFINE_F32_GEMM_EPI(NAME_, MR_)
+#define MTVM_DEFINE_F32_GEMM_EPI_OFF(NAME_, MR_)
+#endif
 
 #define MTVM_F32_GEMM_FUNCTION_(NAME_, MR_, V_) \
     static inline void NAME_(int taps, const float* restrict a, const float* restrict b, \
