@@ -16,11 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..codegen.cwriter import (VOID, Assign, Cast, Comment, Const, Decl, Expr, ExprStmt, For,
-                               Function, If, RawExpr, Return, Type, Var, call, eq, index_type,
-                               kernel_dtype, lt, param, render_c, select)
+                               Function, If, Raw, RawExpr, Return, Type, Var, call, eq,
+                               index_type, kernel_dtype, lt, param, render_c, select)
 from ..codegen.cwriter import gt as greater
 from ..errors import UnsupportedError
 from .base import Op, register
+from .microkernels import column_tiles
 
 F, CF, FP = Type("float32"), Type("float32", const=True), Type("float32", pointer=True)
 SCRATCH = Var("scratch", Type("uint8", pointer=True))
@@ -427,26 +428,52 @@ class _Recurrent(Op):
                      a.get("activation_beta"))
 
     def scratch_bytes(self, k, /, *, hidden_size, direction="forward", layout=0, gemv=None,
-                      **_attrs) -> int:
+                      project=None, **_attrs) -> int:
         """The hidden states [dirs][B][H] (and the cell states for LSTM), one row of
         gate pre-activations [gates * H] and one of H (and with gemv one more row
-        of gates * H)."""
+        of gates * H; with project, `steps` rows of W x [steps][gates * H] and the steps'
+        inputs [I][steps])."""
         x = k.ins[0]
         B = x.shape[0] if layout else x.shape[1]
         ns = (2 if direction == "bidirectional" else 1) * B * hidden_size
         states = ns * (2 if self.name == "LSTM" else 1)
         rows = (2 if gemv else 1) * self.gates * hidden_size + hidden_size
+        steps = self.projected_steps(k, gemv, project, layout)
+        if steps:
+            rows += steps * (self.gates * hidden_size + x.shape[2])
         return (states + rows) * np.dtype(x.dtype).itemsize
+
+    # Narrower inputs keep W x a GEMV per step: with so few taps the GEMM's tile costs
+    # more than it saves (lstm_forecast, 8 inputs: 0.98x on AVX-512, 1.17x on AVX2).
+    PROJECT_MIN_INPUTS = 16
+
+    @classmethod
+    def projected_steps(cls, k, gemv, project, layout) -> int:
+        """How many time steps the input projection W x is batched over (0: per step).
+        Batch 1 without sequence_lens only (every step runs), PROJECT_MIN_INPUTS inputs
+        or more."""
+        x = k.ins[0]
+        seqlens = k.ins[4] if len(k.ins) > 4 else None
+        B = x.shape[0] if layout else x.shape[1]
+        if not (gemv and project) or B != 1 or seqlens is not None or \
+                x.shape[2] < cls.PROJECT_MIN_INPUTS:
+            return 0
+        return project[1]
 
     def emit(self, k, *, hidden_size, direction="forward", layout=0, activations=None,
              activation_alpha=None, activation_beta=None, clip=None, linear_before_reset=0,
-             input_forget=0, output_sequence=0, gemv=None):
+             input_forget=0, output_sequence=0, gemv=None, project=None):
         """gemv: None, the dot products as plain loops over W and R as the model
         gives them ([dirs][gates * H][I or H]); or the name of a C function
         gemv(taps, x, b, ldb, n, out) (out[q] = sum_t x[t] b[t * ldb + q], q < n)
         for W and R stored transposed ([dirs][I or H][gates * H], the recurrent
         GEMV schedule of mtvm/schedules/generic/recurrent_f32.py), with one more
-        row of gates * H in scratch for R h."""
+        row of gates * H in scratch for R h.
+
+        project: None, or (f, steps) with gemv: the input projection W x of `steps` time
+        steps at a time as one matrix product, f the float GEMM micro-kernel of `steps`
+        rows (mtvm.ops.microkernels.gemm_ukernel), each step then copying its row. Only
+        R h stays a GEMV per step (batch 1 without sequence_lens; else per step)."""
         x, w, r = k.ins[:3]
         bias, seqlens, h0, c0, peep = (k.ins + [None] * 8)[3:8]
         op, H, GH = self.name, hidden_size, self.gates * hidden_size
@@ -459,7 +486,8 @@ class _Recurrent(Op):
         y, yh, yc = (k.outs + [None] * 3)[:3]
         ns = dirs * B * H                                   # one state: [dirs][B][H]
         k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout,
-                                             gemv=gemv)
+                                             gemv=gemv, project=project)
+        steps = self.projected_steps(k, gemv, project, layout)
         X, W, R = param(x), param(w), param(r)
         bias_v = param(bias) if bias is not None else None
         d, s_, b_, j, g, q = (Var(n) for n in ("d", "s", "b", "j", "g", "q"))
@@ -507,6 +535,11 @@ class _Recurrent(Op):
             lines += [Comment("r * h, or R_h h + Rb_h"), Decl(rh, gt + GH)]
         if gemv:
             lines += [Comment("R h of one step"), Decl(gr, gt + (GH + H))]
+        xw, xp = Var("xw", TP), Var("xp", TP)
+        if steps:
+            lines += [Comment(f"W x of {steps} steps [{steps}][{GH}], their inputs [{I}][{steps}]"),
+                      Decl(xw, gr + GH), Decl(xp, xw + steps * GH),
+                      ExprStmt(call("memset", xp, 0, I * steps * np.dtype(dt).itemsize))]
         init = [Assign(hs[state_at], param(h0)[st_at] if h0 is not None else zero)]
         if lstm:
             init.append(Assign(cs[state_at], param(c0)[st_at] if c0 is not None else zero))
@@ -532,7 +565,9 @@ class _Recurrent(Op):
             # z and r only; its h gate multiplies R_h by r * h below).
             nr = 2 * H if op == "GRU" and not linear_before_reset else GH
             gsum = gr[g] + wb(g) + rb(g) if bias is not None else gr[g]
-            step += [ExprStmt(call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt)),
+            wx = (call("memcpy", gt, xw + (s_ - Var("s0")) * GH, GH * np.dtype(dt).itemsize)
+                  if steps else call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt))
+            step += [ExprStmt(wx),
                      ExprStmt(call(gemv, H, h, R + d * (H * GH), GH, nr, gr)),
                      For(g, full, [Assign(gt[g], gsum, "+=")])]
         else:
@@ -581,8 +616,28 @@ class _Recurrent(Op):
                 Assign(h[j], act(0, pre(1, 1)) * act(2, c[j], clipped=False))]))
         if y is not None:
             step.append(For(j, H, [Assign(param(y, output=True)[y_at], h[j])]))
-        lines.append(For(d, dirs, [For(s_, S, [For(b_, B, [
-            Decl(length, len_value), If(lt(s_, length), step)])])]))
+        if steps:
+            # Per block of `steps` steps from s0: their inputs packed [I][steps] (the GEMM's
+            # weights side), xw[r][g] = sum_i x_{s0 + r}[i] W[d][i][g] in tiles of
+            # MTVM_F32_NR gate rows, then the steps, each copying its row into gt.
+            s0, n_, r_, i_ = Var("s0"), Var("n", index_type(const=True)), Var("r"), Var("i")
+            # (len: every step runs; only the reversed directions' tt reads it)
+            own_len = [Decl(length, S)] if direction != "forward" else []
+            pack = For(r_, n_, [Decl(s_, s0 + r_), *own_len, Decl(tt, tt_value),
+                                For(i_, I, [Assign(xp[i_ * steps + r_], X[tt * I + i_])])])
+            q0, q_, nr_ = Var("q0"), Var("q"), RawExpr("MTVM_F32_NR")
+            tile = Var("tile", TP)
+            tiles = column_tiles(k, rows=steps, taps=I, a=render_c(xp),
+                                 b=render_c(W + d * (I * GH) + q0), ldb=GH, cols=GH,
+                                 store=[render_c(Assign(xw[r_ * GH + q0 + q_],
+                                                        tile[r_ * nr_ + q_]))])
+            block = [Decl(n_, select(lt(S - s0, steps), S - s0, steps)), pack,
+                     Raw("\n".join(tiles)),
+                     For(s_, s0 + n_, [For(b_, B, [*own_len, *step])], begin=s0)]
+            lines.append(For(d, dirs, [For(s0, S, block, step=steps)]))
+        else:
+            lines.append(For(d, dirs, [For(s_, S, [For(b_, B, [
+                Decl(length, len_value), If(lt(s_, length), step)])])]))
         for o, src in ((yh, hs), (yc, cs)):
             if o is None:
                 continue

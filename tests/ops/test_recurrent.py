@@ -241,6 +241,52 @@ def test_gemv_schedule_over_several_column_blocks(op):
     assert f"{op.lower()}_f32.gemv" in names
 
 
+@pytest.mark.parametrize("op", sorted(GATES))
+def test_input_projection_batched_over_steps(op, monkeypatch):
+    """Batch 1 with 16 inputs or more: W x of `input_steps` steps at a time as one GEMM
+    (sequences shorter than a block, one block, several and a partial last one; every
+    direction and layout; 4, 8 and 12 steps), portable and with the x86 SIMD kernels;
+    batch 2 and a run-time sequence_lens keep it per step, and stay right."""
+    from mtvm import host_runner
+    cases = []
+    for n, (d, S, layout) in enumerate(itertools.product(
+            ("forward", "reverse", "bidirectional"), (1, 5, 8, 13), (0, 1))):
+        cases.append(dict(op=op, direction=d, H=(5, 16, 9)[n % 3], I=(16, 37)[n % 2], S=S,
+                          B=1, bias=n % 2, init=(n // 2) % 2, lbr=n % 2 * (op == "GRU"),
+                          peep=n % 2 * (op == "LSTM"), layout=layout))
+    cases += [dict(op=op, direction="bidirectional", H=6, I=20, S=7, B=2, bias=1, init=1),
+              dict(op=op, direction="forward", H=6, I=20, S=7, B=1, bias=1, lens=[5])]
+    sched = f"{op.lower()}_f32.gemv"
+    for steps in (8, 4, 12):
+        monkeypatch.setattr(mtvm, "compile", _with_config(mtvm.compile, {sched: {
+            "input_steps": steps}}))
+        lib = _check(cases, seed=13 + steps)
+        _check(cases, seed=13 + steps, extra=["-march=native"])
+        src = "".join(lib.sources[f] for f in lib.sources if f.endswith("_kernels.c"))
+        # every case but the last two (batch 2; sequence_lens) projects its steps
+        assert src.count(f"W x of {steps} steps") == len(cases) - 2
+    if _cpu_has_avx2():
+        flags = host_runner.SANITIZE_FLAGS
+        monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags + ["-march=x86-64-v3"])
+        model, _, feed = _models(cases, 3)
+        mtvm.compile(model).run_host(feed, sanitize=True)
+
+
+def _with_config(compile_, config):
+    def compile_with(model, *a, **kw):
+        kw.setdefault("schedule_config", config)
+        return compile_(model, *a, **kw)
+    return compile_with
+
+
+def _cpu_has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx2 " in f.read()
+    except OSError:
+        return False
+
+
 def test_sequence_length_zero_gives_zero_states():
     """onnxruntime's reading: an entry of length 0 runs no step; Y, Y_h and Y_c
     are 0 there (not the initial state)."""

@@ -9,9 +9,14 @@ Cortex-M4F, 32 with AVX2, 64 with AVX-512: mtvm_gemv_f32_prelude.h). The gate
 non-linearities and the state update are the op's own (mtvm/ops/recurrent.py),
 with tanh and sigmoid from mtvm_activation_f32.h.
 
-Left for later (docs/performance.md): the input projection batched over the
-sequence as a GEMM (it costs a [seq][gates * H] buffer), and integer
-recurrent kernels for int8 QDQ models.
+The input projection W x does not depend on the state: with batch 1 it is computed
+for `input_steps` time steps at a time as one matrix product (the float GEMM
+micro-kernel, the steps' inputs as its packed side), each step then copying its row,
+so that W is read once per block of steps instead of once per step. It costs
+input_steps * (gates * H + I) floats of scratch; 0 turns it off (the tuner's choice
+under a memory budget).
+
+Left for later (docs/performance.md): integer recurrent kernels for int8 QDQ models.
 """
 from __future__ import annotations
 
@@ -20,8 +25,8 @@ from dataclasses import replace
 import numpy as np
 
 from ...ops import get_op
-from ...ops.microkernels import gemv_blocked
-from .. import Schedule, register
+from ...ops.microkernels import gemm_ukernel, gemv_blocked
+from .. import Knob, Schedule, register
 
 def _transposed(k, index: int):
     """Replace constant input `index` ([dirs][rows][cols]) by its transpose
@@ -35,20 +40,29 @@ def _transposed(k, index: int):
 class RecurrentGemvF32(Schedule):
     family = "generic"
     priority = 10
+    # 8: the GEMM micro-kernel's default height (MR); AVX2 runs it as two passes of four
+    knobs = (Knob("input_steps", 8, (0, 4, 8, 12)),)
 
     def applies(self, k, /, **attrs) -> bool:
         x, w, r = k.ins[:3]
         return (np.dtype(x.dtype) == np.float32 and w.const is not None
                 and r.const is not None)
 
+    def _steps(self, k) -> int:
+        return int((getattr(k, "knobs", None) or {}).get("input_steps", 0)) if self.knobs else 0
+
     def scratch_bytes(self, k, /, **attrs) -> int:
-        return get_op(self.op).scratch_bytes(k, gemv=True, **attrs)
+        steps = self._steps(k)
+        return get_op(self.op).scratch_bytes(k, gemv=True, project=(None, steps) if steps
+                                             else None, **attrs)
 
     def emit(self, k, /, **attrs) -> str:
         name = gemv_blocked(k)
         _transposed(k, 1)
         _transposed(k, 2)
-        return get_op(self.op).emit(k, gemv=name, **attrs)
+        steps = self._steps(k)
+        project = (gemm_ukernel(k, steps), steps) if steps else None
+        return get_op(self.op).emit(k, gemv=name, project=project, **attrs)
 
 
 @register
