@@ -22,8 +22,8 @@ import numpy as np
 from ..codegen.cwriter import ExprStmt, RawExpr, call, render_c
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
-from .microkernels import (MR, band_ukernel, direct_ukernel, gemm_epi_ukernel, gemm_ukernel,
-                           gemm_ukernel_offsets, prelude)
+from .microkernels import (MR, band_epi_ukernel, band_ukernel, direct_ukernel,
+                           gemm_epi_ukernel, gemm_ukernel, gemm_ukernel_offsets, prelude)
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -1056,7 +1056,8 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                     w.line("static const int32_t tap0[1] = { 0 };")
                     _position_tiles(w, k, bias, p, rows, m0e, out_plane, "32",
                                     f"{band_ukernel(k, rows)}({taps}, {in_plane}, 1, tap0, "
-                                    "w_blk, x_g + p, np, tile);")
+                                    "w_blk, x_g + p, np, tile);",
+                                    f"{taps}, {in_plane}, 1, tap0, w_blk, x_g + p", band=True)
                     w.lines.append("#else")
                     _position_tiles(w, k, bias, p, rows, m0e, out_plane, "MTVM_F32_NR",
                                     f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, "
@@ -1087,12 +1088,13 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     return w.text()
 
 
-def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call, epi_args=None):
+def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call, epi_args=None,
+                    band=False):
     """The pointwise GEMM's loop over tiles of `width` positions p."""
     w.line(f"for (int p = 0; p < {positions}; p += {width}) {{  /* positions */")
     w.depth += 1
     w.line(f"const int np = {positions} - p < {width} ? {positions} - p : {width};")
-    _tile_or_epi(w, k, bias, p, rows, m0e, "p", call, epi_args, width)
+    _tile_or_epi(w, k, bias, p, rows, m0e, "p", call, epi_args, width, band=band)
     w.depth -= 1
     w.line("}")
 
@@ -1149,27 +1151,33 @@ def clamp_tail(k) -> tuple[str, str] | None:
 
 
 def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM_F32_NR",
-                 offsets=False):
+                 offsets=False, band=False):
     """The rows x np tile at position `pos`: gemm_call (C, into `tile`) then bias, tail
-    and store (_store_tile); on AVX2, where the tail allows it (clamp_tail), the epilogue
-    kernel instead, its arguments `epi_args` (taps, a, b, then ldb or the offset table:
-    C) storing to out0 itself."""
-    x86 = k.target.is_generic or k.target.has("avx2", "fma")
+    and store (_store_tile). Where the tail allows it (clamp_tail), an epilogue kernel
+    instead, its arguments `epi_args` (C: the kernel's up to `n`) storing to out0 itself:
+    with band, the band's (the caller's code is x86's); else, on AVX2 only, the GEMM's
+    (taps, a, b, then ldb or with offsets the tap table)."""
+    x86 = band or k.target.is_generic or k.target.has("avx2", "fma")
     clamp = clamp_tail(k) if epi_args is not None and x86 else None
-    if clamp is not None:
-        m = lin((p["g"], p["mg"]), (m0e, 1))
-        y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))
-        b = f"{bias.c} + {m}" if bias is not None else "NULL"
-        w.lines.append("#if MTVM_F32_AVX2")
-        args = [epi_args, "np", b, *clamp, f"out0 + {y0} + {pos}", p["out_plane"]]
-        w.line(render_c([ExprStmt(call(gemm_epi_ukernel(k, rows, offsets),
-                                       *(RawExpr(str(a)) for a in args)))]))
-        w.lines.append("#else")
-    w.line(f"float tile[{rows} * {width}];")
-    w.line(gemm_call)
-    _store_tile(w, k, bias, p, rows, m0e, pos, width)
-    if clamp is not None:
-        w.lines.append("#endif")
+    if clamp is None:
+        w.line(f"float tile[{rows} * {width}];")
+        w.line(gemm_call)
+        _store_tile(w, k, bias, p, rows, m0e, pos, width)
+        return
+    m = lin((p["g"], p["mg"]), (m0e, 1))
+    y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))
+    b = f"{bias.c} + {m}" if bias is not None else "NULL"
+    args = [epi_args, "np", b, *clamp, f"out0 + {y0} + {pos}", p["out_plane"]]
+    name = band_epi_ukernel(k, rows) if band else gemm_epi_ukernel(k, rows, offsets)
+    epi = render_c([ExprStmt(call(name, *(RawExpr(str(a)) for a in args)))])
+    if band:
+        w.line(epi)
+        return
+    w.lines.append("#if MTVM_F32_AVX2")
+    w.line(epi)
+    w.lines.append("#else")
+    _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, None, width)
+    w.lines.append("#endif")
 
 
 def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):
@@ -1336,7 +1344,8 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
                     w.lines.append("#if MTVM_F32_AVX512")
                     _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "32",
                                     f"{band_ukernel(k, rows_b)}(1, 0, {taps}, {ob.c}, w_blk, "
-                                    "win + ow, np, tile);")
+                                    "win + ow, np, tile);",
+                                    f"1, 0, {taps}, {ob.c}, w_blk, win + ow", band=True)
                     w.lines.append("#else")
                     _window_columns(w, k, bias, p, rows_b, m0e, oh, aw.out, "MTVM_F32_NR",
                                     nr_call, epi)
@@ -1344,13 +1353,14 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
     return w.text()
 
 
-def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call, epi_args=None):
+def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call, epi_args=None,
+                    band=False):
     """The window schedule's loop over tiles of `width` columns of output row oh."""
     w.line(f"for (int ow = 0; ow < {ow_n}; ow += {width}) {{  /* columns */")
     w.depth += 1
     w.line(f"const int np = {ow_n} - ow < {width} ? {ow_n} - ow : {width};")
     _tile_or_epi(w, k, bias, p, rows, m0e, lin((oh, ow_n), ("ow", 1)), call, epi_args, width,
-                 offsets=True)
+                 offsets=True, band=band)
     w.depth -= 1
     w.line("}")
 
@@ -1487,10 +1497,10 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
                 w.line("for (int j = 0; j < nb; j += 32) {  /* tiles of 32 positions */")
                 w.depth += 1
                 w.line("const int np = nb - j < 32 ? nb - j : 32;")
-                w.line(f"float tile[{rows_b} * 32];")
-                w.line(f"{band_ukernel(k, rows_b)}({cg}, {cs}, {kh_n * kw_n}, band_off, w_blk, "
-                       "col + j, np, tile);")
-                _store_tile(w, k, bias, p, rows_b, m0e, lin(("oh0", aw.out), ("j", 1)), "32")
+                args = f"{cg}, {cs}, {kh_n * kw_n}, band_off, w_blk, col + j"
+                _tile_or_epi(w, k, bias, p, rows_b, m0e, lin(("oh0", aw.out), ("j", 1)),
+                             f"{band_ukernel(k, rows_b)}({args}, np, tile);", args, "32",
+                             band=True)
                 w.depth -= 1
                 w.line("}")
         w.depth -= 1
@@ -1603,8 +1613,10 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
             with channel_block(w, count, rows) as mb:
                 m0e = lin((mb, rows), const=m0)
                 a = f"{wp.c} + {lin((m0e, c_in))}"
-                epi = f"{c_in}, {a}, xt, {width}" if width == "MTVM_F32_NR" else None
-                _tile_or_epi(w, k, bias, p, rows, m0e, "p", call(rows, a), epi, width)
+                wide_ = width != "MTVM_F32_NR"   # the band, over 32 positions
+                epi = f"{c_in}, 32, 1, tap0, {a}, xt" if wide_ else f"{c_in}, {a}, xt, {width}"
+                _tile_or_epi(w, k, bias, p, rows, m0e, "p", call(rows, a), epi, width,
+                             band=wide_)
         w.depth -= 1
         w.line("}")
     if wide:

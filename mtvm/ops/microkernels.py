@@ -144,6 +144,15 @@ def band_ukernel(k, mr: int) -> str:
                    f"b[c * cs + off[j] + q], r < {mr}, q < n <= 32 (AVX-512, AVX2)")
 
 
+def band_epi_ukernel(k, mr: int) -> str:
+    """Declare the band micro-kernel with the conv's epilogue in registers (AVX-512 and
+    AVX2): y[r * ldy + q] = clamp(tile[r * 32 + q] + bias[r], lo, hi), q < n, the tile
+    as band_ukernel's. Returns its name."""
+    return _define(k, "MTVM_DEFINE_F32_BAND_EPI", f"mtvm_f32_band_{mr}x32_epi", mr,
+                   f"y[r * ldy + q] = clamp(band tile[r * 32 + q] + bias[r], lo, hi), "
+                   f"r < {mr}, q < n <= 32 (AVX-512, AVX2)")
+
+
 # -- direct: same-size stride-1 convolution on the flat plane, AVX-512 only -----------
 
 

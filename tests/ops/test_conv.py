@@ -402,15 +402,17 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
 # (gemm_mr, output channels, input, kernel, attrs, tail): pointwise, window and band
 # layers whose register blocks take every height of one to sixteen rows, so that each
 # split of the AVX2 kernel's passes (MTVM_F32_Y_PASSES_: up to six rows a pass) runs,
-# with full and partial tiles of columns; with a Relu, a Clip or no tail the AVX2 build
-# runs the epilogue kernel (MTVM_DEFINE_F32_GEMM_EPI), with a residual Add the tile.
+# with full and partial tiles of columns; with a Relu, a Clip or no tail the x86 builds
+# run the epilogue kernels (MTVM_DEFINE_F32_GEMM_EPI, MTVM_DEFINE_F32_BAND_EPI), with a
+# residual Add the tile.
 GEMM_HEIGHT_CASES = [
     (12, 23, (1, 5, 5, 7), (1, 1), {}, "Relu"),                            # 12, 11
     (16, 31, (1, 4, 4, 9), (1, 1), {}, None),                              # 16, 15
     (14, 27, (1, 3, 9, 11), (3, 3), {"pads": [1, 1, 1, 1]}, "Clip"),       # 14, 13 (window)
     (10, 19, (1, 4, 3, 20), (3, 3), {"pads": [1, 1, 1, 1], "strides": [1, 2]},
      "Relu"),                                                              # 10, 9
-    (7, 13, (1, 6, 8, 8), (3, 3), {"pads": [1, 1, 1, 1]}, "Add"),          # 7, 6 (band)
+    (7, 13, (1, 6, 8, 8), (3, 3), {"pads": [1, 1, 1, 1]}, "Relu"),         # 7, 6 (band)
+    (6, 13, (1, 6, 8, 8), (3, 3), {"pads": [1, 1, 1, 1]}, "Add"),          # 6, 1 (band)
     (5, 9, (1, 3, 7, 5), (1, 1), {}, "Clip"),                              # 5, 4
     (3, 8, (1, 2, 4, 6), (3, 3), {"pads": [1, 1, 1, 1]}, None),            # 3, 2
     (8, 9, (1, 2, 6, 6), (1, 1), {}, "Add"),                               # 8, 1
@@ -421,9 +423,9 @@ GEMM_HEIGHT_CASES = [
 @pytest.mark.skipif(not _cpu_has("avx2"), reason="the AVX2 kernel needs an AVX2 host")
 @pytest.mark.parametrize("mr,m_out,x_shape,kernel,attrs,tail", GEMM_HEIGHT_CASES)
 def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, tail, monkeypatch):
-    """The float GEMM tile at every height, and its epilogue kernel, built for AVX2
-    (-march=x86-64-v3) plain and under ASan/UBSan, against onnx.reference; gemm_mr (a
-    tuner's knob) set per case."""
+    """The float GEMM tile at every height, and its epilogue kernels, built for AVX2
+    (-march=x86-64-v3) plain and under ASan/UBSan, and for AVX-512 where the host has it,
+    against onnx.reference; gemm_mr (a tuner's knob) set per case."""
     from mtvm import host_runner
     from mtvm.host_runner import HostModule
     from mtvm.testing import assert_close, reference_outputs
@@ -456,9 +458,13 @@ def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, tail, monkeyp
     avx2 = ["-march=x86-64-v3"]
     got = HostModule(lib, opt="-O3", extra=avx2).run(inputs)
     assert_close(list(got.values())[0], expected, what="AVX2")
-    monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", host_runner.SANITIZE_FLAGS + avx2)
+    flags = host_runner.SANITIZE_FLAGS
+    monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags + avx2)
     got = lib.run_host(inputs, sanitize=True)
     assert_close(list(got.values())[0], expected, what="sanitized, AVX2")
+    monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags)
+    if _has_avx512():
+        _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
 def _check_native_and_sanitized(m, lib, inputs, monkeypatch):

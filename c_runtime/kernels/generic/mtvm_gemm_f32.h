@@ -306,6 +306,7 @@
 #include "mtvm_conv_f32_x86.h"
 #else
 #define MTVM_DEFINE_F32_BAND(NAME_, MR_)
+#define MTVM_DEFINE_F32_BAND_EPI(NAME_, MR_)
 #define MTVM_DEFINE_F32_DIRECT(NAME_, MR_)
 #endif
 

@@ -45,7 +45,7 @@
  * broadcast weight feeds two FMAs (a one-vector kernel is bound by its loads: MR
  * broadcasts + one activation load per MR FMAs); n <= 16 runs one vector. Masked loads:
  * lanes q >= n are not read. */
-#define MTVM_F32_BAND_BODY_(MR_, X_) \
+#define MTVM_F32_BAND_LOOP_(MR_, X_) \
     MTVM_REPEAT(MR_, MTVM_F32_##X_##_ACC_, 0) \
     for (int c = 0; c < chans; ++c, b += cs) { \
         for (int j = 0; j < ntaps; ++j, a += MR_) { \
@@ -54,8 +54,8 @@
             MTVM_F32_##X_##_LOAD1_ \
             MTVM_REPEAT(MR_, MTVM_F32_##X_##_FMA_, 0) \
         } \
-    } \
-    MTVM_F32_##X_##_STORES_(MR_)
+    }
+#define MTVM_F32_BAND_BODY_(MR_, X_) MTVM_F32_BAND_LOOP_(MR_, X_) MTVM_F32_##X_##_STORES_(MR_)
 #define MTVM_DEFINE_F32_BAND(NAME_, MR_) \
     static inline void NAME_(int chans, int cs, int ntaps, const int32_t* restrict off, \
         const float* restrict a, const float* restrict b, int n, float* restrict tile) \
@@ -66,6 +66,37 @@
             MTVM_F32_BAND_BODY_(MR_, X2) \
         } else {  /* one vector */ \
             MTVM_F32_BAND_BODY_(MR_, X1) \
+        } \
+    }
+
+/* MTVM_DEFINE_F32_BAND_EPI(name, MR): the band with the conv's epilogue in registers
+ *   void name(int chans, int cs, int ntaps, const int32_t* off, const float* a,
+ *             const float* b, int n, const float* bias, float lo, float hi, float* y,
+ *             int ldy)
+ *   y[r * ldy + q] = clamp(tile[r * 32 + q] + bias[r], lo, hi), q < n (masked stores)
+ * with the tile above (bias NULL: none); the clamp as Relu and Clip do it (maxps(lo, x),
+ * minps(hi, x): x when it is NaN or equal). */
+#define MTVM_F32_X_EPI_(C_, R_) \
+    _mm512_min_ps(hi_, _mm512_max_ps(lo_, bias ? _mm512_add_ps(C_, _mm512_set1_ps(bias[R_])) : C_))
+#define MTVM_F32_X2_EPI_STORE_(R_, x) \
+    _mm512_mask_storeu_ps(y + (size_t)R_ * ldy, k0, MTVM_F32_X_EPI_(c##R_##_0, R_)); \
+    _mm512_mask_storeu_ps(y + (size_t)R_ * ldy + 16, k1, MTVM_F32_X_EPI_(c##R_##_1, R_));
+#define MTVM_F32_X1_EPI_STORE_(R_, x) \
+    _mm512_mask_storeu_ps(y + (size_t)R_ * ldy, k0, MTVM_F32_X_EPI_(c##R_##_0, R_));
+#define MTVM_DEFINE_F32_BAND_EPI(NAME_, MR_) \
+    static inline void NAME_(int chans, int cs, int ntaps, const int32_t* restrict off, \
+        const float* restrict a, const float* restrict b, int n, const float* restrict bias, \
+        float lo, float hi, float* restrict y, int ldy) \
+    { \
+        const __m512 lo_ = _mm512_set1_ps(lo), hi_ = _mm512_set1_ps(hi); \
+        const __mmask16 k0 = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u); \
+        if (n > 16) {  /* two vectors */ \
+            const __mmask16 k1 = (__mmask16)(n >= 32 ? 0xffffu : (1u << (n - 16)) - 1u); \
+            MTVM_F32_BAND_LOOP_(MR_, X2) \
+            MTVM_REPEAT(MR_, MTVM_F32_X2_EPI_STORE_, 0) \
+        } else {  /* one vector */ \
+            MTVM_F32_BAND_LOOP_(MR_, X1) \
+            MTVM_REPEAT(MR_, MTVM_F32_X1_EPI_STORE_, 0) \
         } \
     }
 
@@ -130,6 +161,8 @@
     _mm256_storeu_ps(tile + R_ * 32 + h0, _mm256_setzero_ps()); \
     _mm256_storeu_ps(tile + R_ * 32 + h0 + 8, _mm256_setzero_ps());
 #define MTVM_F32_BAND_Y_PASS_(G0_, ROWS_, MR_, LOADS_) \
+    MTVM_F32_BAND_Y_PASS_STORE_(G0_, ROWS_, MR_, LOADS_, MTVM_F32_BAND_Y_STORE_)
+#define MTVM_F32_BAND_Y_PASS_STORE_(G0_, ROWS_, MR_, LOADS_, STORE_) \
     {  /* rows G0_ .. G0_ + ROWS_ - 1 of positions h0 .. h0 + 15 */ \
         const float* at = a + G0_; \
         const float* bc = b + h0; \
@@ -142,7 +175,37 @@
                 MTVM_REPEAT(ROWS_, MTVM_F32_Y_FMA_, 0) \
             } \
         } \
-        MTVM_REPEAT(ROWS_, MTVM_F32_BAND_Y_STORE_, G0_) \
+        MTVM_REPEAT(ROWS_, STORE_, G0_) \
+    }
+/* The epilogue form (MTVM_DEFINE_F32_BAND_EPI, see the AVX-512 one): row J_'s two vectors
+ * of the half at h0, biased, clamped and stored to y; masked stores past n. */
+#define MTVM_F32_BAND_Y_EPI_full(J_, G0_) \
+    { float* yr_ = y + (size_t)(G0_ + J_) * ldy + h0; \
+      _mm256_storeu_ps(yr_, MTVM_F32_Y_EPI_(c##J_##_0, G0_ + J_)); \
+      _mm256_storeu_ps(yr_ + 8, MTVM_F32_Y_EPI_(c##J_##_1, G0_ + J_)); }
+#define MTVM_F32_BAND_Y_EPI_masked(J_, G0_) \
+    { float* yr_ = y + (size_t)(G0_ + J_) * ldy + h0; \
+      _mm256_maskstore_ps(yr_, k0, MTVM_F32_Y_EPI_(c##J_##_0, G0_ + J_)); \
+      _mm256_maskstore_ps(yr_ + 8, k1, MTVM_F32_Y_EPI_(c##J_##_1, G0_ + J_)); }
+#define MTVM_F32_BAND_Y_EPI_PASS_(G0_, ROWS_, MR_, LOADS_) \
+    MTVM_F32_BAND_Y_PASS_STORE_(G0_, ROWS_, MR_, LOADS_, MTVM_F32_BAND_Y_EPI_##LOADS_)
+#define MTVM_DEFINE_F32_BAND_EPI(NAME_, MR_) \
+    static inline void NAME_(int chans, int cs, int ntaps, const int32_t* restrict off, \
+        const float* restrict a, const float* restrict b, int n, const float* restrict bias, \
+        float lo, float hi, float* restrict y, int ldy) \
+    { \
+        const __m256i lane_ = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); \
+        const __m256 lo_ = _mm256_set1_ps(lo), hi_ = _mm256_set1_ps(hi); \
+        for (int h0 = 0; h0 < 32 && h0 < n; h0 += 16) { \
+            const int nh = n - h0; \
+            if (nh >= 16) { \
+                MTVM_F32_Y_PASSES_##MR_(MTVM_F32_BAND_Y_EPI_PASS_, MR_, full) \
+            } else {  /* lanes past n are neither read nor written */ \
+                const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh), lane_); \
+                const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nh - 8), lane_); \
+                MTVM_F32_Y_PASSES_##MR_(MTVM_F32_BAND_Y_EPI_PASS_, MR_, masked) \
+            } \
+        } \
     }
 #define MTVM_DEFINE_F32_BAND(NAME_, MR_) \
     static inline void NAME_(int chans, int cs, int ntaps, const int32_t* restrict off, \
