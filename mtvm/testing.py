@@ -103,6 +103,16 @@ def models_dir() -> str:
                           os.path.normpath(os.path.join(here, "..", "shared", "models")))
 
 
+def cpu_has(flag: str) -> bool:
+    """Whether this host's CPU reports `flag` (avx2, avx512f, ...) in /proc/cpuinfo
+    (False where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return f" {flag}" in f.read()
+    except OSError:
+        return False
+
+
 def have(tool: str) -> bool:
     import shutil
     return shutil.which(tool) is not None

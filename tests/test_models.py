@@ -11,7 +11,7 @@ import pytest
 
 import mtvm
 from mtvm.testing import assert_close
-from mtvm.testing import have, models_dir as _models_dir
+from mtvm.testing import cpu_has, have, models_dir as _models_dir
 
 MODELS_DIR = _models_dir()
 
@@ -52,14 +52,6 @@ def test_model_matches_reference(name):
     assert md["total_macs"] > 0
 
 
-def _cpu_has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return " avx2 " in f.read()
-    except OSError:
-        return False
-
-
 # The float models whose convolutions take the AVX2 schedules (window, pointwise in and
 # out of place, im2col, band, depthwise) and their epilogue kernel.
 AVX2_MODELS = ["kws_dscnn", "vww_mobilenetv1", "ic_resnet8", "fomo_mbv2", "denoise_unet",
@@ -67,7 +59,7 @@ AVX2_MODELS = ["kws_dscnn", "vww_mobilenetv1", "ic_resnet8", "fomo_mbv2", "denoi
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not _cpu_has_avx2(),
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not cpu_has("avx2"),
                     reason="an AVX2 build")
 @pytest.mark.parametrize("name", AVX2_MODELS)
 def test_model_matches_reference_avx2(name):

@@ -8,7 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import mtvm
-from mtvm.testing import check_model, make_model
+from mtvm.testing import check_model, cpu_has, make_model
 
 rng = np.random.default_rng(0)
 
@@ -300,16 +300,8 @@ def test_residual_add_writes_over_its_operand(kernel):
 
 # -- band and direct schedules (x86 hosts) ---------------------------------------------
 
-def _cpu_has(flag: str) -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return f" {flag}" in f.read()
-    except OSError:
-        return False
-
-
 def _has_avx512() -> bool:
-    return _cpu_has("avx512f")
+    return cpu_has("avx512f")
 
 
 # (id, x shape, w shape, attributes): outputs narrower than 16 columns (window or
@@ -359,7 +351,7 @@ SIMD_CASES = [c + ("band GEMM",) for c in BAND_CASES] + \
     [c + ("depthwise direct",) for c in DEPTHWISE_DIRECT_CASES]
 
 
-@pytest.mark.skipif(not _cpu_has("avx2"), reason="band and direct are compiled for x86 only")
+@pytest.mark.skipif(not cpu_has("avx2"), reason="band and direct are compiled for x86 only")
 @pytest.mark.parametrize("x_shape,w_shape,attrs,schedule", [c[1:] for c in SIMD_CASES],
                          ids=[f"{c[4].split()[0]}_{c[0]}" for c in SIMD_CASES])
 def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
@@ -368,9 +360,6 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
     the host has it) and for AVX2 (-march=x86-64-v3: the band, also for the direct
     cases; depthwise direct is AVX-512's only); the portable path of the same
     source too."""
-    from mtvm import host_runner
-    from mtvm.host_runner import HostModule
-    from mtvm.testing import assert_close, reference_outputs
     x, w, b = randn(*x_shape), randn(*w_shape), randn(w_shape[0])
     y_shape = mtvm.compile(make_model("Conv", {"x": x}, attrs, consts={"w": w})
                            ).metadata["outputs"][0]["shape"]
@@ -386,15 +375,7 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
     inputs = {"x": x, "r": r}
     if schedule != "depthwise direct":
         assert "Schedule (x86): band GEMM" in src     # what an AVX2 build runs
-        expected = reference_outputs(m, inputs)[0]
-        avx2 = ["-march=x86-64-v3"]
-        got = HostModule(lib, opt="-O3", extra=avx2).run(inputs)
-        assert_close(list(got.values())[0], expected, what="AVX2")
-        flags = host_runner.SANITIZE_FLAGS
-        monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags + avx2)
-        got = lib.run_host(inputs, sanitize=True)
-        assert_close(list(got.values())[0], expected, what="sanitized, AVX2")
-        monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags)
+        _check_avx2_and_sanitized(m, lib, inputs, monkeypatch)
     if _has_avx512():
         _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
@@ -420,15 +401,12 @@ GEMM_HEIGHT_CASES = [
 ]
 
 
-@pytest.mark.skipif(not _cpu_has("avx2"), reason="the AVX2 kernel needs an AVX2 host")
+@pytest.mark.skipif(not cpu_has("avx2"), reason="the AVX2 kernel needs an AVX2 host")
 @pytest.mark.parametrize("mr,m_out,x_shape,kernel,attrs,tail", GEMM_HEIGHT_CASES)
 def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, tail, monkeypatch):
     """The float GEMM tile at every height, and its epilogue kernels, built for AVX2
     (-march=x86-64-v3) plain and under ASan/UBSan, and for AVX-512 where the host has it,
     against onnx.reference; gemm_mr (a tuner's knob) set per case."""
-    from mtvm import host_runner
-    from mtvm.host_runner import HostModule
-    from mtvm.testing import assert_close, reference_outputs
     x, w = randn(*x_shape), randn(m_out, x_shape[1], *kernel)
     consts = {"w": w} if tail == "nobias" else {"w": w, "b": randn(m_out)}
     nodes = [helper.make_node("Conv", ["x", *consts], ["c" if tail else "y"], **attrs)]
@@ -454,6 +432,17 @@ def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, tail, monkeyp
     # the epilogue kernel, unless the tail is not a clamp (narrow KxK layers take the
     # band on x86, their window form's kernel is the other targets' fallback)
     assert ("_epi(" in src) == (tail != "Add"), src[:600]
+    _check_avx2_and_sanitized(m, lib, inputs, monkeypatch)
+    if _has_avx512():
+        _check_native_and_sanitized(m, lib, inputs, monkeypatch)
+
+
+def _check_avx2_and_sanitized(m, lib, inputs, monkeypatch):
+    """Built as for an AVX2 host (-march=x86-64-v3), plain and under ASan/UBSan, against
+    onnx.reference."""
+    from mtvm import host_runner
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
     expected = reference_outputs(m, inputs)[0]
     avx2 = ["-march=x86-64-v3"]
     got = HostModule(lib, opt="-O3", extra=avx2).run(inputs)
@@ -463,8 +452,6 @@ def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, tail, monkeyp
     got = lib.run_host(inputs, sanitize=True)
     assert_close(list(got.values())[0], expected, what="sanitized, AVX2")
     monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags)
-    if _has_avx512():
-        _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
 def _check_native_and_sanitized(m, lib, inputs, monkeypatch):
@@ -504,7 +491,7 @@ def test_conv_pointwise_two_vector_tiles(plane, inplace_cols, monkeypatch):
     _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
 
 
-@pytest.mark.skipif(not _cpu_has("avx2"), reason="the band schedule is compiled for x86 only")
+@pytest.mark.skipif(not cpu_has("avx2"), reason="the band schedule is compiled for x86 only")
 def test_conv_band_scratch_cap(monkeypatch):
     """band_max_bytes smaller than a full band: fewer rows per band, same result."""
     from mtvm.host_runner import HostModule

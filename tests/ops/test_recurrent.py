@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 import mtvm
 from mtvm.errors import MtvmError
 from mtvm.interp import interpret
-from mtvm.testing import have, run_on_board
+from mtvm.testing import cpu_has, have, run_on_board
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -265,7 +265,7 @@ def test_input_projection_batched_over_steps(op, monkeypatch):
         src = "".join(lib.sources[f] for f in lib.sources if f.endswith("_kernels.c"))
         # every case but the last two (batch 2; sequence_lens) projects its steps
         assert src.count(f"W x of {steps} steps") == len(cases) - 2
-    if _cpu_has_avx2():
+    if cpu_has("avx2"):
         flags = host_runner.SANITIZE_FLAGS
         monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", flags + ["-march=x86-64-v3"])
         model, _, feed = _models(cases, 3)
@@ -277,14 +277,6 @@ def _with_config(compile_, config):
         kw.setdefault("schedule_config", config)
         return compile_(model, *a, **kw)
     return compile_with
-
-
-def _cpu_has_avx2() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return " avx2 " in f.read()
-    except OSError:
-        return False
 
 
 def test_sequence_length_zero_gives_zero_states():
