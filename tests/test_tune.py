@@ -157,6 +157,44 @@ def test_progress_has_a_bar_per_layer_with_its_best_speedup(model, tmp_path, mon
         assert line and "best" in line[-1], err[-2000:]
 
 
+def test_records_of_changed_code_are_measured_again(model, tmp_path):
+    """Each record keeps a hash of its candidate's C. Records that another mtvm made
+    for the same schedule and knobs but other C (here: their code rewritten, dated
+    earlier, one of them implausibly fast) are not skipped on resume, and the choice
+    takes each candidate's newest code only."""
+    rec = str(tmp_path / "now.jsonl")
+    mtvm.tune(model, board="host", records=rec, trials=2, runs=3)
+    first = _lines(rec)
+    assert first and all(len(r.get("code", "")) == 16 for r in first)
+    old = [dict(r, code="0" * 16, date="2026-01-01T00:00:00Z") for r in first]
+    for r in old:
+        if not r["default"]:
+            r["figure"] = 1.0          # would win if its figure still counted
+    stale = str(tmp_path / "old.jsonl")
+    with open(stale, "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in old)
+    again = mtvm.tune(model, board="host", records=stale, trials=2, runs=3)
+    assert again.stats.skipped == 0 and again.hits == []
+    both = _lines(stale)
+    assert {(r["key"], R.ident(r)) for r in both[len(old):] if r["default"]} == \
+        {(r["key"], R.ident(r)) for r in first if r["default"]}
+    target = mtvm.Target.parse("host").name
+    assert all(b.record["code"] != "0" * 16 and b.record["figure"] > 1.0
+               for b in R.best(both, target).values())
+
+
+def test_best_takes_a_candidates_newest_code():
+    def rec(code, date, figure, default=False, knob=8):
+        return dict(key="k", target="t", board="b", unit="ticks", statistic="min",
+                    schedule="s", knobs={"mr": knob}, default=default, status="ok",
+                    figure=figure, code=code, date=date)
+    recs = [rec("aaaa", "2026-11-01", 100.0, default=True, knob=4),
+            rec("old0", "2026-11-01", 10.0), rec("new1", "2026-11-02", 150.0)]
+    b = R.best(recs, "t")["k"]
+    assert b.is_default and b.record["figure"] == 100.0     # 10.0 was the old code's
+    assert R.stale(recs, {("k", R.ident(recs[1])): "new1"}) == [recs[1]]
+
+
 def test_an_instruction_count_must_beat_the_default_by_a_timer_tick():
     """Instruction counts come from the board's timer (40 instructions a tick at 25 MHz):
     a candidate one tick under the default is the same code read a tick apart, not a gain;

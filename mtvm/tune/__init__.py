@@ -242,6 +242,13 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     known = R.load(known_records, missing_ok=False) if known_records else []
     prior_recs = [r for r in old + known if r.get("target") == target.name
                   and R.backend_of(r) == backend]
+    # records of a candidate whose C has changed since (another mtvm) are measured again
+    current = {(lay.key, c.ident): c.code for lay in layers for c in lay.candidates if c.code}
+    stale = {id(r) for r in R.stale(prior_recs, current)}
+    if stale:
+        log(f"{len(stale)} record(s) measured C that the candidates no longer emit: "
+            "measured again")
+        prior_recs = [r for r in prior_recs if id(r) not in stale]
     done = R.measured(prior_recs)
     prior = R.best(prior_recs, target.name, backend=backend)
     hits = [lay.key for lay in layers if any(k == lay.key for k, _ in done)]

@@ -6,7 +6,12 @@
      "status": "ok", "figure": 3412520, "unit": "instructions", "spread": 0.0,
      "runs": 2, "ticks_per_second": 25000000, "scratch_bytes": 9216,
      "arena_bytes": 41216, "model": "two_convs", "build": 3, "device": "0",
-     "mtvm_version": "0.1.0", "date": "2026-11-26T12:00:00Z"}
+     "code": "3f9a07c2d15e8b40", "mtvm_version": "0.1.0", "date": "2026-11-26T12:00:00Z"}
+
+code is a hash of the C the candidate emitted for the layer (C backend): a later
+mtvm may emit other C for the same schedule and knobs, and then the record's figure
+is not the candidate's any more. A resumed run measures such candidates again
+(stale); choosing takes each candidate's records of its newest code only.
 
 status is "ok" or what went wrong in the build the candidate was measured in
 (compile_error, build_error, wrong_output, reset, timeout, session_error,
@@ -162,6 +167,26 @@ def _figure(recs) -> float:
     return statistics.median(r["figure"] for r in recs)
 
 
+def _newest_code(recs) -> list:
+    """The records of one candidate that measured its newest code (the newest
+    record's `code`): the figures of the C an older mtvm emitted for the same schedule
+    and knobs are history. Records without the field (written before it) all count."""
+    code = max(recs, key=lambda r: r.get("date", "")).get("code")
+    return [r for r in recs if r.get("code") == code] if code else recs
+
+
+def stale(records, current: dict) -> list:
+    """The records whose candidate emits other code today: current maps (key,
+    candidate ident) to the code hash of the candidate now (Candidate.code); records
+    without a code, or of candidates not in `current`, are not stale."""
+    out = []
+    for r in records:
+        now_code = current.get((r.get("key"), ident(r)))
+        if r.get("code") and now_code and r["code"] != now_code:
+            out.append(r)
+    return out
+
+
 def _resolution(rec: dict, margin: float | None) -> float:
     """What an instruction count must beat the default's by (when no margin is
     given): one timer tick's instructions, the resolution of a device profile's
@@ -204,6 +229,7 @@ def best(records, target: str | None = None, margin: float | None = None,
         cands: dict[str, list] = {}
         for r in groups[group]:
             cands.setdefault(ident(r), []).append(r)
+        cands = {i: _newest_code(rs) for i, rs in cands.items()}
         figures = {i: _figure(rs) for i, rs in cands.items()}
         defaults = [i for i, rs in cands.items() if any(r.get("default") for r in rs)]
         default_fig = figures[defaults[0]] if defaults else None

@@ -297,6 +297,8 @@ class Tuner:
                      scratch_bytes=fig.scratch_bytes if fig else c.scratch_bytes,
                      arena_bytes=res.arena_bytes, model=self.model_name,
                      build=build.index, device=device.name, phase=build.phase)
+        if c.code:
+            rec["code"] = c.code
         if self.backend != "c":     # C records have no field (records written before it)
             rec["backend"] = self.backend
         if error:

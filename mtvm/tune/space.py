@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from ..errors import MtvmError
 from ..schedules import ScheduleConfig, workload_key
 
 MAX_EMITS = 400        # per layer
+CODE_CHARS = 16        # of a candidate's code hash kept in its records
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,13 @@ class Candidate:
     schedule: str
     knobs: tuple           # sorted (name, value) pairs: hashable
     scratch_bytes: int = 0
+    # a hash of the C it emits for the layer (enumerate_layer; "" where not known): a
+    # record of the same schedule and knobs but other code measured another mtvm's C
+    code: str = field(default="", compare=False)
 
     @staticmethod
-    def make(schedule: str, knobs: dict, scratch_bytes: int = 0) -> "Candidate":
-        return Candidate(schedule, tuple(sorted(knobs.items())), int(scratch_bytes))
+    def make(schedule: str, knobs: dict, scratch_bytes: int = 0, code: str = "") -> "Candidate":
+        return Candidate(schedule, tuple(sorted(knobs.items())), int(scratch_bytes), code)
 
     @property
     def knob_dict(self) -> dict:
@@ -197,9 +201,9 @@ def enumerate_layer(lk, target, max_emits: int = MAX_EMITS, log=None) -> Layer:
         if h in codes:
             return False
         if ident == default.ident:
-            codes[h] = default
+            codes[h] = layer.candidates[0] = replace(default, code=h[:CODE_CHARS])
             return True
-        c = Candidate.make(s.name, knobs, scratch)
+        c = Candidate.make(s.name, knobs, scratch, h[:CODE_CHARS])
         codes[h] = c
         layer.candidates.append(c)
         return True
