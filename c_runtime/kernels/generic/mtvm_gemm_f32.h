@@ -133,7 +133,8 @@
 #define MTVM_F32_Y1_ACC_(R_, x) __m256 c##R_ = _mm256_setzero_ps();
 #define MTVM_F32_Y1_FMA_(R_, x) c##R_ = _mm256_fmadd_ps(_mm256_broadcast_ss(a + R_), bv, c##R_);
 #define MTVM_F32_Y1_STORE_(R_, x) \
-    _mm256_storeu_ps(tile + R_ * 16, c##R_); _mm256_storeu_ps(tile + R_ * 16 + 8, zero_);
+    _mm256_storeu_ps(tile + R_ * 16, c##R_); \
+    _mm256_storeu_ps(tile + R_ * 16 + 8, _mm256_setzero_ps());
 /* MTVM_F32_Y_PASSES_<MR>: up to six rows a pass (12 accumulators + 2 activations + 1
  * weight: 15 of the 16 registers), the rows split evenly. Six rows a pass run the 144-tap
  * 12 x 16 tile at 118-131 GFLOPS on a Zen 4 core (AVX2 build) against 86-102 for 8 rows as
@@ -154,21 +155,25 @@
 #define MTVM_F32_Y_PASSES_14(P, MR_, V_) MTVM_F32_Y_PASSES_10(P, MR_, V_) P(10, 4, MR_, V_)
 #define MTVM_F32_Y_PASSES_15(P, MR_, V_) MTVM_F32_Y_PASSES_10(P, MR_, V_) P(10, 5, MR_, V_)
 #define MTVM_F32_Y_PASSES_16(P, MR_, V_) MTVM_F32_Y_PASSES_12(P, MR_, V_) P(12, 4, MR_, V_)
-#define MTVM_F32_GEMM_BODY_(MR_, V_) \
-    const __m256i lane_ = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); \
-    if (n > 8) { \
-        const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), lane_); \
-        MTVM_F32_Y_PASSES_##MR_(MTVM_F32_PASS_, MR_, V_) \
+/* The tile of N_ columns (lane_ declared): over 8, the rows in passes PASS_ (two vectors
+ * a row, MTVM_F32_Y_PASSES_); else one vector a row, all rows at once, each row stored by
+ * Y1_STORE_. The plain tile and the epilogue form (below) differ in their stores only. */
+#define MTVM_F32_Y_TILE_(MR_, V_, N_, PASS_, Y1_STORE_) \
+    if ((N_) > 8) { \
+        const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32((N_) - 8), lane_); \
+        MTVM_F32_Y_PASSES_##MR_(PASS_, MR_, V_) \
     } else { \
-        const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane_); \
-        const __m256 zero_ = _mm256_setzero_ps(); \
+        const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(N_), lane_); \
         MTVM_REPEAT(MR_, MTVM_F32_Y1_ACC_, 0) \
         for (int t = 0; t < taps; ++t, MTVM_F32_B_STEP_##V_(MR_)) { \
             const __m256 bv = _mm256_maskload_ps(MTVM_F32_B_ROW_##V_, k0); \
             MTVM_REPEAT(MR_, MTVM_F32_Y1_FMA_, 0) \
         } \
-        MTVM_REPEAT(MR_, MTVM_F32_Y1_STORE_, 0) \
+        MTVM_REPEAT(MR_, Y1_STORE_, 0) \
     }
+#define MTVM_F32_GEMM_BODY_(MR_, V_) \
+    const __m256i lane_ = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); \
+    MTVM_F32_Y_TILE_(MR_, V_, n, MTVM_F32_PASS_, MTVM_F32_Y1_STORE_)
 
 /* The same tile with the conv's epilogue in registers (MTVM_DEFINE_F32_GEMM_EPI): row r
  * of the sums plus bias[r] (no bias: bias NULL), clamped to [lo, hi] as Relu and Clip do
@@ -196,18 +201,7 @@
 #define MTVM_F32_GEMM_EPI_CASE_(MR_, V_, N_) \
     { \
         const int n_ = (N_); \
-        if (n_ > 8) { \
-            const __m256i k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_ - 8), lane_); \
-            MTVM_F32_Y_PASSES_##MR_(MTVM_F32_Y_EPI_PASS_, MR_, V_) \
-        } else { \
-            const __m256i k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_), lane_); \
-            MTVM_REPEAT(MR_, MTVM_F32_Y1_ACC_, 0) \
-            for (int t = 0; t < taps; ++t, MTVM_F32_B_STEP_##V_(MR_)) { \
-                const __m256 bv = _mm256_maskload_ps(MTVM_F32_B_ROW_##V_, k0); \
-                MTVM_REPEAT(MR_, MTVM_F32_Y1_FMA_, 0) \
-            } \
-            MTVM_REPEAT(MR_, MTVM_F32_Y1_EPI_STORE_, 0) \
-        } \
+        MTVM_F32_Y_TILE_(MR_, V_, n_, MTVM_F32_Y_EPI_PASS_, MTVM_F32_Y1_EPI_STORE_) \
     }
 #define MTVM_F32_GEMM_EPI_BODY_(MR_, V_) \
     const __m256i lane_ = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); \
