@@ -83,10 +83,19 @@ class Node:
     # its first input; the last tail node's output is this kernel's output.
     tail: list[Node] = field(default_factory=list)
     alias: bool = False                      # output shares the input's storage
+    # A Concat whose producers write its inputs straight into its output (each
+    # input a view of the output at its byte offset; memory.concat_views): no
+    # kernel runs for it.
+    concat_views: bool = False
 
     def copy(self) -> Node:
         return dataclasses.replace(self, inputs=list(self.inputs), outputs=list(self.outputs),
                                    attrs=dict(self.attrs), tail=[t.copy() for t in self.tail])
+
+    @property
+    def has_kernel(self) -> bool:
+        """False for the nodes that only name bytes other kernels write (views)."""
+        return not (self.alias or self.concat_views)
 
     @property
     def kernel_outputs(self) -> list[str]:
@@ -179,7 +188,7 @@ def dump(g: Graph) -> str:
             outs = ", ".join(f"%{ir_name(o)}: {_fmt_tensor(g.tensors[o])}" for o in part.outputs
                              if o in g.tensors)
             prefix = "  " if k == 0 else "    ⤷ "
-            tag = " (alias)" if part.alias else ""
+            tag = " (alias)" if part.alias else " (views)" if part.concat_views else ""
             lines.append(f"{prefix}{outs} = {part.op}{tag}({ins})"
                          + (f" {{{attrs}}}" if attrs else "") + f"  # {ir_name(part.name)}")
     for o in g.outputs:

@@ -79,7 +79,7 @@ def kernel_scratch(g: Graph, mod: str, inplace: dict | None = None,
     scratch_bytes; memory planning calls this, never the emitters."""
     out = {}
     for step, n in enumerate(g.nodes):
-        if n.alias:
+        if not n.has_kernel:
             continue
         out[step] = _scratch(make_kernel(g, step, mod, inplace, target, config))
     return out
@@ -101,7 +101,7 @@ def lower_kernels(g: Graph, mod: str, inplace: dict[int, int] | None = None,
     `target` and `config` (mtvm.schedules.ScheduleConfig) choose the schedules."""
     out = []
     for step, n in enumerate(g.nodes):
-        if n.alias:
+        if not n.has_kernel:
             continue
         k = make_kernel(g, step, mod, inplace, target, config)
         op = get_op(n.op, n.domain)
@@ -338,12 +338,12 @@ class CModule:
         if buf.const is not None:
             return f"{self.const_syms[name]}.data"
         if self.io_in_workspace and root in self.plan.offsets:
-            return f"({ct}*)({self._ws(root)} + {self.plan.offsets[root]})"
+            return f"({ct}*)({self._ws(root)} + {self.plan.arena_offset(name)})"
         if root in self.in_names:
             return f"({ct}*)inputs->{self.in_names[root]}"
         if root in self.out_names:
             return f"({ct}*)outputs->{self.out_names[root]}"
-        return f"({ct}*)({self._ws(root)} + {self.plan.offsets[root]})"
+        return f"({ct}*)({self._ws(root)} + {self.plan.arena_offset(name)})"
 
     def entry_source(self) -> str:
         mod, M = self.mod, self.MOD

@@ -170,10 +170,26 @@ class MemoryPlan:
     pool_of: dict[str, str] = field(default_factory=dict)
     scratch_pool: dict[int, str] = field(default_factory=dict)
 
+    # Views at a byte offset into their alias_of tensor (a Concat's inputs,
+    # concat_views); a view missing here starts where its source does.
+    view_offset: dict[str, int] = field(default_factory=dict)
+
     def root(self, name: str) -> str:
         while name in self.alias_of:
             name = self.alias_of[name]
         return name
+
+    def byte_offset(self, name: str) -> int:
+        """Where name's bytes start in its root's buffer."""
+        at = 0
+        while name in self.alias_of:
+            at += self.view_offset.get(name, 0)
+            name = self.alias_of[name]
+        return at
+
+    def arena_offset(self, name: str) -> int:
+        """name's offset in the arena (or in its pool)."""
+        return self.offsets[self.root(name)] + self.byte_offset(name)
 
 
 @dataclass
@@ -252,9 +268,25 @@ def trim_inplace(g: Graph, inplace: dict[int, int | str],
     return inplace
 
 
+def view_parents(g: Graph) -> dict[str, tuple[str, int]]:
+    """name -> (the tensor whose bytes it views, its byte offset there): an alias
+    node's output views its input from the start; a concat_views node's inputs
+    view its output one after the other."""
+    out = {}
+    for n in g.nodes:
+        if n.alias:
+            out[n.outputs[0]] = (n.inputs[0], 0)
+        elif n.concat_views:
+            at = 0
+            for i in n.inputs:
+                out[i] = (n.outputs[0], at)
+                at += g.tensors[i].nbytes
+    return out
+
+
 def view_root(g: Graph):
-    """name -> the tensor whose bytes it views (through alias nodes only)."""
-    alias_of = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.alias}
+    """name -> the tensor whose bytes it views (through view nodes only)."""
+    alias_of = {name: parent for name, (parent, _) in view_parents(g).items()}
 
     def root(x):
         while x in alias_of:
@@ -288,7 +320,7 @@ def inplace_candidates(g: Graph, n, root, io) -> list[tuple[int | str, str]]:
     inplace_steps but the order-dependent one (that buffer is read for the last
     time at n)."""
     from ..ops.base import get_op
-    if n.alias or _NO_INPLACE.get()(n, g):
+    if not n.has_kernel or _NO_INPLACE.get()(n, g):
         return []
     op = get_op(n.op, n.domain)
     idx = op.inplace_input(n, g)
@@ -296,17 +328,30 @@ def inplace_candidates(g: Graph, n, root, io) -> list[tuple[int | str, str]]:
     if len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1:
         return []
     if idx is None and getattr(op, "epilogue_inplace", False):
-        return [(name, root(name)) for name in _tail_operands_to_overwrite(g, n, outs[0], root, io)]
+        return [(name, root(name)) for name in _tail_operands_to_overwrite(g, n, outs[0], root, io)
+                if not _in_concat_slice(g, name)]
     if idx is None:
         return []
     r = root(n.inputs[idx])
-    if r in io or g.tensors[r].is_const:
+    if r in io or g.tensors[r].is_const or _in_concat_slice(g, n.inputs[idx]):
         return []
     others = [i for j, i in enumerate(n.inputs) if j != idx and i]
     others += [i for t in n.tail for i in t.inputs[1:] if i]
     if any(root(i) == r for i in others):
         return []
     return [(idx, r)]
+
+
+def _in_concat_slice(g: Graph, name: str) -> bool:
+    """Whether name's bytes are (a view of) one input of a concat_views Concat: an
+    output written over them could be larger than the slice and run into the next."""
+    slices = {i for m in g.nodes if m.concat_views for i in m.inputs}
+    if not slices:
+        return False
+    views = view_parents(g)
+    while name not in slices and name in views:
+        name = views[name][0]
+    return name in slices
 
 
 def _tail_operands_to_overwrite(g, n, out, root, io) -> list[str]:
@@ -329,6 +374,88 @@ def _tail_operands_to_overwrite(g, n, out, root, io) -> list[str]:
     return names
 
 
+# -- Concat written in place by its producers ------------------------------------------------
+def concat_views(g: Graph, inplace: dict, scratch_bytes: dict[int, int] | None = None,
+                 io_in_workspace: bool = False) -> tuple[Graph, dict] | None:
+    """(a copy of g, its in-place writes) for g in its final order with its
+    in-place writes decided, the Concats written by their producers: each input
+    a view of the output at its byte offset, so no kernel copies it
+    (concat_views). A Concat qualifies when its inputs are contiguous slices of
+    the output (every dimension before the axis is 1), each input is an
+    activation of its own written by a kernel (a kernel that wrote it over its
+    own input writes it into the slice instead), no in-place write takes over
+    one of them, and the slices keep the planner's alignment (a kernel may store
+    up to it). Taken one Concat at a time in order, each only if the order's
+    peak does not rise: the views tie the inputs' lifetimes to the output's,
+    which costs when one input (a U-Net's skip connection) is written long
+    before the others. None: none taken."""
+    io = set(g.inputs) | set(g.outputs)
+    h = g.copy()
+    peak = order_peak(h, scratch_bytes, inplace, io_in_workspace)
+    taken = False
+    for n in h.nodes:
+        drop = _concat_can_view(h, n, inplace, io)
+        if drop is None:
+            continue
+        n.concat_views = True
+        trial_inplace = {k: v for k, v in inplace.items() if k not in drop}
+        scratch = {k: b for k, b in (scratch_bytes or {}).items() if h.nodes[k].has_kernel}
+        trial = order_peak(h, scratch, trial_inplace, io_in_workspace) \
+            if _inplace_still_valid(h, trial_inplace) else None
+        if trial is None or trial > peak:
+            n.concat_views = False
+            continue
+        peak, inplace, taken = trial, trial_inplace, True
+    return (h, inplace) if taken else None
+
+
+def _concat_can_view(g: Graph, n, inplace: dict, io: set) -> set[int] | None:
+    """None if Concat n cannot be views of its output, else the steps whose
+    in-place write of one of its inputs gives way to the slice."""
+    if n.op != "Concat" or n.domain or n.tail or not n.has_kernel:
+        return None
+    y = g.tensors[n.outputs[0]]
+    axis = n.attrs.get("axis", 0) % max(len(y.shape), 1)
+    if n.outputs[0] in io or any(int(d) != 1 for d in y.shape[:axis]):
+        return None
+    if len(set(n.inputs)) != len(n.inputs) or "" in n.inputs:
+        return None
+    writers = {o: m for m in g.nodes if m.has_kernel for o in m.kernel_outputs if o}
+    taken_over = {v if isinstance(v, str) else g.nodes[k].inputs[v] for k, v in inplace.items()}
+    written_over = {g.nodes[k].kernel_outputs[0]: k for k in inplace}
+    views = view_parents(g)
+    for name in [n.outputs[0]] + n.inputs:
+        if name in views or name in taken_over:
+            return None
+    for name in n.inputs:
+        x = g.tensors[name]
+        if name in io or x.is_const or name not in writers or x.dtype != y.dtype or \
+                x.nbytes == 0 or x.nbytes % ALIGN:
+            return None
+    if n.outputs[0] in written_over:
+        return None
+    return {written_over[name] for name in n.inputs if name in written_over}
+
+
+def _inplace_still_valid(g: Graph, inplace: dict) -> bool:
+    """Every in-place write still overwrites a buffer read for the last time there
+    (with the views, a Concat's input shares its last read with the output's), and
+    none overwrites a Concat's input (an output larger than the slice would run
+    into the next)."""
+    root = view_root(g)
+    last: dict[str, int] = {}
+    for step, n in enumerate(g.nodes):
+        for part in [n] + n.tail:
+            for i in part.inputs:
+                if i:
+                    last[root(i)] = step
+    for step, v in inplace.items():
+        src = v if isinstance(v, str) else g.nodes[step].inputs[v]
+        if _in_concat_slice(g, src) or last.get(root(src)) != step:
+            return False
+    return True
+
+
 @dataclass
 class Lifetimes:
     """The buffers of one execution order: the tensors that own arena bytes
@@ -338,6 +465,7 @@ class Lifetimes:
     alias_of: dict[str, str]
     tensors: dict[str, tuple[int, int, int]]
     scratch: dict[int, int]
+    view_offset: dict[str, int] = field(default_factory=dict)
 
     def buffers(self) -> list[tuple[int, int, int]]:
         return list(self.tensors.values()) + [(b, i, i) for i, b in self.scratch.items()]
@@ -364,10 +492,9 @@ def live_steps(g: Graph, root) -> tuple[dict[str, int], dict[str, int]]:
 def lifetimes(g: Graph, scratch_bytes: dict[int, int] | None = None,
               inplace: dict[int, int] | None = None, io_in_workspace: bool = False) -> Lifetimes:
     """Lifetimes in execution order (see plan_memory)."""
-    alias_of: dict[str, str] = {}
-    for n in g.nodes:
-        if n.alias:
-            alias_of[n.outputs[0]] = n.inputs[0]
+    views = view_parents(g)
+    alias_of = {name: parent for name, (parent, _) in views.items()}
+    view_offset = {name: at for name, (_, at) in views.items() if at}
     for step, idx in (inplace or {}).items():
         n = g.nodes[step]
         alias_of[n.kernel_outputs[0]] = idx if isinstance(idx, str) else n.inputs[idx]
@@ -398,7 +525,7 @@ def lifetimes(g: Graph, scratch_bytes: dict[int, int] | None = None,
     tensors = {name: (max(nbytes[name], 1), f, last[name]) for name, f in first.items()
                if name not in io and not g.tensors[name].is_const}
     scratch = {i: b for i, b in (scratch_bytes or {}).items() if b}
-    return Lifetimes(alias_of, tensors, scratch)
+    return Lifetimes(alias_of, tensors, scratch, view_offset)
 
 
 def order_peak(g: Graph, scratch_bytes: dict[int, int] | None = None,
@@ -423,7 +550,7 @@ def plan_memory(g: Graph, scratch_bytes: dict[int, int] | None = None,
     pools: [(name, bytes), ...] splits the buffers over several pools
     (split_pools); None or [] plans the one arena."""
     life = lifetimes(g, scratch_bytes, inplace, io_in_workspace)
-    plan = MemoryPlan(alias_of=life.alias_of)
+    plan = MemoryPlan(alias_of=life.alias_of, view_offset=life.view_offset)
     if pools:
         return _plan_pools(g, life, plan, pools, planner_cls)
     planner = planner_cls()
@@ -460,7 +587,7 @@ def _accesses(g: Graph, life: Lifetimes) -> dict[str, int]:
         return name
     acc: dict[str, int] = {}
     for n in g.nodes:
-        if n.alias:
+        if not n.has_kernel:
             continue
         for name in [o for o in n.kernel_outputs if o] + \
                 [i for part in [n] + n.tail for i in part.inputs if i]:

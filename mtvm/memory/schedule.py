@@ -37,7 +37,7 @@ import heapq
 from dataclasses import dataclass, replace
 
 from ..ir import Graph, all_inputs
-from .planner import (ALIGN, MemoryPlan, inplace_candidates, inplace_steps, order_peak,
+from .planner import (ALIGN, MemoryPlan, concat_views, inplace_candidates, inplace_steps, order_peak,
                       plan_memory, trim_inplace, view_root)
 
 BEAM = 512              # sets of scheduled nodes kept per layer beyond which the search is pruned
@@ -328,6 +328,13 @@ def choose_order(g: Graph, scratch_of, io_in_workspace: bool = False,
         if original.plan.arena_bytes <= best.plan.arena_bytes:
             best = original
     best.plan.original_lower_bound = original.peak
+    viewed = concat_views(best.graph, best.inplace, best.scratch, io)
+    if viewed is not None:   # Concats written in place by their producers: no copy
+        c = _lowered(*viewed, lower, io)
+        c.plan = _plan(c, io)
+        if c.plan.arena_bytes <= best.plan.arena_bytes:
+            c.plan.original_lower_bound = original.peak
+            best = c
     return best
 
 

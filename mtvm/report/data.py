@@ -231,7 +231,7 @@ def layer_rows(md: dict, lib=None, profile: dict | None = None) -> list[dict]:
             row["outputs"] = outs
             if outs:
                 r = lib.plan.root(outs[0])
-                row["offset"] = lib.plan.offsets.get(r)
+                row["offset"] = lib.plan.arena_offset(outs[0]) if r in lib.plan.offsets else None
         t = times.get(o["index"])
         if t is not None:
             row["ticks"] = int(t["ticks"])

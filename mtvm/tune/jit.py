@@ -312,7 +312,7 @@ class Batch:
             elif root in g.inputs or root in g.outputs or root not in plan.offsets:
                 a = _aligned(np.zeros(buf.shape, buf.dtype))
             else:
-                off = plan.offsets[root]
+                off = plan.arena_offset(buf.name)
                 nbytes = int(np.prod(buf.shape, dtype=np.int64)) * buf.dtype.itemsize
                 a = arena[off:off + nbytes].view(buf.dtype).reshape(buf.shape)
             placed[buf.name] = a

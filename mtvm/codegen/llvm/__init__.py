@@ -58,7 +58,7 @@ def llvm_scratch(g, mod: str, inplace, target, config=None) -> dict[int, int]:
     """{step: scratch bytes} of every kernel: what memory planning reserves."""
     out = {}
     for step, n in enumerate(g.nodes):
-        if not n.alias:
+        if n.has_kernel:
             b = scratch_bytes(make_kernel(g, step, mod, inplace, target, config))
             if b:
                 out[step] = b
@@ -107,7 +107,7 @@ def ir_kernels(g, mod: str, inplace, target, model: str, config=None) -> list[IR
     (loopnests.NEST_KNOBS, by nest name or per workload key)."""
     out = []
     for step, n in enumerate(g.nodes):
-        if n.alias:
+        if not n.has_kernel:
             continue
         k = make_kernel(g, step, mod, inplace, target, config)
         try:

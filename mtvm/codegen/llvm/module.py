@@ -150,7 +150,8 @@ class LLVMModule:
             elif root in out_index:
                 p = b.load(b.gep(outputs, [ir.Constant(I32, out_index[root])]))
             else:
-                p = arena.gep([ir.Constant(I32, 0), ir.Constant(I32, self.plan.offsets[root])])
+                p = arena.gep([ir.Constant(I32, 0),
+                               ir.Constant(I32, self.plan.arena_offset(buf.name))])
             return b.bitcast(p, self.lowering.llvm_type(Type(buf.dtype, pointer=True)))
 
         start, stop, ticks = self._profile_hooks() if self.profile else (None, None, None)
