@@ -6,9 +6,9 @@
 For each model: `mtvm tune` on the host board (profiling builds measured
 through host sessions, records in --records-dir), then two host-driven
 projects, the compiler's defaults and the tuned build (`--tuning-records`),
-both running at once and timed by their device timer in turns (default,
-tuned, default, ...: `number` back-to-back runs per turn, `rounds` turns
-each), so both see the same load on a shared machine. The figure of each is
+both running at once on one CPU and timed by their device timer in turns
+(default, tuned, tuned, default, ...: `number` back-to-back runs per turn,
+`rounds` turns each), so both see the same load on a shared machine. The figure of each is
 its fastest turn (preemption only adds time: on this 2-core machine at a load
 of 6 the median turn of two identical builds differed by up to 40 %, the
 fastest by 1 %); the median turn is shown beside it. tuned/default < 1 means
@@ -56,15 +56,33 @@ def cpu_name() -> str:
 
 
 def paired(sessions: dict, inputs: dict, number: int, rounds: int) -> dict:
-    """{name: (median, min) seconds per inference over the turns}, timed in turns."""
+    """{name: (median, min) seconds per inference over the turns}, timed in turns,
+    the first build first in even turns and last in odd ones (whoever runs right
+    after the other finds the caches holding the other's weights)."""
     for s in sessions.values():
         s.executor.run(inputs)
         s.executor.benchmark(number=max(1, number // 4), repeat=1)   # warm up
     times = {k: [] for k in sessions}
-    for _ in range(rounds):
-        for k, s in sessions.items():
+    for turn in range(rounds):
+        items = list(sessions.items())
+        for k, s in (items if turn % 2 == 0 else items[::-1]):
             times[k].append(s.executor.benchmark(number=number, repeat=1, warmup=0).median)
     return {k: (statistics.median(v), min(v)) for k, v in times.items()}
+
+
+def one_core_sessions(projs: dict) -> dict:
+    """A session per project, every device process on the same CPU (the last this
+    process may use): on a 2-core machine the two cores see different loads
+    (interrupts, other jobs), so two identical builds on two cores differ by a
+    few percent, the same on one core by the noise only."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    if allowed:
+        os.sched_setaffinity(0, {max(allowed)})   # the device processes inherit it
+    try:
+        return {kind: proj.session() for kind, proj in projs.items()}
+    finally:
+        if allowed:
+            os.sched_setaffinity(0, allowed)
 
 
 def tune_figures(res, t0: float) -> dict:
@@ -102,8 +120,7 @@ def bench_model(path: str, target: str, args) -> dict:
             projs[kind] = P.generate(lib, board="host", out_dir=os.path.join(work, kind),
                                      progress=quiet).build(progress=quiet)
         inputs = reference_inputs(path, projs["default"].metadata)
-        for kind, proj in projs.items():
-            sessions[kind] = proj.session()
+        sessions.update(one_core_sessions(projs))
         t = paired(sessions, inputs, args.number, args.rounds)
         row.update(default_s=t["default"][1], tuned_s=t["tuned"][1],
                    default_med=t["default"][0], tuned_med=t["tuned"][0],

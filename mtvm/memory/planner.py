@@ -208,6 +208,17 @@ class Pool:
                 "lower_bound": self.lower_bound, "buffers": self.buffers}
 
 
+def last_reads(g: Graph, root) -> dict[str, int]:
+    """Per buffer (root(name)), the last step that reads it (fused tails included)."""
+    last: dict[str, int] = {}
+    for step, n in enumerate(g.nodes):
+        for part in [n] + n.tail:
+            for i in part.inputs:
+                if i:
+                    last[root(i)] = step
+    return last
+
+
 def inplace_steps(g: Graph) -> dict[int, int | str]:
     """{node index: input index} of the kernels that will write their output over
     that input's buffer: the operator can (Op.inplace_input), the input is an
@@ -219,12 +230,7 @@ def inplace_steps(g: Graph) -> dict[int, int | str]:
     the execution order (memory.schedule relies on that split)."""
     root = view_root(g)
     io = set(g.inputs) | set(g.outputs)
-    last: dict[str, int] = {}
-    for step, n in enumerate(g.nodes):
-        for part in [n] + n.tail:
-            for i in part.inputs:
-                if i:
-                    last[root(i)] = step
+    last = last_reads(g, root)
     out = {}
     for step, n in enumerate(g.nodes):
         for value, r in inplace_candidates(g, n, root, io):
@@ -443,12 +449,7 @@ def _inplace_still_valid(g: Graph, inplace: dict) -> bool:
     none overwrites a Concat's input (an output larger than the slice would run
     into the next)."""
     root = view_root(g)
-    last: dict[str, int] = {}
-    for step, n in enumerate(g.nodes):
-        for part in [n] + n.tail:
-            for i in part.inputs:
-                if i:
-                    last[root(i)] = step
+    last = last_reads(g, root)
     for step, v in inplace.items():
         src = v if isinstance(v, str) else g.nodes[step].inputs[v]
         if _in_concat_slice(g, src) or last.get(root(src)) != step:

@@ -473,7 +473,8 @@ DEFAULT_KNOBS = {
     "im2col_max_bytes": 8192,      # grow the block up to this scratch (or the plane)
     "kxk": "window",               # other KxK convs: "window" rows or "im2col"
     "window_min_cols": 8,          # narrower outputs: im2col (fills whole tiles)
-    "pointwise_inplace_cols": 16,  # 32: two-vector tiles on AVX-512 (2x scratch)
+    "pointwise_inplace_cols": 16,  # 32: two-vector tiles on AVX-512 (2x scratch; the
+                                   #   default where AVX-512 may run: ConvF32.default_knobs)
     # x86 only (other targets keep window/im2col, chosen by the preprocessor):
     "direct_min_cols": 17,         # stride 1, output size = input size, outputs of
     "direct_below_cols": 32,       #   17..31 columns: direct (no scratch; AVX-512, band

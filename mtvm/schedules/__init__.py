@@ -83,7 +83,9 @@ class Schedule:
         meaning and every backend and reference reads plain weights."""
         return {}
 
-    def default_knobs(self) -> dict:
+    def default_knobs(self, k=None) -> dict:
+        """The knob values without tuning; k: the kernel, where a default depends
+        on its target (None: the target-independent values)."""
         return {kn.name: kn.default for kn in self.knobs}
 
     def __repr__(self) -> str:
@@ -210,7 +212,7 @@ class ScheduleConfig:
         """The knobs of kernel k under `schedule` (anything with a name and
         default_knobs()): its defaults, overridden per schedule name, then per
         workload key (key: another backend's key of k; default the C backend's)."""
-        values = schedule.default_knobs()
+        values = schedule.default_knobs(k)
         values.update(self.knobs.get(schedule.name, {}))
         w = self.workloads.get(workload_key(k) if key is None else key)
         if w and w.get("schedule", schedule.name) == schedule.name:

@@ -81,7 +81,7 @@ class NestKnobs:
     name: str
     knobs: tuple
 
-    def default_knobs(self) -> dict:
+    def default_knobs(self, k=None) -> dict:
         return {kn.name: kn.default for kn in self.knobs}
 
 

@@ -83,6 +83,21 @@ class ConvF32(Schedule):
     knobs = tuple(Knob(n, v, _CHOICES.get(n, (v,))) for n, v in conv.DEFAULT_KNOBS.items()
                   if n not in conv.X86_KNOBS)
 
+    def default_knobs(self, k=None) -> dict:
+        """Where the C may run AVX-512 (an AVX-512 target, or the portable one,
+        whose #if picks it by the compiler's flags) the in-place pointwise GEMM
+        takes tiles of 32 positions (two vectors a row): with one, each FMA
+        needs a broadcast load, 9 loads per 8 FMAs, which a core with two
+        512-bit FMA ports (Intel Xeon) cannot feed -- kws_dscnn's 64 -> 64
+        layer 1.8x slower there, fomo_mbv2 0.84 and kws_dscnn 0.89 of before
+        as whole models; a core that splits 512-bit FMAs (AMD Zen 4) runs both
+        at its FMA rate. The cost: that layer's scratch doubles (kws_dscnn's
+        arena +512 B, fomo_mbv2's +944 B). Other targets have no 32-wide form."""
+        values = super().default_knobs(k)
+        if k is not None and (k.target.is_generic or k.target.has("avx512f")):
+            values["pointwise_inplace_cols"] = 32
+        return values
+
     def applies(self, k, /, **attrs) -> bool:
         return float_conv(k)
 
