@@ -81,21 +81,24 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
                  "--runs", "5"]) == 0
     out = capsys.readouterr().out
     assert "tuned on host" in out and "--tuning-records" in out
-    first = _lines(rec)
-    assert first and all(FIELDS <= set(r) for r in first)
+    everything = _lines(rec)
+    assert everything and all(FIELDS <= set(r) for r in everything)
     target = mtvm.Target.parse("host").name
-    assert {r["target"] for r in first} == {target} and {r["unit"] for r in first} == {"ticks"}
-    assert all(r["status"] == "ok" and r["figure"] > 0 for r in first)
+    assert {r["target"] for r in everything} == {target}
+    assert {r["unit"] for r in everything} == {"ticks"}
+    assert all(r["status"] == "ok" and r["figure"] > 0 for r in everything)
+    first = [r for r in everything if r["phase"] != "confirm"]
     keys = {r["key"] for r in first}
     assert len(keys) == 2 and all(sum(r["default"] for r in first if r["key"] == k) == 1
                                   for k in keys)
     assert all(sum(1 for r in first if r["key"] == k) == 3 for k in keys)   # 3 trials each
+    _check_confirmation(everything)
 
     # resume: nothing measured twice, three more candidates per layer (where there are)
     res = mtvm.tune(model, board="host", records=rec, trials=3, runs=5)
     assert res.stats.skipped == len(first) and res.hits == [lay.key for lay in res.layers]
     both = _lines(rec)
-    idents = [(r["key"], R.ident(r)) for r in both]
+    idents = [(r["key"], R.ident(r)) for r in both if r["phase"] != "confirm"]
     assert len(idents) == len(set(idents)) > len(first)
 
     assert main(["tune", "--show", rec]) == 0
@@ -117,6 +120,31 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
     md = json.loads((proj / "model" / "metadata.json").read_text())
     assert [o.get("knobs") for o in md["operators"]] == \
         [o.get("knobs") for o in lib.metadata["operators"]]
+
+
+def _check_confirmation(recs):
+    """The search's chosen candidates (better than the default by the timer margin)
+    and their defaults, measured again in turns: three builds of each, the same
+    keys, one record per key a build."""
+    from mtvm.tune.search import CONFIRM_ROUNDS
+    confirm = [r for r in recs if r["phase"] == "confirm"]
+    search = [r for r in recs if r["phase"] != "confirm"]
+    winners = set()
+    for k in {r["key"] for r in search}:
+        mine = [r for r in search if r["key"] == k]
+        default = next(r["figure"] for r in mine if r["default"])
+        if min((r["figure"] for r in mine if not r["default"]), default=default) < \
+                default * (1 - R.TIMER_MARGIN):
+            winners.add(k)
+    if not winners:
+        assert confirm == []
+        return
+    builds = sorted({r["build"] for r in confirm})
+    assert len(builds) == 2 * CONFIRM_ROUNDS
+    for i, b in enumerate(builds):      # winners, defaults, winners, ...
+        mine = [r for r in confirm if r["build"] == b]
+        assert {r["key"] for r in mine} == winners
+        assert all(r["default"] == (i % 2 == 1) for r in mine)
 
 
 def test_time_limit_and_ctrl_c_keep_the_records(model, tmp_path):
