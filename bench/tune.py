@@ -12,7 +12,8 @@ both running at once on one CPU and timed by their device timer in turns
 its fastest turn (preemption only adds time: on this 2-core machine at a load
 of 6 the median turn of two identical builds differed by up to 40 %, the
 fastest by 1 %); the median turn is shown beside it. tuned/default < 1 means
-tuning made it faster.
+tuning made it faster; a tuned build whose C is the default's is reported as 1
+("same C": the two timed copies differ by the noise only).
 
 --isa native compiles for this machine (`mtvm targets`: x86-64-v4 with
 AVX-512 on an AVX-512 host), --isa avx2 for x86-64-v3 (AVX2 + FMA), which
@@ -113,18 +114,21 @@ def bench_model(path: str, target: str, args) -> dict:
     work = tempfile.mkdtemp(prefix="mtvm-bench-tune-")
     sessions = {}
     try:
-        projs = {}
+        projs, libs = {}, {}
         for kind, extra in (("default", {}), ("tuned", {"tuning_records": rec})):
-            lib = mtvm.compile(path, target=target, **extra)
+            lib = libs[kind] = mtvm.compile(path, target=target, **extra)
             row[f"{kind}_arena"] = lib.metadata["workspace_bytes"]
             projs[kind] = P.generate(lib, board="host", out_dir=os.path.join(work, kind),
                                      progress=quiet).build(progress=quiet)
         inputs = reference_inputs(path, projs["default"].metadata)
+        # Tuning that chose only defaults leaves the C as it was: the same program, so
+        # tuned/default is 1 (timing two copies would show the noise floor, +-2 %).
+        row["same_c"] = libs["default"].sources == libs["tuned"].sources
         sessions.update(one_core_sessions(projs))
         t = paired(sessions, inputs, args.number, args.rounds)
         row.update(default_s=t["default"][1], tuned_s=t["tuned"][1],
                    default_med=t["default"][0], tuned_med=t["tuned"][0],
-                   ratio=t["tuned"][1] / t["default"][1])
+                   ratio=1.0 if row["same_c"] else t["tuned"][1] / t["default"][1])
     finally:
         for s in sessions.values():
             s.close()
@@ -171,9 +175,10 @@ def _table(head: str, unit: str, rows, cells, digits: int) -> str:
             lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * 7)
             continue
         ratios.append(r["ratio"])
+        same = " (same C)" if r.get("same_c") else ""
         lines.append(f"| {r['model']} | {r['layers']} ({r['tunable']}) | {r['builds']} | "
                      f"{r['tune_s']:.0f} | {r['improved']} | {' | '.join(cells(r))} | "
-                     f"{r['ratio']:.{digits}f} | {r['default_arena']:,} -> "
+                     f"{r['ratio']:.{digits}f}{same} | {r['default_arena']:,} -> "
                      f"{r['tuned_arena']:,} |")
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
