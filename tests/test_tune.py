@@ -86,7 +86,8 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
     target = mtvm.Target.parse("host").name
     assert {r["target"] for r in everything} == {target}
     assert {r["unit"] for r in everything} == {"ticks"}
-    assert all(r["status"] == "ok" and r["figure"] > 0 for r in everything)
+    assert all(r["status"] == "ok" and r["figure"] > 0 for r in everything
+               if r["status"] != R.SLOWER_MODEL)
     first = [r for r in everything if r["phase"] != "confirm"]
     keys = {r["key"] for r in first}
     assert len(keys) == 2 and all(sum(r["default"] for r in first if r["key"] == k) == 1
@@ -124,10 +125,12 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
 
 def _check_confirmation(recs):
     """The search's chosen candidates (better than the default by the timer margin)
-    and their defaults, measured again in turns: three builds of each, the same
-    keys, one record per key a build."""
-    from mtvm.tune.search import CONFIRM_ROUNDS
-    confirm = [r for r in recs if r["phase"] == "confirm"]
+    and their defaults, measured again in turns: passes of three builds of each, the
+    same keys, one record per key a build; a pass whose choices ran slower as a whole
+    drops some (status slower_model), which are then never chosen."""
+    from mtvm.tune.search import CONFIRM_PASSES, CONFIRM_ROUNDS
+    confirm = [r for r in recs if r["phase"] == "confirm" and r["status"] == "ok"]
+    vetoed = [r for r in recs if r["status"] == R.SLOWER_MODEL]
     search = [r for r in recs if r["phase"] != "confirm"]
     winners = set()
     for k in {r["key"] for r in search}:
@@ -137,14 +140,21 @@ def _check_confirmation(recs):
                 default * (1 - R.TIMER_MARGIN):
             winners.add(k)
     if not winners:
-        assert confirm == []
+        assert confirm == [] and vetoed == []
         return
     builds = sorted({r["build"] for r in confirm})
-    assert len(builds) == 2 * CONFIRM_ROUNDS
-    for i, b in enumerate(builds):      # winners, defaults, winners, ...
-        mine = [r for r in confirm if r["build"] == b]
-        assert {r["key"] for r in mine} == winners
-        assert all(r["default"] == (i % 2 == 1) for r in mine)
+    per_pass = 2 * CONFIRM_ROUNDS
+    assert len(builds) % per_pass == 0 and per_pass <= len(builds) <= CONFIRM_PASSES * per_pass
+    keys = set(winners)
+    for p in range(len(builds) // per_pass):
+        turns = builds[p * per_pass:(p + 1) * per_pass]
+        for i, b in enumerate(turns):      # choices, defaults, choices, ...
+            mine = [r for r in confirm if r["build"] == b]
+            assert {r["key"] for r in mine} == keys
+            assert all(r["default"] == (i % 2 == 1) for r in mine)
+        keys -= {r["key"] for r in vetoed if r["build"] == turns[-1]}
+    best = R.best(recs)
+    assert all(R.ident(best[r["key"]].record) != R.ident(r) for r in vetoed)
 
 
 def test_time_limit_and_ctrl_c_keep_the_records(model, tmp_path):
@@ -238,6 +248,73 @@ def test_an_instruction_count_must_beat_the_default_by_a_timer_tick():
         {"gemm_mr": 4}
     ticks = [rec(8, 10_000.0, True, "ticks"), rec(4, 9_800.0, unit="ticks")]
     assert R.best(ticks)["k"].is_default
+
+
+def test_a_choice_slower_as_a_whole_is_never_chosen():
+    def rec(knob, figure, default=False, status="ok"):
+        return R.make(key="k", target="t", board="host", op="Conv", layer="",
+                      schedule="conv2d_f32", knobs={"gemm_mr": knob}, default=default,
+                      status=status, figure=figure, unit="ticks")
+    recs = [rec(8, 100.0, default=True), rec(12, 80.0)]
+    assert R.best(recs)["k"].record["knobs"] == {"gemm_mr": 12}
+    assert R.best(recs + [rec(12, None, status=R.SLOWER_MODEL)])["k"].is_default
+
+
+def test_confirmation_drops_choices_until_the_tuned_build_is_not_slower(model, tmp_path):
+    """The verdict after a pass of confirmation turns, on made-up figures: the tuned
+    build slower as a whole drops the weaker half of the choices (records with status
+    slower_model) and confirms the rest; slower again, the last pass drops them all."""
+    from mtvm.tune.measure import BuildResult
+    from mtvm.tune.search import CONFIRM_ROUNDS, Build
+    layers = [lay for lay in layers_of(mtvm.compile(model, target="host"))
+              if len(lay.candidates) > 1]
+    assert len(layers) == 2
+    rec = str(tmp_path / "r.jsonl")
+    with R.Writer(rec) as w:
+        t = Tuner(model, "tiny", P.load_board("host"), "t", layers, [], w, {}, 3, set(), {})
+        t.stats.unit, t.stats.measured = "ticks", 1
+        for gain, lay in zip((1.5, 1.1), layers):      # both better than their defaults
+            s, c = t.search[lay.key], lay.candidates[1]
+            s.figures[lay.default.ident] = 100.0 * gain
+            s.best, s.best_figure = c, 100.0
+        res = BuildResult("ok", unit="ticks")
+
+        def pass_of(keys, tuned_total):
+            for turn in range(2 * CONFIRM_ROUNDS):
+                defaults = turn % 2 == 1
+                t.confirm_totals[defaults].append(100.0 if defaults else tuned_total)
+                for lay in layers:
+                    if lay.key in keys:
+                        g = t.search[lay.key].figures[lay.default.ident] / 100.0
+                        t.confirm_figures.setdefault((lay.key, defaults), []).append(
+                            100.0 * g if defaults else 100.0)
+            t.confirm_turns = 2 * CONFIRM_ROUNDS
+            t._last_confirm = (Build(9, {}, {}, "confirm"), res, Device(0, str(tmp_path)))
+            return t._confirm_build()
+
+        keys = {lay.key for lay in layers}
+        b = pass_of(keys, 105.0)            # slower as a whole: the weaker (1.1x) goes
+        assert b is not None and set(b.trying) == {layers[0].key} and not b.defaults
+        assert t.vetoed == {layers[1].key}
+        assert pass_of({layers[0].key}, 104.0) is None        # the last pass: all go
+        assert t.vetoed == keys
+    dropped = [r for r in _lines(rec) if r["status"] == R.SLOWER_MODEL]
+    assert sorted(r["key"] for r in dropped) == sorted(keys)
+    assert all(R.best(dropped + [dict(r, status="ok", figure=1.0, default=False),
+                                 dict(r, status="ok", figure=2.0, default=True,
+                                      knobs={"other": 1})])[r["key"]].is_default
+               for r in dropped)
+    # a faster tuned build keeps its choices
+    with R.Writer(str(tmp_path / "r2.jsonl")) as w:
+        t2 = Tuner(model, "tiny", P.load_board("host"), "t", layers, [], w, {}, 3, set(), {})
+        t2.stats.unit, t2.stats.measured = "ticks", 1
+        for lay in layers:
+            s = t2.search[lay.key]
+            s.figures[lay.default.ident] = 150.0
+            s.best, s.best_figure = lay.candidates[1], 100.0
+        t2.confirm_totals = {False: [90.0] * 3, True: [100.0] * 3}
+        t2.confirm_turns = 2 * CONFIRM_ROUNDS
+        assert t2._confirm_build() is None and not t2.vetoed
 
 
 # -- failures ---------------------------------------------------------------------------------

@@ -36,6 +36,10 @@ from ..errors import MtvmError
 from .space import candidate_ident
 
 OK = "ok"
+# A candidate the confirmation found slower as part of the tuned build than the
+# defaults as a whole (mtvm/tune/search.py, Tuner._confirm_build): never chosen,
+# whatever its own figures say.
+SLOWER_MODEL = "slower_model"
 # A non-default candidate measured with a device timer must beat the default by
 # this much to be chosen (host timers on a loaded machine jitter by a few %);
 # instruction counts are exact, up to one timer tick (_resolution).
@@ -229,7 +233,9 @@ def best(records, target: str | None = None, margin: float | None = None,
         cands: dict[str, list] = {}
         for r in groups[group]:
             cands.setdefault(ident(r), []).append(r)
-        cands = {i: _newest_code(rs) for i, rs in cands.items()}
+        vetoed = {ident(r) for r in recs if r.get("status") == SLOWER_MODEL}
+        cands = {i: _newest_code(rs) for i, rs in cands.items()
+                 if i not in vetoed or any(r.get("default") for r in rs)}
         figures = {i: _figure(rs) for i, rs in cands.items()}
         defaults = [i for i, rs in cands.items() if any(r.get("default") for r in rs)]
         default_fig = figures[defaults[0]] if defaults else None

@@ -41,6 +41,7 @@ import contextvars
 import math
 import queue
 import random
+import statistics
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -55,8 +56,10 @@ from .space import Candidate, Layer
 
 MAX_LAYER_BARS = 12
 # Timer-measured tunes end with the best candidates and their defaults measured
-# again in turns, this many times each (Tuner._confirm_build).
+# again in turns, this many times each (Tuner._confirm_build), in at most
+# CONFIRM_PASSES passes (each after dropping choices: see there).
 CONFIRM_ROUNDS = 3
+CONFIRM_PASSES = 2
 
 
 def distance(a: Candidate, b: Candidate) -> int:
@@ -195,6 +198,7 @@ class Build:
     trying: dict                    # {key: Candidate} measured in this build (new)
     fixed: dict                     # {key: Candidate} the other layers run (best so far)
     phase: str = "search"
+    defaults: bool = False          # a confirmation build of the defaults (else of the choices)
 
     def config(self, base=None) -> ScheduleConfig:
         cfg = ScheduleConfig.resolve(base) or ScheduleConfig()
@@ -261,7 +265,12 @@ class Tuner:
             sum(len(s.untried) for s in self.search.values())
         self.queue: list[Build] = []     # builds to make before proposing new ones
         self.n = 0
-        self.confirm_turns = 0            # confirm builds made (see _confirm_build)
+        self.confirm_turns = 0            # confirm builds made in this pass (_confirm_build)
+        self.confirm_pass = 0
+        self.confirm_totals = {False: [], True: []}    # whole-build figures, by .defaults
+        self.confirm_figures: dict = {}               # (key, defaults) -> [figure]
+        self.vetoed: set = set()                      # keys whose choice lost as a whole
+        self._last_confirm = None                     # (build, res, device) for vetoes
         self.stop = threading.Event()
 
     # -- composing builds --------------------------------------------------------------
@@ -293,6 +302,8 @@ class Tuner:
         conv measured 1.28x faster beside one set of choices, 1.03x beside another)."""
         out = {}
         for k, s in self.search.items():
+            if k in self.vetoed:
+                continue
             default = self.layers[k].default
             d = s.figures.get(default.ident)
             if s.best.ident != default.ident and d is not None and s.best_figure is not None \
@@ -308,19 +319,62 @@ class Tuner:
         build compiles beside it, a neighbour's load, make a candidate look a
         few percent better than the default it never ran beside. The records of
         the turns join each candidate's median (records.best), so a gain that
-        does not hold up in turns is not chosen."""
-        if self.stats.unit == "instructions" or self.stats.measured == 0 or \
-                self.confirm_turns >= 2 * CONFIRM_ROUNDS:
+        does not hold up in turns is not chosen.
+
+        Then the whole builds are compared (the median of their totals): kernels
+        that each run faster can still make the model slower (what one leaves in
+        the caches for the next). If the choices' build is not faster by the
+        timer margin (records.TIMER_MARGIN, as a single choice must be), the
+        weaker half of the choices (by their gain in the turns) is dropped and the
+        rest confirmed again; after CONFIRM_PASSES passes every choice left is
+        dropped. A dropped choice gets a record with status "slower_model", which
+        records.best never chooses."""
+        if self.stats.unit == "instructions" or self.stats.measured == 0:
             return None
+        if self.confirm_turns >= 2 * CONFIRM_ROUNDS:
+            if not self._confirm_verdict():
+                return None
         winners = self._chosen()
         if not winners:
             return None
-        if self.confirm_turns % 2:
+        defaults = self.confirm_turns % 2 == 1
+        if defaults:
             winners = {k: self.layers[k].default for k in winners}
         self.confirm_turns += 1
-        b = Build(self.n, winners, {}, "confirm")
+        b = Build(self.n, winners, {}, "confirm", defaults=defaults)
         self.n += 1
         return b
+
+    def _confirm_verdict(self) -> bool:
+        """A pass of confirmation is over: True when another pass is to run (some
+        choices were dropped and some are left)."""
+        med = {d: statistics.median(v) if v else None for d, v in self.confirm_totals.items()}
+        chosen = self._chosen()
+        gain = {k: self._confirm_gain(k) for k in chosen}
+        self.confirm_turns = 0
+        self.confirm_pass += 1
+        self.confirm_totals = {False: [], True: []}
+        self.confirm_figures = {}
+        if not chosen or med[False] is None or med[True] is None or \
+                med[False] < med[True] * (1 - R.TIMER_MARGIN):
+            return False
+        ranked = sorted(chosen, key=lambda k: (gain[k], k))
+        drop = ranked if self.confirm_pass >= CONFIRM_PASSES else ranked[:max(1, len(ranked) // 2)]
+        self.log(f"confirmation: the tuned build ran {med[False] / med[True]:.3f}x the "
+                 f"defaults' time as a whole; dropping {len(drop)} of {len(chosen)} choice(s)")
+        build, res, device = self._last_confirm
+        for k in drop:
+            self.vetoed.add(k)
+            self._record(k, chosen[k], build, res, device, R.SLOWER_MODEL,
+                         error=f"the build with this choice ran {med[False] / med[True]:.3f}x "
+                               "the defaults' time as a whole (confirmation)")
+        return len(drop) < len(chosen)
+
+    def _confirm_gain(self, key) -> float:
+        """The default's median over the choice's, in this pass's turns."""
+        d = self.confirm_figures.get((key, True)) or [0.0]
+        c = self.confirm_figures.get((key, False)) or [float("inf")]
+        return statistics.median(d) / statistics.median(c)
 
     def estimate(self) -> int:
         """Builds still to make (without splits)."""
@@ -378,11 +432,17 @@ class Tuner:
         if build.phase == "baseline" and res.total is not None:
             self.stats.baseline_total = res.total
         self.stats.unit = res.unit
+        if build.phase == "confirm":
+            self._last_confirm = (build, res, device)
+            if res.total is not None:
+                self.confirm_totals[build.defaults].append(res.total)
         for key, c in build.trying.items():
             fig = res.figures.get(key)
             if build.phase == "confirm":     # the search is over: records only
                 if fig is not None and res.realized.get(key) == c.ident:
                     self._record(key, c, build, res, device, R.OK, fig)
+                    self.confirm_figures.setdefault((key, build.defaults), []).append(
+                        fig.figure)
                 continue
             if fig is None or res.realized.get(key) != c.ident:
                 # The build did not run this candidate for this key (the key
