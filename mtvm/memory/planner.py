@@ -331,7 +331,8 @@ def inplace_candidates(g: Graph, n, root, io) -> list[tuple[int | str, str]]:
     op = get_op(n.op, n.domain)
     idx = op.inplace_input(n, g)
     outs = [o for o in n.kernel_outputs if o]
-    if len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1:
+    if len(outs) != 1 or outs[0] in io or len(n.kernel_outputs) != 1 or \
+            _in_concat_slice(g, outs[0]):    # the output has its bytes: a Concat's slice
         return []
     if idx is None and getattr(op, "epilogue_inplace", False):
         return [(name, root(name)) for name in _tail_operands_to_overwrite(g, n, outs[0], root, io)

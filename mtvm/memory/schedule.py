@@ -327,15 +327,31 @@ def choose_order(g: Graph, scratch_of, io_in_workspace: bool = False,
         original.plan = _plan(original, io)
         if original.plan.arena_bytes <= best.plan.arena_bytes:
             best = original
-    best.plan.original_lower_bound = original.peak
-    viewed = concat_views(best.graph, best.inplace, best.scratch, io)
-    if viewed is not None:   # Concats written in place by their producers: no copy
-        c = _lowered(*viewed, lower, io)
-        c.plan = _plan(c, io)
-        if c.plan.arena_bytes <= best.plan.arena_bytes:
-            c.plan.original_lower_bound = original.peak
-            best = c
+    # Concats written in place by their producers (no copy), in the chosen order
+    # and in the graph's: the views can favour either, and the graph order's
+    # result is what reorder=False gives (the bound reported as the original).
+    chose_the_graph_order = best is original
+    best = _with_views(best, lower, io)
+    graph_order = best if chose_the_graph_order else _with_views(original, lower, io)
+    if graph_order is not best and not (
+            best.plan.lower_bound <= graph_order.plan.lower_bound and
+            best.plan.arena_bytes <= graph_order.plan.arena_bytes):
+        best = graph_order
+    best.plan.original_lower_bound = graph_order.plan.lower_bound
     return best
+
+
+def _with_views(c: Scheduled, lower, io: bool) -> Scheduled:
+    """c planned, with its Concats written in place (planner.concat_views) where
+    that does not grow its arena."""
+    if c.plan is None:
+        c.plan = _plan(c, io)
+    viewed = concat_views(c.graph, c.inplace, c.scratch, io)
+    if viewed is None:
+        return c
+    v = _lowered(*viewed, lower, io)
+    v.plan = _plan(v, io)
+    return v if v.plan.arena_bytes <= c.plan.arena_bytes else c
 
 
 def _candidates(g: Graph, scratch, lower, io_in_workspace: bool, depth_first: bool = False
