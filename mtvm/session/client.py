@@ -377,6 +377,9 @@ class Session:
             end = time.monotonic() + timeout
             if self._busy_until is None:
                 end = min(end, budget_end)
+            elif busy_wait is not None:     # running on the device: ask again now and then
+                end = max(end, min(self._busy_until,
+                                   time.monotonic() + busy_wait / self.BUSY_TRIES))
             reply = self._wait(msg, seq, end, check_nonce, busy_wait)
             if self._busy_until is not None:
                 budget_end = max(budget_end, self._busy_until)
@@ -389,6 +392,8 @@ class Session:
                     attempt -= 1
                 continue
             if reply is None:
+                if self._busy_until is not None and time.monotonic() < self._busy_until:
+                    attempt -= 1        # still running on the device: not a failed try
                 continue
             status, rbody = reply
             if sent == 1 and self._busy_until is None:
@@ -402,6 +407,9 @@ class Session:
             f"no valid reply to {name} from {self.transport.name} after "
             f"{sent} attempt(s) in {time.monotonic() - t0:.1f} s "
             f"(timeout {timeout:g} s each); is the device running and the port right?")
+
+    # Tries of a request while the device runs it (after its BUSY), over busy_wait.
+    BUSY_TRIES = 8
 
     # a request's fixed cost (the device's turnaround, the OS), counted as this many bytes
     _FIXED_BYTES = 256
@@ -423,8 +431,9 @@ class Session:
     def _wait(self, msg, seq, deadline, check_nonce, busy_wait=None):
         """The (status, body) of the reply to seq, or None to resend. The
         deadline is wall clock: bytes that are not the reply (noise, a debug
-        print, the wrong baud rate) do not move it; only a BUSY for seq moves
-        it busy_wait seconds ahead (recorded in self._busy_until)."""
+        print, the wrong baud rate) do not move it; a BUSY for seq moves the
+        request's budget busy_wait seconds ahead (self._busy_until) and this
+        try's deadline busy_wait / BUSY_TRIES."""
         want = int(msg) | P.REPLY_FLAG
         while True:
             left = deadline - time.monotonic()
@@ -468,9 +477,16 @@ class Session:
                     corrupted = True                    # our request arrived damaged
                 elif rtype == P.MsgType.BUSY:
                     if rseq == seq and busy_wait is not None:
+                        # The device runs it: the request's budget moves busy_wait
+                        # ahead, this try's wait busy_wait / BUSY_TRIES -- a reply
+                        # lost after the BUSY (its frame's delimiter dropped on a
+                        # noisy line) is asked for again then, not after the whole
+                        # busy_wait (60 s before a run was measured); the device
+                        # answers a repeated seq from its cache, without running again.
                         self.stats["busy"] += 1
-                        deadline = time.monotonic() + busy_wait
-                        self._busy_until = deadline
+                        now = time.monotonic()
+                        self._busy_until = now + busy_wait
+                        deadline = max(deadline, now + busy_wait / self.BUSY_TRIES)
                 elif rtype == want and rseq == seq and result is None:
                     result = (status, rbody)
                 else:

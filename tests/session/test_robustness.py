@@ -306,6 +306,41 @@ def encode_busy_marker(buf):
     return None
 
 
+class DropAfterBusy:
+    """Passes bytes up to the end of the first BUSY packet and drops what follows
+    in that chunk: the run's reply lost on the line (its frame's delimiter
+    dropped, say), so nothing but asking again can bring it."""
+
+    def __init__(self):
+        self.buf, self.done = b"", False
+
+    def __call__(self, b):
+        if self.done:
+            return b
+        self.buf += b
+        busy = encode_busy_marker(self.buf)
+        if busy is None:
+            return b""
+        self.done = True
+        return self.buf[:busy]
+
+
+def test_a_reply_lost_after_busy_is_asked_for_again_before_the_busy_wait_ends(link):
+    # run_timeout 8 s: before a run is measured the client may wait that long after
+    # the BUSY, but asks again after 8 s / BUSY_TRIES; the device replays its reply
+    sess = mtvm.Session(link, timeout=0.25, retries=3, run_timeout=8.0)
+    x, ref = reference()
+    sess.executor.set_input(0, x)
+    link.rx = DropAfterBusy()
+    t0 = time.monotonic()
+    sess.executor.run_only()
+    took = time.monotonic() - t0
+    assert sess.stats["busy"] == 1 and sess.stats["resends"] >= 1
+    assert 8.0 / sess.BUSY_TRIES <= took < 8.0 / 2
+    link.rx = lambda b: b
+    np.testing.assert_allclose(sess.executor.get_output(0), ref, atol=1e-5)
+
+
 def test_long_run_waits_on_busy_instead_of_timing_out(link):
     sess = mtvm.Session(link, **FAST)                   # 0.25 s x 4 attempts
     x, ref = reference()
