@@ -37,8 +37,8 @@ import heapq
 from dataclasses import dataclass, replace
 
 from ..ir import Graph, all_inputs
-from .planner import (ALIGN, MemoryPlan, concat_views, inplace_candidates, inplace_steps, order_peak,
-                      plan_memory, trim_inplace, view_root)
+from .planner import (ALIGN, MemoryPlan, concat_views, inplace_candidates, inplace_steps,
+                      order_peak, plan_memory, trim_inplace, view_root)
 
 BEAM = 512              # sets of scheduled nodes kept per layer beyond which the search is pruned
 WORK_BUDGET = 20_000    # node visits (~0.2 s); past it, one set per layer (greedy)

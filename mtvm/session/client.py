@@ -378,8 +378,7 @@ class Session:
             if self._busy_until is None:
                 end = min(end, budget_end)
             elif busy_wait is not None:     # running on the device: ask again now and then
-                end = max(end, min(self._busy_until,
-                                   time.monotonic() + busy_wait / self.BUSY_TRIES))
+                end = max(end, self._busy_try_end(busy_wait))
             reply = self._wait(msg, seq, end, check_nonce, busy_wait)
             if self._busy_until is not None:
                 budget_end = max(budget_end, self._busy_until)
@@ -410,6 +409,11 @@ class Session:
 
     # Tries of a request while the device runs it (after its BUSY), over busy_wait.
     BUSY_TRIES = 8
+
+    def _busy_try_end(self, busy_wait: float) -> float:
+        """When a try made now, while the device runs the request, stops waiting:
+        busy_wait / BUSY_TRIES ahead, not past the request's busy budget."""
+        return min(self._busy_until, time.monotonic() + busy_wait / self.BUSY_TRIES)
 
     # a request's fixed cost (the device's turnaround, the OS), counted as this many bytes
     _FIXED_BYTES = 256
@@ -484,9 +488,8 @@ class Session:
                         # busy_wait (60 s before a run was measured); the device
                         # answers a repeated seq from its cache, without running again.
                         self.stats["busy"] += 1
-                        now = time.monotonic()
-                        self._busy_until = now + busy_wait
-                        deadline = max(deadline, now + busy_wait / self.BUSY_TRIES)
+                        self._busy_until = time.monotonic() + busy_wait
+                        deadline = max(deadline, self._busy_try_end(busy_wait))
                 elif rtype == want and rseq == seq and result is None:
                     result = (status, rbody)
                 else:
