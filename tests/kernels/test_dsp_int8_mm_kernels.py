@@ -1,7 +1,8 @@
 """C unit tests of the Arm DSP int8 matrix-product, QAdd and QSoftmax kernels
 (c_runtime/kernels/arm_dsp/mtvm_mm_s8_dsp.h: mtvm_packv_*_dsp + mtvm_dot<4|5|6>p_*_dsp and
 mtvm_sum_*_dsp;
-mtvm_qadd_s8_dsp.h: mtvm_qadd_*_dsp, mtvm_qadd1_*_dsp) against their NumPy definitions:
+mtvm_qadd_s8_dsp.h: mtvm_qadd_*_dsp, mtvm_qadd1_*_dsp, mtvm_qadd32_*_dsp) against their NumPy
+definitions:
 exact int32 sums of one byte vector with 4, 5 or 6 packed vectors (one to all present,
 every length mod 8: the two-group assembly steps, one group, the byte tail; vectors read
 along rows or down columns; int8 and uint8 on either side), and QAdd's rounding (ties to
@@ -215,6 +216,97 @@ def test_qadd_rounds_as_the_portable_kernel(target):
                 want.append(min(max(_wrap32(_round_shift(v, n)) + zy, lo), hi))
         assert got == want, f"case {c}: n={n} ia={ia} ib={ib}"
     assert ties > 20      # the tie rule was exercised
+
+
+QADD32_TEST = r"""
+#include <stdio.h>
+#include "mtvm_qadd_s8_dsp.h"
+@ARRAYS@
+static int8_t ys[65536];
+static uint8_t yu[65536];
+int main(void)
+{
+    for (int c = 0; c < @N@; ++c) {
+        /* every pair (a, b): a = i >> 8, b = i & 255 of the case's signedness; the first
+         * call of each case in place over a copy of a (y aliasing a), an odd count */
+        if (lo[c] < 0) {
+            for (int i = 0; i < 65535; ++i) ys[i] = (int8_t)((i >> 8) - 128);
+            mtvm_qadd32_s8_dsp(ys, sb, ys, 65535, c0[c], ia[c], ib[c], n[c], lo[c], hi[c]);
+        } else {
+            for (int i = 0; i < 65535; ++i) yu[i] = (uint8_t)(i >> 8);
+            mtvm_qadd32_u8_dsp(yu, ub, yu, 65535, c0[c], ia[c], ib[c], n[c], lo[c], hi[c]);
+        }
+        unsigned long sum = 0;
+        for (int i = 0; i < 65535; ++i) {
+            sum = sum * 31u + (unsigned long)(lo[c] < 0 ? (uint8_t)ys[i] : yu[i]);
+        }
+        printf("%lu\n", sum & 0xffffffffUL);
+    }
+    return 0;
+}
+"""
+
+
+def _qadd32_cases():
+    """(signed, za, zb, zy, ia, ib, n, lo, hi) of QAdds as the quantization pass makes them
+    (add_multipliers of random scale ratios), plus ratios that make exact halves (0.5 and
+    0.5: the reference's ties to even, which no (c, ia, ib, n) of the 32-bit form follows)."""
+    from mtvm.ops.quantized.elementwise import add_multipliers
+    rng = np.random.default_rng(21)
+    cases = []
+    for c in range(10):
+        signed = c % 2 == 0
+        ra, rb = (float(v) for v in np.exp(rng.uniform(-2.5, 1.0, 2)))
+        ia, ib, n = add_multipliers(ra, rb)
+        za, zb, zy = (int(rng.integers(-128, 128)) if signed else int(rng.integers(0, 256))
+                      for _ in range(3))
+        lo, hi = ((-128, 127) if signed else (0, 255)) if c % 3 else \
+            ((-100, 90) if signed else (7, 200))
+        cases.append((signed, za, zb, zy, ia, ib, n, lo, hi))
+    ia, ib, n = add_multipliers(0.5, 0.5)
+    cases.append((True, 3, -5, 1, ia, ib, n, -128, 127))
+    return cases
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_qadd32_gives_every_pair_the_reference_output(target):
+    """narrow_qadd's 32-bit constants, run through mtvm_qadd32_*_dsp over all 65,536 input
+    pairs (in place, an odd count: the two-a-step loop and its tail), against the QAdd
+    op's reference; the exact-halves case has no 32-bit form (None: the 64-bit kernel)."""
+    from types import SimpleNamespace
+
+    from mtvm.ops.base import get_op
+    from mtvm.schedules.arm_dsp.elementwise_s8 import narrow_qadd
+    found, want, consts = [], [], []
+    for signed, za, zb, zy, ia, ib, n, lo, hi in _qadd32_cases():
+        dt = np.int8 if signed else np.uint8
+        buf = SimpleNamespace(const=None, dtype=dt)
+        k = SimpleNamespace(ins=[buf, buf])
+        narrow = narrow_qadd(k, za, zb, zy, ia, ib, n, lo, hi)
+        if narrow is None:
+            found.append(False)
+            continue
+        found.append(True)
+        vals = np.arange(256) - (128 if signed else 0)
+        a = np.repeat(vals, 256)[:65535].astype(dt)
+        b = np.tile(vals, 256)[:65535].astype(dt)
+        ref = get_op("QAdd", "mtvm").reference(a, b, a_zp=za, b_zp=zb, y_zp=zy, a_mult=ia,
+                                               b_mult=ib, shift=n, act_min=lo, act_max=hi)
+        h = 0
+        for v in ref.astype(np.uint8).tolist():
+            h = (h * 31 + v) & 0xFFFFFFFF
+        want.append(h)
+        consts.append((*narrow, lo, hi))
+    assert found[:-1] == [True] * (len(found) - 1) and found[-1] is False
+    vals = np.arange(256)
+    cols = list(zip(*consts))
+    arrays = "\n".join([c_array("sb", np.tile(vals - 128, 256)[:65535], "int8_t"),
+                        c_array("ub", np.tile(vals, 256)[:65535], "uint8_t")] +
+                       [c_array(nm, col, "int32_t")
+                        for nm, col in zip(("c0", "ia", "ib", "n", "lo", "hi"), cols)])
+    out = run_c_test(QADD32_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(len(consts))),
+                     name="qadd32_s8_dsp", target=target, library=LIB)
+    assert [int(t) for t in out.split()] == want
 
 
 SOFTMAX_TEST = r"""

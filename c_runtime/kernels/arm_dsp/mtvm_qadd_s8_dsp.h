@@ -28,6 +28,20 @@ static MTVM_ALWAYS_INLINE int64_t mtvm_smlal(int64_t acc, int32_t x, int32_t y)
 #endif
 }
 
+/* q clamped to [lo, hi]: one SSAT or USAT for the whole 8-bit ranges. */
+static MTVM_ALWAYS_INLINE int32_t mtvm_qadd_clamp(int32_t q, int32_t lo, int32_t hi)
+{
+#if defined(__ARM_FEATURE_DSP)
+    if (lo == -128 && hi == 127) {
+        return __ssat(q, 8);
+    }
+    if (lo == 0 && hi == 255) {
+        return (int32_t)__usat(q, 8);
+    }
+#endif
+    return q < lo ? lo : (q > hi ? hi : q);
+}
+
 /* round_half_even((v - 2^(n-1)) / 2^n) truncated to int32, plus zy, clamped to [lo, hi]; n
  * < 0: -n, where the caller proved that no tie can occur (the rounding is then half up). */
 static MTVM_ALWAYS_INLINE int32_t mtvm_qadd_round(int64_t v, int32_t n, int32_t zy, int32_t lo,
@@ -39,18 +53,7 @@ static MTVM_ALWAYS_INLINE int32_t mtvm_qadd_round(int64_t v, int32_t n, int32_t 
     if (ties && ((uint32_t)v << (32 - n)) == 0) {   /* a tie: to the even neighbour */
         q &= ~1;
     }
-    q += zy;
-#if defined(__ARM_FEATURE_DSP)
-    if (lo == -128 && hi == 127) {
-        q = __ssat(q, 8);
-    } else if (lo == 0 && hi == 255) {
-        q = (int32_t)__usat(q, 8);
-    } else
-#endif
-    {
-        q = q < lo ? lo : (q > hi ? hi : q);
-    }
-    return q;
+    return mtvm_qadd_clamp(q + zy, lo, hi);
 }
 
 /* y[i] = clamp(round_half_even(((a[i] - za) ia + (b[i] - zb) ib) / 2^n) + zy, lo, hi),
@@ -76,6 +79,33 @@ static MTVM_ALWAYS_INLINE void mtvm_qadd1_8_dsp(const uint8_t* b, uint8_t* y, in
 {
     for (int32_t i = 0; i < count; ++i) {
         y[i] = (uint8_t)mtvm_qadd_round(mtvm_smlal(c, mtvm_byte_at(b, i, u), ib), n, zy, lo, hi);
+    }
+}
+
+/* The same sums in 32 bits, where the compiler found narrower constants that give every
+ * input pair the same output (mtvm.schedules.arm_dsp.elementwise_s8.narrow_qadd):
+ * y[i] = clamp((c + a[i] ia + b[i] ib) >> n, lo, hi), no intermediate beyond int32. Two
+ * MLAs and one shift an element instead of two SMLALs, the 64-bit shift and the zero
+ * point; two elements a step. */
+static MTVM_ALWAYS_INLINE void mtvm_qadd32_8_dsp(const uint8_t* a, const uint8_t* b, uint8_t* y,
+                                                 int u, int32_t count, int32_t c, int32_t ia,
+                                                 int32_t ib, int32_t n, int32_t lo, int32_t hi)
+{
+    int32_t i = 0;
+#if defined(__GNUC__)
+    /* c in a register: GCC otherwise rebuilds a large constant with two immediate
+     * subtractions per element where one MLA can add it */
+    __asm__("" : "+r"(c));
+#endif
+    for (; i + 2 <= count; i += 2) {
+        const int32_t v0 = c + mtvm_byte_at(a, i, u) * ia + mtvm_byte_at(b, i, u) * ib;
+        const int32_t v1 = c + mtvm_byte_at(a, i + 1, u) * ia + mtvm_byte_at(b, i + 1, u) * ib;
+        y[i] = (uint8_t)mtvm_qadd_clamp(v0 >> n, lo, hi);
+        y[i + 1] = (uint8_t)mtvm_qadd_clamp(v1 >> n, lo, hi);
+    }
+    if (i < count) {
+        const int32_t v0 = c + mtvm_byte_at(a, i, u) * ia + mtvm_byte_at(b, i, u) * ib;
+        y[i] = (uint8_t)mtvm_qadd_clamp(v0 >> n, lo, hi);
     }
 }
 
@@ -106,6 +136,20 @@ static MTVM_ALWAYS_INLINE void mtvm_qadd1_u8_dsp(const uint8_t* b, uint8_t* y, i
                                                  int32_t lo, int32_t hi)
 {
     mtvm_qadd1_8_dsp(b, y, 1, count, c, ib, n, zy, lo, hi);
+}
+
+static MTVM_ALWAYS_INLINE void mtvm_qadd32_s8_dsp(const int8_t* a, const int8_t* b, int8_t* y,
+                                                  int32_t count, int32_t c, int32_t ia,
+                                                  int32_t ib, int32_t n, int32_t lo, int32_t hi)
+{
+    mtvm_qadd32_8_dsp((const uint8_t*)a, (const uint8_t*)b, (uint8_t*)y, 0, count, c, ia, ib, n,
+                      lo, hi);
+}
+static MTVM_ALWAYS_INLINE void mtvm_qadd32_u8_dsp(const uint8_t* a, const uint8_t* b, uint8_t* y,
+                                                  int32_t count, int32_t c, int32_t ia,
+                                                  int32_t ib, int32_t n, int32_t lo, int32_t hi)
+{
+    mtvm_qadd32_8_dsp(a, b, y, 1, count, c, ia, ib, n, lo, hi);
 }
 
 #endif  /* MTVM_QADD_S8_DSP_H_ */

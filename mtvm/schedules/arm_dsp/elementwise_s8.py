@@ -37,6 +37,46 @@ def ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) -> bool:
     return bool(np.any(((ta[:, None] + tb[None, :]) & mask) == half))
 
 
+def narrow_qadd(k, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min, act_max
+                ) -> tuple[int, int, int, int] | None:
+    """(c, ia, ib, n) with y = clamp((c + a ia + b ib) >> n) equal to the op's reference
+    for every pair of values the operands can hold, and no partial sum beyond int32; None
+    when none is found. The op's 31-bit multipliers need a 64-bit accumulator, but 8-bit
+    inputs rarely need that precision: scaled down by 2^(shift - n) and nudged by one,
+    the constants usually give the same 65,536 outputs, checked here pair by pair. For given
+    (ia, ib, n) the c that fit every pair form an interval (each pair bounds c from both
+    sides, or one side where the output is clamped): its middle is taken."""
+    from ...ops.quantized.common import round_shift
+    va, vb = _range(k.ins[0]), _range(k.ins[1])
+    t_ref = ((va[:, None] - int(a_zp)) * int(a_mult) + (vb[None, :] - int(b_zp)) * int(b_mult))
+    pre = round_shift(t_ref, int(shift)) + int(y_zp)
+    out = np.clip(pre, act_min, act_max).ravel()
+    low, high = (pre <= act_min).ravel(), (pre >= act_max).ravel()
+    amax, bmax = int(np.abs(va).max()), int(np.abs(vb).max())
+    limit = (1 << 31) - 1
+    top = max(abs(int(a_mult)), abs(int(b_mult)), 1)
+    # the largest n whose scaled multipliers leave room for c within int32
+    n0 = min(int(shift), 30 - (top * (amax + bmax)).bit_length() + int(shift))
+    for n in range(n0, max(n0 - 3, 0), -1):
+        scale = 2.0 ** (n - int(shift))
+        for dia in (0, -1, 1):
+            for dib in (0, -1, 1):
+                ia, ib = round(int(a_mult) * scale) + dia, round(int(b_mult) * scale) + dib
+                t = (va[:, None] * ia + vb[None, :] * ib).ravel()
+                one = 1 << n
+                # unclamped: out * 2^n <= c + t < (out + 1) * 2^n; clamped low: c + t <
+                # (lo + 1) * 2^n; clamped high: c + t >= hi * 2^n
+                lo_b = np.where(low, np.iinfo(np.int64).min // 4, out * one - t)
+                hi_b = np.where(high, np.iinfo(np.int64).max // 4, (out + 1) * one - t - 1)
+                c_lo, c_hi = int(lo_b.max()), int(hi_b.min())
+                if c_lo > c_hi:
+                    continue
+                c = (c_lo + c_hi) // 2
+                if abs(c) + amax * abs(ia) + bmax * abs(ib) <= limit:
+                    return c, ia, ib, n
+    return None
+
+
 def scalar_lut(k, attrs: dict) -> str | None:
     """With a one-element constant operand, the op is a function of the other's byte: a
     256-entry table made by the op's own reference (the same integers), one load an
@@ -106,6 +146,16 @@ class QAddDsp(Schedule):
         n = int(shift) if ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) else -int(shift)
         rest = (n, int(y_zp), int(act_min), int(act_max))
         j = _scalar(k)
+        narrow = narrow_qadd(k, a_zp, b_zp, y_zp, a_mult, b_mult, shift, int(act_min),
+                             int(act_max)) if j is None else None
+        if narrow is not None:
+            c32, ia, ib, n32 = narrow
+            return render_c([Comment(f"{rows} row(s) of {inner}: 32-bit constants that give "
+                                     "every input pair the reference's output"),
+                             For(r, rows, [ExprStmt(call(
+                                 f"mtvm_qadd32_{_ext(k.out)}_dsp", *ptr, out, inner,
+                                 Const(c32, "int32"), ia, ib, n32, int(act_min),
+                                 int(act_max)))])])
         if j is None:
             body = ExprStmt(call(f"mtvm_qadd_{_ext(k.out)}_dsp", *ptr, out, inner,
                                  Const(c, "int64"), *mults, *rest))
