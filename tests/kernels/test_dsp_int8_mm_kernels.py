@@ -1,8 +1,8 @@
 """C unit tests of the Arm DSP int8 matrix-product, QAdd and QSoftmax kernels
 (c_runtime/kernels/arm_dsp/mtvm_mm_s8_dsp.h: mtvm_packv_*_dsp + mtvm_dot<4|5|6>p_*_dsp and
 mtvm_sum_*_dsp;
-mtvm_qadd_s8_dsp.h: mtvm_qadd_*_dsp, mtvm_qadd1_*_dsp, mtvm_qadd32_*_dsp) against their NumPy
-definitions:
+mtvm_qadd_s8_dsp.h: mtvm_qadd_*_dsp, mtvm_qadd1_*_dsp, mtvm_qadd32_*_dsp, mtvm_qaffine32*_dsp)
+against their NumPy definitions:
 exact int32 sums of one byte vector with 4, 5 or 6 packed vectors (one to all present,
 every length mod 8: the two-group assembly steps, one group, the byte tail; vectors read
 along rows or down columns; int8 and uint8 on either side), and QAdd's rounding (ties to
@@ -307,6 +307,117 @@ def test_qadd32_gives_every_pair_the_reference_output(target):
     out = run_c_test(QADD32_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(len(consts))),
                      name="qadd32_s8_dsp", target=target, library=LIB)
     assert [int(t) for t in out.split()] == want
+
+
+QAFFINE_TEST = r"""
+#include <stdio.h>
+#include "mtvm_qadd_s8_dsp.h"
+@ARRAYS@
+static int8_t ys[@C@ * 256];
+static uint8_t yu[@C@ * 256];
+int main(void)
+{
+    /* per case: the channels-innermost form over [256][C] (x value v in row v), then the
+     * per-channel runs over [C][256], in place */
+    for (int c = 0; c < @N@; ++c) {
+        const int32_t* ca = tab + 2 * @C@ * c;
+        for (int layout = 0; layout < 2; ++layout) {
+            for (int i = 0; i < @C@ * 256; ++i) {
+                const int v = layout == 0 ? i / @C@ : i % 256;
+                ys[i] = (int8_t)(v - 128);
+                yu[i] = (uint8_t)v;
+            }
+            for (int r = 0; r < (layout == 0 ? 256 : @C@); ++r) {
+                int8_t* s = ys + r * (layout == 0 ? @C@ : 256);
+                uint8_t* u = yu + r * (layout == 0 ? @C@ : 256);
+                if (layout == 0 && lo[c] < 0) {
+                    mtvm_qaffine32c_s8_dsp(s, s, @C@, ca, n[c], lo[c], hi[c]);
+                } else if (layout == 0) {
+                    mtvm_qaffine32c_u8_dsp(u, u, @C@, ca, n[c], lo[c], hi[c]);
+                } else if (lo[c] < 0) {
+                    mtvm_qaffine32_s8_dsp(s, s, 256, ca[2 * r], ca[2 * r + 1], n[c], lo[c], hi[c]);
+                } else {
+                    mtvm_qaffine32_u8_dsp(u, u, 256, ca[2 * r], ca[2 * r + 1], n[c], lo[c], hi[c]);
+                }
+            }
+            for (int i = 0; i < @C@ * 256; ++i) {
+                /* printed as [C][256] in both layouts */
+                const int j = layout == 0 ? (i % 256) * @C@ + i / 256 : i;
+                printf(" %d", lo[c] < 0 ? (int)ys[j] : (int)yu[j]);
+            }
+            printf("\n");
+        }
+    }
+    return 0;
+}
+"""
+
+
+def _qaffine_cases(chans: int):
+    """QAffine parameters as the quantization pass makes them (passes.quantize.rule_affine:
+    scale +-2^16, the offset in its units, the multiplier of the rest) for random per-channel
+    gains (negative and zero ones too) and offsets; full and narrower clamps, int8 and uint8."""
+    from mtvm.ops.quantized.common import quantize_multiplier
+    rng = np.random.default_rng(22)
+    cases = []
+    for c in range(6):
+        signed = c % 2 == 0
+        r = np.exp(rng.uniform(-4.0, 1.5, chans)) * rng.choice([-1.0, 1.0], chans)
+        r[0] = 0.0 if c == 1 else r[0]
+        o = rng.uniform(-60, 60, chans)
+        scale = np.where(r > 0, 1, np.where(r < 0, -1, 0)) << 16
+        real = np.where(r != 0, np.abs(r), 1.0) / (1 << 16)
+        offset = np.rint(o / real)
+        mult, shift = quantize_multiplier(real)
+        zx, zy = (int(rng.integers(-128, 128)) if signed else int(rng.integers(0, 256))
+                  for _ in range(2))
+        lo, hi = ((-128, 127) if signed else (0, 255)) if c < 4 else \
+            ((zy, 127) if signed else (zy, 255))    # a fused Relu
+        cases.append((signed, scale, offset, mult, shift, zx, zy, lo, hi))
+    return cases
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_qaffine32_gives_every_value_the_reference_output(target):
+    """narrow_affine's per-channel (c, ia) through mtvm_qaffine32c_*_dsp (channels
+    innermost) and mtvm_qaffine32_*_dsp (a run per channel), in place, for all 256 input
+    values of each channel, against the QAffine op's reference."""
+    from types import SimpleNamespace
+
+    from mtvm.ops.base import get_op
+    from mtvm.schedules.arm_dsp.elementwise_s8 import narrow_affine
+    chans = 7
+    tabs, consts, want = [], [], []
+    for signed, scale, offset, mult, shift, zx, zy, lo, hi in _qaffine_cases(chans):
+        dt = np.int8 if signed else np.uint8
+
+        def buf(v, dtype=np.int32):
+            return SimpleNamespace(const=np.asarray(v, dtype), dtype=dtype,
+                                   size=np.size(v))
+        k = SimpleNamespace(ins=[SimpleNamespace(const=None, dtype=dt), buf(scale),
+                                 buf(offset), buf(mult), buf(shift)])
+        narrow = narrow_affine(k, zx, zy, lo, hi)
+        assert narrow is not None
+        table, n = narrow
+        tabs.append(table.ravel())
+        consts.append((n, lo, hi))
+        x = (np.arange(256) - (128 if signed else 0)).astype(dt)
+        xs = np.broadcast_to(x, (chans, 256))
+        ref = get_op("QAffine", "mtvm").reference(
+            np.ascontiguousarray(xs), np.asarray(scale, np.int32), np.asarray(offset, np.int32),
+            mult, shift, axis=0, x_zp=zx, y_zp=zy, act_min=lo, act_max=hi)
+        want.append(ref.astype(np.int64).ravel().tolist())
+    cols = list(zip(*consts))
+    arrays = "\n".join([c_array("tab", np.concatenate(tabs), "int32_t")] +
+                       [c_array(nm, col, "int32_t") for nm, col in zip(("n", "lo", "hi"), cols)])
+    src = QAFFINE_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(len(consts)))
+    out = run_c_test(src.replace("@C@", str(chans)), name="qaffine32_s8_dsp", target=target,
+                     library=LIB)
+    lines = out.strip().splitlines()
+    assert len(lines) == 2 * len(want)
+    for c, w in enumerate(want):
+        for layout in range(2):
+            assert [int(t) for t in lines[2 * c + layout].split()] == w, (c, layout)
 
 
 SOFTMAX_TEST = r"""

@@ -1,4 +1,4 @@
-/* mtvm_qadd_s8_dsp.h: QAdd's loop for 32-bit cores with a 64-bit multiply-accumulate
+/* mtvm_qadd_s8_dsp.h: QAdd's (and QAffine's) loops for 32-bit cores with a 64-bit multiply-accumulate
  * (the Arm DSP cores: SMLAL), bit-exact with the portable kernel
  * (mtvm_round_shift((a - za) ia + (b - zb) ib, n) + zy, clamped).
  *
@@ -109,6 +109,30 @@ static MTVM_ALWAYS_INLINE void mtvm_qadd32_8_dsp(const uint8_t* a, const uint8_t
     }
 }
 
+/* QAffine's form (a per-channel function of one byte, mtvm.schedules.arm_dsp.elementwise_s8
+ * .narrow_affine): y[i] = clamp((c + x[i] ia) >> n, lo, hi) over one channel's run of
+ * count elements. y may be x. */
+static MTVM_ALWAYS_INLINE void mtvm_qaffine32_8_dsp(const uint8_t* x, uint8_t* y, int u,
+                                                    int32_t count, int32_t c, int32_t ia,
+                                                    int32_t n, int32_t lo, int32_t hi)
+{
+    for (int32_t i = 0; i < count; ++i) {
+        y[i] = (uint8_t)mtvm_qadd_clamp((c + mtvm_byte_at(x, i, u) * ia) >> n, lo, hi);
+    }
+}
+
+/* The same where each element is its own channel (the channel axis innermost: a
+ * BatchNormalization after a fully connected layer): (c, ia) of element i at ca[2 i]. */
+static MTVM_ALWAYS_INLINE void mtvm_qaffine32c_8_dsp(const uint8_t* x, uint8_t* y, int u,
+                                                     int32_t count, const int32_t* ca,
+                                                     int32_t n, int32_t lo, int32_t hi)
+{
+    for (int32_t i = 0; i < count; ++i) {
+        const int32_t v = ca[2 * i] + mtvm_byte_at(x, i, u) * ca[2 * i + 1];
+        y[i] = (uint8_t)mtvm_qadd_clamp(v >> n, lo, hi);
+    }
+}
+
 /* The named forms: all operands int8 (s8) or uint8 (u8). */
 static MTVM_ALWAYS_INLINE void mtvm_qadd_s8_dsp(const int8_t* a, const int8_t* b, int8_t* y,
                                                 int32_t count, int64_t c, int32_t ia,
@@ -150,6 +174,31 @@ static MTVM_ALWAYS_INLINE void mtvm_qadd32_u8_dsp(const uint8_t* a, const uint8_
                                                   int32_t ib, int32_t n, int32_t lo, int32_t hi)
 {
     mtvm_qadd32_8_dsp(a, b, y, 1, count, c, ia, ib, n, lo, hi);
+}
+
+static MTVM_ALWAYS_INLINE void mtvm_qaffine32_s8_dsp(const int8_t* x, int8_t* y, int32_t count,
+                                                     int32_t c, int32_t ia, int32_t n,
+                                                     int32_t lo, int32_t hi)
+{
+    mtvm_qaffine32_8_dsp((const uint8_t*)x, (uint8_t*)y, 0, count, c, ia, n, lo, hi);
+}
+static MTVM_ALWAYS_INLINE void mtvm_qaffine32_u8_dsp(const uint8_t* x, uint8_t* y, int32_t count,
+                                                     int32_t c, int32_t ia, int32_t n,
+                                                     int32_t lo, int32_t hi)
+{
+    mtvm_qaffine32_8_dsp(x, y, 1, count, c, ia, n, lo, hi);
+}
+static MTVM_ALWAYS_INLINE void mtvm_qaffine32c_s8_dsp(const int8_t* x, int8_t* y, int32_t count,
+                                                      const int32_t* ca, int32_t n, int32_t lo,
+                                                      int32_t hi)
+{
+    mtvm_qaffine32c_8_dsp((const uint8_t*)x, (uint8_t*)y, 0, count, ca, n, lo, hi);
+}
+static MTVM_ALWAYS_INLINE void mtvm_qaffine32c_u8_dsp(const uint8_t* x, uint8_t* y, int32_t count,
+                                                      const int32_t* ca, int32_t n, int32_t lo,
+                                                      int32_t hi)
+{
+    mtvm_qaffine32c_8_dsp(x, y, 1, count, ca, n, lo, hi);
 }
 
 #endif  /* MTVM_QADD_S8_DSP_H_ */

@@ -37,15 +37,43 @@ def ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) -> bool:
     return bool(np.any(((ta[:, None] + tb[None, :]) & mask) == half))
 
 
+def _fit_c(t: np.ndarray, out: np.ndarray, low: np.ndarray, high: np.ndarray, n: int,
+           rest: int) -> int | None:
+    """A c with clamp((c + t) >> n) == out for every element and |c| + rest < 2^31, or None.
+    Each element bounds c: unclamped, out 2^n <= c + t < (out + 1) 2^n; clamped low (the
+    reference's value at or below the clamp) only from above, c + t < (out + 1) 2^n;
+    clamped high only from below, c + t >= out 2^n. The middle of the interval is taken
+    (half a step inside a bound that is alone)."""
+    one = 1 << n
+    lower = out[~low] * one - t[~low]
+    upper = (out[~high] + 1) * one - t[~high] - 1
+    c_lo = int(lower.max()) if lower.size else None
+    c_hi = int(upper.min()) if upper.size else None
+    if c_lo is None and c_hi is None:
+        return None
+    if c_lo is None or c_hi is None:
+        c = c_hi - one // 2 if c_lo is None else c_lo + one // 2
+    elif c_lo > c_hi:
+        return None
+    else:
+        c = (c_lo + c_hi) // 2
+    return c if abs(c) + rest < 1 << 31 else None
+
+
+def _top_n(unit: float, cap: int) -> int:
+    """The largest n <= cap with unit 2^n < 2^31: sums of at most `unit` per step of 2^n
+    stay within int32."""
+    return min(cap, int(np.floor(np.log2(((1 << 31) - 1) / max(unit, 1e-9)))))
+
+
 def narrow_qadd(k, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min, act_max
                 ) -> tuple[int, int, int, int] | None:
     """(c, ia, ib, n) with y = clamp((c + a ia + b ib) >> n) equal to the op's reference
     for every pair of values the operands can hold, and no partial sum beyond int32; None
     when none is found. The op's 31-bit multipliers need a 64-bit accumulator, but 8-bit
     inputs rarely need that precision: scaled down by 2^(shift - n) and nudged by one,
-    the constants usually give the same 65,536 outputs, checked here pair by pair. For given
-    (ia, ib, n) the c that fit every pair form an interval (each pair bounds c from both
-    sides, or one side where the output is clamped): its middle is taken."""
+    the constants usually give the same 65,536 outputs, checked here pair by pair (_fit_c).
+    Exact halves (ratios of 1/2: the reference's ties to even) have no such form."""
     from ...ops.quantized.common import round_shift
     va, vb = _range(k.ins[0]), _range(k.ins[1])
     t_ref = ((va[:, None] - int(a_zp)) * int(a_mult) + (vb[None, :] - int(b_zp)) * int(b_mult))
@@ -53,27 +81,61 @@ def narrow_qadd(k, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min, act_max
     out = np.clip(pre, act_min, act_max).ravel()
     low, high = (pre <= act_min).ravel(), (pre >= act_max).ravel()
     amax, bmax = int(np.abs(va).max()), int(np.abs(vb).max())
-    limit = (1 << 31) - 1
-    top = max(abs(int(a_mult)), abs(int(b_mult)), 1)
-    # the largest n whose scaled multipliers leave room for c within int32
-    n0 = min(int(shift), 30 - (top * (amax + bmax)).bit_length() + int(shift))
+    ra, rb = abs(int(a_mult)) / 2.0 ** int(shift), abs(int(b_mult)) / 2.0 ** int(shift)
+    # per step of 2^n: the products, the zero points' terms in c, the output's zero point
+    n0 = _top_n(ra * (amax + abs(int(a_zp))) + rb * (bmax + abs(int(b_zp))) + abs(int(y_zp))
+                + 2, int(shift))
     for n in range(n0, max(n0 - 3, 0), -1):
         scale = 2.0 ** (n - int(shift))
         for dia in (0, -1, 1):
             for dib in (0, -1, 1):
                 ia, ib = round(int(a_mult) * scale) + dia, round(int(b_mult) * scale) + dib
                 t = (va[:, None] * ia + vb[None, :] * ib).ravel()
-                one = 1 << n
-                # unclamped: out * 2^n <= c + t < (out + 1) * 2^n; clamped low: c + t <
-                # (lo + 1) * 2^n; clamped high: c + t >= hi * 2^n
-                lo_b = np.where(low, np.iinfo(np.int64).min // 4, out * one - t)
-                hi_b = np.where(high, np.iinfo(np.int64).max // 4, (out + 1) * one - t - 1)
-                c_lo, c_hi = int(lo_b.max()), int(hi_b.min())
-                if c_lo > c_hi:
-                    continue
-                c = (c_lo + c_hi) // 2
-                if abs(c) + amax * abs(ia) + bmax * abs(ib) <= limit:
+                c = _fit_c(t, out, low, high, n, amax * abs(ia) + bmax * abs(ib))
+                if c is not None:
                     return c, ia, ib, n
+    return None
+
+
+def narrow_affine(k, x_zp, y_zp, act_min, act_max) -> tuple[np.ndarray, int] | None:
+    """QAffine's per-channel y = clamp((c[ch] + x ia[ch]) >> n) with one n for all channels,
+    equal to the op's reference for each value x can hold (_fit_c; the slope scale mult
+    2^(shift - 31) scaled to 2^n and nudged by one): (the [C][2] table of (c, ia), n), or
+    None."""
+    from ...ops.quantized.common import finish
+    x, scale, offset, mult, shift = k.ins[:5]
+    if any(b.const is None for b in (scale, offset, mult, shift)):
+        return None
+    chans = max(scale.size, offset.size, mult.size, shift.size)
+    par = [np.broadcast_to(np.asarray(b.const, np.int64).ravel(), (chans,))
+           for b in (scale, offset, mult, shift)]
+    vx = _range(x)
+    xmax = int(np.abs(vx).max())
+    acc = (vx[None, :] - int(x_zp)) * par[0][:, None] + par[1][:, None]
+    pre = finish(acc, par[2][:, None], par[3][:, None], int(y_zp), -(1 << 40), 1 << 40,
+                 np.int64)
+    out = np.clip(pre, act_min, act_max)
+    low, high = pre <= act_min, pre >= act_max
+    step = 2.0 ** (par[3].astype(np.float64) - 31) * par[2]
+    slope, bias = par[0] * step, par[1] * step
+    unit = float(np.max(np.abs(slope) * (xmax + abs(int(x_zp))) + np.abs(bias))) + \
+        abs(int(y_zp)) + 2
+    if not np.isfinite(unit):
+        return None
+    n0 = _top_n(unit, 30)
+    for n in range(n0, max(n0 - 3, 0), -1):
+        table = np.zeros((chans, 2), np.int64)
+        for ch in range(chans):
+            for d in (0, -1, 1):
+                ia = int(round(slope[ch] * 2.0 ** n)) + d
+                c = _fit_c(vx * ia, out[ch], low[ch], high[ch], n, xmax * abs(ia))
+                if c is not None:
+                    table[ch] = c, ia
+                    break
+            else:
+                break
+        else:
+            return table, n
     return None
 
 
@@ -167,6 +229,58 @@ class QAddDsp(Schedule):
         return render_c([Comment(f"{rows} row(s) of {inner}: the zero points and half of "
                                  f"2^{int(shift)} in one 64-bit constant{note}"),
                          For(r, rows, [body])])
+
+
+@register
+class QAffineDsp(Schedule):
+    """QAffine (a BatchNormalization or per-channel Mul/Add by constants between quantized
+    tensors, a plain requantization) as clamp((c + x ia) >> n) per channel, where
+    narrow_affine finds 32-bit constants giving every value of x the reference's output:
+    one MLA and an SSAT an element where the portable kernel takes the 64-bit rounding."""
+    op = "QAffine"
+    domain = "mtvm"
+    name = "qaffine_s8.dsp_narrow"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        e = _ext(k.out)
+        if not (k.target.is_arm_dsp and e is not None and _ext(k.ins[0]) == e):
+            return False
+        return narrow_affine(k, attrs.get("x_zp", 0), attrs.get("y_zp", 0),
+                             int(attrs.get("act_min", -128)),
+                             int(attrs.get("act_max", 127))) is not None
+
+    def emit(self, k, /, *, axis=1, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        table, n = narrow_affine(k, x_zp, y_zp, int(act_min), int(act_max))
+        k.library("mtvm_qadd_s8_dsp.h")
+        x, e = k.ins[0], _ext(k.out)
+        chans = table.shape[0]
+        lim = (int(act_min), int(act_max))
+        xp = Var(x.c, Type(x.dtype, pointer=True))
+        yp = Var(k.out.c, Type(k.out.dtype, pointer=True))
+        if chans == 1:
+            return render_c([Comment("one (c, ia) for the whole tensor"),
+                             ExprStmt(call(f"mtvm_qaffine32_{e}_dsp", xp, yp, x.size,
+                                           Const(int(table[0, 0]), "int32"),
+                                           int(table[0, 1]), n, *lim))])
+        inner = int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+        outer = x.size // (inner * chans)
+        ca = Var("ca", Type("int32"))
+        o, ch = Var("o"), Var("ch")
+        body = [Comment(f"(c, ia) of each of the {chans} channels, n = {n}: 32-bit constants "
+                        "giving every input value the reference's output"),
+                Table(ca, table)]
+        if inner == 1:
+            body.append(For(o, outer, [ExprStmt(call(
+                f"mtvm_qaffine32c_{e}_dsp", xp + o * chans, yp + o * chans, chans, ca, n,
+                *lim))]))
+        else:
+            run = (o * chans + ch) * inner
+            body.append(For(o, outer, [For(ch, chans, [ExprStmt(call(
+                f"mtvm_qaffine32_{e}_dsp", xp + run, yp + run, inner, ca[2 * ch],
+                ca[2 * ch + 1], n, *lim))])]))
+        return render_c(body)
 
 
 @register
