@@ -132,15 +132,20 @@ def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift,
                 dst: str) -> list[str]:
     """C lines: requantize `acc` with channel `ch`'s multiplier, clamp, store to `dst`."""
     rq = requantize_fn(k, mult, shift)
+    return [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};"
+            ] + clamp_store_lines(k, acc, act_min, act_max, dst)
+
+
+def clamp_store_lines(k, acc: str, act_min: int, act_max: int, dst: str) -> list[str]:
+    """C lines: clamp a requantized `acc` and store it to `dst`."""
     clamp = f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});"
     sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(act_min), int(act_max)))
-    lines = [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};"]
     if sat:   # the whole 8-bit range: one saturating instruction on a DSP core
         k.library("mtvm_dsp.h")
-        lines += ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else", clamp,
-                  "#endif"]
+        lines = ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else", clamp,
+                 "#endif"]
     else:
-        lines.append(clamp)
+        lines = [clamp]
     return lines + [f"{dst} = ({k.out.ctype}){acc};"]
 
 

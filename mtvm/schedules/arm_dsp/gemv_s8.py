@@ -10,10 +10,11 @@ same exact integers, so the outputs are the portable kernel's bit for bit.
 """
 from __future__ import annotations
 
-from ...codegen.cwriter import Cast, Comment, Decl, ExprStmt, For, Type, Var, call, render_c
+from ...codegen.cwriter import (Cast, Comment, Decl, ExprStmt, For, Table, Type, Var, call,
+                                render_c)
 from ...ops.quantized.common import operands
 from .. import Schedule, register
-from .matmul_s8 import _I32, _ext, _stores, _words
+from .matmul_s8 import _I32, _ext, _stores, _words, fast_requant_table
 
 MIN_WEIGHTS = 4096   # smaller weight matrices keep the dense kernel
 
@@ -46,6 +47,8 @@ class QMatMulGemvDsp(Schedule):
         m = x.size // kk
         k.library("mtvm_mm_s8_dsp.h")
         k.library("mtvm_gemv_s8_dsp.h")
+        table = fast_requant_table(k, y_zp)
+        rq = Var("rq", Type("int32")) if table is not None else None
         xp = Var("xp", Type("uint32", pointer=True))
         xr = Var("xr", Type(x.dtype, pointer=True, const=True))
         i, o = Var("i"), Var("o")
@@ -58,18 +61,23 @@ class QMatMulGemvDsp(Schedule):
         inner.append(ExprStmt(call(f"mtvm_gemv4_{ex}_{ew}_dsp", Var(w.c) + o * kk, kk, xp, xr,
                                    kk, *accs)))
         inner += _stores(k, accs, 4, mult, shift, y_zp, act_min, act_max,
-                         lambda r: f"o + {r}", lambda r: f"{k.out.c}[i * {nn} + o + {r}]")
+                         lambda r: f"o + {r}", lambda r: f"{k.out.c}[i * {nn} + o + {r}]",
+                         rq and rq.name)
         row.append(For(o, n4, inner, step=4))
         if nn % 4:
             from ...ops.quantized.matmul import dot_helper
             dot1 = dot_helper(k, x.dtype, w.dtype)
             tail = [Decl(accs[0], Var(bias.c)[o] + call(dot1, xr, Var(w.c) + o * kk, kk))]
             tail += _stores(k, accs[:1], 1, mult, shift, y_zp, act_min, act_max,
-                            lambda r: "o", lambda r: f"{k.out.c}[i * {nn} + o]")
+                            lambda r: "o", lambda r: f"{k.out.c}[i * {nn} + o]",
+                            rq and rq.name)
             row.append(For(o, nn, tail, begin=n4))
         body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                         f"{bias.c}: int32 bias; each input row packed into int16 pairs "
                         f"(scratch), four weight rows a pass"),
-                Decl(xp, Cast(xp.type, Var("scratch"))),
-                For(i, m, row)]
+                Decl(xp, Cast(xp.type, Var("scratch")))]
+        if table is not None:
+            body += [Comment("(mult, rnd, sh) per output: the exact requantization as (high word "
+                             "of acc * mult + rnd) >> sh"), Table(rq, table)]
+        body.append(For(i, m, row))
         return render_c(body)

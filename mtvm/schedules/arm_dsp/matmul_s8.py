@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Cast, Comment, Decl, ExprStmt, For, Raw, RawExpr,
+from ...codegen.cwriter import (Assign, Cast, Comment, Decl, ExprStmt, For, Raw, RawExpr, Table,
                                 Type, Var, call, render_c)
-from ...ops.quantized.common import INT8_EXT, operands, per_channel, store_lines
+from ...ops.quantized.common import (INT8_EXT, clamp_store_lines, operands, per_channel,
+                                     store_lines)
 from .. import Schedule, register
 
 _I32 = Type("int32")
@@ -43,12 +44,40 @@ def vectors(count: int, n: int) -> int:
     return min((4, 5, 6), key=lambda v: -(-count // v) * (groups * (3 + 3 * v) + 16))
 
 
-def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst) -> list:
-    """Requantize and store sums accs[r], r < nv (channel ch(r), address dst(r))."""
+def fast_requant_table(k, y_zp: int) -> np.ndarray | None:
+    """[C][3] int32 (mult, rnd, sh) per output channel of a QMatMul with constant weights,
+    where (high word of acc * mult + rnd) >> sh is its exact requantization plus the output
+    zero point (no tie, no overflow within the accumulator's bound:
+    depthwise._fast_requant / fast_requant_bounded): SMMLA and ASR
+    (mtvm_dw_requantize) instead of the 64-bit product's rounding; None elsewhere."""
+    from ...ops.quantized.depthwise import _fast_requant, fast_requant_bounded
+    x, w, bias, mult, shift, w_zp = operands(k)
+    if w_zp is not None or bias is None or w.const is None or mult is None or \
+            shift is None or mult.const is None or shift.const is None:
+        return None
+    if not (_fast_requant(k, bias, w, None, mult, shift, y_zp, x) or
+            fast_requant_bounded(k, bias, w, None, mult, shift, y_zp, x)):
+        return None
+    nn = w.shape[0]
+    m = -1 - np.broadcast_to(np.asarray(shift.const, np.int64).ravel(), (nn,))
+    rnd = (np.int64(1) << (m - 1)) + int(y_zp) * (np.int64(1) << m)
+    mv = np.broadcast_to(np.asarray(mult.const, np.int64).ravel(), (nn,))
+    return np.stack([mv, rnd, m], axis=1).astype(np.int32)
+
+
+def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst, rq=None) -> list:
+    """Requantize and store sums accs[r], r < nv (channel ch(r), address dst(r)); with rq
+    (the name of fast_requant_table's table, flattened), by its SMMLA form."""
     out = []
     for r in range(nv):
         if mult is None:
             out.append(Assign(RawExpr(dst(r)), accs[r]))
+        elif rq is not None:
+            a, c = accs[r].name, f"3 * ({ch(r)})"
+            k.library("mtvm_depthwise_s8.h")
+            lines = [f"{a} = mtvm_dw_requantize({a}, {rq}[{c}], {rq}[{c} + 1], {rq}[{c} + 2]);"]
+            out.append(Raw("\n".join(lines + clamp_store_lines(k, a, act_min, act_max,
+                                                                dst(r)))))
         else:
             out.append(Raw("\n".join(store_lines(k, accs[r].name, y_zp, act_min, act_max, mult,
                                                  shift, ch(r), dst(r)))))
@@ -87,6 +116,8 @@ class QMatMulDsp(Schedule):
         accs = [Var(f"acc{r}", _I32) for r in range(v)]
         asums = [Var(f"asum{r}", _I32) for r in range(v)]
         xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
+        table = fast_requant_table(k, y_zp)
+        rq = Var("rq", Type("int32")) if table is not None else None
 
         def block(i0, row: str, nv: int) -> list:
             """Rows i0 .. i0 + nv - 1 (row: C text of i0)."""
@@ -101,15 +132,19 @@ class QMatMulDsp(Schedule):
                 wz = RawExpr(per_channel(w_zp, "o"))
                 inner += [Assign(accs[r], wz * asums[r], "-=") for r in range(nv)]
             inner += _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
-                             lambda r: "o", lambda r: f"{k.out.c}[({row} + {r}) * {nn} + o]")
+                             lambda r: "o", lambda r: f"{k.out.c}[({row} + {r}) * {nn} + o]",
+                             rq and rq.name)
             return s + [For(o, nn, inner)]
 
         mv = m - m % v
         body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                         f"{bias.c}: int32 bias; {v} rows of the input packed into int16 pairs "
                         f"(scratch), each weight row read once per {v} rows"),
-                Decl(pk, Cast(pk.type, Var("scratch"))),
-                For(i, mv, block(i, "i", v), step=v)]
+                Decl(pk, Cast(pk.type, Var("scratch")))]
+        if table is not None:
+            body += [Comment("(mult, rnd, sh) per channel: the exact requantization as (high "
+                             "word of acc * mult + rnd) >> sh"), Table(rq, table)]
+        body.append(For(i, mv, block(i, "i", v), step=v))
         if m % v:
             body += block(mv, str(mv), m % v)
         return render_c(body)
