@@ -320,7 +320,8 @@ def rule_gemm(ctx, p, acts, q, qy):
     if b_real is not None:
         if np.size(b_real) not in (1, n_out):
             return None
-        b_real = _vec(b_real, n_out) * beta / alpha
+        # in output units: alpha (x w) + beta C, alpha carried by the weight scale
+        b_real = _vec(b_real, n_out) * beta
     elif b_int is not None and (alpha != 1.0 or beta != 1.0):
         return None
     w_name = ctx.dq_source(p.inputs[1], per_tensor=False)[0] if trans_b else None

@@ -492,6 +492,18 @@ def test_qdq_gemm(trans_b):
     check_q(b.model(b.q(y, 0.31)), b.feeds, kinds=["QMatMul"])
 
 
+@pytest.mark.parametrize("alpha,beta", [(0.5, 1.0), (1.0, 2.0), (0.5, 2.0), (1.5, 0.25)])
+def test_qdq_gemm_alpha_beta(alpha, beta):
+    """alpha (x w) + beta C with C's int32 scale not sx sw (onnxruntime's quantizer stores
+    beta C so, beta then 1): the float bias path, alpha carried by the weight scale."""
+    b = QDQ()
+    x = b.input((3, 20), 0.05)
+    w, ws = b.weight((12, 20), axis=0)
+    bias = b.bias(12, 0.05 * 2.0, ws)        # scale 2 sx sw: not the accumulator's
+    y = b.op("Gemm", [x, w, bias], transB=1, alpha=alpha, beta=beta)
+    check_q(b.model(b.q(y, 0.31)), b.feeds, kinds=["QMatMul"])
+
+
 def test_qdq_matmul_3d():
     b = QDQ(np.uint8)
     x = b.input((2, 4, 16), 0.02)
