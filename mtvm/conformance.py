@@ -73,6 +73,15 @@ SHAPE_INPUTS.update({
     "ConvInteger": (1, 2, 3), "MatMulInteger": (1, 2, 3),
 })
 
+# Cases whose stored output (from onnx.reference) differs from onnxruntime's, where mtvm
+# computes what onnxruntime (and the exporting framework) does: shown with the failure.
+REFERENCE_DIFFERS = {
+    name: "onnx.reference maps align_corners through scale x length (2.4 for 4 x 0.6) "
+          "where the spec, onnxruntime and PyTorch take the integer output length (2): "
+          "mtvm computes onnxruntime's values"
+    for name in ("test_resize_downsample_scales_linear_align_corners",
+                 "test_resize_downsample_scales_cubic_align_corners")}
+
 _EXPANDED = re.compile(r"_expanded(_ver\d+)?$")
 
 
@@ -833,7 +842,8 @@ def report(results: list[Result], wall: float | None = None,
         lines.append("")
         for r in bad:
             tag = " [bound]" if r.bound else ""
-            lines.append(f"- `{r.name}`{tag}: {r.status}: {r.reason}")
+            note = f" ({REFERENCE_DIFFERS[r.name]})" if r.name in REFERENCE_DIFFERS else ""
+            lines.append(f"- `{r.name}`{tag}: {r.status}: {r.reason}{note}")
         lines.append("")
     for suite in DATA_SUITES:
         rs = [r for r in results if r.suite == suite]

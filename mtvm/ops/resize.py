@@ -89,7 +89,13 @@ class _ResizeBase(Op):
                            attrs.get("nearest_mode", "round_prefer_floor"),
                            attrs.get("cubic_coeff_a", -0.75), attrs.get("antialias", 0))
         ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
-        mats = [axis_matrix(shape[a], s, o, pair, coeffs, ctm, attrs.get("exclude_outside", 0))
+        # align_corners and tf_crop_and_resize map through the output's integer length
+        # ((in - 1) / (out - 1), as the spec and onnxruntime do), where onnx.reference
+        # takes scale * in: with scales whose product is not whole (9 x 1.7 -> 15) the
+        # scale given to it is out / in
+        by_length = ctm in ("align_corners", "tf_crop_and_resize")
+        mats = [axis_matrix(shape[a], o / shape[a] if by_length else s, o, pair, coeffs, ctm,
+                            attrs.get("exclude_outside", 0))
                 if resized else None for a, (s, o, pair, resized) in enumerate(p)]
         return p, mats
 

@@ -294,3 +294,34 @@ def test_direct_path_of_scalar_targets(i, monkeypatch):
     lib, _, _ = check(m, shape, np.int8, llvm=True)
     assert "scratch" not in lib.sources["codegen/host/src/tvmgen_default_kernels.c"].split(
         "qresize(")[1].split(")")[0]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("ctm", ["align_corners", "tf_crop_and_resize", "half_pixel"])
+def test_scales_whose_product_is_not_whole(mode, ctm):
+    """Output lengths floor(9 x 1.7) = 15 and floor(29 x 0.5) = 14: align_corners and
+    tf_crop_and_resize map through those integer lengths ((in - 1) / (out - 1)), as the
+    spec and onnxruntime do (onnx.reference takes scale x in, 15.3 and 14.5): the float
+    Resize within float tolerance, QResize within a step."""
+    shape, scales = (1, 2, 9, 29), [1, 1, 1.7, 0.5]
+    roi = [0, 0, 0.1, 0.2, 1, 1, 0.8, 0.9] if ctm == "tf_crop_and_resize" else None
+    kw = dict(mode=mode, coordinate_transformation_mode=ctm)
+    if ctm == "tf_crop_and_resize":
+        kw["extrapolation_value"] = 0.5
+    check(resize_model(shape, np.int8, False, scales=scales, roi=roi, **kw), shape, np.int8)
+    # the float model: the same Resize alone
+    inits = [numpy_helper.from_array(np.array(scales, np.float32), "scales")]
+    names = ["x", "", "scales"]
+    if roi is not None:
+        inits.append(numpy_helper.from_array(np.array(roi, np.float32), "roi"))
+        names[1] = "roi"
+    g = helper.make_graph([helper.make_node("Resize", names, ["y"], **kw)], "resize",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = onnx.shape_inference.infer_shapes(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)]))
+    x = rng.standard_normal(shape).astype(np.float32)
+    expected = run_ort(m, {"x": x})
+    got = mtvm.compile(m).run_host({"x": x})["y"]
+    assert got.shape == expected.shape == (1, 2, 15, 14)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
