@@ -897,8 +897,12 @@ def depthwise_flat_bytes(axes, kh_n: int, kw_n: int) -> int:
 
 
 def depthwise_rows_bytes(k, axes) -> int:
-    """_depthwise_rows' scratch: in place, a copy of one input channel; else none."""
-    return 4 * axes[0].size * axes[1].size if k.inplace is not None else 0
+    """_depthwise_rows' scratch: in place, a copy of one input channel and, with vertical
+    padding, a zero row after it; else none."""
+    if k.inplace is None:
+        return 0
+    ah, aw = axes
+    return 4 * (ah.size + (1 if ah.clips_begin or ah.clips_end else 0)) * aw.size
 
 
 def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
@@ -913,16 +917,23 @@ def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
            f" * columns {lo}..{hi - 1} have every tap inside the row (a loop gcc vectorizes),"
            f"\n * the {len(left) + len(right)} border column(s) only their inside taps. */")
     clip_rows = ah.clips_begin or ah.clips_end
-    if clip_rows:
+    if clip_rows and k.inplace is None:
         w.line(f"static const float zero_row[{aw.size}] = {{ 0.0f }};")
     if k.inplace is not None:
         w.line("/* In place (out0 == in0): each input channel is copied to scratch before\n"
                " * its output, which overwrites only this and earlier channels, is written. */")
+        if clip_rows:
+            # the zero row in scratch too: every row pointer is then based on the restrict
+            # scratch, which out0's stores cannot reach, and gcc keeps the window's loads
+            # in registers across columns (a static row could be any store's target)
+            w.line(f"float* zero_row = (float*)scratch + {in_plane};")
+            w.line(f"memset(zero_row, 0, {aw.size} * sizeof(float));")
     with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
         src = f"{x.c} + {lin((n, chans * in_plane), (c, in_plane))}"
         if k.inplace is not None:
+            k.library("mtvm_copy.h")
             w.line("float* x_c = (float*)scratch;")
-            w.line(f"memcpy(x_c, {src}, {in_plane} * sizeof(float));")
+            w.line(f"mtvm_copy(x_c, {src}, {in_plane} * sizeof(float));")
         else:
             w.line(f"const float* x_c = {src};")
         _depthwise_weights(w, wt, bias, c, kh_n, kw_n)

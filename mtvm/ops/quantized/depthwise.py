@@ -436,10 +436,12 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                 Var("pad"), Const(ph * pw_ + pw), Const(pw_), Var("xc"), Const(h),
                 Const(wd)))), 2))
         elif pw == 0 and pe_w == 0:
-            lines.append(f"        memcpy(pad + {ph * pw_}, xc, {h * wd});")
+            k.library("mtvm_copy.h")
+            lines.append(f"        mtvm_copy(pad + {ph * pw_}, xc, {h * wd});")
         else:
+            k.library("mtvm_copy.h")
             lines += [f"        for (size_t y = 0; y < {h}; ++y) {{",
-                      f"            memcpy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, "
+                      f"            mtvm_copy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, "
                       f"{wd});",
                       "        }"]
         lines.append("        xc = pad;")
