@@ -339,6 +339,9 @@ def rule_add_mul(ctx, p, acts, q, qy):
         return None
     (a, qa), (b, qb) = srcs
     lo, hi = clamp
+    lut = scalar_operand_lut(ctx, p, srcs, qy, clamp, q.outputs[0])
+    if lut is not None:
+        return [lut]
     if p.op == "Add":
         ia, ib, n = add_multipliers(qa.s / qy.s, qb.s / qy.s)
         attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, a_mult=ia, b_mult=ib, shift=n,
@@ -348,6 +351,31 @@ def rule_add_mul(ctx, p, acts, q, qy):
     attrs = dict(a_zp=qa.z, b_zp=qb.z, y_zp=qy.z, y_mult=int(my[0]), y_shift=int(sy[0]),
                  act_min=lo, act_max=hi)
     return [Node("QMul", p.name, [a, b], [q.outputs[0]], attrs, domain=DOMAIN)]
+
+
+def scalar_operand_lut(ctx, p, srcs, qy: QP, clamp, out: str) -> Node | None:
+    """An Add or Mul whose other operand is one constant value (the 1 of a GELU's 1 + erf,
+    a scale): a function of one byte, tabulated as onnxruntime computes DQ -> op -> Q in
+    float32 (the integer QAdd/QMul round once where the float chain rounds the sum and the
+    quotient: one step apart on some values, and such steps add up along a chain). None
+    when neither operand is a one-element constant or the output is broadcast wider."""
+    out_shape = tuple(ctx.g.tensors[p.outputs[0]].shape)
+    for j in (0, 1):
+        c = ctx.const(srcs[j][0])
+        x_name, qx = srcs[1 - j]
+        if c is None or np.size(c) != 1 or \
+                tuple(ctx.g.tensors[p.inputs[1 - j]].shape) != out_shape:
+            continue
+        lo, hi = qrange(qx.dtype)
+        vx = dequantize_ref(np.arange(lo, hi + 1).astype(qx.dtype), qx.s, np.array(qx.z))
+        vc = dequantize_ref(np.asarray(c).reshape(1), srcs[j][1].s, np.array(srcs[j][1].z))[0]
+        with np.errstate(all="ignore"):
+            v = (vx + vc) if p.op == "Add" else (vx * vc)     # IEEE: commutative
+        table = np.clip(quantize_ref(v.astype(np.float32), qy.s, np.array(qy.z), qy.dtype),
+                        clamp[0], clamp[1]).astype(qy.dtype)
+        return Node("QLut", p.name, [x_name, ctx.add_const(p.name + "_table", table)], [out],
+                    {}, domain=DOMAIN)
+    return None
 
 
 # The integer average pool keeps one (multiplier, shift) per window count, so

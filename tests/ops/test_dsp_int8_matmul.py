@@ -26,8 +26,8 @@ def attention_int8_model(tmp_dir: str, uint8: bool = False) -> str:
     """x [1, 11, 18] -> Linear 18x22 (+bias) -> q; q q^T -> Softmax -> times q -> + q
     -> * q -> * 0.75 -> Linear 22x7 + 0.5: QMatMul (11 rows, depth 18, 22 and 7 columns),
     QBatchMatMul (depth 22 and 11; 11 and 22 columns), both with a partial last packed
-    block, QSoftmax, QAdd (a bias row, same shapes, a scalar: a table), QMul (same shapes,
-    a scalar: a table); quantized by
+    block, QSoftmax, QAdd (a bias row, same shapes), QMul (same shapes), the Add and Mul
+    of a scalar (tables: QLut); quantized by
     onnxruntime (QDQ, int8; with `uint8`, uint8 activations and weights: asymmetric weights,
     whose zero points QMatMul subtracts with the rows' sums), its outputs beside it."""
     path = os.path.join(tmp_dir, f"attention_{'uint8' if uint8 else 'int8'}.onnx")
@@ -94,7 +94,8 @@ def test_the_dsp_schedules_are_chosen_on_dsp_cores_only(attention_model, target)
     if tg.is_arm and tg.has("dsp") and not tg.has("mve"):
         assert chosen == DSP_SCHEDULES
         assert "mtvm_packv_s8_dsp" in src and "mtvm_qadd_s8_dsp" in src
-        assert src.count("static const int8_t lut[256]") == 2
+        # the scalar Add and Mul: tables (passes.quantize.scalar_operand_lut), no QAdd/QMul
+        assert [lk.kernel.node.op for lk in lib.kernels].count("QLut") == 2
     else:
         assert not chosen
         assert "_dsp(" not in src.replace("mtvm_cvtr_f32_dsp", "")

@@ -520,6 +520,34 @@ def test_qdq_add_mul_relu(op):
             kinds=["Q" + op])
 
 
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+@pytest.mark.parametrize("dtype,first,act", [(np.int8, False, None), (np.uint8, True, "Relu"),
+                                             (np.int8, True, "Relu")])
+def test_qdq_add_mul_by_a_scalar_is_onnxruntimes_table(op, dtype, first, act):
+    """x op c, c one quantized constant (a GELU's 1 + erf, a scale; either side): a QLut
+    tabulated as onnxruntime computes DQ -> op -> Q in float32, so every one of the 256
+    inputs gives onnxruntime's byte (the integer QAdd/QMul rounded once, a step apart on
+    some)."""
+    b = QDQ(dtype)
+    info = np.iinfo(dtype)
+    x = b.input((1, 256), 0.0371, 3 if dtype == np.int8 else 131)
+    b.feeds[next(iter(b.feeds))] = np.arange(info.min, info.max + 1).astype(dtype).reshape(1, 256)
+    c = b.dq(b.const(np.asarray(77 if op == "Add" else 101, dtype)), 0.0133,
+             -5 if dtype == np.int8 else 120)
+    y = b.op(op, [c, x] if first else [x, c])
+    if act:
+        y = b.op(act, [y])
+    m = b.model(b.q(y, 0.0291 if op == "Add" else 0.0573))
+    lib = mtvm.compile(m)
+    assert [o["kind"] for o in lib.metadata["operators"]] == ["QLut"]
+    got = list(lib.run_host(b.feeds).values())[0]
+    opts = ort.SessionOptions()     # the float chain itself (no QLinearAdd/Mul fusion)
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(m.SerializeToString(), opts,
+                                providers=["CPUExecutionProvider"]).run(None, b.feeds)[0]
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("op,attrs,entries", [
     ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), 10),
     ("AveragePool", dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1), 1),
