@@ -15,8 +15,8 @@ tap of every output position and keeps the one in s^D that lands.
 
 The kernel == stride case (a U-Net's 2x2 up-convolution) keeps its own
 schedule (schedules/generic/conv_transpose_f32.py: one pointwise GEMM per phase).
-Rewritten: float32, 1-D or 2-D, constant W, one group, no dilation, a stride
-above 1 in some dimension, every phase with at least one tap and pads >= 0
+Rewritten: float32, 1-D or 2-D, constant W, any groups (each phase a grouped Conv), no
+dilation, a stride above 1 in some dimension, every phase with at least one tap and pads >= 0
 (padding below the kernel size); the rest stays one ConvTranspose kernel. The
 QDQ pass decomposes int8 ones the same way, before this pass runs (phase_plan,
 phase_weights, interleave; mtvm/passes/quantize.py rule_conv_transpose).
@@ -58,8 +58,9 @@ def phase_plan(x_shape, w_shape, attrs) -> dict | None:
     r (row-major over the stride grid), the kernel taps each dimension reads (in the
     Conv's order) and the stride-1 Conv's attributes; the phase outputs' extent t."""
     from ..ops.conv_transpose import _geometry, stride_sized
-    if len(x_shape) not in (3, 4) or attrs.get("group", 1) != 1 or \
-            stride_sized(x_shape, w_shape, attrs):
+    group = attrs.get("group", 1)
+    if len(x_shape) not in (3, 4) or group < 1 or w_shape[0] % group or \
+            (group == 1 and stride_sized(x_shape, w_shape, attrs)):
         return None
     out, pads, strides, dil, ks = _geometry(x_shape, w_shape, attrs)
     D = len(out)
@@ -76,18 +77,21 @@ def phase_plan(x_shape, w_shape, attrs) -> dict | None:
         taps = [[c + (cnt - 1 - j) * strides[d] for j in range(cnt)]
                 for d, (c, cnt, _, _) in enumerate(ph)]
         attrs_r = dict(kernel_shape=[p[1] for p in ph], strides=[1] * D, dilations=[1] * D,
-                       group=1, pads=[p[2] for p in ph] + [p[3] for p in ph])
+                       group=group, pads=[p[2] for p in ph] + [p[3] for p in ph])
         phases.append((taps, attrs_r))
     return dict(phases=phases, out=list(out), strides=list(strides),
                 t=[-(-out[d] // strides[d]) for d in range(D)])
 
 
-def phase_weights(w: np.ndarray, taps) -> np.ndarray:
-    """W [Ci][Co][k...] -> the phase's Conv weights [Co][Ci][taps...]."""
+def phase_weights(w: np.ndarray, taps, group: int = 1) -> np.ndarray:
+    """W [Ci][Co / group][k...] -> the phase's Conv weights [Co][Ci / group][taps...] (group
+    g's input channels g Ci / group.. feed its outputs g Co / group.., in both ops)."""
     sub = w
     for d, idx in enumerate(taps):
         sub = np.take(sub, idx, axis=2 + d)
-    return np.ascontiguousarray(np.swapaxes(sub, 0, 1))
+    ci, cog, rest = sub.shape[0], sub.shape[1], sub.shape[2:]
+    sub = sub.reshape(group, ci // group, cog, *rest).swapaxes(1, 2)
+    return np.ascontiguousarray(sub.reshape(group * cog, ci // group, *rest))
 
 
 def interleave(g: Graph, name: str, phases: list[str], y: str, plan: dict, dtype) -> list[Node]:
@@ -135,9 +139,11 @@ def _rewrite(g: Graph, n: Node) -> list[Node] | None:
     y = n.outputs[0]
     bias = n.inputs[2] if len(n.inputs) > 2 and n.inputs[2] else None
     nodes, phases = [], []
+    group = n.attrs.get("group", 1)
     for taps, attrs in plan["phases"]:
-        wname = g.add_const(f"{n.inputs[1]}_phase", phase_weights(w, taps))
-        pname = _tensor(g, f"{y}_phase", (x.shape[0], w.shape[1], *plan["t"]), np.float32)
+        wname = g.add_const(f"{n.inputs[1]}_phase", phase_weights(w, taps, group))
+        pname = _tensor(g, f"{y}_phase", (x.shape[0], w.shape[1] * group, *plan["t"]),
+                        np.float32)
         nodes.append(Node("Conv", g.fresh_name(f"{n.name}_phase"), [n.inputs[0], wname]
                           + ([bias] if bias else []), [pname], attrs))
         phases.append(pname)

@@ -239,8 +239,8 @@ def rule_conv_transpose(ctx, p, acts, q, qy):
     (x_name, qx), (w, qw) = xs, wq
     x_shape = ctx.g.tensors[p.inputs[0]].shape
     if w.dtype.name not in ("int8", "uint8") or w.ndim not in (3, 4) or \
-            w.ndim != len(x_shape) or qw.axis not in (None, 1):
-        return None
+            w.ndim != len(x_shape) or qw.axis not in (None, 1) or p.attrs.get("group", 1) != 1:
+        return None     # grouped: dequantized, then the float pass's grouped phases
     sized = stride_sized(x_shape, w.shape, p.attrs)
     plan = None if sized else phase_plan(x_shape, w.shape, p.attrs)
     if not (sized and w.ndim == 4 and w.shape[2] == w.shape[3]) and plan is None:

@@ -3,8 +3,8 @@ output_shape): the stride-sized schedule (kernel == stride: one pointwise GEMM p
 over 1-D and 2-D shapes, channel counts around the micro-kernel's block, with and without
 bias and a fused Relu, on the portable build (ASan/UBSan) and -march=native; strided ones
 with a larger kernel, padding, output_padding, output_shape or auto_pad as convolutions
-over their phases (mtvm/passes/conv_transpose.py); the rest (dilation, groups, a phase
-without taps) keep the gather form."""
+over their phases (mtvm/passes/conv_transpose.py), grouped ones as grouped phase
+convolutions; the rest (dilation, a phase without taps) keep the gather form."""
 import numpy as np
 import onnx
 import pytest
@@ -63,7 +63,13 @@ GATHER = [
     ((1, 4, 6), (4, 3, 3), {"strides": [1], "dilations": [2]}),
     ((1, 2, 4, 4), (2, 3, 3, 3), {"strides": [2, 2], "dilations": [2, 2]}),
     ((1, 2, 4, 4), (2, 3, 1, 1), {"strides": [2, 2]}),     # phases without a tap
-    ((1, 4, 4, 4), (4, 1, 3, 3), {"strides": [2, 2], "group": 4}),
+]
+GROUPED = [
+    ((1, 4, 4, 4), (4, 1, 3, 3), {"strides": [2, 2], "group": 4}),     # depthwise
+    ((1, 8, 7, 6), (8, 2, 4, 4), {"strides": [2, 2], "group": 4, "pads": [1, 2, 2, 1]}),
+    ((1, 6, 5, 5), (6, 3, 3, 3), {"strides": [2, 2], "group": 2, "pads": [1, 1, 1, 1],
+                                  "output_padding": [1, 1]}),
+    ((2, 6, 9), (6, 1, 5), {"strides": [2], "group": 3, "pads": [2, 1]}),          # 1-D
 ]
 
 
@@ -110,6 +116,20 @@ def test_strided_conv_transposes_are_convolutions_over_their_phases(x_shape, w_s
         ops = [n.op for n in lib.graph.nodes]
         assert "ConvTranspose" not in ops and ops.count("Conv") == int(
             np.prod(attrs["strides"])), ops
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs", GROUPED)
+def test_grouped_conv_transposes_are_grouped_convolutions_over_their_phases(x_shape, w_shape,
+                                                                           attrs):
+    """Each phase a Conv with the ConvTranspose's groups (group g's input channels feed its
+    own outputs in both), against onnxruntime (onnx.reference mishandles groups)."""
+    for bias, relu in ((True, False), (False, True)):
+        m, feed = _model(x_shape, w_shape, attrs, bias, relu)
+        lib = _against_onnxruntime(m, feed)
+        convs = [n for n in lib.graph.nodes if n.op == "Conv"]
+        assert "ConvTranspose" not in [n.op for n in lib.graph.nodes]
+        assert len(convs) == int(np.prod(attrs["strides"]))
+        assert all(n.attrs["group"] == attrs["group"] for n in convs)
 
 
 def test_phase_convolutions_run_through_the_llvm_backend():
