@@ -522,3 +522,57 @@ def test_conv_depthwise_direct_in_place(monkeypatch):
     src = kernel_source(lib)
     assert "depthwise direct" in src and lib.plan.root("r") == lib.plan.root("c0")
     _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
+
+
+def _heads_model():
+    """A decoder's / detector's heads: 24 -> 4 1x1 + Relu, 24 -> 1 3x3 (pad 1) + bias,
+    12 -> 3 1x1 on a 1-D input of 33: fewer than 8 output channels each."""
+    x, x1 = randn(1, 24, 9, 11), randn(1, 12, 33)
+    m = graph_model([helper.make_node("Conv", ["x", "w4", "b4"], ["c"]),
+                     helper.make_node("Relu", ["c"], ["y"]),
+                     helper.make_node("Conv", ["x", "w1", "b1"], ["z"], pads=[1, 1, 1, 1]),
+                     helper.make_node("Conv", ["x1", "w3"], ["u"])],
+                    {"x": x, "x1": x1},
+                    {"w4": randn(4, 24, 1, 1), "b4": randn(4), "w1": randn(1, 24, 3, 3),
+                     "b1": randn(1), "w3": randn(3, 12, 1)}, outputs=("y", "z", "u"))
+    return m, {"x": x, "x1": x1}
+
+
+@pytest.mark.parametrize("target,gemm", [("cortex-m4", True), ("cortex-m7", True),
+                                         ("host", False), ("c", False)])
+def test_few_output_channels_take_the_gemm_on_arm(target, gemm):
+    """ConvF32.default_knobs: on Arm the GEMM schedules for any channel count (a short
+    last block of rows), the direct loop nest elsewhere (where it was measured)."""
+    m, feeds = _heads_model()
+    lib = mtvm.compile(m, target=target)
+    src = kernel_source(lib)
+    assert (src.count("mtvm_f32_gemm_") >= 3) == gemm, target
+    if target == "c":
+        check_model(m, feeds, sanitize=True)
+
+
+@pytest.mark.device
+def test_few_output_channels_on_the_m4_match_the_reference(tmp_path):
+    """The heads' GEMM (rows 4, 1 and 3 of a block) on the emulated Cortex-M4F, through a
+    session, against onnx.reference."""
+    import shutil
+
+    import mtvm.project as P
+    from mtvm.testing import reference_outputs
+    for tool in ("arm-none-eabi-gcc", "qemu-system-arm"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+    m, feeds = _heads_model()
+    path = str(tmp_path / "heads.onnx")
+    onnx.save(m, path)
+    proj = P.generate(path, board="mps2-an386", out_dir=str(tmp_path / "proj"),
+                      progress=lambda msg: None)
+    proj.build(progress=lambda msg: None)
+    proj.template.flash(proj, lambda msg: None)
+    try:
+        with proj.session() as s:
+            got = list(s.executor.run([feeds["x"], feeds["x1"]]).values())
+    finally:
+        proj.stop()
+    for g, e in zip(got, reference_outputs(m, feeds)):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
