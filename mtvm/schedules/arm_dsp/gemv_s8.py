@@ -10,11 +10,10 @@ same exact integers, so the outputs are the portable kernel's bit for bit.
 """
 from __future__ import annotations
 
-from ...codegen.cwriter import (Cast, Comment, Decl, ExprStmt, For, Table, Type, Var, call,
-                                render_c)
+from ...codegen.cwriter import Cast, Comment, Decl, ExprStmt, For, Type, Var, call, render_c
 from ...ops.quantized.common import operands
 from .. import Schedule, register
-from .matmul_s8 import _I32, _ext, _stores, _words, fast_requant_table
+from .matmul_s8 import _I32, _ext, _stores, _words, requant_form, requant_layout
 
 MIN_WEIGHTS = 4096   # smaller weight matrices keep the dense kernel
 
@@ -41,14 +40,16 @@ class QMatMulGemvDsp(Schedule):
     def scratch_bytes(self, k, /, **attrs) -> int:
         return 4 * _words(1, k.ins[0].shape[-1])
 
+    def weight_layout(self, k, /, **attrs):
+        return requant_layout(k, attrs.get("y_zp", 0))
+
     def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
         x, w, bias, mult, shift, _ = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
         k.library("mtvm_mm_s8_dsp.h")
         k.library("mtvm_gemv_s8_dsp.h")
-        table = fast_requant_table(k, y_zp)
-        rq = Var("rq", Type("int32")) if table is not None else None
+        rq = requant_form(k, y_zp)
         xp = Var("xp", Type("uint32", pointer=True))
         xr = Var("xr", Type(x.dtype, pointer=True, const=True))
         i, o = Var("i"), Var("o")
@@ -62,7 +63,7 @@ class QMatMulGemvDsp(Schedule):
                                    kk, *accs)))
         inner += _stores(k, accs, 4, mult, shift, y_zp, act_min, act_max,
                          lambda r: f"o + {r}", lambda r: f"{k.out.c}[i * {nn} + o + {r}]",
-                         rq and rq.name)
+                         rq)
         row.append(For(o, n4, inner, step=4))
         if nn % 4:
             from ...ops.quantized.matmul import dot_helper
@@ -70,14 +71,14 @@ class QMatMulGemvDsp(Schedule):
             tail = [Decl(accs[0], Var(bias.c)[o] + call(dot1, xr, Var(w.c) + o * kk, kk))]
             tail += _stores(k, accs[:1], 1, mult, shift, y_zp, act_min, act_max,
                             lambda r: "o", lambda r: f"{k.out.c}[i * {nn} + o]",
-                            rq and rq.name)
+                            rq)
             row.append(For(o, nn, tail, begin=n4))
         body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                         f"{bias.c}: int32 bias; each input row packed into int16 pairs "
                         f"(scratch), four weight rows a pass"),
                 Decl(xp, Cast(xp.type, Var("scratch")))]
-        if table is not None:
-            body += [Comment("(mult, rnd, sh) per output: the exact requantization as (high word "
-                             "of acc * mult + rnd) >> sh"), Table(rq, table)]
+        if isinstance(rq, str):
+            body.append(Comment(f"{rq}: (mult, rnd, sh) per output, the exact requantization "
+                                "as (high word of acc * mult + rnd) >> sh"))
         body.append(For(i, m, row))
         return render_c(body)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Cast, Comment, Decl, ExprStmt, For, Raw, RawExpr, Table,
+from ...codegen.cwriter import (Assign, Cast, Comment, Decl, ExprStmt, For, Raw, RawExpr,
                                 Type, Var, call, render_c)
 from ...ops.quantized.common import (INT8_EXT, clamp_store_lines, operands, per_channel,
                                      store_lines)
@@ -49,9 +49,11 @@ def fast_requant_table(k, y_zp: int) -> np.ndarray | None:
     where (high word of acc * mult + rnd) >> sh is its exact requantization plus the output
     zero point (no tie, no overflow within the accumulator's bound:
     depthwise._fast_requant / fast_requant_bounded): SMMLA and ASR
-    (mtvm_dw_requantize) instead of the 64-bit product's rounding; None elsewhere."""
+    (mtvm_dw_requantize) instead of the 64-bit product's rounding; None elsewhere. Read
+    from the plain inputs (the table itself takes the multipliers' place: requant_layout)."""
     from ...ops.quantized.depthwise import _fast_requant, fast_requant_bounded
-    x, w, bias, mult, shift, w_zp = operands(k)
+    x, w, bias, mult, shift, w_zp = (k.plain(i) if i < len(k.ins) and k.ins[i] is not None
+                                     else None for i in range(6))
     if w_zp is not None or bias is None or w.const is None or mult is None or \
             shift is None or mult.const is None or shift.const is None:
         return None
@@ -65,9 +67,28 @@ def fast_requant_table(k, y_zp: int) -> np.ndarray | None:
     return np.stack([mv, rnd, m], axis=1).astype(np.int32)
 
 
+def requant_layout(k, y_zp: int) -> dict:
+    """Schedule.weight_layout's part for fast_requant_table: with per-channel multipliers,
+    the table replaces them (input 3, flattened) and the shifts shrink to one unused
+    value (input 4), so the flash holds 12 bytes a channel where it held 8, not 20."""
+    table = fast_requant_table(k, y_zp)
+    if table is None or k.plain(3).size == 1 and k.plain(4).size == 1:
+        return {}
+    return {3: table.ravel(), 4: np.zeros(1, np.int32)}
+
+
+def requant_form(k, y_zp: int):
+    """How _stores requantizes: the laid-out table's C name (requant_layout), the
+    (mult, rnd, sh) of a per-tensor requantization as literals, or None (store_lines)."""
+    if 3 in k.plain_ins:
+        return k.ins[3].c
+    table = fast_requant_table(k, y_zp)
+    return None if table is None else tuple(int(v) for v in table[0])
+
+
 def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst, rq=None) -> list:
     """Requantize and store sums accs[r], r < nv (channel ch(r), address dst(r)); with rq
-    (the name of fast_requant_table's table, flattened), by its SMMLA form."""
+    (requant_form: a table's name or three literals), by the SMMLA form."""
     out = []
     for r in range(nv):
         if mult is None:
@@ -75,7 +96,9 @@ def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst, rq=None) 
         elif rq is not None:
             a, c = accs[r].name, f"3 * ({ch(r)})"
             k.library("mtvm_depthwise_s8.h")
-            lines = [f"{a} = mtvm_dw_requantize({a}, {rq}[{c}], {rq}[{c} + 1], {rq}[{c} + 2]);"]
+            args = ", ".join(str(v) for v in rq) if isinstance(rq, tuple) else \
+                f"{rq}[{c}], {rq}[{c} + 1], {rq}[{c} + 2]"
+            lines = [f"{a} = mtvm_dw_requantize({a}, {args});"]
             out.append(Raw("\n".join(lines + clamp_store_lines(k, a, act_min, act_max,
                                                                 dst(r)))))
         else:
@@ -105,6 +128,9 @@ class QMatMulDsp(Schedule):
         kk = x.shape[-1]
         return 4 * _words(vectors(x.size // kk, kk), kk)
 
+    def weight_layout(self, k, /, **attrs):
+        return requant_layout(k, attrs.get("y_zp", 0))
+
     def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
         x, w, bias, mult, shift, w_zp = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
@@ -116,8 +142,7 @@ class QMatMulDsp(Schedule):
         accs = [Var(f"acc{r}", _I32) for r in range(v)]
         asums = [Var(f"asum{r}", _I32) for r in range(v)]
         xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
-        table = fast_requant_table(k, y_zp)
-        rq = Var("rq", Type("int32")) if table is not None else None
+        rq = requant_form(k, y_zp)
 
         def block(i0, row: str, nv: int) -> list:
             """Rows i0 .. i0 + nv - 1 (row: C text of i0)."""
@@ -133,7 +158,7 @@ class QMatMulDsp(Schedule):
                 inner += [Assign(accs[r], wz * asums[r], "-=") for r in range(nv)]
             inner += _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
                              lambda r: "o", lambda r: f"{k.out.c}[({row} + {r}) * {nn} + o]",
-                             rq and rq.name)
+                             rq)
             return s + [For(o, nn, inner)]
 
         mv = m - m % v
@@ -141,9 +166,9 @@ class QMatMulDsp(Schedule):
                         f"{bias.c}: int32 bias; {v} rows of the input packed into int16 pairs "
                         f"(scratch), each weight row read once per {v} rows"),
                 Decl(pk, Cast(pk.type, Var("scratch")))]
-        if table is not None:
-            body += [Comment("(mult, rnd, sh) per channel: the exact requantization as (high "
-                             "word of acc * mult + rnd) >> sh"), Table(rq, table)]
+        if isinstance(rq, str):
+            body.append(Comment(f"{rq}: (mult, rnd, sh) per channel, the exact requantization "
+                                "as (high word of acc * mult + rnd) >> sh"))
         body.append(For(i, mv, block(i, "i", v), step=v))
         if m % v:
             body += block(mv, str(mv), m % v)
