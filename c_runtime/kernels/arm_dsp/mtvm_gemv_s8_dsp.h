@@ -1,10 +1,10 @@
 /* mtvm_gemv_s8_dsp.h: The Arm DSP int8 matrix-vector product of a batch-1 QMatMul (a
  * fully connected layer with constant weights): the input vector packed once per call into
  * int16 pairs (mtvm_packv_8_dsp of mtvm_mm_s8_dsp.h, one vector), then four weight rows a
- * pass read in place, two groups of four bytes a step (Thumb-2 assembly): per group one
- * LDRD of the packed input shared by the four rows, and per row one LDR, two SXTB16
+ * pass read in place, four groups of four bytes a step, then two (Thumb-2 assembly): per
+ * group one LDRD of the packed input shared by the four rows, and per row one LDR, two SXTB16
  * (UXTB16 for uint8) and two SMLADs -- 21 instructions per 16 MACs plus the loop (two per
- * 32), where the dense kernel also widens the input for each group (23 per 16 plus three).
+ * 64), where the dense kernel also widens the input for each group (23 per 16 plus three).
  * The rows are stride bytes apart: rows 1 and 3 read at a register offset from rows 0 and
  * 2. The bytes past the last whole group are summed one
  * at a time from the unpacked input x. Without the DSP extension (host tests, M3) the same
@@ -39,15 +39,21 @@
     MTVM_GEMV4_ROW_ASM(EXT, "s0", "ldr    %[b], [%[wa]], #4") \
     MTVM_GEMV4_ROW_ASM(EXT, "s3", "ldr    %[b], [%[wb], %[st]]") \
     MTVM_GEMV4_ROW_ASM(EXT, "s2", "ldr    %[b], [%[wb]], #4")
-#define MTVM_GEMV4_ASM(EXT)                                                                  \
+#define MTVM_GEMV4_ASM_(GROUPS)                                                              \
     do {                                                                                     \
         uint32_t b, h, x0, x1;                                                               \
-        __asm__(MTVM_GEMV4_GROUP_ASM(EXT) MTVM_GEMV4_GROUP_ASM(EXT)                          \
+        __asm__(GROUPS                                                                       \
                 : [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3),                \
                   [wa] "+r"(wa), [wb] "+r"(wb), [xp] "+r"(xp), [b] "=&r"(b), [h] "=&r"(h),  \
                   [x0] "=&r"(x0), [x1] "=&r"(x1)                                             \
                 : [st] "r"(stride) : "memory");                                              \
     } while (0)
+/* Two groups (eight bytes of each row) and four groups (sixteen: the loop's two
+ * instructions per 64 MACs instead of per 32). */
+#define MTVM_GEMV4_ASM(EXT) MTVM_GEMV4_ASM_(MTVM_GEMV4_GROUP_ASM(EXT) MTVM_GEMV4_GROUP_ASM(EXT))
+#define MTVM_GEMV4_ASM4(EXT)                                                                  \
+    MTVM_GEMV4_ASM_(MTVM_GEMV4_GROUP_ASM(EXT) MTVM_GEMV4_GROUP_ASM(EXT)                       \
+                    MTVM_GEMV4_GROUP_ASM(EXT) MTVM_GEMV4_GROUP_ASM(EXT))
 #endif
 
 /* *s<r> += sum of x[e] * w[r * stride + e], e < n, r < 4; w: int8 (w_u 0) or uint8 (1);
@@ -67,6 +73,13 @@ static MTVM_ALWAYS_INLINE void mtvm_gemv4_8_dsp(const uint8_t* w, int w_u, int32
     {   /* two groups a step in assembly (the C form spills the sums) */
         const uint8_t* wa = w + e;
         const uint8_t* wb = w + 2 * stride + e;
+        for (; e + 16 <= n; e += 16) {
+            if (w_u) {
+                MTVM_GEMV4_ASM4("uxtb16");
+            } else {
+                MTVM_GEMV4_ASM4("sxtb16");
+            }
+        }
         for (; e + 8 <= n; e += 8) {
             if (w_u) {
                 MTVM_GEMV4_ASM("uxtb16");
