@@ -115,6 +115,36 @@ def test_quantize_dequantize_older_opsets(opset):
     check_q(m, {"q": q})
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("target,n,table", [("cortex-m4", 600, True), ("cortex-m0", 512, True),
+                                            ("rv32imac", 700, True), ("cortex-m4", 100, False),
+                                            ("host", 600, False)])
+def test_dequantize_table_on_microcontrollers(dtype, target, n, table):
+    """A large per-tensor 8-bit DequantizeLinear on a microcontroller reads a 256-entry float
+    table made with the loop's own float32 arithmetic: its 256 entries are the loop's
+    bits (the emulated M4 runs it in the ad_autoencoder_int8 device tests, bit for bit
+    with the host build)."""
+    import re
+
+    from mtvm.target import Target
+    info = np.iinfo(dtype)
+    q = np.resize(np.arange(info.min, info.max + 1), n).astype(dtype).reshape(1, n)
+    m = make_model("DequantizeLinear", {"q": q},
+                   consts={"s": np.float32(0.0371), "z": np.asarray(7, dtype)}, opset=13)
+    lib = mtvm.compile(m, target=Target.resolve(target))
+    ops = lib.metadata["operators"]
+    assert (ops[0].get("schedule") == "dequantize_s8.table") == table, ops
+    src = lib.sources["codegen/host/src/tvmgen_default_kernels.c"]
+    found = re.search(r"static const float dq\[256\] = \{([^}]*)\}", src)
+    assert (found is not None) == table
+    if table:
+        got = np.array([np.float32(float(v.strip().rstrip("f")))
+                        for v in found.group(1).split(",") if v.strip()], np.float32)
+        vals = np.arange(info.min, info.max + 1)
+        want = (vals - 7).astype(np.float32) * np.float32(0.0371)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_dequantize_int32_bias():
     q = rng.integers(-100000, 100000, (8,)).astype(np.int32)
     m = make_model("DequantizeLinear", {"q": q},
