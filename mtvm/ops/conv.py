@@ -926,8 +926,7 @@ def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
             # the zero row in scratch too: every row pointer is then based on the restrict
             # scratch, which out0's stores cannot reach, and gcc keeps the window's loads
             # in registers across columns (a static row could be any store's target)
-            w.line(f"float* zero_row = (float*)scratch + {in_plane};")
-            w.line(f"memset(zero_row, 0, {aw.size} * sizeof(float));")
+            w.line(f"float* zero_row = memset((float*)scratch + {in_plane}, 0, {4 * aw.size});")
     with w.loop("n", n_batch, "batch") as n, w.loop("c", chans, "channel") as c:
         src = f"{x.c} + {lin((n, chans * in_plane), (c, in_plane))}"
         if k.inplace is not None:

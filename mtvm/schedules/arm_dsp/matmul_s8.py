@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Cast, Comment, Decl, ExprStmt, For, Raw, RawExpr,
-                                Type, Var, call, render_c)
+from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, Raw,
+                                RawExpr, Type, Var, call, render_c)
 from ...ops.quantized.common import (INT8_EXT, clamp_store_lines, operands, per_channel,
                                      store_lines)
 from .. import Schedule, register
@@ -94,13 +94,13 @@ def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst, rq=None) 
         if mult is None:
             out.append(Assign(RawExpr(dst(r)), accs[r]))
         elif rq is not None:
-            a, c = accs[r].name, f"3 * ({ch(r)})"
+            c = f"3 * ({ch(r)})"
             k.library("mtvm_depthwise_s8.h")
-            args = ", ".join(str(v) for v in rq) if isinstance(rq, tuple) else \
-                f"{rq}[{c}], {rq}[{c} + 1], {rq}[{c} + 2]"
-            lines = [f"{a} = mtvm_dw_requantize({a}, {args});"]
-            out.append(Raw("\n".join(lines + clamp_store_lines(k, a, act_min, act_max,
-                                                                dst(r)))))
+            args = [Const(int(v), "int32") for v in rq] if isinstance(rq, tuple) else \
+                [RawExpr(f"{rq}[{c}{off}]") for off in ("", " + 1", " + 2")]
+            out.append(Assign(accs[r], call("mtvm_dw_requantize", accs[r], *args)))
+            out.append(Raw("\n".join(clamp_store_lines(k, accs[r].name, act_min, act_max,
+                                                       dst(r)))))
         else:
             out.append(Raw("\n".join(store_lines(k, accs[r].name, y_zp, act_min, act_max, mult,
                                                  shift, ch(r), dst(r)))))
