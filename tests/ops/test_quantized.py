@@ -257,6 +257,28 @@ def test_qlinearmatmul(dtype, ashape, bshape, per_col):
     check_q(m, {"a": a}, reference="onnx", kinds=["QMatMul"])
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("ashape", [(1, 7, 12), (12,)])
+def test_qlinearmatmul_by_a_vector(dtype, ashape):
+    """A constant 1-D B [K] (QOperator of MatMul(x, w[K])): the product with the column
+    [K][1], its axis of 1 dropped (it went to QBatchMatMul, which read K as the column
+    count: 40 steps off)."""
+    a, b = qrand(dtype, ashape), qrand(np.int8, (12,))
+    consts = dict(sa=np.float32(0.03), za=zp(dtype), b=b, sb=np.float32(0.005),
+                  zb=np.int8(0), sy=np.float32(0.03), yz=zp(dtype))
+    m = make_model("QLinearMatMul", {"a": a}, consts=consts,
+                   input_order=["a", "sa", "za", "b", "sb", "zb", "sy", "yz"])
+    check_q(m, {"a": a}, reference="onnx", kinds=["QMatMul", "Reshape"])
+
+
+def test_matmulinteger_by_a_vector():
+    a, b = qrand(np.uint8, (3, 10)), qrand(np.int8, (10,))
+    m = make_model("MatMulInteger", {"a": a}, consts={"b": b, "za": np.uint8(12),
+                                                      "zb": np.int8(-2)},
+                   input_order=["a", "b", "za", "zb"])
+    check_q(m, {"a": a}, reference="onnx", kinds=["QMatMul", "Reshape"], max_frac=0)
+
+
 def test_matmulinteger():
     a, b = qrand(np.uint8, (3, 4, 10)), qrand(np.int8, (10, 6))
     m = make_model("MatMulInteger", {"a": a}, consts={"b": b, "za": np.uint8(12),

@@ -229,7 +229,19 @@ def _lower_matmul(ctx, node, a, qa, b_name, qb, qy, out, requant=True):
     if qa is None or qb is None or qa.axis is not None or \
             (requant and (qy is None or qy.axis is not None)):
         return None
+    if b is not None and b.ndim == 1 and qb.axis is None:
+        # a vector B [K]: the product with the column [K][1], whose last axis of 1 MatMul's
+        # 1-D rule drops (a Reshape of the same bytes)
+        t = ctx.g.tensors[out]
+        col = ctx.new_tensor(f"{out}_col", (*t.shape, 1), t.dtype, qy)
+        new = _lower_matmul(ctx, node, a, qa, ctx.add_const(f"{node.name}_col", b.reshape(-1, 1)),
+                            qb, qy, col, requant)
+        return None if not new else new + [
+            Node("Reshape", f"{node.name}_vector", [col], [out],
+                 dict(shape=list(t.shape), allowzero=0))]
     if b is None or b.ndim != 2:
+        if len(ctx.g.tensors[a].shape) < 2 or len(ctx.g.tensors[b_name].shape) < 2:
+            return None     # a vector operand computed at run time: QBatchMatMul takes matrices
         new = batch_matmul_node(ctx, node.name, a, qa, b_name, qb, qy, out, requant=requant)
         return [new] if new else None
     w_nk = np.ascontiguousarray(b.T)
