@@ -97,6 +97,10 @@ class Ctx:
         dtype = np.dtype(self.g.tensors[node.outputs[0]].dtype if node.op == "QuantizeLinear"
                          else self.g.tensors[node.inputs[0]].dtype)
         scale = np.asarray(scale, np.float64)
+        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            # an infinite scale (the quantizer's answer to a -inf mask) or a zero one: no
+            # integer kernel can stand for it; the float ops compute what onnxruntime does
+            return None
         zp = np.zeros(scale.shape, np.int64) if zp is None else np.asarray(zp, np.int64)
         axis = None
         if scale.size > 1:

@@ -333,19 +333,31 @@ def test_qlinear_binary(op, dtype, sa, sb):
 
 UNARY_MS = [("QLinearSigmoid", {}, 1 / 256), ("QLinearLeakyRelu", {"alpha": 0.13}, 0.041),
             ("QLinearSoftmax", {"axis": -1, "opset": 13}, 1 / 256),
-            ("QLinearSoftmax", {"axis": 1, "opset": 11}, 1 / 256)]
+            ("QLinearSoftmax", {"axis": 1, "opset": 11}, 1 / 256),
+            # an inner axis: in float (DQ -> Softmax -> Q), opset 13's and 11's meaning
+            ("QLinearSoftmax", {"axis": 1, "opset": 13}, 1 / 256),
+            ("QLinearSoftmax", {"axis": 1, "opset": 11}, 1 / 128)]
 
 
 @pytest.mark.parametrize("op,attrs,ys", UNARY_MS, ids=lambda v: str(v))
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_qlinear_unary(op, attrs, ys, dtype):
     shape = (3, 10) if op == "QLinearSoftmax" else (2, 3, 5)
+    inner = op == "QLinearSoftmax" and (attrs["opset"], ys) in ((13, 1 / 256), (11, 1 / 128)) \
+        and attrs["axis"] == 1
+    if inner:
+        shape = (2, 4, 3)
     x = qrand(dtype, shape)
     lo = -128 if dtype == np.int8 else 0
     yz = lo if op != "QLinearLeakyRelu" else zp(dtype)
     consts = dict(sx=np.float32(0.0617), zx=zp(dtype), sy=np.float32(ys), zy=np.array(yz, dtype))
     m = ms_model(op, {"x": x}, consts, ["x", "sx", "zx", "sy", "zy"], shape, dtype, attrs)
     kind = "QSoftmax" if op == "QLinearSoftmax" else "QLut"
+    if inner:
+        lib = check_q(m, {"x": x}, max_frac=0.1)
+        kinds = [o["kind"] for o in lib.metadata["operators"]]
+        assert "Softmax" in kinds and "QSoftmax" not in kinds, kinds
+        return
     # onnxruntime's QLinearSoftmax uses its own float exp table: within one step.
     check_q(m, {"x": x}, kinds=[kind], max_frac=0.1 if kind == "QSoftmax" else 0.02)
 
@@ -354,7 +366,14 @@ POOL_CASES = [("QLinearGlobalAveragePool", (1, 4, 5, 6), {}),
               ("QLinearAveragePool", (1, 3, 7, 7), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
               ("QLinearAveragePool", (2, 2, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
               ("QLinearAveragePool", (1, 2, 6, 5), {"kernel_shape": [3, 2], "pads": [1, 0, 1, 1],
-                                                    "count_include_pad": 1})]
+                                                    "count_include_pad": 1}),
+              # ceil_mode: in float (DQ -> AveragePool -> Q); with count_include_pad a window
+              # past the padded input divided by the whole kernel, as onnxruntime's op does
+              ("QLinearAveragePool", (1, 3, 8, 8), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                    "ceil_mode": 1}),
+              ("QLinearAveragePool", (1, 3, 8, 7), {"kernel_shape": [3, 3], "strides": [2, 2],
+                                                    "ceil_mode": 1, "count_include_pad": 1,
+                                                    "pads": [1, 0, 1, 1]})]
 
 
 @pytest.mark.parametrize("op,shape,attrs", POOL_CASES, ids=range(len(POOL_CASES)))
@@ -371,7 +390,8 @@ def test_qlinear_pool(op, shape, attrs, dtype):
                                             zp(dtype), **ref_attrs)
     consts = dict(sx=np.float32(0.05), zx=zp(dtype), sy=np.float32(0.037), zy=zp(dtype))
     m = ms_model(op, {"x": x}, consts, ["x", "sx", "zx", "sy", "zy"], out.shape, dtype, attrs)
-    check_q(m, {"x": x}, kinds=["QAvgPool"])
+    check_q(m, {"x": x}, kinds=["QAvgPool"] if not attrs.get("ceil_mode") else
+            ["DequantizeLinear", "AveragePool", "QuantizeLinear"])
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
@@ -756,6 +776,29 @@ def test_qdq_batchnorm_affine():
                rng.random(c) + 0.2)]
     y = b.op("BatchNormalization", [x] + consts)
     check_q(b.model(b.q(y, 0.07)), b.feeds, kinds=["QAffine"])
+
+
+def test_qdq_with_an_infinite_scale_stays_float():
+    """onnxruntime's quantizer gives a tensor holding -inf (a causal mask through Where) an
+    infinite scale: no integer kernel (the int8 Softmax's table divided by zero on the host,
+    SIGFPE); the float ops compute what onnxruntime does."""
+    x = (rng.standard_normal((1, 2, 6, 6))).astype(np.float32)
+    inits = [numpy_helper.from_array(np.array(np.inf, np.float32), "s_inf"),
+             numpy_helper.from_array(np.array(0, np.uint8), "z"),
+             numpy_helper.from_array(np.array(1 / 255, np.float32), "ys")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s_inf", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s_inf", "z"], ["xd"]),
+             helper.make_node("Softmax", ["xd"], ["p"], axis=-1),
+             helper.make_node("QuantizeLinear", ["p", "ys", "z"], ["pq"]),
+             helper.make_node("DequantizeLinear", ["pq", "ys", "z"], ["y"])]
+    g = helper.make_graph(nodes, "inf_scale", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, list(x.shape))], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, list(x.shape))], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    lib = mtvm.compile(m)
+    assert "QSoftmax" not in [o["kind"] for o in lib.metadata["operators"]]
+    np.testing.assert_array_equal(lib.run_host({"x": x})["y"], run_ort(m, {"x": x})[0])
 
 
 def test_qdq_softmax():

@@ -47,8 +47,11 @@ class QOp(Op):
 
     def emit(self, k, **attrs):
         raise UnsupportedError(
-            f"{self.name}: the scales, zero points and weights must be constants (initializers) "
-            "to compile it to integer kernels; bind graph inputs with --bind NAME=VALUE.npy")
+            f"{self.name}: not lowered to integer kernels -- mtvm needs constant, finite "
+            "scales, zero points and weights (bind graph inputs with --bind NAME=VALUE.npy) "
+            "and supports a subset of this operator's attributes (docs/quantization.md); "
+            "quantizing the model in QDQ format (onnxruntime quantize_static with "
+            "quant_format=QuantFormat.QDQ) runs the rest in float")
 
     @staticmethod
     def params(ctx, node, i_scale, i_zp, data):
@@ -63,6 +66,8 @@ class QOp(Op):
             return None
         dtype = np.dtype(ctx.g.tensors[data].dtype)
         scale = np.asarray(scale, np.float64)
+        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            return None
         zp = np.zeros(scale.shape, np.int64) if zp is None else np.asarray(zp, np.int64)
         if scale.size > 1 or zp.size > 1:
             return QP(scale.ravel(), np.broadcast_to(zp.ravel(), scale.ravel().shape).copy(),
@@ -299,6 +304,31 @@ class MatMulInteger(QOp):
 class MsOp(QOp):
     min_opset = 1
 
+    @staticmethod
+    def float_fallback(ctx, node, ops: list, y_zp_index: int) -> list:
+        """DQ -> ops -> Q in place of a QOperator node whose attributes none of mtvm's
+        integer forms takes (a ceil_mode pool, a Softmax on an inner axis): what its
+        reference computes, in float. node's inputs 0..2 are x, its scale and zero point,
+        inputs y_zp_index - 1 and y_zp_index the output's; ops: (op, attrs, out shape)
+        applied in turn to the float x (each canonicalized as the loader would)."""
+        from ...ir import Node
+        from ..base import get_op
+        x, out = node.inputs[0], node.outputs[0]
+        xf = ctx.new_tensor(f"{x}_f", ctx.g.tensors[x].shape, np.float32)
+        nodes = [Node("DequantizeLinear", f"{node.name}_dq", list(node.inputs[:3]), [xf], {})]
+        v = xf
+        for i, (op, attrs, shape) in enumerate(ops):
+            vf = ctx.new_tensor(f"{out}_f{i}", shape, np.float32)
+            n = Node(op, f"{node.name}_{op.lower()}{i}", [v], [vf], dict(attrs))
+            get_op(op).canonicalize(n, ctx.g, 19)
+            nodes.append(n)
+            v = vf
+        y_ins = [v, node.inputs[y_zp_index - 1]] + \
+            ([node.inputs[y_zp_index]] if len(node.inputs) > y_zp_index and
+             node.inputs[y_zp_index] else [])
+        nodes.append(Node("QuantizeLinear", f"{node.name}_q", y_ins, [out], {}))
+        return nodes
+
 
 def _deq(x, s, z):
     return dequantize_ref(x, np.asarray(s), _zp(z, x.dtype))
@@ -395,6 +425,27 @@ def _pool_geometry(x_shape, attrs, global_pool):
     return kernel, strides, pads
 
 
+def contrib_pool_attrs(x_shape, attrs: dict) -> dict:
+    """AveragePool attributes giving what onnxruntime's QLinearAveragePool computes: with
+    ceil_mode and count_include_pad it divides a window that runs past the padded input
+    by the whole kernel (the ONNX AveragePool by the part inside): the same as floor mode
+    over an input padded at the end until every ceil-mode window fits."""
+    attrs = {k: a for k, a in attrs.items() if k != "channels_last"}
+    if not (attrs.get("ceil_mode", 0) and attrs.get("count_include_pad", 0)):
+        return attrs
+    kernel, strides, pads = _pool_geometry(x_shape, attrs, False)
+    d = len(kernel)
+    pads = list(pads)
+    for i in range(d):
+        size = x_shape[2 + i] + pads[i] + pads[d + i]
+        out = -(-(size - kernel[i]) // strides[i]) + 1
+        if (out - 1) * strides[i] >= x_shape[2 + i] + pads[i]:   # ONNX: a window must start inside
+            out -= 1
+        pads[d + i] += max(0, (out - 1) * strides[i] + kernel[i] - size)
+    return dict(kernel_shape=list(kernel), strides=list(strides), pads=pads, ceil_mode=0,
+                count_include_pad=1)
+
+
 class _QAvgPool(MsOp):
     global_pool = False
 
@@ -406,17 +457,19 @@ class _QAvgPool(MsOp):
         from ..base import get_op
         if self.global_pool:
             return v.mean(axis=tuple(range(2, v.ndim)), keepdims=True)
-        attrs = {k: a for k, a in attrs.items() if k != "channels_last"}
-        return get_op("AveragePool").reference(v, **attrs)
+        return get_op("AveragePool").reference(v, **contrib_pool_attrs(v.shape, attrs))
 
     def lower(self, ctx, node):
         from ...qparams import avgpool_node as _avgpool_node
         x, out = node.inputs[0], node.outputs[0]
         qx, qy = self.params(ctx, node, 1, 2, x), self.params(ctx, node, 3, 4, out)
         shape = ctx.g.tensors[x].shape
-        if qx is None or qy is None or qx.axis is not None or len(shape) not in (3, 4) or \
-                node.attrs.get("ceil_mode", 0):
+        if qx is None or qy is None or qx.axis is not None or len(shape) not in (3, 4):
             return None
+        if node.attrs.get("ceil_mode", 0) and not self.global_pool:   # no integer form
+            return self.float_fallback(ctx, node, [
+                ("AveragePool", contrib_pool_attrs(shape, node.attrs), ctx.g.tensors[out].shape)],
+                4)
         kernel, strides, pads = _pool_geometry(shape, node.attrs, self.global_pool)
         include = 1 if self.global_pool else node.attrs.get("count_include_pad", 0)
         self.annotate(ctx, out, qy)
@@ -468,9 +521,18 @@ class QLinearSoftmax(MsOp):
         shape = ctx.g.tensors[x].shape
         axis = node.attrs.get("axis", -1)
         axis = axis + len(shape) if axis < 0 else axis
-        if qx is None or qy is None or qx.axis is not None or \
-                any(d != 1 for d in shape[axis + 1:]):
+        if qx is None or qy is None or qx.axis is not None:
             return None
+        if any(d != 1 for d in shape[axis + 1:]):   # an inner axis: the float Softmax
+            if node.attrs.get("opset", 13) >= 13:
+                ops = [("Softmax", dict(axis=axis), shape)]
+            else:   # opset 1-12: over the 2-D coercion [prod(dims < axis), prod(dims >= axis)]
+                rows = int(np.prod(shape[:axis], dtype=np.int64))
+                flat = (rows, int(np.prod(shape, dtype=np.int64)) // max(rows, 1))
+                ops = [("Reshape", dict(shape=list(flat), allowzero=0), flat),
+                       ("Softmax", dict(axis=1), flat),
+                       ("Reshape", dict(shape=list(shape), allowzero=0), shape)]
+            return self.float_fallback(ctx, node, ops, 4)
         inv = int(round((1 << 16) / qy.s))
         lo, hi = qrange(qy.dtype)
         self.annotate(ctx, out, qy)
