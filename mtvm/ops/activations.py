@@ -12,7 +12,7 @@ import numpy as np
 
 from ..codegen.cwriter import operand
 from .base import ElementwiseOp, register
-from .elementwise import _fn, exp_fn
+from .elementwise import _fn, exp_fn, tanh_fn
 from .math_functions import erf_f32, erf_ref
 
 
@@ -113,7 +113,7 @@ class Gelu(ElementwiseOp):
         x = args[0]
         if approximate == "tanh":
             inner = f"{k.lit(math.sqrt(2 / math.pi))} * ({x} + {k.lit(0.044715)} * {x} * {x} * {x})"
-            return f"({k.lit(0.5)} * {x} * ({k.lit(1)} + {_fn(k, 'tanh')}({inner})))"
+            return f"({k.lit(0.5)} * {x} * ({k.lit(1)} + {tanh_fn(k)}({inner})))"
         scaled = f"({x} * {k.lit(1 / math.sqrt(2))})"
         erf = erf_f32(operand(scaled)) if k.ctype == "float" else f"{_fn(k, 'erf')}{scaled}"
         return f"({k.lit(0.5)} * {x} * ({k.lit(1)} + {erf}))"
