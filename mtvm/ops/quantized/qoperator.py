@@ -49,8 +49,8 @@ class QOp(Op):
         raise UnsupportedError(
             f"{self.name}: not lowered to integer kernels -- mtvm needs constant, finite "
             "scales, zero points and weights (bind graph inputs with --bind NAME=VALUE.npy) "
-            "and supports a subset of this operator's attributes (docs/quantization.md); "
-            "quantizing the model in QDQ format (onnxruntime quantize_static with "
+            "and supports a subset of this operator's attributes (docs/quantization.md), "
+            "while quantizing the model in QDQ format (onnxruntime quantize_static with "
             "quant_format=QuantFormat.QDQ) runs the rest in float")
 
     @staticmethod
