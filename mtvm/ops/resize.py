@@ -71,6 +71,28 @@ def plan(shape, roi, scales, sizes, axes, keep_aspect_ratio_policy):
     return res
 
 
+def _nearest_index(x: np.ndarray, nearest_mode: str) -> np.ndarray:
+    """The input index a source coordinate picks (onnx.reference's nearest modes)."""
+    frac = x - np.floor(x)
+    if nearest_mode == "floor":
+        return np.floor(x)
+    if nearest_mode == "ceil":
+        return np.ceil(x)
+    up = nearest_mode == "round_prefer_ceil"
+    return np.where(frac == 0.5, np.ceil(x) if up else np.floor(x), np.round(x))
+
+
+def tf_half_pixel_nn_matrix(n_in, scale, n_out, nearest_mode) -> np.ndarray:
+    """Resize-11's tf_half_pixel_for_nn (what tf2onnx writes for a nearest upsampling;
+    onnx.reference lacks it): source (x + 0.5) / scale in float32 as onnxruntime computes
+    it, the nearest input by nearest_mode, clamped to the input."""
+    x = (np.arange(n_out, dtype=np.float32) + np.float32(0.5)) / np.float32(scale)
+    idx = np.clip(_nearest_index(x.astype(np.float64), nearest_mode), 0, n_in - 1)
+    m = np.zeros((n_out, n_in))
+    m[np.arange(n_out), idx.astype(np.int64)] = 1.0
+    return m
+
+
 def axis_matrix(n_in, scale, n_out, pair, coeffs, ctm, exclude_outside):
     """[n_out, n_in] interpolation weights of one axis; NaN rows are extrapolated."""
     from onnx.reference.ops.op_resize import _interpolate_1d_along_axis
@@ -94,6 +116,14 @@ class _ResizeBase(Op):
         # takes scale * in: with scales whose product is not whole (9 x 1.7 -> 15) the
         # scale given to it is out / in
         by_length = ctm in ("align_corners", "tf_crop_and_resize")
+        if ctm == "tf_half_pixel_for_nn":
+            if attrs.get("mode", "nearest") != "nearest":
+                raise UnsupportedError("Resize: coordinate_transformation_mode "
+                                       "tf_half_pixel_for_nn is for mode nearest only")
+            mats = [tf_half_pixel_nn_matrix(shape[a], s, o,
+                                            attrs.get("nearest_mode", "round_prefer_floor"))
+                    if resized else None for a, (s, o, pair, resized) in enumerate(p)]
+            return p, mats
         mats = [axis_matrix(shape[a], o / shape[a] if by_length else s, o, pair, coeffs, ctm,
                             attrs.get("exclude_outside", 0))
                 if resized else None for a, (s, o, pair, resized) in enumerate(p)]

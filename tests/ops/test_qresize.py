@@ -325,3 +325,27 @@ def test_scales_whose_product_is_not_whole(mode, ctm):
     got = mtvm.compile(m).run_host({"x": x})["y"]
     assert got.shape == expected.shape == (1, 2, 15, 14)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("scales", [[1, 1, 2, 2], [1, 1, 3, 1.5], [1, 1, 0.5, 0.75]])
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                          "ceil"])
+def test_tf_half_pixel_for_nn(scales, nearest_mode):
+    """Resize-11's tf_half_pixel_for_nn (tf2onnx's nearest upsampling; onnx.reference
+    rejects it): source (x + 0.5) / scale, against onnxruntime, float and int8."""
+    shape = (1, 2, 6, 7)
+    kw = dict(mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
+              nearest_mode=nearest_mode)
+    inits = [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+             numpy_helper.from_array(np.array(scales, np.float32), "scales")]
+    g = helper.make_graph([helper.make_node("Resize", ["x", "roi", "scales"], ["y"], **kw)],
+                          "resize",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = onnx.shape_inference.infer_shapes(
+        helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)]))
+    m.ir_version = 7
+    x = rng.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(mtvm.compile(m).run_host({"x": x})["y"], run_ort(m, {"x": x}))
+    check(resize_model(shape, np.int8, True, scales=scales, roi=[], opset=11, **kw), shape,
+          np.int8)
