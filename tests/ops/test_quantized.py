@@ -1064,3 +1064,19 @@ def test_pointwise_x86_direct_bit_exact(xs, ws, spread, dtype, monkeypatch):
             monkeypatch.setattr(host_runner, "SANITIZE_FLAGS", base + flags)
             got = list(lib.run_host({"x": x}, sanitize=True).values())[0]
             np.testing.assert_array_equal(got, expected, err_msg=f"sanitized, {flags}")
+
+
+def test_dynamic_quantization_is_refused_by_name():
+    """onnxruntime's quantize_dynamic (DynamicQuantizeLinear -> MatMulInteger): one line
+    saying it is dynamic quantization and what to do instead."""
+    x = (rng.standard_normal((2, 8))).astype(np.float32)
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("MatMulInteger", ["xq", "w", "xz"], ["acc"])]
+    g = helper.make_graph(nodes, "dyn", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [2, 8])], [helper.make_tensor_value_info(
+            "acc", TensorProto.INT32, [2, 3])],
+        [numpy_helper.from_array(qrand(np.uint8, (8, 3)), "w")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    with pytest.raises(mtvm.MtvmError, match="dynamic quantization.*quantize_static"):
+        mtvm.compile(m)

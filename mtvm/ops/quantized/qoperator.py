@@ -46,6 +46,14 @@ class QOp(Op):
     min_opset = 10
 
     def emit(self, k, **attrs):
+        producers = k.graph.producers()
+        if any(getattr(producers.get(i), "op", None) == "DynamicQuantizeLinear"
+               for i in k.node.inputs if i):
+            raise UnsupportedError(
+                f"{self.name}: dynamic quantization (onnxruntime quantize_dynamic: scales and "
+                "zero points computed at run time) is not compiled to integer kernels -- "
+                "quantize the model statically (quantize_static, QDQ format) or compile "
+                "the float model")
         raise UnsupportedError(
             f"{self.name}: not lowered to integer kernels -- mtvm needs constant, finite "
             "scales, zero points and weights (bind graph inputs with --bind NAME=VALUE.npy) "
