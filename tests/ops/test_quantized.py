@@ -932,10 +932,11 @@ def test_backend_node_case(case):
                 np.testing.assert_array_equal(a, e)
 
 
-@pytest.mark.parametrize("dtype,float_out,trans_b", [(np.uint8, False, 1), (np.int8, False, 0),
-                                                     (np.uint8, True, 1)])
-def test_qgemm(dtype, float_out, trans_b):
-    a = qrand(dtype, (3, 10))
+@pytest.mark.parametrize("dtype,float_out,trans_b,trans_a", [
+    (np.uint8, False, 1, 0), (np.int8, False, 0, 0), (np.uint8, True, 1, 0),
+    (np.int8, False, 1, 1), (np.uint8, True, 0, 1)])    # transA: a Transpose of A's bytes
+def test_qgemm(dtype, float_out, trans_b, trans_a):
+    a = qrand(dtype, (10, 3) if trans_a else (3, 10))
     b = qrand(np.int8 if dtype == np.int8 else np.uint8, (7, 10) if trans_b else (10, 7))
     consts = dict(sa=np.float32(0.021), za=zp(dtype), b=b, sb=np.float32(0.013),
                   zb=zp(b.dtype.type, 0 if dtype == np.int8 else 127),
@@ -945,8 +946,9 @@ def test_qgemm(dtype, float_out, trans_b):
         consts.update(sy=np.float32(0.29), zy=zp(dtype))
         order += ["sy", "zy"]
     m = ms_model("QGemm", {"a": a}, consts, order, (3, 7), np.float32 if float_out else dtype,
-                 {"transB": trans_b, "alpha": 0.5})
-    check_q(m, {"a": a}, kinds=["QMatMul", "DequantizeLinear"] if float_out else ["QMatMul"])
+                 {"transB": trans_b, "alpha": 0.5, "transA": trans_a})
+    kinds = ["QMatMul", "DequantizeLinear"] if float_out else ["QMatMul"]
+    check_q(m, {"a": a}, kinds=(["Transpose"] if trans_a else []) + kinds)
 
 
 def test_io_quantization_in_metadata():

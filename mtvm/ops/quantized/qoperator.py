@@ -629,12 +629,19 @@ class QGemm(MsOp):
         a_name, b_name = node.inputs[0], node.inputs[3]
         at = node.attrs
         b = ctx.const(b_name)
-        if at.get("transA", 0) or b is None or b.ndim != 2:
+        if b is None or b.ndim != 2:
             return None
         qa = self.params(ctx, node, 1, 2, a_name)
         qb = self.params(ctx, node, 4, 5, b_name)
         if qa is None or qb is None or qa.axis is not None:
             return None
+        first = []
+        if at.get("transA", 0):   # A' by a Transpose of its bytes (the same scale and zero point)
+            t = ctx.g.tensors[a_name]
+            at_name = ctx.new_tensor(f"{a_name}_t", tuple(reversed(t.shape)), t.dtype, qa)
+            first = [Node("Transpose", f"{node.name}_transpose_a", [a_name], [at_name],
+                          dict(perm=[1, 0]))]
+            a_name = at_name
         w_nk = b if at.get("transB", 0) else np.ascontiguousarray(b.T)
         n = w_nk.shape[0]
         alpha = float(at.get("alpha", 1.0))
@@ -655,7 +662,7 @@ class QGemm(MsOp):
             if new is None:
                 return None
             self.annotate(ctx, out, qy)
-            return [new]
+            return first + [new]
         # Float output: the int32 accumulator, then its scale per column.
         zw = _per_axis_vec(qb.zp, n).astype(np.int64)
         folded = bias - zero_point_terms(w_nk, qa.z, zw)
@@ -666,7 +673,7 @@ class QGemm(MsOp):
             ins += ["", "", ctx.add_const(node.name + "_wzp", zw.astype(np.int32))]
         scale = (qa.s * _per_axis_vec(qb.scale, n) * alpha).astype(np.float32)
         del QP
-        return [Node("QMatMul", node.name, ins, [acc], dict(x_zp=qa.z), domain=DOMAIN),
+        return first + [Node("QMatMul", node.name, ins, [acc], dict(x_zp=qa.z), domain=DOMAIN),
                 Node("DequantizeLinear", node.name + "_scale",
                      [acc, ctx.add_const(node.name + "_out_scale", scale),
                       ctx.add_const(node.name + "_out_zp", np.zeros(n, np.int32))], [out],
