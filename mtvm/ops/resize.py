@@ -142,9 +142,9 @@ class _ResizeBase(Op):
             sh[a] = len(bad)
             outside = outside | bad.reshape(sh)
         y = np.where(outside, attrs.get("extrapolation_value", 0.0), y)
-        if x.dtype.kind in "iu":
+        if x.dtype.kind in "iu":   # truncated toward zero (the emitted C's cast)
             info = np.iinfo(x.dtype)
-            return np.clip(np.round(y), info.min, info.max).astype(x.dtype)
+            return np.clip(np.trunc(y), info.min, info.max).astype(x.dtype)
         return y.astype(x.dtype)
 
     def _emit(self, k, roi, scales, sizes, attrs):
@@ -199,10 +199,11 @@ class _ResizeBase(Op):
                     ["    " + s for s in core] + ["}"]
             store = "acc"
             if np.dtype(x.dtype).kind in "iu":
+                # an 8-bit (integer) tensor interpolated directly: the sum truncated toward
+                # zero, as onnxruntime's cast of its float result (and onnx.reference's)
                 info = np.iinfo(x.dtype)
                 lo, hi = k.lit(info.min, np.float64), k.lit(info.max, np.float64)
-                store = (f"({t})(rint((double)acc) < {lo} ? {lo} : "
-                         f"(rint((double)acc) > {hi} ? {hi} : rint((double)acc)))")
+                store = f"({t})(acc < {lo} ? {lo} : (acc > {hi} ? {hi} : acc))"
             inner = [f"{acc_t} acc = 0;"] + core + [f"out0[{o_idx}] = ({t}){store};"]
         if any_outside:
             cond = " || ".join(f"ext{a}[i{a}]" for a in any_outside)
