@@ -64,11 +64,17 @@ class ThresholdedRelu(ElementwiseOp):
 
 @register("Softplus")
 class Softplus(ElementwiseOp):
+    """log(1 + e^x) as x + log1p(e^-x) for x > 0 (as onnxruntime computes it): e^x alone
+    overflows above 88.7 and gave inf where the answer is x."""
+
     def reference(self, x):
-        return np.log(np.exp(x) + 1).astype(x.dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = np.where(x > 0, x + np.log1p(np.exp(-np.abs(x))), np.log1p(np.exp(x)))
+        return y.astype(x.dtype)
 
     def scalar(self, k, args):
-        return f"{_fn(k, 'log1p')}({_fn(k, 'exp')}({args[0]}))"
+        x, log1p, exp = args[0], _fn(k, "log1p"), _fn(k, "exp")
+        return f"({x} > {k.lit(0)} ? {x} + {log1p}({exp}(-{x})) : {log1p}({exp}({x})))"
 
 
 @register("Softsign")

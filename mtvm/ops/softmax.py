@@ -201,13 +201,15 @@ class LogSoftmax(AlongAxis):
         return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
 
     def row_body(self, k, x, n, inner):
-        total, shift, r = value(k, "sum"), value(k, "shift", const=True), Var("r")
+        # (x - max) - log(sum), not x - (max + log(sum)): with logits in the thousands the
+        # sum max + log(sum) rounds away the log's low bits (1e-2 off at 1e6)
+        total, lse, r = value(k, "sum"), value(k, "lse", const=True), Var("r")
+        mx = value(k, "mx")
         return [*self.max_loop(k, x, n, inner),
                 Decl(total, kernel_lit(k, 0)),
-                For(r, n, [Assign(total, call(exp_fn(k), x[at(BASE, r, inner)]
-                                              - value(k, "mx")), "+=")]),
-                Decl(shift, value(k, "mx") + call(libm(k, "log"), total)),
-                *self.store_loop(k, n, inner, lambda i, _: x[i] - shift)]
+                For(r, n, [Assign(total, call(exp_fn(k), x[at(BASE, r, inner)] - mx), "+=")]),
+                Decl(lse, call(libm(k, "log"), total)),
+                *self.store_loop(k, n, inner, lambda i, _: (x[i] - mx) - lse)]
 
 
 @register("Hardmax")

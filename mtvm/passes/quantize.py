@@ -295,8 +295,9 @@ def rule_gemm(ctx, p, acts, q, qy):
         bs = ctx.dq_source(p.inputs[1])     # activation x activation
         clamp = clamp_bounds(ctx, acts, qy)
         if bs is None or clamp is None or xs[1].dtype.name not in ("int8", "uint8") or \
-                bs[1].dtype.name not in ("int8", "uint8"):
-            return None
+                bs[1].dtype.name not in ("int8", "uint8") or \
+                min(len(ctx.g.tensors[i].shape) for i in p.inputs[:2]) < 2:
+            return None     # (a vector operand: QBatchMatMul takes matrices; it stays float)
         from ..ops.quantized.qoperator import batch_matmul_node
         n = batch_matmul_node(ctx, p.name, xs[0], xs[1], bs[0], bs[1], qy, q.outputs[0], clamp)
         return [n] if n else None

@@ -66,3 +66,24 @@ def test_pow():
     a = np.abs(randn(2, 3)) + 0.5
     b = randn(3)
     check_model(make_model("Pow", {"a": a, "b": b}), {"a": a, "b": b})
+
+
+def test_softplus_of_large_inputs_is_the_input():
+    """log(1 + e^x) as x + log1p(e^-x) for x > 0: e^x overflowed above 88.7 (inf where
+    onnxruntime gives x); small, negative and special values as before."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    import mtvm
+    x = np.array([[-1e4, -100, -20, -1, 0, 1e-30, 1, 20, 88, 89, 100, 1e4, np.inf, -np.inf,
+                   np.nan]], np.float32)
+    g = helper.make_graph([helper.make_node("Softplus", ["x"], ["y"])], "sp",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    for backend in ("c", "llvm"):
+        if backend == "llvm":
+            pytest.importorskip("llvmlite")
+        got = mtvm.compile(m, backend=backend).run_host({"x": x})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)

@@ -576,6 +576,17 @@ def test_qdq_gemm_alpha_beta(alpha, beta):
     check_q(b.model(b.q(y, 0.31)), b.feeds, kinds=["QMatMul"])
 
 
+def test_qdq_matmul_of_a_vector_and_an_activation_stays_float():
+    """v[K] @ X[K][N], v a quantized constant and X an activation: no QBatchMatMul (it
+    takes matrices: an internal error at a.shape[-2]); the float MatMul between the DQs."""
+    b = QDQ()
+    x = b.input((6, 5), 0.05)
+    v = b.dq(b.const(qrand(np.int8, (6,)), "v"), np.float32(0.01), np.int8(0))
+    m = b.model(b.q(b.op("MatMul", [v, x]), 0.11))
+    lib = check_q(m, b.feeds)
+    assert "QBatchMatMul" not in [o["kind"] for o in lib.metadata["operators"]]
+
+
 def test_qdq_matmul_3d():
     b = QDQ(np.uint8)
     x = b.input((2, 4, 16), 0.02)
