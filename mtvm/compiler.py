@@ -20,18 +20,34 @@ from .target import Target
 
 
 def materialize_outputs(g: Graph) -> Graph:
-    """Every graph output must be written by a kernel: a constant or graph
-    input that is also an output gets an explicit copy."""
+    """Every graph output must be written by a kernel: a constant, a view (a node without
+    a kernel) or a graph input that is also an output gets an explicit copy. The copy
+    keeps the output's ONNX name (its source is renamed), so outputs are found by the
+    names the model gives them; only a graph input that is also an output, and an output
+    listed twice, take "<name>_out<i>" (two tensors cannot share a name)."""
+    from dataclasses import replace
     g = g.copy()
     produced = {o for n in g.nodes for o in n.kernel_outputs}
     for i, name in enumerate(g.outputs):
         if name in produced and name not in g.outputs[:i]:
             continue
-        src = name
-        new = f"{name}_out{i}"
-        g.tensors[new] = g.tensors[name].__class__(new, g.tensors[name].shape, g.tensors[name].dtype)
-        g.nodes.append(Node("Identity", f"output_copy_{i}", [src], [new]))
-        g.outputs[i] = new
+        t = g.tensors[name]
+        if name in g.outputs[:i] or name in g.inputs:
+            new = f"{name}_out{i}"
+            g.tensors[new] = t.__class__(new, t.shape, t.dtype)
+            g.nodes.append(Node("Identity", f"output_copy_{i}", [name], [new]))
+            g.outputs[i] = new
+            continue
+        src = f"{name}_src"
+        while src in g.tensors:
+            src += "_"
+        g.tensors[src] = replace(t, name=src)
+        for n in g.nodes:
+            for node in [n] + list(n.tail):
+                node.inputs = [src if x == name else x for x in node.inputs]
+                node.outputs = [src if x == name else x for x in node.outputs]
+        g.tensors[name] = t.__class__(name, t.shape, t.dtype, quant=t.quant)
+        g.nodes.append(Node("Identity", f"output_copy_{i}", [src], [name]))
     return g
 
 

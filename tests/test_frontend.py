@@ -426,3 +426,28 @@ def test_opset_9_and_10_upsampling_keeps_its_asymmetric_meaning(tmp_path, opset,
     expected = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = mtvm.compile(path).run_host({"x": x})["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def test_constant_and_folded_outputs_keep_their_onnx_names():
+    """An output that is a constant, or a subgraph folded to one, is copied by a kernel
+    under its own ONNX name (its source renamed); a graph input that is also an output
+    takes "<name>_out<i>" (two tensors cannot share a name)."""
+    import mtvm
+    from onnx import TensorProto, helper, numpy_helper
+    tab = np.arange(12, dtype=np.float32).reshape(4, 3)
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("Gather", ["tab", "i"], ["g"], axis=0)], "outs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, sh)
+         for n, sh in (("r", [1, 4]), ("c", [2]), ("g", [3]), ("x", [1, 4]))],
+        [numpy_helper.from_array(np.float32([1.5, -2.0]), "c"),
+         numpy_helper.from_array(tab, "tab"), numpy_helper.from_array(np.int64(2), "i")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    x = np.array([[-1, 2, -3, 4]], np.float32)
+    got = mtvm.compile(m).run_host({"x": x})
+    assert list(got) == ["r", "c", "g", "x_out3"]
+    np.testing.assert_array_equal(got["c"], [1.5, -2.0])
+    np.testing.assert_array_equal(got["g"], tab[2])
+    np.testing.assert_array_equal(got["r"], np.maximum(x, 0))
+    np.testing.assert_array_equal(got["x_out3"], x)
