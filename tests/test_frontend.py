@@ -451,3 +451,24 @@ def test_constant_and_folded_outputs_keep_their_onnx_names():
     np.testing.assert_array_equal(got["g"], tab[2])
     np.testing.assert_array_equal(got["r"], np.maximum(x, 0))
     np.testing.assert_array_equal(got["x_out3"], x)
+
+
+def test_inputs_and_outputs_declared_without_a_shape():
+    """onnxruntime runs a model whose graph outputs (or inputs) carry no shape; the ONNX
+    checker requires one: an output takes what shape inference finds, an input its
+    --input-shape, and an input without one gets one line saying so."""
+    import mtvm
+    from onnx import TensorProto, helper
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "noshape",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    x = np.array([[-1, 2, -3, 4]], np.float32)
+    np.testing.assert_array_equal(mtvm.compile(m).run_host({"x": x})["y"], np.maximum(x, 0))
+    del m.graph.input[0].type.tensor_type.shape.dim[:]
+    m.graph.input[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(mtvm.MtvmError, match='input "x" is declared without a shape -- give it '
+                                             'with --input-shape'):
+        mtvm.compile(m)
+    got = mtvm.compile(m, input_shapes={"x": [1, 4]}).run_host({"x": x})["y"]
+    np.testing.assert_array_equal(got, np.maximum(x, 0))

@@ -294,6 +294,7 @@ def load_onnx(path_or_model, input_shapes: dict | None = None,
         model = onnx.ModelProto()
         model.CopyFrom(path_or_model)   # names are fixed below: the caller's proto stays
     _decode_names(model)
+    _give_shapes(model, input_shapes, source)
     _check(model, source)
     if model.functions:
         from onnx import inliner
@@ -394,6 +395,35 @@ def _checker_error(model: onnx.ModelProto, full: bool) -> str | None:
         return (f"it crashed checking the model ({how}; a malformed model onnx's shape "
                 "inference does not survive)")
     return out.decode() or None
+
+
+def _give_shapes(model: onnx.ModelProto, input_shapes, source: str) -> None:
+    """Graph inputs and outputs declared without a shape (the checker requires one;
+    onnxruntime runs such models): an input takes its --input-shape, an output what
+    shape inference finds for it. Whatever stays unknown, the checker reports."""
+    def shapeless(vi):
+        return vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")
+    inits = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        if not shapeless(vi) or vi.name in inits:
+            continue
+        if not (input_shapes and vi.name in input_shapes):
+            raise ModelLoadError(f'{source}: input "{vi.name}" is declared without a shape -- '
+                                 f"give it with --input-shape {vi.name}:D0,D1,...")
+        for d in input_shapes[vi.name]:
+            vi.type.tensor_type.shape.dim.add().dim_value = int(d)
+    missing = [vi for vi in model.graph.output if shapeless(vi)]
+    if not missing or model.ByteSize() > (1 << 30):
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:        # the checker below says what is wrong
+        return
+    found = {vi.name: vi for vi in inferred.graph.output}
+    for vi in missing:
+        inf = found.get(vi.name)
+        if inf is not None and inf.type.tensor_type.HasField("shape"):
+            vi.type.tensor_type.shape.CopyFrom(inf.type.tensor_type.shape)
 
 
 def _check(model: onnx.ModelProto, source: str) -> None:
