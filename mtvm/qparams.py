@@ -37,6 +37,13 @@ class QP:
             np.float32(self.s) == np.float32(other.s) and self.z == other.z
 
 
+def usable_scale(scale: np.ndarray) -> bool:
+    """Whether quantization scales can become integer kernels: finite and positive (an
+    infinite one is onnxruntime's quantizer's answer to a tensor holding -inf; the ops
+    around it stay float, computing what onnxruntime does)."""
+    return scale.size > 0 and bool(np.all(np.isfinite(scale))) and not np.any(scale <= 0)
+
+
 def to_quant_params(qp: QP | None) -> QuantParams | None:
     if qp is None:
         return None

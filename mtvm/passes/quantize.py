@@ -43,7 +43,7 @@ from ..ops.quantized.common import DOMAIN, quantize_multiplier
 from ..ops.quantized.elementwise import add_multipliers
 from ..ops.quantized.softmax import softmax_table
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
-from ..qparams import QP, dense_node, requant_node
+from ..qparams import QP, dense_node, requant_node, usable_scale
 from ..qparams import avgpool_node as _avgpool_node
 from ..qparams import multiplier_consts as _mult_consts
 from ..qparams import per_axis as _vec
@@ -97,9 +97,7 @@ class Ctx:
         dtype = np.dtype(self.g.tensors[node.outputs[0]].dtype if node.op == "QuantizeLinear"
                          else self.g.tensors[node.inputs[0]].dtype)
         scale = np.asarray(scale, np.float64)
-        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-            # an infinite scale (the quantizer's answer to a -inf mask) or a zero one: no
-            # integer kernel can stand for it; the float ops compute what onnxruntime does
+        if not usable_scale(scale):
             return None
         zp = np.zeros(scale.shape, np.int64) if zp is None else np.asarray(zp, np.int64)
         axis = None

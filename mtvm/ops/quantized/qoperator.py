@@ -64,7 +64,7 @@ class QOp(Op):
     @staticmethod
     def params(ctx, node, i_scale, i_zp, data):
         """QP of (scale, zero point) inputs i_scale / i_zp for tensor `data`, or None."""
-        from ...qparams import QP
+        from ...qparams import QP, usable_scale
         scale = ctx.const(node.inputs[i_scale])
         if scale is None:
             return None
@@ -74,7 +74,7 @@ class QOp(Op):
             return None
         dtype = np.dtype(ctx.g.tensors[data].dtype)
         scale = np.asarray(scale, np.float64)
-        if scale.size == 0 or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        if not usable_scale(scale):
             return None
         zp = np.zeros(scale.shape, np.int64) if zp is None else np.asarray(zp, np.int64)
         if scale.size > 1 or zp.size > 1:

@@ -205,8 +205,6 @@ class QAddDsp(Schedule):
         ptr = [Var(x.c, Type(x.dtype, pointer=True)) + (r * inner if mv else Const(0))
                for x, mv in zip(k.ins[:2], moves)]
         out = Var(k.out.c, Type(k.out.dtype, pointer=True)) + r * inner
-        n = int(shift) if ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) else -int(shift)
-        rest = (n, int(y_zp), int(act_min), int(act_max))
         j = _scalar(k)
         narrow = narrow_qadd(k, a_zp, b_zp, y_zp, a_mult, b_mult, shift, int(act_min),
                              int(act_max)) if j is None else None
@@ -218,6 +216,9 @@ class QAddDsp(Schedule):
                                  f"mtvm_qadd32_{_ext(k.out)}_dsp", *ptr, out, inner,
                                  Const(c32, "int32"), ia, ib, n32, int(act_min),
                                  int(act_max)))])])
+        # the 64-bit form: the tie test left out where no input pair makes a tie
+        n = int(shift) if ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) else -int(shift)
+        rest = (n, int(y_zp), int(act_min), int(act_max))
         if j is None:
             body = ExprStmt(call(f"mtvm_qadd_{_ext(k.out)}_dsp", *ptr, out, inner,
                                  Const(c, "int64"), *mults, *rest))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...codegen.cwriter import Assign, Cast, Comment, Const, For, Table, Type, Var, param, render_c
+from ...ops.quantize import qrange
+from ...ops.quantized.resize import dq_table
 from .. import Schedule, register
 
 MIN_ELEMENTS = 512
@@ -34,16 +36,15 @@ class DequantizeTable(Schedule):
 
     def emit(self, k, /, **attrs) -> str:
         x = k.ins[0]
-        scale = np.float32(np.asarray(k.ins[1].const).ravel()[0])
+        scale = np.asarray(k.ins[1].const).ravel()[0]
         zp = int(np.asarray(k.ins[2].const).ravel()[0]) if len(k.ins) > 2 and \
             k.ins[2] is not None else 0
-        lo = -128 if np.dtype(x.dtype) == np.int8 else 0
-        values = (np.arange(lo, lo + 256, dtype=np.int64) - zp).astype(np.float32) * scale
+        lo = qrange(x.dtype)[0]
         table, i = Var("dq", Type("float32")), Var("i")
         src = Cast(Type("int32"), param(x)[i])
         return render_c([
             Comment("the 256 values' (float)(x - zero point) * scale, computed at compile "
                     "time in float32 as the loop would"),
-            Table(table, values.astype(np.float32)),
+            Table(table, dq_table(x.dtype, scale, zp)),
             For(i, x.size, [Assign(param(k.out, output=True)[i],
                                    table[src + Const(-lo, "int32") if lo else src])])])
