@@ -5,13 +5,15 @@ from .conv_transpose import decompose_conv_transpose
 from .fusion import fuse_elementwise_tails
 from .widen import widen_half
 from .quantize import lower_quantized
+from .integer_tables import tabulate_integer_cones
 
 __all__ = ["optimize", "remove_identities", "eliminate_dead", "fold_constants",
            "mark_aliases", "fold_batchnorm", "decompose_conv_transpose",
-           "fuse_elementwise_tails", "widen_half"]
+           "fuse_elementwise_tails", "widen_half", "tabulate_integer_cones"]
 
-PIPELINE = [widen_half, remove_identities, lower_quantized, fold_constants, fold_batchnorm, fold_constants,
-            decompose_conv_transpose, eliminate_dead, mark_aliases, fuse_elementwise_tails]
+PIPELINE = [widen_half, remove_identities, lower_quantized, fold_constants, fold_batchnorm,
+            fold_constants, decompose_conv_transpose, eliminate_dead, tabulate_integer_cones,
+            eliminate_dead, mark_aliases, fuse_elementwise_tails]
 
 
 def optimize(graph, fuse: bool = True):
