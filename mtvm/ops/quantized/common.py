@@ -196,6 +196,21 @@ def operands(k) -> tuple:
     return ins[0], ins[1], ins[2], ins[3], ins[4], ins[5]
 
 
+def narrow_shifts(k) -> dict:
+    """Schedule.weight_layout's part for a QConv on an Arm DSP core: the per-channel
+    shifts (input 4) as int8, a quarter of their flash. The Thumb kernels index them
+    in C (a byte load is as cheap as a word load there); the x86 and Helium kernels
+    load them as int32 vectors, so they keep the model's int32."""
+    shift = k.ins[4] if len(k.ins) > 4 else None
+    if not k.target.is_arm_dsp or shift is None or shift.const is None or shift.size == 1 or \
+            shift.dtype != np.int32:
+        return {}
+    v = np.asarray(shift.const)
+    if v.min() < -128 or v.max() > 127:
+        return {}
+    return {4: v.astype(np.int8)}
+
+
 def conv_geometry(x_shape, w_shape, strides, pads, dilations):
     """(H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw) for a 1-D or 2-D convolution."""
     if len(x_shape) == 3:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...codegen.cwriter import (Cast, Comment, Decl, ExprStmt, For, RawExpr, Type, Var, call,
                                 render_c)
-from ...ops.quantized.common import operands, per_channel
+from ...ops.quantized.common import narrow_shifts, operands, per_channel
 from ...ops.quantized.depthwise import fast_requant_bounded
 from .. import Schedule, register
 from .matmul_s8 import _I32
@@ -47,6 +47,9 @@ class QConvPointwise8Dsp(Schedule):
             return False
         return fast_requant_bounded(k, bias, w, None, mult, shift,
                                      int(attrs.get("y_zp", 0)), x)
+
+    def weight_layout(self, k, /, **attrs):
+        return narrow_shifts(k)
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         hw = k.ins[0].shape[2] * k.ins[0].shape[3]

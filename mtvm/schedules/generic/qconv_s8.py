@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops.quantized.common import narrow_shifts
 from ...ops.quantized.conv import emit_qconv, pack_conv_weights, qconv_scratch_bytes
 from .. import Knob, Schedule, register
 
@@ -40,7 +41,7 @@ class QConvIm2colBase(Schedule):
 
     def weight_layout(self, k, /, **attrs):
         w = k.ins[1]
-        return {1: pack_conv_weights(w.const, attrs.get("group", 1))} \
+        return {1: pack_conv_weights(w.const, attrs.get("group", 1)), **narrow_shifts(k)} \
             if w.const is not None else {}
 
     def scratch_bytes(self, k, /, **attrs) -> int:
@@ -56,7 +57,18 @@ class QConvIm2colS8(QConvIm2colBase):
     family = "generic"
     priority = 0
     knobs = (Knob("x86_direct", True, (True, False),
-                  "x86: the direct AVX2/VNNI kernels (no column) where they apply"),)
+                  "x86: the direct AVX2/VNNI kernels (no column) where they apply"),
+             Knob("compact_border", False, (False, True),
+                  "the padding pixels' column a channel at a time (less code)"))
+
+    def default_knobs(self, k=None) -> dict:
+        """On microcontrollers the compact border: flash is the scarcer resource
+        there, and it costs ic_resnet8_int8 on the Cortex-M4 2.5 % more instructions
+        for 2.8 KB (3 %) less model flash; hosts keep the unrolled one."""
+        values = super().default_knobs(k)
+        if k is not None and (k.target.is_arm or k.target.is_riscv):
+            values["compact_border"] = True
+        return values
 
 
 class QConvDepthwiseBase(Schedule):
@@ -67,6 +79,9 @@ class QConvDepthwiseBase(Schedule):
 
     def applies(self, k, /, **attrs) -> bool:
         return not attrs.get("folded", 1)
+
+    def weight_layout(self, k, /, **attrs):
+        return narrow_shifts(k)
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         return qconv_scratch_bytes(k, **attrs)
