@@ -350,13 +350,16 @@ def _im2col_shapes_model(dtype):
 @pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
                     reason="QEMU or arm-none-eabi-gcc not installed")
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
-def test_im2col_conv_shapes_on_mps2_an386_bit_identical(dtype, tmp_path):
+@pytest.mark.parametrize("compact_border", [False, True], ids=["unrolled", "compact"])
+def test_im2col_conv_shapes_on_mps2_an386_bit_identical(dtype, compact_border, tmp_path):
     """The im2col kernel's special cases (odd channel and pixel counts, tap tails,
     padding masks, strides, dilations, groups, asymmetric weights) through the Cortex-M4
     DSP path (Thumb-2 micro-kernel) and the portable path: identical bytes, and equal
-    to the bit-exact NumPy model (the interpreter)."""
+    to the bit-exact NumPy model (the interpreter); the padding pixels' columns both
+    unrolled and a channel at a time (knob compact_border)."""
     model, feeds = _im2col_shapes_model(dtype)
-    lib = mtvm.compile(model)
+    lib = mtvm.compile(model, schedule_config={"qconv_s8.im2col":
+                                               {"compact_border": compact_border}})
     host = lib.run_host(feeds)
     ref = interpret(lib.graph, feeds)
     for k in host:
