@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, Raw, Table,
+from ...codegen.cwriter import (Cast, Comment, Const, Decl, ExprStmt, For, Raw, Table,
                                 Type, Var, call, render_c)
 from ...ops.quantized.common import store_lines, ties_impossible
 from ...ops.quantized.elementwise import row_layout, scalar_operand as _scalar
@@ -166,14 +166,35 @@ def scalar_lut(k, attrs: dict) -> str | None:
         return None
     op = get_op(k.node.op, k.node.domain)
     table = np.asarray(op.reference(*ins, **attrs)).astype(np.dtype(k.out.dtype))
-    t, i = Var("lut", Type(k.out.dtype)), Var("i")
-    off = 128 if np.dtype(x.dtype) == np.int8 else 0
-    src = Cast(Type("int32"), Var(x.c, Type(x.dtype, pointer=True))[i])
+    t = Var("lut", Type(k.out.dtype))
+    k.library("mtvm_lut_8_dsp.h")
     return render_c([Comment("a function of one byte (the other operand a constant): its "
                              "table, from the op's reference"),
                      Table(t, table),
-                     For(i, k.out.size, [Assign(Var(k.out.c, Type(k.out.dtype, pointer=True))[i],
-                                                t[src + off if off else src])])])
+                     ExprStmt(call(f"mtvm_lut_{_ext(x)}_dsp", Var(x.c), Var(k.out.c),
+                                   k.out.size, t))])
+
+
+@register
+class QLutDsp(Schedule):
+    """QLut four bytes a step (c_runtime/kernels/arm_dsp/mtvm_lut_8_dsp.h): one word load,
+    then an extend-with-rotate as each byte's index."""
+    op = "QLut"
+    domain = "mtvm"
+    name = "qlut_s8.dsp_words"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        x, table = k.ins[:2]
+        return (k.target.is_arm_dsp and _ext(x) is not None and _ext(k.out) is not None
+                and table.size == 256)
+
+    def emit(self, k, /, **attrs) -> str:
+        x, table = k.ins[:2]
+        k.library("mtvm_lut_8_dsp.h")
+        return render_c([ExprStmt(call(f"mtvm_lut_{_ext(x)}_dsp", Var(x.c), Var(k.out.c),
+                                       k.out.size, Var(table.c)))])
 
 
 @register
