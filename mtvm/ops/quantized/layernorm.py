@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Cast, Const, Decl, For, RawExpr, Type, Var, call,
-                                index_type, param, render_c)
+from ...codegen.cwriter import (Assign, Cast, Const, Decl, ExprStmt, For, RawExpr, Type, Var,
+                                call, index_type, param, render_c)
 from ..base import register
 from ..quantize import as_quantized, round_to_range
 from .common import DOMAIN, IntOp
@@ -68,7 +68,9 @@ class QLayerNorm(IntOp):
         v = np.rint(v.astype(np.float32)) + np.float32(y_zp)
         return np.clip(v, act_min, act_max).astype(x.dtype).reshape(x.shape)
 
-    def _rows(self, k, store_fn, *, axis, epsilon, x_scale, x_zp):
+    def _rows(self, k, store_fn, *, axis, epsilon, x_scale, x_zp, stats=None):
+        """The kernel's statements; stats(row pointer, cols, zp, s, sq): statements
+        setting the declared s and sq (default: the byte loop)."""
         x, gain, offset = k.ins[:3]
         rows = int(np.prod(x.shape[:axis], dtype=np.int64))
         cols = int(np.prod(x.shape[axis:], dtype=np.int64))
@@ -85,16 +87,17 @@ class QLayerNorm(IntOp):
             return param(buf)[0] if buf.size == 1 else param(buf)[j]
         xs, n = np.float32(x_scale), np.float32(cols)
         value = (Cast(F, Cast(I32, X[base + j]) - zp) * a + c) * per(gain) + per(offset)
-        body = [Decl(base, r * cols), Decl(s, Const(0, "int32")), Decl(sq, Const(0, "int32")),
-                For(j, cols, [Decl(q, Cast(I32, X[base + j]) - zp), Assign(s, q, "+="),
-                              Assign(sq, q * q, "+=")]),
-                Decl(num, Cast(I64, sq) * Const(cols, "int64") - Cast(I64, s) * Cast(I64, s)),
-                Decl(mean, Cast(F, s) * _f(xs / n)),
-                Decl(inv, _f(1) / call("sqrtf", Cast(F, num) * _f(xs * xs / (n * n))
-                                       + _f(epsilon))),
-                Decl(a, _f(xs) * inv), Decl(c, -(mean * inv)),
-                For(j, cols, [Decl(v, value), *store_fn(param(k.out, output=True)[base + j],
-                                                         v)])]
+        body = [Decl(base, r * cols), Decl(s, Const(0, "int32")), Decl(sq, Const(0, "int32"))]
+        body += stats(X + base, cols, zp, s, sq) if stats else \
+            [For(j, cols, [Decl(q, Cast(I32, X[base + j]) - zp), Assign(s, q, "+="),
+                           Assign(sq, q * q, "+=")])]
+        body += [Decl(num, Cast(I64, sq) * Const(cols, "int64") - Cast(I64, s) * Cast(I64, s)),
+                 Decl(mean, Cast(F, s) * _f(xs / n)),
+                 Decl(inv, _f(1) / call("sqrtf", Cast(F, num) * _f(xs * xs / (n * n))
+                                        + _f(epsilon))),
+                 Decl(a, _f(xs) * inv), Decl(c, -(mean * inv)),
+                 For(j, cols, [Decl(v, value), *store_fn(param(k.out, output=True)[base + j],
+                                                          v)])]
         return [For(r, rows, body)]
 
     def ir_body(self, k, /, *, axis, epsilon, x_scale, x_zp, y_zp, act_min, act_max):
@@ -118,9 +121,15 @@ class QLayerNorm(IntOp):
             # point without overflow, SSAT/USAT clamp to 8 bits
             r = f"{sat}(__qadd(mtvm_cvtr({render_c(v)}), {int(attrs['y_zp'])}), 8)"
             return [Assign(dst, Cast(out_t, RawExpr(r)))]
+        k.library("mtvm_stats_8_dsp.h")
+        ext = "s8" if np.dtype(k.ins[0].dtype) == np.int8 else "u8"
+
+        def stats(row, cols, zp, s, sq):   # four bytes a step: USADA8, SMLAD
+            return [ExprStmt(call(f"mtvm_sum_sq_{ext}_dsp", row, cols, zp, RawExpr(f"&{s.name}"),
+                                  RawExpr(f"&{sq.name}")))]
         # the target has the DSP extension and a single-precision FPU: MTVM_CVTR is there
         return render_c(self._rows(k, store, axis=attrs["axis"], epsilon=attrs["epsilon"],
-                                   x_scale=attrs["x_scale"], x_zp=attrs["x_zp"]))
+                                   x_scale=attrs["x_scale"], x_zp=attrs["x_zp"], stats=stats))
 
     def macs(self, node, inputs, outputs):
         return 4 * inputs[0].size
