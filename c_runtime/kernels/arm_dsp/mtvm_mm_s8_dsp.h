@@ -115,12 +115,22 @@ static MTVM_ALWAYS_INLINE void mtvm_dotvp_8_dsp(const uint8_t* a, int a_u, const
     int32_t g = n >> 2;                 /* whole groups, then 0..3 bytes (constants after */
     const int32_t tail = n & 3;         /* inlining: the tail's loads are unrolled)        */
 #if defined(MTVM_MM_S8_DSP_THUMB2)
-    for (; g >= 2; g -= 2) {   /* two groups a step */
+    for (; g >= 4; g -= 4) {   /* four groups a step: half the loop's instructions */
+        if (a_u) {
+            MTVM_DOTVP_ASM("uxtb16");
+            MTVM_DOTVP_ASM("uxtb16");
+        } else {
+            MTVM_DOTVP_ASM("sxtb16");
+            MTVM_DOTVP_ASM("sxtb16");
+        }
+    }
+    if (g >= 2) {              /* two more */
         if (a_u) {
             MTVM_DOTVP_ASM("uxtb16");
         } else {
             MTVM_DOTVP_ASM("sxtb16");
         }
+        g -= 2;
     }
 #endif
     for (; g >= 0; --g, a += 4, p += 2 * V) {

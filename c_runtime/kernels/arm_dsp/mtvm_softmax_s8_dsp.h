@@ -37,6 +37,23 @@ static inline int32_t mtvm_max_s8(const int8_t* x, int32_t d)
     return m;
 }
 
+/* One output: clamp(zy + floor(((e inv + half) >> 16) / sum), lo, hi) as a byte. */
+static MTVM_ALWAYS_INLINE uint8_t mtvm_softmax_out_s8_dsp(uint32_t e, uint32_t inv, uint64_t half,
+                                                         uint32_t sum, int32_t zy, int32_t lo,
+                                                         int32_t hi)
+{
+    int32_t v = (int32_t)((uint32_t)(((uint64_t)e * inv + half) >> 16) / sum) + zy;
+#if defined(__ARM_FEATURE_DSP)
+    if (lo == -128 && hi == 127) {
+        return (uint8_t)__ssat(v, 8);
+    }
+    if (lo == 0 && hi == 255) {
+        return (uint8_t)__usat(v, 8);
+    }
+#endif
+    return (uint8_t)(v < lo ? lo : (v > hi ? hi : v));
+}
+
 /* One row: y[i] = clamp(zy + floor(((table[x[i] - max + 255] inv + sum 2^15) >> 16) / sum),
  * lo, hi), sum the row's table entries; y may be x (in place). */
 static MTVM_ALWAYS_INLINE void mtvm_softmax_row_s8_dsp(const int8_t* x, uint8_t* y, int32_t d,
@@ -55,20 +72,13 @@ static MTVM_ALWAYS_INLINE void mtvm_softmax_row_s8_dsp(const int8_t* x, uint8_t*
     }
     sum += sum2;
     const uint64_t half = (uint64_t)sum << 15;
-    for (i = 0; i < d; ++i) {
-        const uint64_t num = (uint64_t)e[x[i]] * inv;
-        int32_t v = (int32_t)((uint32_t)((num + half) >> 16) / sum) + zy;
-#if defined(__ARM_FEATURE_DSP)
-        if (lo == -128 && hi == 127) {
-            v = __ssat(v, 8);
-        } else if (lo == 0 && hi == 255) {
-            v = (int32_t)__usat(v, 8);
-        } else
-#endif
-        {
-            v = v < lo ? lo : (v > hi ? hi : v);
-        }
-        y[i] = (uint8_t)v;
+    for (i = 0; i + 2 <= d; i += 2) {   /* two a step: both read before y (may be x) */
+        const uint32_t e0 = e[x[i]], e1 = e[x[i + 1]];
+        y[i] = mtvm_softmax_out_s8_dsp(e0, inv, half, sum, zy, lo, hi);
+        y[i + 1] = mtvm_softmax_out_s8_dsp(e1, inv, half, sum, zy, lo, hi);
+    }
+    if (i < d) {
+        y[i] = mtvm_softmax_out_s8_dsp(e[x[i]], inv, half, sum, zy, lo, hi);
     }
 }
 
