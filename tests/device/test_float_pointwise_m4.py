@@ -45,3 +45,43 @@ def test_pointwise_in_place_on_mps2_an386(tmp_path):
     assert "in place" in src and "mtvm_copy16(" in src
     dev = run_on_board(lib, x, tmp_path / "proj")["y"]
     assert_close(dev, host, rtol=1e-5, what="pointwise in place on the M4")
+
+
+def _depthwise_model(cases):
+    """One float depthwise Conv (+ ReLU6) per case (kernel, stride, dilation, pads) on
+    the same 12-channel input."""
+    rng = np.random.default_rng(2)
+    nodes, inits, outs = [], [], []
+    for n, (kk, st, dil, pads) in enumerate(cases):
+        inits += [numpy_helper.from_array((rng.standard_normal((12, 1, kk, kk)) * 0.4)
+                                          .astype(np.float32), f"w{n}"),
+                  numpy_helper.from_array((rng.standard_normal(12) * 0.1).astype(np.float32),
+                                          f"b{n}")]
+        nodes += [helper.make_node("Conv", ["x", f"w{n}", f"b{n}"], [f"a{n}"], group=12,
+                                   strides=[st, st], dilations=[dil, dil], pads=pads),
+                  helper.make_node("Clip", [f"a{n}", "lo", "hi"], [f"y{n}"])]
+        outs.append(f"y{n}")
+    inits += [numpy_helper.from_array(np.array(0, np.float32), "lo"),
+              numpy_helper.from_array(np.array(6, np.float32), "hi")]
+    g = helper.make_graph(nodes, "depthwise", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, 12, 23, 21])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_strided_depthwise_on_mps2_an386(tmp_path):
+    """Strided depthwise windows two interior columns a step on scalar FPUs (the values
+    the two windows share loaded once), odd and even interior counts, dilations, 3x3 and
+    5x5: the host's outputs within float rounding."""
+    need_qemu()
+    cases = [(3, 2, 1, [1, 1, 1, 1]), (3, 2, 1, [0, 0, 0, 0]), (5, 2, 1, [2, 2, 2, 2]),
+             (3, 2, 2, [2, 2, 2, 2]), (5, 3, 1, [2, 1, 2, 1]), (3, 1, 1, [1, 1, 1, 1])]
+    model = _depthwise_model(cases)
+    x = {"x": (np.random.default_rng(3).standard_normal((1, 12, 23, 21)) * 2)
+         .astype(np.float32)}
+    host = mtvm.compile(model).run_host(x)
+    lib = mtvm.compile(model, target="cortex-m4")
+    assert "two a step" in "\n".join(lib.sources.values())
+    dev = run_on_board(lib, x, tmp_path / "proj")
+    for name in host:
+        assert_close(dev[name], host[name], rtol=1e-5, what=name)
