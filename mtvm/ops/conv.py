@@ -1247,6 +1247,23 @@ def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):
                f" + {pos};")
         if bias is not None:
             w.line(f"const float b = {bias.c}[m];")
+        if k.target.is_arm and width == "MTVM_F32_NR":
+            # a whole row of the tile (MTVM_F32_NR is 4 on Arm) written out: the loop's
+            # compare, branch and index were a fifth of the epilogue (fomo_mbv2's 8 -> 48
+            # expansion on the M4); gcc -O2 does not unroll it
+            w.line("if (np == 4) {")
+            w.depth += 1
+            for q in range(4):
+                w.line("{")
+                w.depth += 1
+                w.line(f"const int y_idx = y_row + {q};")
+                w.line(f"float acc = tile[{lin((r, 4), const=q)}]{' + b' if bias is not None else ''};")
+                store_acc(w, k, "m")
+                w.depth -= 1
+                w.line("}")
+            w.depth -= 1
+            w.line("} else {")
+            w.depth += 1
         w.line("for (int q = 0; q < np; ++q) {")
         w.depth += 1
         w.line("const int y_idx = y_row + q;")
@@ -1255,6 +1272,9 @@ def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):
         store_acc(w, k, "m")
         w.depth -= 1
         w.line("}")
+        if k.target.is_arm and width == "MTVM_F32_NR":
+            w.depth -= 1
+            w.line("}")
 
 
 def _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane):
