@@ -19,7 +19,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..codegen.cwriter import ExprStmt, RawExpr, call, render_c
+from ..codegen.cwriter import (Assign, Block, Comment, Decl, ExprStmt, For, If, Index, RawExpr,
+                               Type, Var, call, eq, render_c)
+from ..codegen.cwriter import call as c_call
+from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
 from .microkernels import (MR, band_epi_ukernel, band_ukernel, direct_ukernel,
@@ -982,46 +985,39 @@ def _depthwise_rows(k, w, x, wt, bias, axes, cols) -> int:
 
             def pairs():
                 """Two interior columns a step, each value the two windows share loaded
-                once (at stride 1, 12 loads for 18 taps; at stride 2, 15): the same
+                once (at stride 2 and a 3-wide window, 15 loads for 18 taps): the same
                 multiply-adds in the same order as column()."""
-                w.line(f"int ow = {lo};")
-                w.line(f"for (; ow + 1 < {hi}; ow += 2) {{  /* interior columns, two a step */")
-                w.depth += 1
+                f32, i32 = Type("float32"), Type("int32", const=True)
+                ow = Var("ow", Type("int32"))
                 iw = lin(("ow", aw.stride), const=-aw.pad_begin)
                 offs = sorted({j * aw.dilation + d for j in range(kw_n) for d in (0, aw.stride)})
-                for i in range(kh_n):
-                    w.line(" ".join(f"const float v{i}_{o} = r{i}[{lin((iw, 1), const=o)}];"
-                                    for o in offs))
+                v = {(i, o): Var(f"v{i}_{o}", Type("float32", const=True))
+                     for i in range(kh_n) for o in offs}
+                body = [Comment("interior columns, two a step: the values both windows "
+                                "read loaded once")]
+                body += [Decl(v[i, o], Index(Var(f"r{i}"), RawExpr(lin((iw, 1), const=o))))
+                         for i in range(kh_n) for o in offs]
+                sums = [Var(f"acc{q}", f32) for q in range(2)]
                 for q, d in enumerate((0, aw.stride)):
-                    w.line(f"float acc{q} = b;")
-                    for i in range(kh_n):
-                        for j in range(kw_n):
-                            w.line(f"acc{q} = MTVM_FMAF(w{i}_{j}, v{i}_{j * aw.dilation + d}, "
-                                   f"acc{q});")
+                    body.append(Decl(sums[q], Var("b")))
+                    body += [Assign(sums[q], c_call("MTVM_FMAF", Var(f"w{i}_{j}"),
+                                                    v[i, j * aw.dilation + d], sums[q]))
+                             for i in range(kh_n) for j in range(kw_n)]
+                acc, y_idx = Var("acc", f32), Var("y_idx", i32)
                 for q in range(2):
-                    w.line("{")
-                    w.depth += 1
-                    w.line(f"float acc = acc{q};")
-                    w.line(f"const int y_idx = {lin(('y_row', 1), ('ow', 1), const=q)};")
-                    store_acc(w, k, lin((c, 1)))
-                    w.depth -= 1
-                    w.line("}")
-                w.depth -= 1
-                w.line("}")
-                w.line(f"if (ow < {hi}) {{  /* the last interior column */")
-                w.depth += 1
-                column("ow", range(kw_n))
-                w.depth -= 1
-                w.line("}")
+                    body.append(Block([Decl(acc, sums[q]),
+                                       Decl(y_idx, RawExpr(lin(("y_row", 1), ("ow", 1), const=q))),
+                                       *tail_stmts(k, acc, y_idx, RawExpr(lin((c, 1)))),
+                                       Assign(Index(Var("out0"), y_idx), acc)]))
+                npairs = (hi - lo) // 2
+                w.line(render_c(For(ow, lo + 2 * npairs, body, begin=lo, step=2)))
+                if (hi - lo) % 2:
+                    border(hi - 1)        # the last interior column: all its taps inside
 
             for ow in left:
                 border(ow)
             if hi > lo and pair_columns:
-                w.line("{")
-                w.depth += 1
                 pairs()
-                w.depth -= 1
-                w.line("}")
             elif hi > lo:
                 w.line(f"for (int ow = {lo}; ow < {hi}; ++ow) {{  /* interior columns */")
                 w.depth += 1
@@ -1251,30 +1247,33 @@ def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):
             # a whole row of the tile (MTVM_F32_NR is 4 on Arm) written out: the loop's
             # compare, branch and index were a fifth of the epilogue (fomo_mbv2's 8 -> 48
             # expansion on the M4); gcc -O2 does not unroll it
-            w.line("if (np == 4) {")
+            w.line(render_c(_tile_row_arm(k, bias is not None, r)))
+        else:
+            w.line("for (int q = 0; q < np; ++q) {")
             w.depth += 1
-            for q in range(4):
-                w.line("{")
-                w.depth += 1
-                w.line(f"const int y_idx = y_row + {q};")
-                w.line(f"float acc = tile[{lin((r, 4), const=q)}]{' + b' if bias is not None else ''};")
-                store_acc(w, k, "m")
-                w.depth -= 1
-                w.line("}")
-            w.depth -= 1
-            w.line("} else {")
-            w.depth += 1
-        w.line("for (int q = 0; q < np; ++q) {")
-        w.depth += 1
-        w.line("const int y_idx = y_row + q;")
-        tile = "tile[q]" if r == 0 else f"tile[{r} * {width} + q]"
-        w.line(f"float acc = {tile}{' + b' if bias is not None else ''};")
-        store_acc(w, k, "m")
-        w.depth -= 1
-        w.line("}")
-        if k.target.is_arm and width == "MTVM_F32_NR":
+            w.line("const int y_idx = y_row + q;")
+            tile = "tile[q]" if r == 0 else f"tile[{r} * {width} + q]"
+            w.line(f"float acc = {tile}{' + b' if bias is not None else ''};")
+            store_acc(w, k, "m")
             w.depth -= 1
             w.line("}")
+
+
+def _tile_row_arm(k, with_bias: bool, r) -> If:
+    """Row r of a 4-wide tile (Arm's MTVM_F32_NR): a whole row's four values written
+    out, a partial one in a loop; each value plus the bias b, the fused tail, stored at
+    out0[y_row + q]."""
+    f32, i32 = Type("float32"), Type("int32", const=True)
+    acc, y_idx, q = Var("acc", f32), Var("y_idx", i32), Var("q", Type("int32"))
+    out, tile = Var("out0", Type("float32", pointer=True)), Var("tile", f32)
+
+    def value(qe):
+        at = tile[RawExpr(lin((r, 4), const=qe) if isinstance(qe, int) else
+                          lin((r, 4), ("q", 1)))]
+        return [Decl(y_idx, Var("y_row") + qe), Decl(acc, at + Var("b") if with_bias else at),
+                *tail_stmts(k, acc, y_idx, Var("m")), Assign(Index(out, y_idx), acc)]
+    return If(eq(Var("np"), 4), [Block(value(qv)) for qv in range(4)],
+              [For(q, Var("np"), value(q))])
 
 
 def _emit_im2col(w, ah, aw, cg, kh_n, kw_n, nb, in_plane, out_plane):
@@ -1689,12 +1688,12 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
                 # fomo_mbv2's projections on the M4 (689 K -> 427 K instructions): a column
                 # of four (MTVM_F32_NR there) one VLDMIA/VSTMIA pair, others mtvm_copy
                 k.library("mtvm_copy.h")
-                dst, src = f"xt + {lin((c, 1))} * {width}", f"{x.c} + {lin((c, plane))} + p"
-                w.line("if (np * sizeof(float) == 16) {")
-                w.line(f"    mtvm_copy16({dst}, {src});")
-                w.line("} else {")
-                w.line(f"    mtvm_copy({dst}, {src}, (size_t)np * sizeof(float));")
-                w.line("}")
+                dst = RawExpr(f"xt + {lin((c, 1))} * {width}")
+                src = RawExpr(f"{x.c} + {lin((c, plane))} + p")
+                w.line(render_c(If(eq(RawExpr("np * sizeof(float)"), 16),
+                                   [ExprStmt(c_call("mtvm_copy16", dst, src))],
+                                   [ExprStmt(c_call("mtvm_copy", dst, src,
+                                                    RawExpr("(size_t)np * sizeof(float)")))])))
             else:
                 w.line(f"for (int q = 0; q < np; ++q) xt[{lin((c, 1))} * {width} + q] = "
                        f"{x.c}[{lin((c, plane))} + p + q];")
