@@ -393,16 +393,19 @@ def rule_avgpool(ctx, p, acts, q, qy):
         return None
     x_name, qx = xs
     shape = ctx.g.tensors[p.inputs[0]].shape
+    a = p.attrs
+    if p.op == "ReduceMean":
+        axes = _reduce_axes(ctx, p, len(shape))
+        if axes is None:
+            return None
+        if axes != list(range(2, len(shape))) or len(shape) not in (3, 4):
+            return _reduce_mean_as_pool(ctx, p, x_name, qx, qy, clamp, shape, axes, q)
     if len(shape) not in (3, 4):
         return None
-    a = p.attrs
     if p.op == "GlobalAveragePool":
         kernel, strides, pads, include = list(shape[2:]), [1] * (len(shape) - 2), \
             [0] * (2 * (len(shape) - 2)), 1
     elif p.op == "ReduceMean":
-        axes = a.get("axes")
-        if axes is None or sorted(x % len(shape) for x in axes) != list(range(2, len(shape))):
-            return None
         kernel, strides, pads, include = list(shape[2:]), [1] * (len(shape) - 2), \
             [0] * (2 * (len(shape) - 2)), 1
     else:
@@ -423,6 +426,47 @@ def rule_avgpool(ctx, p, acts, q, qy):
     except Exception:
         return None
     return [n] if got.size == ctx.g.tensors[q.outputs[0]].size else None
+
+
+def _reduce_axes(ctx, p, rank: int) -> list[int] | None:
+    """ReduceMean's reduced axes, sorted and non-negative (an attribute, or from opset 18
+    a constant input; none given: all, unless noop_with_empty_axes); None when unknown."""
+    axes = p.attrs.get("axes")
+    if axes is None and len(p.inputs) > 1 and p.inputs[1]:
+        axes = ctx.const(p.inputs[1])
+        if axes is None:
+            return None
+        axes = np.asarray(axes).ravel().tolist()
+    if axes is None or len(axes) == 0:
+        if p.attrs.get("noop_with_empty_axes", 0):
+            return None
+        axes = range(rank)
+    return sorted({int(x) % rank for x in axes})
+
+
+def _reduce_mean_as_pool(ctx, p, x_name, qx, qy, clamp, shape, axes, q):
+    """A ReduceMean over contiguous axes that are not the trailing spatial ones (a
+    transformer's mean over the sequence of [1, S, D]) as an average pool: the tensor
+    viewed as [1, P, R, Q] (the dims before, in and after the reduced ones), a window
+    of R x 1, the result [1, P, 1, Q] viewed as the output (both views Reshapes: no
+    copy). In float it needed the whole tensor dequantized in the arena."""
+    if axes != list(range(axes[0], axes[-1] + 1)):
+        return None
+    pre = int(np.prod(shape[:axes[0]], dtype=np.int64))
+    red = int(np.prod(shape[axes[0]:axes[-1] + 1], dtype=np.int64))
+    post = int(np.prod(shape[axes[-1] + 1:], dtype=np.int64))
+    if red > MAX_AVGPOOL_WINDOW or red == 0:
+        return None
+    view = ctx.new_tensor(f"{x_name}_pool_view", (1, pre, red, post), qx.dtype, qx)
+    pooled = ctx.new_tensor(f"{q.outputs[0]}_pooled", (1, pre, 1, post), qy.dtype, qy)
+    pool = _avgpool_node(ctx, p, view, qx, qy, clamp, [red, 1], [1, 1], [0, 0, 0, 0], 1,
+                         pooled)
+    out_shape = list(ctx.g.tensors[q.outputs[0]].shape)
+    return [Node("Reshape", f"{p.name}_view", [x_name], [view],
+                 dict(shape=[1, pre, red, post], allowzero=0)),
+            pool,
+            Node("Reshape", f"{p.name}_out", [pooled], [q.outputs[0]],
+                 dict(shape=out_shape, allowzero=0))]
 
 
 def rule_maxpool(ctx, p, acts, q, qy):

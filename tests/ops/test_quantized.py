@@ -647,6 +647,34 @@ def test_qdq_average(op, attrs, entries):
     assert lib.graph.const(node.inputs[1]).size == entries
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@pytest.mark.parametrize("shape,axes,keepdims,opset", [
+    ((1, 9, 12), [1], 0, 17),           # a transformer's mean over the sequence
+    ((1, 9, 12), [-2], 1, 17),
+    ((2, 5, 3, 4), [1, 2], 1, 17),      # contiguous middle axes, batch 2
+    ((1, 7, 6), None, 1, 17),           # all axes
+    ((1, 9, 12), [1], 0, 18)])          # axes as an input
+def test_qdq_reduce_mean_other_axes(dtype, shape, axes, keepdims, opset):
+    """A ReduceMean over contiguous axes other than the trailing spatial ones is an
+    average pool over a view of the tensor ([1, before, reduced, after], a window of
+    reduced x 1), in 8 bits: no float tensor, within a step of onnxruntime."""
+    b = QDQ(dtype)
+    x = b.input(shape, 0.05)
+    attrs = dict(keepdims=keepdims)
+    ins = [x]
+    if axes is not None and opset >= 18:
+        ins.append(b.const(np.array(axes, np.int64)))
+    elif axes is not None:
+        attrs["axes"] = axes
+    m = b.model(b.q(b.op("ReduceMean", ins, **attrs), 0.021))
+    if opset != 17:
+        m.opset_import[0].version = opset
+        m = onnx.shape_inference.infer_shapes(m)
+    lib = check_q(m, b.feeds)
+    kinds = [o["kind"] for o in lib.metadata["operators"]]
+    assert "QAvgPool" in kinds and "DequantizeLinear" not in kinds, kinds
+
+
 def test_qdq_same_scale_ops_stay_8bit():
     """MaxPool, Transpose, Reshape between equal scales: no requantization at all."""
     b = QDQ()
