@@ -21,7 +21,7 @@ import numpy as np
 
 from ..codegen.cwriter import (Assign, Block, Comment, Decl, ExprStmt, For, If, Index, RawExpr,
                                Type, Var, call, eq, render_c)
-from ..codegen.cwriter import call as c_call
+from ..codegen.cwriter import call as c_call   # emitters below have a parameter `call`
 from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
 from .base import Op, register
