@@ -6,12 +6,14 @@ from .fusion import fuse_elementwise_tails
 from .widen import widen_half
 from .quantize import lower_quantized
 from .integer_tables import tabulate_integer_cones
+from .layernorm import fuse_layernorm
 
 __all__ = ["optimize", "remove_identities", "eliminate_dead", "fold_constants",
            "mark_aliases", "fold_batchnorm", "decompose_conv_transpose",
-           "fuse_elementwise_tails", "widen_half", "tabulate_integer_cones"]
+           "fuse_elementwise_tails", "widen_half", "tabulate_integer_cones", "fuse_layernorm"]
 
-PIPELINE = [widen_half, remove_identities, lower_quantized, fold_constants, fold_batchnorm,
+PIPELINE = [widen_half, remove_identities, fuse_layernorm, lower_quantized, fold_constants,
+            fold_batchnorm,
             fold_constants, decompose_conv_transpose, eliminate_dead, tabulate_integer_cones,
             eliminate_dead, mark_aliases, fuse_elementwise_tails]
 
