@@ -42,7 +42,30 @@ static MTVM_ALWAYS_INLINE void mtvm_lut_8_dsp(const uint8_t* x, int x_u, uint8_t
     }
 }
 
-/* The named forms: the input int8 (s8) or uint8 (u8); output and table bytes of either type. */
+/* The same with 32-bit entries (a DequantizeLinear's 256 floats, moved as their bits): y[i]
+ * = table[x[i] - min]; y does not overlap x. */
+static MTVM_ALWAYS_INLINE void mtvm_lut32_8_dsp(const uint8_t* x, int x_u, uint32_t* y,
+                                                int32_t n, const uint32_t* table)
+{
+    const uint32_t* t = x_u ? table : table + 128;
+    /* pointer steps: with an index, gcc 12 -O2 warned of an overflowing iteration of
+     * the tail loop (-Waggressive-loop-optimizations), which -Werror makes an error */
+    const uint8_t* const end4 = x + (n & ~3);
+    for (; x != end4; x += 4, y += 4) {
+        uint32_t w;
+        memcpy(&w, x, 4);
+        y[0] = t[mtvm_lut_index(w, 0, x_u)];
+        y[1] = t[mtvm_lut_index(w, 1, x_u)];
+        y[2] = t[mtvm_lut_index(w, 2, x_u)];
+        y[3] = t[mtvm_lut_index(w, 3, x_u)];
+    }
+    for (int32_t i = 0; i < (n & 3); ++i) {
+        y[i] = t[mtvm_byte_at(x, i, x_u)];
+    }
+}
+
+/* The named forms: the input int8 (s8) or uint8 (u8); output and table bytes of either type
+ * (mtvm_lut_*), or 32-bit values of either type (mtvm_lut32_*). */
 static MTVM_ALWAYS_INLINE void mtvm_lut_s8_dsp(const int8_t* x, void* y, int32_t n,
                                                const void* table)
 {
@@ -52,6 +75,17 @@ static MTVM_ALWAYS_INLINE void mtvm_lut_u8_dsp(const uint8_t* x, void* y, int32_
                                                const void* table)
 {
     mtvm_lut_8_dsp(x, 1, (uint8_t*)y, n, (const uint8_t*)table);
+}
+
+static MTVM_ALWAYS_INLINE void mtvm_lut32_s8_dsp(const int8_t* x, void* y, int32_t n,
+                                                 const void* table)
+{
+    mtvm_lut32_8_dsp((const uint8_t*)x, 0, (uint32_t*)y, n, (const uint32_t*)table);
+}
+static MTVM_ALWAYS_INLINE void mtvm_lut32_u8_dsp(const uint8_t* x, void* y, int32_t n,
+                                                 const void* table)
+{
+    mtvm_lut32_8_dsp(x, 1, (uint32_t*)y, n, (const uint32_t*)table);
 }
 
 #endif  /* MTVM_LUT_8_DSP_H_ */
