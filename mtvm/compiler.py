@@ -38,9 +38,7 @@ def materialize_outputs(g: Graph) -> Graph:
             g.nodes.append(Node("Identity", f"output_copy_{i}", [name], [new]))
             g.outputs[i] = new
             continue
-        src = f"{name}_src"
-        while src in g.tensors:
-            src += "_"
+        src = g.fresh_name(f"{name}_src")
         g.tensors[src] = replace(t, name=src)
         for n in g.nodes:
             for node in [n] + list(n.tail):

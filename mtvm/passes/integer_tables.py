@@ -79,12 +79,8 @@ def tabulate_integer_cones(graph: Graph) -> Graph:
     if not any(n.domain == DOMAIN and n.op in TABULABLE for n in graph.nodes):
         return graph
     g = graph.copy()
-    producers = {o: n for n in g.nodes for o in n.outputs}
-    uses: dict[str, int] = {}
-    for n in g.nodes:
-        for i in [i for part in [n] + n.tail for i in part.inputs]:
-            if i:
-                uses[i] = uses.get(i, 0) + 1
+    producers = g.producers()
+    uses = {name: len(readers) for name, readers in g.consumers().items()}
     replaced: dict[int, Node] = {}
     dropped: set[int] = set()
     # Last node first, so each cone is taken whole from its root.

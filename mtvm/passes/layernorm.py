@@ -22,13 +22,8 @@ import numpy as np
 from ..ir import Graph, Node
 
 
-def _const(g: Graph, name: str):
-    t = g.tensors.get(name)
-    return None if t is None or t.data is None else np.asarray(t.data)
-
-
 def _scalar(g: Graph, name: str) -> float | None:
-    v = _const(g, name)
+    v = g.const(name)
     return float(v.ravel()[0]) if v is not None and v.size == 1 and v.dtype.kind == "f" \
         else None
 
@@ -40,7 +35,7 @@ def _reduced_tail(g: Graph, n: Node) -> int | None:
     rank = len(g.tensors[n.inputs[0]].shape)
     axes = n.attrs.get("axes")
     if axes is None and len(n.inputs) > 1 and n.inputs[1]:
-        c = _const(g, n.inputs[1])
+        c = g.const(n.inputs[1])
         axes = None if c is None else c.ravel().tolist()
     if not axes:
         return None
@@ -53,12 +48,7 @@ def fuse_layernorm(graph: Graph) -> Graph:
     if not any(n.op == "ReduceMean" for n in graph.nodes):
         return graph
     g = graph.copy()
-    producers = {o: n for n in g.nodes for o in n.outputs if o}
-    uses: dict[str, list[Node]] = {}
-    for n in g.nodes:
-        for i in [i for part in [n] + n.tail for i in part.inputs]:
-            if i:
-                uses.setdefault(i, []).append(n)
+    uses = g.consumers()
 
     def only_use(name: str, op: str) -> Node | None:
         """The one consumer of `name`, if it is an `op` (no graph output, no tail)."""
@@ -109,7 +99,7 @@ def fuse_layernorm(graph: Graph) -> Graph:
             if nxt is None:
                 continue
             other = nxt.inputs[1] if nxt.inputs[0] == out else nxt.inputs[0]
-            v = _const(g, other)
+            v = g.const(other)
             if v is None or v.dtype != np.float32 or len(v.shape) > len(norm_shape) or \
                     np.broadcast_shapes(v.shape, norm_shape) != tuple(norm_shape):
                 continue

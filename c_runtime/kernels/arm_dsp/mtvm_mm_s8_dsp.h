@@ -99,6 +99,15 @@ static inline int32_t mtvm_packv_lane(uint32_t w, int l)
                     : : "memory");                                                           \
         }                                                                                    \
     } while (0)
+/* Two groups for a's signedness (a_u: uint8, UXTB16; else int8, SXTB16). */
+#define MTVM_DOTVP_ASM_U(a_u)           \
+    do {                                \
+        if (a_u) {                      \
+            MTVM_DOTVP_ASM("uxtb16");   \
+        } else {                        \
+            MTVM_DOTVP_ASM("sxtb16");   \
+        }                               \
+    } while (0)
 #endif
 
 /* *acc<r> += sum of a[e] * (element e of packed vector r), e < n, r < V (4, 5 or 6; the
@@ -116,20 +125,11 @@ static MTVM_ALWAYS_INLINE void mtvm_dotvp_8_dsp(const uint8_t* a, int a_u, const
     const int32_t tail = n & 3;         /* inlining: the tail's loads are unrolled)        */
 #if defined(MTVM_MM_S8_DSP_THUMB2)
     for (; g >= 4; g -= 4) {   /* four groups a step: half the loop's instructions */
-        if (a_u) {
-            MTVM_DOTVP_ASM("uxtb16");
-            MTVM_DOTVP_ASM("uxtb16");
-        } else {
-            MTVM_DOTVP_ASM("sxtb16");
-            MTVM_DOTVP_ASM("sxtb16");
-        }
+        MTVM_DOTVP_ASM_U(a_u);
+        MTVM_DOTVP_ASM_U(a_u);
     }
     if (g >= 2) {              /* two more */
-        if (a_u) {
-            MTVM_DOTVP_ASM("uxtb16");
-        } else {
-            MTVM_DOTVP_ASM("sxtb16");
-        }
+        MTVM_DOTVP_ASM_U(a_u);
         g -= 2;
     }
 #endif

@@ -28,7 +28,7 @@ from ...codegen.cwriter import (Assign, Cast, Const, Decl, ExprStmt, For, RawExp
                                 call, index_type, param, render_c)
 from ..base import register
 from ..quantize import as_quantized, round_to_range
-from .common import DOMAIN, IntOp
+from .common import DOMAIN, INT8_EXT, IntOp
 
 F, CF = Type("float32"), Type("float32", const=True)
 I32, I64 = Type("int32"), Type("int64")
@@ -122,7 +122,7 @@ class QLayerNorm(IntOp):
             r = f"{sat}(__qadd(mtvm_cvtr({render_c(v)}), {int(attrs['y_zp'])}), 8)"
             return [Assign(dst, Cast(out_t, RawExpr(r)))]
         k.library("mtvm_stats_8_dsp.h")
-        ext = "s8" if np.dtype(k.ins[0].dtype) == np.int8 else "u8"
+        ext = INT8_EXT[np.dtype(k.ins[0].dtype).name][1]
 
         def stats(row, cols, zp, s, sq):   # four bytes a step: USADA8, SMLAD
             return [ExprStmt(call(f"mtvm_sum_sq_{ext}_dsp", row, cols, zp, RawExpr(f"&{s.name}"),

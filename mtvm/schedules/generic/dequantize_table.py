@@ -13,6 +13,7 @@ import numpy as np
 from ...codegen.cwriter import (Assign, Cast, Comment, Const, ExprStmt, For, Table, Type, Var, call,
                                 param, render_c)
 from ...ops.quantize import qrange
+from ...ops.quantized.common import INT8_EXT
 from ...ops.quantized.resize import dq_table
 from .. import Schedule, register
 
@@ -50,7 +51,7 @@ class DequantizeTable(Schedule):
             # four bytes a word load, each index one extend-with-rotate: 6 -> 4 instructions
             # an element on the Cortex-M4 (ad_autoencoder_int8's 640 outputs)
             k.library("mtvm_lut_8_dsp.h")
-            ext = "s8" if np.dtype(x.dtype) == np.int8 else "u8"
+            ext = INT8_EXT[np.dtype(x.dtype).name][1]
             return render_c(head + [ExprStmt(call(f"mtvm_lut32_{ext}_dsp", param(x),
                                                   param(k.out, output=True), x.size, table))])
         return render_c(head + [For(i, x.size, [Assign(param(k.out, output=True)[i],
