@@ -4,7 +4,8 @@
 
 For each model of ../shared/models: mtvm's C built with cc -O3 -march=native
 (--march x86-64-v3: as on an AVX2 host without AVX-512, on any x86 machine; the
-SIMD paths follow the compiler's flags) and called in-process, onnxruntime with one thread; median of N runs each,
+SIMD paths follow the compiler's flags; onnxruntime then runs its AVX2 kernels too,
+bench/ort_isa.py) and called in-process, onnxruntime with one thread; median of N runs each,
 timed in turns so both see the same load on a shared machine, and the ratio
 mtvm/onnxruntime (< 1 means mtvm is faster); the same for the
 peer emx-onnx-cgen when it is installed (bench/peer.py). Also the arena,
@@ -23,6 +24,22 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 DEFAULT_MODELS = os.path.join(HERE, "..", "..", "shared", "models")
+
+
+def add_ort_isa_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ort-isa", choices=["native", "avx2"], default=None,
+                   help="instruction set onnxruntime may use (default: avx2 with --march "
+                   "x86-64-v3, so both sides run AVX2; native otherwise)")
+
+
+def apply_ort_isa(args) -> str:
+    """Limit onnxruntime's kernels to AVX2 when asked (or implied by --march
+    x86-64-v3); returns the line for the report. Before onnxruntime is imported."""
+    isa = args.ort_isa or ("avx2" if args.march == "x86-64-v3" else "native")
+    if isa == "native":
+        return "onnxruntime on this machine's own kernels"
+    import ort_isa
+    return ort_isa.limit_to_avx2()
 
 
 def interleaved_medians(fns: dict, repeat: int, budget_s: float = 20.0) -> dict:
@@ -55,14 +72,15 @@ def median_time(fn, repeat: int) -> float:
     return float(np.median(times))
 
 
-def bench_peer(path: str, x: np.ndarray, y_like: np.ndarray, repeat: int, row: dict) -> None:
+def bench_peer(path: str, x: np.ndarray, y_like: np.ndarray, repeat: int, row: dict,
+               march: str = "native") -> None:
     """emx-onnx-cgen's C beside mtvm's (bench/peer.py), when it is installed."""
     import peer
     if not peer.available():
         row["peer_error"] = "not installed"
         return
     try:
-        built = peer.build(path)
+        built = peer.build(path, march=march)
     except Exception as e:          # a peer's failure is a figure, not a crash
         built = f"{type(e).__name__}: {e}"[:80]
     if isinstance(built, str):
@@ -105,7 +123,7 @@ def bench_model(path: str, repeat: int, peer: bool = True, march: str = "native"
     row["mtvm_ms"], row["ort_ms"] = med["mtvm"] * 1e3, med["ort"] * 1e3
     row["ratio"] = row["mtvm_ms"] / row["ort_ms"]
     if peer:
-        bench_peer(path, x, np.load(npz)["out_0"], repeat, row)
+        bench_peer(path, x, np.load(npz)["out_0"], repeat, row, march)
     md = lib.metadata
     row.update(arena=md["workspace_bytes"], lower_bound=md["workspace_lower_bound"],
                consts=md["constant_bytes"], macs=md["total_macs"])
@@ -147,7 +165,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-peer", action="store_true", help="skip emx-onnx-cgen")
     p.add_argument("--march", default="native", help="cc -march for mtvm's C (x86-64-v3: "
                    "an AVX2 host; default: this machine)")
+    add_ort_isa_option(p)
     args = p.parse_args(argv)
+    print(apply_ort_isa(args), file=sys.stderr)
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
     if args.models:
         paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]

@@ -26,7 +26,7 @@ def available() -> bool:
     return shutil.which("emx-onnx-cgen") is not None
 
 
-def build(path: str, workdir: str | None = None):
+def build(path: str, workdir: str | None = None, march: str = "native"):
     """(callable taking (x, y) float32 arrays, seconds to generate + build) or an error."""
     import time
     work = workdir or tempfile.mkdtemp(prefix="emx-")
@@ -41,7 +41,7 @@ def build(path: str, workdir: str | None = None):
         m = ENTRY_RE.search(f.read())
     if m is None:
         return "no float entry function found"
-    r = subprocess.run(["cc", "-O3", "-march=native", "-shared", "-fPIC", "-w", c_file, "-o", so,
+    r = subprocess.run(["cc", "-O3", f"-march={march}", "-shared", "-fPIC", "-w", c_file, "-o", so,
                         "-lm"], capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         return f"cc failed: {r.stderr.strip().splitlines()[-1][:80]}"

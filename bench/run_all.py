@@ -32,7 +32,7 @@ def _first_line(cmd: list[str]) -> str:
         return "not found"
 
 
-def machine(march: str = "native") -> str:
+def machine(march: str = "native", ort_isa: str = "") -> str:
     cpu = platform.processor()
     try:
         with open("/proc/cpuinfo") as f:
@@ -44,10 +44,11 @@ def machine(march: str = "native") -> str:
         f"- machine: {cpu}, {os.cpu_count()} logical cores (shared with other jobs: medians of "
         "repeated runs), " + platform.platform(),
         f"- host ISA: {_isa()}; mtvm's C built with -march={march}"
-        + (" (the AVX2 level: AVX-512 paths off, as on an AVX2-only host; onnxruntime still "
-           "picks this machine's own kernels)" if march == "x86-64-v3" else ""),
+        + (" (the AVX2 level: AVX-512 paths off, as on an AVX2-only host)"
+           if march == "x86-64-v3" else ""),
         f"- host compiler: {_first_line(['cc', '--version'])} (-O3 -march={march}, one thread)",
-        f"- onnxruntime {onnxruntime.__version__} (one intra-op and inter-op thread)",
+        f"- onnxruntime {onnxruntime.__version__} (one intra-op and inter-op thread)"
+        + (f"; {ort_isa}" if ort_isa else ""),
         f"- peer: emx-onnx-cgen {_version('emx-onnx-cgen')} (its default options, built like "
         "mtvm's C)",
         f"- device compiler: {_first_line(['arm-none-eabi-gcc', '--version'])}",
@@ -81,7 +82,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="markdown file (default bench/results/<date>.md)")
     p.add_argument("--march", default="native", help="cc -march for mtvm's host C (x86-64-v3: "
                    "an AVX2 host)")
+    host.add_ort_isa_option(p)
     args = p.parse_args(argv)
+    ort_isa = host.apply_ort_isa(args)
     import glob
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
     if args.models:
@@ -92,7 +95,7 @@ def main(argv=None) -> int:
         print(f"  host: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
         host_rows.append(host.bench_model(path, args.repeat, peer=not args.no_peer,
                                           march=args.march))
-    parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(args.march), "",
+    parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(args.march, ort_isa), "",
              "## Host latency (ratio < 1: faster than onnxruntime)", "", host.table(host_rows)]
     if not args.no_device:
         dev_rows = []
