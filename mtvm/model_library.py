@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from . import __version__
+from .codegen.constants import content_key
 from .codegen.names import interface_names
 from .errors import MtvmError
 from .ops.base import get_op
@@ -97,10 +98,13 @@ class CompiledModel:
                            if lk.kernel.schedule else {}),
                         "live_bytes": self.plan.live_bytes[lk.step]
                         if lk.step < len(self.plan.live_bytes) else 0})
-        # Each constant is stored once however many kernels read it.
+        # Each constant is stored once however many kernels read it, and
+        # constants of the same bytes once (codegen.constants.content_key).
         const_names = {b.name for lk in self.kernels for _, b in lk.params
                        if b is not None and b.const is not None}
-        const_bytes = sum(g.tensors[name].nbytes for name in const_names)
+        stored = {content_key(g.tensors[name].data): g.tensors[name].nbytes
+                  for name in const_names}
+        const_bytes = sum(stored.values())
         in_c, out_c = interface_names(g.inputs, g.outputs,   # as the header names them
                                       self.output_names)
         md = {

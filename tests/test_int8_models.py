@@ -306,6 +306,9 @@ IM2COL_DEVICE_CASES = [  # w shape, attrs: the shapes the im2col kernel special-
     ((2, 3, 7, 5), {"group": 2, "pads": [3, 2, 3, 2], "strides": [1, 2]}),
     ((8, 6, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((3, 6, 10, 4), {"strides": [2, 2], "pads": [5, 2, 5, 2]}),   # 40-tap window masks
+    # one input channel a group, a tall window: the compact border loops over its rows
+    ((12, 1, 10, 4), {"group": 6, "strides": [2, 1], "pads": [5, 2, 4, 1]}),
+    ((12, 1, 5, 5), {"group": 6, "dilations": [2, 1], "pads": [3, 2, 2, 2]}),   # a tap tail
 ]
 
 

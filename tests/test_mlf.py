@@ -113,3 +113,38 @@ def test_large_all_zero_constant_stays_const_in_flash(tmp_path):
     assert section.get(".rodata", 0) >= w.nbytes and section.get(".bss", 0) < w.nbytes
     x = np.arange(1 << 15, dtype=np.float32)
     assert_close(lib.run_host({"x": x})["y0"], x)
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+def test_equal_constants_are_stored_once(backend):
+    """Two initializers of the same bytes (the zero biases of several layers) are
+    one constant in flash: one definition, counted once in constant_bytes; a
+    short constant's byte view is its exact size (no string terminator)."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal(100).astype(np.float32)       # the byte-string form
+    other = rng.standard_normal(100).astype(np.float32)
+    small = rng.standard_normal((4, 4)).astype(np.float32)  # the readable form
+    inits = [numpy_helper.from_array(v, n) for n, v in
+             (("a", big), ("b", other), ("c", big.copy()), ("d", small), ("e", small.copy()),
+              ("shape", np.array([25, 4], np.int64)))]
+    nodes = [helper.make_node(op, ins, [out]) for op, ins, out in (
+        ("Add", ["x", "a"], "t0"), ("Sigmoid", ["t0"], "t1"), ("Mul", ["t1", "b"], "t2"),
+        ("Tanh", ["t2"], "t3"), ("Add", ["t3", "c"], "t4"), ("Relu", ["t4"], "t5"),
+        ("Reshape", ["t5", "shape"], "t6"), ("MatMul", ["t6", "d"], "t7"),
+        ("MatMul", ["t7", "e"], "y"))]
+    g = helper.make_graph(nodes, "dedup",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [100])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [25, 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    lib = mtvm.compile(m, backend=backend)
+    x = rng.standard_normal(100).astype(np.float32)
+    t6 = np.maximum(np.tanh((1 / (1 + np.exp(-(x + big)))) * other) + big, 0).reshape(25, 4)
+    assert_close(lib.run_host({"x": x})["y"], t6 @ small @ small)
+    assert lib.metadata["constant_bytes"] == big.nbytes + other.nbytes + small.nbytes
+    if backend == "c":
+        consts = lib.sources["codegen/host/src/tvmgen_default_constants.c"]
+        assert consts.count("const union") == 3, consts
+        header = lib.sources["codegen/host/src/tvmgen_default_internal.h"]
+        assert "unsigned char bytes[64]; float data[16];" in header       # 16 floats, exactly
+        assert "unsigned char bytes[401]; float data[100];" in header     # and the terminator

@@ -18,8 +18,19 @@ _OCTAL = ["\\%03o" % i for i in range(256)]
 
 def union_type(sym: str, arr: np.ndarray) -> str:
     n = max(arr.size, 1)
-    return (f"union {sym}_u {{ unsigned char bytes[{n * arr.dtype.itemsize + 1}]; "
+    # A string literal's terminating NUL needs one more byte (gcc 15's -Wextra
+    # warns when it does not fit); the other initializers fill the array exactly,
+    # and a 64-element int32 array then takes 256 bytes of flash, not 260.
+    extra = 1 if _written_as_string(arr) else 0
+    return (f"union {sym}_u {{ unsigned char bytes[{n * arr.dtype.itemsize + extra}]; "
             f"{ctype(arr.dtype)} data[{n}]; }}")
+
+
+def content_key(arr: np.ndarray) -> tuple:
+    """Two constants with the same key are the same bytes of flash: a module
+    stores one of them (e.g. the zero biases of several convolutions)."""
+    arr = np.ascontiguousarray(arr)
+    return (arr.dtype.str, arr.size, arr.tobytes())
 
 
 ZERO_MIN = 1 << 16         # bytes; an all-zero constant this large is not spelled out
@@ -30,6 +41,28 @@ def _all_zero(arr: np.ndarray) -> bool:
     are written `= { { 0 } }`: still const data in flash (.rodata), but no text
     for the C compiler to read."""
     return arr.nbytes >= ZERO_MIN and not np.any(arr.view(np.uint8))
+
+
+def _written_as_string(arr: np.ndarray) -> bool:
+    """As definition() writes it: the octal byte string (not all zeros, not short
+    and finite)."""
+    arr = _stored(arr)
+    if _all_zero(arr):
+        return False
+    return not (arr.size <= READABLE_MAX and
+                (arr.dtype.kind != "f" or bool(np.isfinite(arr).all())))
+
+
+def _stored(arr: np.ndarray) -> np.ndarray:
+    """The array as its bytes are written: bool as uint8, the narrow floats and
+    integers as their bits."""
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype == np.bool_:
+        arr = arr.astype(np.uint8)
+    if arr.dtype.name in ("float16", "bfloat16") or arr.dtype.name.startswith("float8") \
+            or arr.dtype.name in ("float4_e2m1fn", "int4", "uint4", "int2", "uint2"):
+        arr = arr.view(np.uint16 if arr.dtype.itemsize == 2 else np.uint8)  # stored as bits
+    return arr
 
 
 def declaration(sym: str, arr: np.ndarray) -> str:
@@ -57,17 +90,11 @@ def _byte_string(raw: bytes) -> str:
 
 
 def definition(sym: str, arr: np.ndarray, origin: str) -> str:
-    arr = np.ascontiguousarray(arr)
-    if arr.dtype == np.bool_:
-        arr = arr.astype(np.uint8)
-    if arr.dtype.name in ("float16", "bfloat16") or arr.dtype.name.startswith("float8") \
-            or arr.dtype.name in ("float4_e2m1fn", "int4", "uint4", "int2", "uint2"):
-        arr = arr.view(np.uint16 if arr.dtype.itemsize == 2 else np.uint8)  # stored as bits
+    arr = _stored(arr)
     head = f"/* {c_comment(origin)}: {arr.dtype.name}{list(arr.shape)} */\nconst union {sym}_u {sym} = "
     if _all_zero(arr):
         return head + "{ { 0 } };  /* all zeros */\n"
-    finite = arr.dtype.kind != "f" or bool(np.isfinite(arr).all())
-    if arr.size <= READABLE_MAX and finite:   # inf/nan literals would need math.h
+    if not _written_as_string(arr):   # inf/nan literals would need math.h
         vals = ", ".join(c_literal(v, arr.dtype) for v in arr.ravel().tolist()) or "0"
         return head + f"{{ .data = {{ {vals} }} }};\n"
     return head + "{\n    " + _byte_string(arr.astype(arr.dtype.newbyteorder("<")).tobytes()) \

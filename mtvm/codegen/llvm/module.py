@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import llvmlite.ir as ir
 import numpy as np
 
+from ..constants import content_key
 from ..cwriter import Const, Function, Return, Table, Type, Var
 from .lower import FunctionLowering, NotLowerable
 
@@ -77,6 +78,7 @@ class LLVMModule:
         self.constants_section = constants_section
         self.lowering = FunctionLowering(self.module, index_bits, calling_convention, intrinsics)
         self._consts: dict[str, ir.GlobalVariable] = {}
+        self._by_content: dict[tuple, ir.GlobalVariable] = {}
         # On a 32-bit core an arena address costs a movw/movt pair, and an offset past
         # 4 KiB from it another movw per load: there the kernels are external, so
         # LLVM cannot specialize them to the constant addresses the entry passes and
@@ -107,10 +109,15 @@ class LLVMModule:
 
     # -- data ----------------------------------------------------------------------------
     def _constant(self, buf) -> ir.GlobalVariable:
+        """One global per distinct constant: buffers of the same bytes share it."""
         if buf.name not in self._consts:
             data = np.ascontiguousarray(buf.const, dtype=buf.dtype)
-            self._consts[buf.name] = self.lowering.blob(
-                f"tvmgen_{self.mod}_c_{len(self._consts)}", data.tobytes(), self.constants_section)
+            key = content_key(data)
+            if key not in self._by_content:
+                self._by_content[key] = self.lowering.blob(
+                    f"tvmgen_{self.mod}_c_{len(self._by_content)}", data.tobytes(),
+                    self.constants_section)
+            self._consts[buf.name] = self._by_content[key]
         return self._consts[buf.name]
 
     def _arena(self) -> ir.GlobalVariable | None:

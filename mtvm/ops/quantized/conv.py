@@ -365,6 +365,41 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                 for j in range(khw)]
         return out + ["}"]
 
+    def masked_rows(px: str) -> list[str]:
+        """As masked(), for few channels of a tall window (a 10 x 4 first layer on
+        a spectrogram): one kernel row's kw taps unrolled, looped over the rows and
+        channels; a row outside the input reads zx at every tap. A quarter of the
+        code of the unrolled border, for a few instructions a tap on border pixels."""
+        iy0, ix0, base = Var("iy0", CI32), Var("ix0", CI32), Var("base", CI32)
+        cm, bits = Var("cm", Type("uint32")), Var("bits", Type("uint32"))
+        kx, ky, ci, i = Var("kx", I32), Var("ky", I32), Var("ci"), Var("i")
+        ih, iw, p = Var("ih", CI32), Var("iw", CI32), Var("p")
+        pos = "((i >> 2) << 3) + (i & 3)"
+        dst = f"t[{pos}]" if not tl else \
+            f"(i < {4 * nb} ? t + {pos} : tt + {slot_c(f'(i - {4 * nb})')})[0]"
+        row = [Decl(ih, iy0 + (ky * dh if dh != 1 else ky)),
+               Decl(bits, select(and_(ge(ih, 0), lt(ih, h)), cm, 0))]
+        for j in range(kw):
+            at = p[base + ky * (dh * wd) + j * dw]
+            inside = Binary("&", bits, RawExpr(f"{1 << j}u"))
+            row += [Assign(RawExpr(dst), select(inside, Cast(I32, at), RawExpr(zx))),
+                    Assign(i, 1, "+=")]
+        out = render_c([
+            Decl(iy0, RawExpr(coord("oy", sh, ph, "0", 1)[:-4])),
+            Decl(ix0, RawExpr(coord("ox", sw, pw, "0", 1)[:-4])),
+            Decl(base, iy0 * wd + ix0), Comment("may be negative"),
+            Decl(cm, 0), Comment("cm: the columns kx inside the input"),
+            For(kx, kw, [Decl(iw, ix0 + (kx * dw if dw != 1 else kx)),
+                         Assign(cm, Binary("|", cm, Binary("<<", Cast(Type("uint32"),
+                                                                    and_(ge(iw, 0), lt(iw, wd))),
+                                                          kx)))])]).splitlines()
+        t = Var("t", Type("int16", pointer=True))
+        out += render_c([Decl(Var("p", Type(x.dtype.name, pointer=True, const=True)), Var("xg")),
+                         Decl(t, Var("col") + 4 * Var(px))]).splitlines() + tail_ptr(px)
+        out += render_c([Decl(i, 0), For(ci, cg, [For(ky, kh, row), Assign(p, hw, "+=")])
+                         ]).splitlines()
+        return out
+
     per = 4 // math.gcd(khw, 4)            # channels per whole number of blocks
     unroll = per * khw <= 64
 
@@ -447,12 +482,18 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         gather = fast("px") if unroll else slow("px")
         if padded:
             # fast(masked) unrolls `per` channels when there are that many, then the
-            # rest: compact only where that is several channels' taps (with fewer input
-            # channels than `per` it saves no code and costs 3-10 % on the layer)
+            # rest: compact only where that is several channels' taps (with fewer
+            # input channels than `per` it saves no code and costs 3-10 % on the
+            # layer); a tall window of one or two channels loops over its rows instead
             unrolled = (per if cg >= per else 0) * khw + (cg % per) * khw
             compact = compact_border and unrolled > 16 and unrolled >= 2 * khw
-            border = slow("px") if khw > 64 else (fast("px", masked=True) if unroll and not compact
-                                                  else masked("px"))
+            by_rows = compact_border and not compact and unrolled > 16 and kh >= 4 and kw <= 32
+            if khw > 64:
+                border = slow("px")
+            elif by_rows:
+                border = masked_rows("px")
+            else:
+                border = fast("px", masked=True) if unroll and not compact else masked("px")
             gather = [f"if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && ox < {ox_hi}) {{"] \
                 + indent_c(gather) + ["} else {"] + indent_c(border) + ["}"]
         body += ["for (int32_t px = 0; px < npx; ++px) {"] + indent_c(gather) + \
