@@ -182,6 +182,19 @@ def test_profile_is_a_median_over_runs_with_node_names(profiled):
     assert "fc1, relu1" in prof.table() and "MACs/us" in prof.table()
 
 
+def test_profile_with_warmup_runs_on_the_device(profiled):
+    """PROFILE's first byte is a run count: the warm-up runs happen on the device
+    back to back with the measured one (the host board's default in `mtvm run
+    --profile`); the figures are the last run's, one per kernel."""
+    md = profiled.metadata["operators"]
+    with profiled.session() as s:
+        warm = s.executor.profile(runs=3, warmup=5)
+        with pytest.raises(mtvm.MtvmError, match="warmup must be 0..254"):
+            s.executor.profile(runs=1, warmup=255)
+    assert warm.runs == 3 and len(warm.rows) == len(md)
+    assert all(0 < r.min_ticks <= r.ticks <= r.max_ticks for r in warm.rows)
+
+
 def test_cli_profile_runs(profiled, capsys):
     assert cli(["run", profiled.dir, "--profile", "4"]) == 0
     out = capsys.readouterr().out

@@ -17,7 +17,7 @@
 #define MTVM_MSG_RUN 0x03  /* (empty) -> u64 ticks of the run, i32 model status */
 #define MTVM_MSG_READ_OUTPUT 0x04  /* u16 index, u32 offset, u32 length -> u32 crc32, bytes */
 #define MTVM_MSG_TIME 0x05  /* u32 number -> u32 number, u64 total ticks */
-#define MTVM_MSG_PROFILE 0x06  /* u8 run_first, u16 start -> u16 total, u16 start, u16 count, u64 ticks[] */
+#define MTVM_MSG_PROFILE 0x06  /* u8 runs, u16 start -> u16 total, u16 start, u16 count, u64 ticks[] */
 #define MTVM_MSG_ECHO 0x07  /* bytes -> the same bytes */
 #define MTVM_MSG_RESET 0x08  /* u32 new_nonce -> (empty); clears tensors and the reply cache */
 #define MTVM_MSG_CANCEL 0x09  /* (empty) -> (empty), once the device is idle; stops a running TIME */

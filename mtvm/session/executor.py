@@ -396,13 +396,14 @@ class Executor:
                 per.append(ticks / done / tps)
         return BenchmarkResult(per, number, tps)
 
-    def _profile_once(self) -> list[int]:
+    def _profile_once(self, warmup: int = 0) -> list[int]:
         ticks, start, total = [], 0, None
+        runs = 1 + warmup
         while total is None or start < total:
             body = self.sess.request(P.MsgType.PROFILE,
-                                     struct.pack("<BH", 1 if start == 0 else 0, start),
-                                     timeout=self.sess.attempt_wait(1) if start == 0 else None,
-                                     busy_wait=self.sess.run_wait(1))
+                                     struct.pack("<BH", runs if start == 0 else 0, start),
+                                     timeout=self.sess.attempt_wait(runs) if start == 0 else None,
+                                     busy_wait=self.sess.run_wait(runs))
             total, s0, count = struct.unpack_from("<HHH", body)
             ticks += list(struct.unpack_from(f"<{count}Q", body, 6))
             start = s0 + count
@@ -410,10 +411,13 @@ class Executor:
                 break
         return ticks
 
-    def profile(self, runs: int = 10) -> ProfileResult:
+    def profile(self, runs: int = 10, warmup: int = 0) -> ProfileResult:
         """Per-kernel device ticks: the median of `runs` profiled runs (the model
         must be compiled with profiling), each kernel with the ONNX node(s) it
-        computes (from metadata.json)."""
+        computes (from metadata.json). warmup: runs on the device right before
+        each profiled one, so that a device with caches (a host, a Cortex-M7) is
+        measured warm, as in a loop of inferences, not after the round trip to
+        the host; nothing to warm under an emulator's instruction count."""
         info = self.sess.info()
         if not info.profiling:
             raise MtvmError("this build was not compiled with profiling; regenerate the "
@@ -421,10 +425,12 @@ class Executor:
                             "(from Python: mtvm.project.generate(..., profile=True))")
         if runs < 1:
             raise MtvmError("profile: runs must be >= 1")
+        if not 0 <= warmup <= 254:
+            raise MtvmError("profile: warmup must be 0..254 runs")
         per_run = []
         with _progress.bar(runs, "profile", unit="run") as bar:
             for _ in range(runs):
-                per_run.append(self._profile_once())
+                per_run.append(self._profile_once(warmup))
                 bar.update(1)
         kernels = self.sess.kernels()
         ops = {}

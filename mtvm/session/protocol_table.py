@@ -31,7 +31,7 @@ MESSAGES = {
     "RUN": (0x03, "(empty) -> u64 ticks of the run, i32 model status"),
     "READ_OUTPUT": (0x04, "u16 index, u32 offset, u32 length -> u32 crc32, bytes"),
     "TIME": (0x05, "u32 number -> u32 number, u64 total ticks"),
-    "PROFILE": (0x06, "u8 run_first, u16 start -> u16 total, u16 start, u16 count, u64 ticks[]"),
+    "PROFILE": (0x06, "u8 runs, u16 start -> u16 total, u16 start, u16 count, u64 ticks[]"),
     "ECHO": (0x07, "bytes -> the same bytes"),
     "RESET": (0x08, "u32 new_nonce -> (empty); clears tensors and the reply cache"),
     "CANCEL": (0x09, "(empty) -> (empty), once the device is idle; stops a running TIME"),

@@ -142,7 +142,8 @@ def measure(model, board: dict, config: ScheduleConfig, device: Device, inputs: 
             if bad:
                 res.status, res.error = WRONG_OUTPUT, bad[0].describe()
                 return res
-            prof = ex.profile(runs=runs)
+            # warm, as time_evaluator measured AutoTVM's candidates (Executor.profile)
+            prof = ex.profile(runs=runs, warmup=0 if emulated else 1)
         tps = info.ticks_per_second
         res.ticks_per_second, res.runs = tps, prof.runs
         per_tick = 1.0
