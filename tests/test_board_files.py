@@ -33,6 +33,8 @@ def test_every_board_merges_to_what_its_single_file_said():
         now = dict(load_board(name).data)
         now.pop("soc", None)
         now.pop("ram_banks", None)   # added since: the memory banks of several pools
+        if name == "host":           # -O3 since (docs/projects.md: the vectorizer)
+            now["cflags"] = ["-O2" if f == "-O3" else f for f in now["cflags"]]
         assert json.dumps(now, sort_keys=True) == json.dumps(before[name], sort_keys=True), name
 
 

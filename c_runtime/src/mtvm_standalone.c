@@ -6,9 +6,17 @@
 #include "mtvm_platform.h"
 #include "mtvm_protocol.h"
 
+/* room(pos, cap): a character and the terminator still fit after pos. Written
+ * so that no pos wraps around (`pos + 1 < cap` does at UINT32_MAX, and gcc -O3
+ * warns of the write it would allow). */
+static int room(uint32_t pos, uint32_t cap)
+{
+    return pos < cap && cap - pos > 1u;
+}
+
 uint32_t mtvm_fmt_str(char* buf, uint32_t pos, uint32_t cap, const char* s)
 {
-    while (s && *s && pos + 1 < cap) {
+    while (s && *s && room(pos, cap)) {
         buf[pos++] = *s++;
     }
     if (pos < cap) {
@@ -25,7 +33,7 @@ uint32_t mtvm_fmt_u64(char* buf, uint32_t pos, uint32_t cap, uint64_t v)
         tmp[n++] = (char)('0' + (int)(v % 10u));
         v /= 10u;
     } while (v);
-    while (n > 0 && pos + 1 < cap) {
+    while (n > 0 && room(pos, cap)) {
         buf[pos++] = tmp[--n];
     }
     if (pos < cap) {
@@ -76,7 +84,7 @@ uint32_t mtvm_fmt_f64(char* buf, uint32_t pos, uint32_t cap, double v)
         digits /= 10u;
     }
     d[9] = '\0';
-    if (pos + 1 < cap) {
+    if (room(pos, cap)) {
         buf[pos++] = d[0];
     }
     pos = mtvm_fmt_str(buf, pos, cap, ".");
