@@ -364,9 +364,9 @@ static uint16_t do_profile(mtvm_server_t* s, call_t* c)
         return MTVM_STATUS_BAD_INDEX;
     }
     /* runs: run the model that many times back to back; the ticks are the
-     * last run's. Runs before it warm caches and predictors as a loop of
-     * inferences does: one run after the host's round trip found a host's
-     * caches cold (a 442 KB depthwise layer 3.5x its time in a loop). */
+     * last run's. The runs before it warm caches and branch predictors as a
+     * loop of inferences does, rather than measuring the first run after the
+     * host's round trip. */
     for (i = 0; i < c->in[0]; ++i) {
         if (mtvm_model_run_timed(m, &ticks) != 0) {
             return MTVM_STATUS_MODEL_FAILED;

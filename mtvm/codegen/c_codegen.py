@@ -179,13 +179,13 @@ class CModule:
         # a shift table shared by two layers) are stored once, under the first
         # one's symbol: `const_syms` maps every used name to its symbol,
         # `stored_consts` lists the names that are defined.
+        key = {name: cst.content_key(g.tensors[name].data) for name in used}
         first: dict[tuple, str] = {}
-        self.stored_consts = [name for name in used if first.setdefault(
-            cst.content_key(g.tensors[name].data), name) == name]
+        self.stored_consts = [name for name in used
+                              if first.setdefault(key[name], name) == name]
         syms = dict(zip(self.stored_consts, (f"tvmgen_{mod}_c_{s}"
                                              for s in unique_names(self.stored_consts))))
-        self.const_syms = {name: syms[first[cst.content_key(g.tensors[name].data)]]
-                           for name in used}
+        self.const_syms = {name: syms[first[key[name]]] for name in used}
 
     # -- public header ------------------------------------------------------------
     def header(self) -> str:

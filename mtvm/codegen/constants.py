@@ -7,6 +7,8 @@ or more. Small ones are written as readable numbers.
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from ..ops.base import c_literal, ctype
@@ -28,9 +30,10 @@ def union_type(sym: str, arr: np.ndarray) -> str:
 
 def content_key(arr: np.ndarray) -> tuple:
     """Two constants with the same key are the same bytes of flash: a module
-    stores one of them (e.g. the zero biases of several convolutions)."""
+    stores one of them (e.g. the zero biases of several convolutions). A digest
+    of the bytes, not a copy of them (a model's weights can be 100 MB)."""
     arr = np.ascontiguousarray(arr)
-    return (arr.dtype.str, arr.size, arr.tobytes())
+    return (arr.dtype.str, arr.size, hashlib.sha256(arr.view(np.uint8)).digest())
 
 
 ZERO_MIN = 1 << 16         # bytes; an all-zero constant this large is not spelled out
