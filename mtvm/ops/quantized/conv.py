@@ -331,20 +331,37 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         """C expression of tail_slot for a tail tap index expression r."""
         return f"({r} ? 3 - {r} : 0)" if tl == 3 else r
 
+    # where tap i of a pixel's column goes: the blocks of four, then the tail slots
+    tap_pos = "((i >> 2) << 3) + (i & 3)"
+    tap_dst = f"t[{tap_pos}]" if not tl else \
+        f"(i < {4 * nb} ? t + {tap_pos} : tt + {slot_c(f'(i - {4 * nb})')})[0]"
+    iy0, ix0, base = Var("iy0", CI32), Var("ix0", CI32), Var("base", CI32)
+
+    def window_origin(mt: Type, *first) -> list:
+        """iy0, ix0: the window's first input row and column; base their flat offset
+        (may be negative); bit kx of `cm`: the window's column kx lies inside the
+        input. `first`: declarations written before cm's."""
+        cm, kx, iw = Var("cm", mt), Var("kx", I32), Var("iw", CI32)
+        return [Decl(iy0, RawExpr(coord("oy", sh, ph, "0", 1)[:-4])),
+                Decl(ix0, RawExpr(coord("ox", sw, pw, "0", 1)[:-4])),
+                Decl(base, iy0 * wd + ix0), Comment("may be negative"),
+                *first, Decl(cm, 0), Comment("cm: the columns kx inside the input"),
+                For(kx, kw, [Decl(iw, ix0 + (kx * dw if dw != 1 else kx)),
+                             Assign(cm, Binary("|", cm, Binary("<<", Cast(mt, and_(ge(iw, 0),
+                                                                                lt(iw, wd))),
+                                                               kx)))])]
+
+    def column_start(px: str) -> list[str]:
+        """p at the group's first input plane; t at pixel px's column (tt its tail)."""
+        t = Var("t", Type("int16", pointer=True))
+        return render_c([Decl(Var("p", Type(x.dtype.name, pointer=True, const=True)), Var("xg")),
+                         Decl(t, Var("col") + 4 * Var(px))]).splitlines() + tail_ptr(px)
+
     def mask_lines() -> list[str]:
         """Bit j of `m` (khw <= 64): tap j of a channel's window lies inside the input."""
-        iy0, ix0, base = Var("iy0", CI32), Var("ix0", CI32), Var("base", CI32)
         mt = Type(mtype[:-2])
-        m, cm, kx, ky = Var("m", mt), Var("cm", mt), Var("kx", I32), Var("ky", I32)
-        ih, iw = Var("ih", CI32), Var("iw", CI32)
-        return render_c([
-            Decl(iy0, RawExpr(coord("oy", sh, ph, "0", 1)[:-4])),
-            Decl(ix0, RawExpr(coord("ox", sw, pw, "0", 1)[:-4])),
-            Decl(base, iy0 * wd + ix0), Comment("may be negative"),
-            Decl(m, 0), Decl(cm, 0), Comment("cm: the columns kx inside the input"),
-            For(kx, kw, [Decl(iw, ix0 + (kx * dw if dw != 1 else kx)),
-                         Assign(cm, Binary("|", cm, Binary("<<", Cast(mt, and_(ge(iw, 0),
-                                                                            lt(iw, wd))), kx)))]),
+        m, cm, ky, ih = Var("m", mt), Var("cm", mt), Var("ky", I32), Var("ih", CI32)
+        return render_c(window_origin(mt, Decl(m, 0)) + [
             For(ky, kh, [Decl(ih, iy0 + (ky * dh if dh != 1 else ky)),
                          If(and_(ge(ih, 0), lt(ih, h)),
                             [Assign(m, Binary("|", m, Binary("<<", cm, ky * kw)))])])]).splitlines()
@@ -354,15 +371,10 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         unroll over `per` channels: a channel's taps unrolled, the taps not inside the
         input (bit clear in `m`) read as zx, the column position computed per tap."""
         offs = [ky * dh * wd + kx * dw for ky in range(kh) for kx in range(kw)]
-        pos = "((i >> 2) << 3) + (i & 3)"
-        dst = f"t[{pos}]"
-        if tl:
-            dst = f"(i < {4 * nb} ? t + {pos} : tt + {slot_c(f'(i - {4 * nb})')})[0]"
-        out = mask_lines() + [f"const {xt}* p = xg;", f"int16_t* t = col + 4 * {px};"] + \
-            tail_ptr(px)
+        out = mask_lines() + column_start(px)
         out += [f"for (size_t ci = 0, i = 0; ci < {cg}; ++ci, p += {hw}) {{"]
-        out += [f"    {dst} = (m & {1 << j}{msuf}) ? (int32_t)p[base + {offs[j]}] : {zx}; ++i;"
-                for j in range(khw)]
+        out += [f"    {tap_dst} = (m & {1 << j}{msuf}) ? (int32_t)p[base + {offs[j]}] : {zx}; "
+                "++i;" for j in range(khw)]
         return out + ["}"]
 
     def masked_rows(px: str) -> list[str]:
@@ -370,35 +382,18 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         a spectrogram): one kernel row's kw taps unrolled, looped over the rows and
         channels; a row outside the input reads zx at every tap. A quarter of the
         code of the unrolled border, for a few instructions a tap on border pixels."""
-        iy0, ix0, base = Var("iy0", CI32), Var("ix0", CI32), Var("base", CI32)
-        cm, bits = Var("cm", Type("uint32")), Var("bits", Type("uint32"))
-        kx, ky, ci, i = Var("kx", I32), Var("ky", I32), Var("ci"), Var("i")
-        ih, iw, p = Var("ih", CI32), Var("iw", CI32), Var("p")
-        pos = "((i >> 2) << 3) + (i & 3)"
-        dst = f"t[{pos}]" if not tl else \
-            f"(i < {4 * nb} ? t + {pos} : tt + {slot_c(f'(i - {4 * nb})')})[0]"
+        u32 = Type("uint32")
+        cm, bits = Var("cm", u32), Var("bits", u32)
+        ky, ci, i, ih, p = Var("ky", I32), Var("ci"), Var("i"), Var("ih", CI32), Var("p")
         row = [Decl(ih, iy0 + (ky * dh if dh != 1 else ky)),
                Decl(bits, select(and_(ge(ih, 0), lt(ih, h)), cm, 0))]
         for j in range(kw):
             at = p[base + ky * (dh * wd) + j * dw]
             inside = Binary("&", bits, RawExpr(f"{1 << j}u"))
-            row += [Assign(RawExpr(dst), select(inside, Cast(I32, at), RawExpr(zx))),
+            row += [Assign(RawExpr(tap_dst), select(inside, Cast(I32, at), RawExpr(zx))),
                     Assign(i, 1, "+=")]
-        out = render_c([
-            Decl(iy0, RawExpr(coord("oy", sh, ph, "0", 1)[:-4])),
-            Decl(ix0, RawExpr(coord("ox", sw, pw, "0", 1)[:-4])),
-            Decl(base, iy0 * wd + ix0), Comment("may be negative"),
-            Decl(cm, 0), Comment("cm: the columns kx inside the input"),
-            For(kx, kw, [Decl(iw, ix0 + (kx * dw if dw != 1 else kx)),
-                         Assign(cm, Binary("|", cm, Binary("<<", Cast(Type("uint32"),
-                                                                    and_(ge(iw, 0), lt(iw, wd))),
-                                                          kx)))])]).splitlines()
-        t = Var("t", Type("int16", pointer=True))
-        out += render_c([Decl(Var("p", Type(x.dtype.name, pointer=True, const=True)), Var("xg")),
-                         Decl(t, Var("col") + 4 * Var(px))]).splitlines() + tail_ptr(px)
-        out += render_c([Decl(i, 0), For(ci, cg, [For(ky, kh, row), Assign(p, hw, "+=")])
-                         ]).splitlines()
-        return out
+        return render_c(window_origin(u32)).splitlines() + column_start(px) + render_c(
+            [Decl(i, 0), For(ci, cg, [For(ky, kh, row), Assign(p, hw, "+=")])]).splitlines()
 
     per = 4 // math.gcd(khw, 4)            # channels per whole number of blocks
     unroll = per * khw <= 64
