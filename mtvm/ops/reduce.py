@@ -121,7 +121,7 @@ def require_float(node, inputs) -> None:
 
 # -- reductions -----------------------------------------------------------------
 
-def _reduced_axes(rank: int, axes, noop: int) -> list[int] | None:
+def reduced_axes(rank: int, axes, noop: int) -> list[int] | None:
     """Sorted non-negative axes to reduce; None means 'no reduction' (noop): then,
     as the spec says since onnx PR #7394, each element is reduced as a set of one
     (ReduceL2 gives |x|, ReduceSumSquare x*x)."""
@@ -179,13 +179,13 @@ class Reduce(Op):
             require_float(node, inputs)
 
     def reference(self, x, *, axes=None, keepdims=1, noop_with_empty_axes=0):
-        red = _reduced_axes(x.ndim, axes, noop_with_empty_axes) or []
+        red = reduced_axes(x.ndim, axes, noop_with_empty_axes) or []
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray(self.np_reduce(x, tuple(red), bool(keepdims))).astype(x.dtype)
 
     def infer(self, node, inputs, consts):
         shape = inputs[0].shape
-        red = _reduced_axes(len(shape), node.attrs.get("axes"),
+        red = reduced_axes(len(shape), node.attrs.get("axes"),
                             node.attrs.get("noop_with_empty_axes", 0))
         if red is None:
             return [(shape, inputs[0].dtype)]
@@ -208,7 +208,7 @@ class Reduce(Op):
         if k.out.size == 0:
             return [ExprStmt(Cast(Type(VOID), param(k.out, output=True))),
                     Comment("empty output")]
-        red = _reduced_axes(len(x.shape), axes, noop_with_empty_axes)
+        red = reduced_axes(len(x.shape), axes, noop_with_empty_axes)
         red = [] if red is None else red   # noop: each element is a set of one
         dims = _merged_dims(x.shape, set(red))
         count = prod([x.shape[a] for a in red])

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import Graph, Node
+from ..ops.reduce import reduced_axes
 
 
 def _scalar(g: Graph, name: str) -> float | None:
@@ -33,13 +34,10 @@ def _reduced_tail(g: Graph, n: Node) -> int | None:
     if n.op != "ReduceMean" or n.domain or not n.attrs.get("keepdims", 1):
         return None
     rank = len(g.tensors[n.inputs[0]].shape)
-    axes = n.attrs.get("axes")
-    if axes is None and len(n.inputs) > 1 and n.inputs[1]:
-        c = g.const(n.inputs[1])
-        axes = None if c is None else c.ravel().tolist()
+    axes = n.attrs.get("axes")      # canonical: opset 18's axes input is the attribute
     if not axes:
         return None
-    axes = sorted({int(a) % rank for a in axes})
+    axes = reduced_axes(rank, axes, 0)
     return axes[0] if axes == list(range(axes[0], rank)) else None
 
 

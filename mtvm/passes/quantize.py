@@ -43,6 +43,7 @@ from ..ops.quantized.common import DOMAIN, quantize_multiplier
 from ..ops.quantized.elementwise import add_multipliers
 from ..ops.quantized.softmax import softmax_table
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
+from ..ops.reduce import reduced_axes
 from ..qparams import QP, dense_node, requant_node, usable_scale
 from ..qparams import avgpool_node as _avgpool_node
 from ..qparams import multiplier_consts as _mult_consts
@@ -395,7 +396,8 @@ def rule_avgpool(ctx, p, acts, q, qy):
     shape = ctx.g.tensors[p.inputs[0]].shape
     a = p.attrs
     if p.op == "ReduceMean":
-        axes = _reduce_axes(ctx, p, len(shape))
+        # canonical by now: the axes an attribute (ops/reduce.py), opset 18's input too
+        axes = reduced_axes(len(shape), a.get("axes"), a.get("noop_with_empty_axes", 0))
         if axes is None:
             return None
         if axes != list(range(2, len(shape))) or len(shape) not in (3, 4):
@@ -426,22 +428,6 @@ def rule_avgpool(ctx, p, acts, q, qy):
     except Exception:
         return None
     return [n] if got.size == ctx.g.tensors[q.outputs[0]].size else None
-
-
-def _reduce_axes(ctx, p, rank: int) -> list[int] | None:
-    """ReduceMean's reduced axes, sorted and non-negative (an attribute, or from opset 18
-    a constant input; none given: all, unless noop_with_empty_axes); None when unknown."""
-    axes = p.attrs.get("axes")
-    if axes is None and len(p.inputs) > 1 and p.inputs[1]:
-        axes = ctx.const(p.inputs[1])
-        if axes is None:
-            return None
-        axes = np.asarray(axes).ravel().tolist()
-    if axes is None or len(axes) == 0:
-        if p.attrs.get("noop_with_empty_axes", 0):
-            return None
-        axes = range(rank)
-    return sorted({int(x) % rank for x in axes})
 
 
 def _reduce_mean_as_pool(ctx, p, x_name, qx, qy, clamp, shape, axes, q):
