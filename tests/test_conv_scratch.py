@@ -25,8 +25,8 @@ TARGETS = ("c", "x86-64-v3", "x86-64-v4", "cortex-m4", "cortex-m55", "cortex-m0"
 
 # (id, x shape, w shape, Conv attributes): between them every path of
 # conv.conv_plan -- depthwise (rows, flat, AVX-512 direct), pointwise (and in
-# place), window, im2col, the AVX-512 band and direct variants, the direct conv
-# -- in 1-D and 2-D.
+# place), window, im2col, the AVX-512 band and direct variants, AVX2's Winograd,
+# the direct conv -- in 1-D and 2-D.
 CASES = [
     ("pointwise", (1, 16, 8, 8), (16, 16, 1, 1), {}),
     ("pointwise_small_plane", (1, 16, 4, 4), (24, 16, 1, 1), {}),
@@ -156,9 +156,10 @@ def test_the_sweep_takes_every_path():
         (step,) = [i for i, n in enumerate(g.nodes) if n.op == "Conv"]
         node = g.nodes[step]
         inplace = get_op("Conv").inplace_input(node, g)
-        for cfg in KNOBS.values():
+        for cfg, isa in ((cfg, isa) for cfg in KNOBS.values()
+                         for isa in ("x86-64-v4", "x86-64-v3")):
             for ip in (None, {step: 0}) if inplace == 0 else (None,):
-                k = make_kernel(g, step, "m", ip, Target.resolve("x86-64-v4"),
+                k = make_kernel(g, step, "m", ip, Target.resolve(isa),
                                 ScheduleConfig(knobs=cfg))
                 sched = schedules.choose(k)
                 axes, group = geometry(k, node.attrs)
@@ -168,9 +169,11 @@ def test_the_sweep_takes_every_path():
                     direct, flat = conv.depthwise_variants(k, axes)
                     kind += "+direct" if direct else "+flat" if flat else "+rows"
                 seen.add((kind, variant))
+    # x86 variants: (AVX-512 body, AVX2 body)
     assert {("pointwise", None), ("pointwise_inplace", None), ("window", None),
-            ("im2col", None), ("window", "band"), ("im2col", "band"), ("window", "direct"),
-            ("direct", None), ("depthwise+direct", None), ("depthwise+flat", None),
+            ("im2col", None), ("window", ("band", "band")), ("im2col", ("band", "band")),
+            ("window", ("direct", "band")), ("window", (None, "winograd")),
+            ("window", ("direct", "winograd")), ("direct", None), ("depthwise+direct", None), ("depthwise+flat", None),
             ("depthwise+rows", None)} <= seen, seen
 
 

@@ -19,11 +19,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..codegen.cwriter import (Assign, Block, Comment, Decl, ExprStmt, For, If, Index, RawExpr,
-                               Type, Var, call, eq, render_c)
+from ..codegen.cwriter import (VOID, Assign, Block, Cast, Comment, Decl, ExprStmt, For, If,
+                               Index, RawExpr, Type, Var, call, eq, render_c)
 from ..codegen.cwriter import call as c_call   # emitters below have a parameter `call`
 from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
+from . import conv_winograd
 from .base import Op, register
 from .microkernels import (MR, band_epi_ukernel, band_ukernel, direct_ukernel,
                            gemm_epi_ukernel, gemm_ukernel, gemm_ukernel_offsets, prelude)
@@ -486,6 +487,12 @@ DEFAULT_KNOBS = {
     "band_below_cols": 32,         # other KxK outputs narrower than this: band
     "band_cols": 32,               # output positions per band, at least one row
     "band_max_bytes": 65536,       # band scratch cap (fewer rows per band)
+    "winograd": 1,                 # 1: 3x3 stride-1 one-group layers by Winograd
+                                   #   F(4x4, 3x3) (ops/conv_winograd.py; AVX2 code)
+    "winograd_min_cols": 16,       #   on outputs this wide at least (8 x 8 with 64
+                                   #   channels: 1.6x slower than band; 16 x 16: 1.45x
+                                   #   faster, 32 x 32 1.7x; ic_resnet8, AVX2)
+    "winograd_tiles": 32,          # its block: about this many 4x4 tiles
     "depthwise_max_taps": 25,      # larger depthwise kernels: direct conv
     "depthwise_max_border": 4,     # border columns written out per side, at most
     "depthwise_direct_max_plane": 4096,  # AVX-512, stride 1, same size, planes up to
@@ -495,7 +502,7 @@ DEFAULT_KNOBS = {
 
 # The knobs only the x86 variants read (schedules/x86/conv_f32.py declares them).
 X86_KNOBS = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
-             "band_max_bytes")
+             "band_max_bytes", "winograd", "winograd_min_cols", "winograd_tiles")
 
 
 def knobs_of(k) -> dict:
@@ -527,27 +534,38 @@ def schedule_of(x, wt, axes, group, s: dict = DEFAULT_KNOBS) -> str:
     return "window"
 
 
-def x86_variant(x, wt, axes, group, s: dict) -> str | None:
-    """The x86 micro-kernel a Conv gets besides its portable schedule, with knob
-    values s: "direct" (AVX-512; band on AVX2), "band", or None
-    (schedules/x86/conv_f32.py)."""
+def x86_variant(x, wt, axes, group, s: dict) -> tuple[str | None, str | None] | None:
+    """The x86 micro-kernels a Conv gets besides its portable schedule, with knob
+    values s: (AVX-512 body, AVX2 body), each "direct" (AVX-512 only), "band",
+    "winograd" (AVX2 only) or None (the portable schedule there); None when both
+    are (schedules/x86/conv_f32.py)."""
     kind = schedule_of(x, wt, axes, group, s)
     if kind not in ("window", "im2col"):
         return None
+    avx512 = None
     if s["direct_min_cols"] <= axes[1].out < s["direct_below_cols"] and \
             wt.shape[2] * wt.shape[3] <= 64 and all(a.stride == 1 and a.out == a.size
                                                     for a in axes):
-        return "direct"
-    if axes[1].out < s["band_below_cols"]:
-        return "band"
-    return None
+        avx512 = "direct"
+    elif axes[1].out < s["band_below_cols"]:
+        avx512 = "band"
+    avx2 = "band" if avx512 else None
+    # Winograd on AVX2 only: AVX-512's direct and band kernels, at twice the width,
+    # beat its 8-lane code (ic_resnet8's 16 x 16 layer 26.5 against 43 us). With fewer
+    # than 3 input channels its per-output transform costs more than the 9 MACs a
+    # channel it saves (denoise_unet's 1 -> 16 layer 18 -> 27 us).
+    if s["winograd"] and axes[1].out >= s["winograd_min_cols"] and x.shape[1] >= 3 and \
+            conv_winograd.applies(x, wt, axes, group):
+        avx2 = "winograd"
+    return (avx512, avx2) if avx512 or avx2 else None
 
 
-def conv_plan(k, x, wt, axes, group, simd: bool = True) -> tuple[str, str | None]:
+def conv_plan(k, x, wt, axes, group, simd: bool = True) -> tuple[str, tuple | None]:
     """(schedule, x86 variant) that emit_conv_scheduled emits for kernel k: the
     schedule is schedule_of's, or "pointwise_inplace" for a pointwise Conv written
-    over its input; the variant is x86_variant's (with simd) or None. Emission
-    and the pure scratch size (conv_scratch_bytes) both follow this one plan."""
+    over its input; the variant is x86_variant's (with simd, and bodies for k's
+    target) or None. Emission and the pure scratch size (conv_scratch_bytes) both
+    follow this one plan."""
     s = knobs_of(k)
     # Written over its input (k.inplace): the planner allowed that for the schedule the
     # default knobs pick (inplace_input), so that one it is, whatever the knobs say.
@@ -556,23 +574,33 @@ def conv_plan(k, x, wt, axes, group, simd: bool = True) -> tuple[str, str | None
         return kind, None
     if kind == "pointwise" and k.inplace is not None:
         return "pointwise_inplace", None
-    return kind, x86_variant(x, wt, axes, group, s) if simd else None
+    variant = x86_variant(x, wt, axes, group, s) if simd else None
+    return kind, variant if variant is not None and x86_bodies(k, variant) else None
 
 
-def x86_bodies(k, variant: str) -> list[tuple[str, str]]:
-    """(preprocessor condition, body) pairs an x86 variant is emitted as, in #if /
-    #elif order before the portable #else: "direct" is AVX-512's (its masked loads
-    want 16-lane masks), which an AVX2 build replaces by the band; "band" runs on
-    both. For a known x86 target only the one it builds (the rest would be
-    preprocessed away, and their scratch would be counted for nothing)."""
-    both = [("MTVM_F32_AVX512", variant), ("MTVM_F32_AVX2", "band")]
-    if variant == "band":
-        both = [("MTVM_F32_AVX512 || MTVM_F32_AVX2", "band")]
+def x86_bodies(k, variant: tuple) -> list[tuple[str, str]]:
+    """(preprocessor condition, body) pairs an x86 variant (x86_variant's pair) is
+    emitted as, in #if / #elif order before the portable #else: "direct" is
+    AVX-512's (its masked loads want 16-lane masks) and "winograd" AVX2's (x86
+    targets only); a body both share is emitted once. For a known x86 target only the one it builds (the
+    rest would be preprocessed away, and their scratch would be counted for
+    nothing)."""
+    avx512, avx2 = variant
+    if avx2 == "winograd" and k.target.is_generic:
+        # not in portable C: its scratch (36 transformed values per tile and input
+        # channel) would count in the arena of every target built from it
+        avx2 = "band" if avx512 else None
+        if avx2 is None:
+            return []
+    if avx512 == avx2:
+        both = [("MTVM_F32_AVX512 || MTVM_F32_AVX2", avx2)]
+    else:
+        both = [(cond, body) for cond, body in (("MTVM_F32_AVX512", avx512),
+                                                ("MTVM_F32_AVX2", avx2)) if body]
     if k.target.is_generic:
         return both
-    if k.target.has("avx512f"):
-        return both[:1]
-    return [(cond, "band") for cond, _ in both[-1:]]
+    isa = "AVX512" if k.target.has("avx512f") else "AVX2"
+    return [(cond, body) for cond, body in both if isa in cond]
 
 
 def conv_scratch_bytes(k, x, wt, axes, group, simd: bool = True) -> int:
@@ -595,7 +623,10 @@ def conv_scratch_bytes(k, x, wt, axes, group, simd: bool = True) -> int:
         portable = window_bytes(aw, cg, kh_n, kw_n)
     else:
         portable = im2col_bytes(cg * kh_n * kw_n, ah.out * aw.out, s)
-    if variant is not None and any(body == "band" for _, body in x86_bodies(k, variant)):
+    bodies = [body for _, body in x86_bodies(k, variant)] if variant is not None else []
+    if "winograd" in bodies:
+        return max(conv_winograd.scratch_bytes(cg, axes, s, clamp_tail(k) is None), portable)
+    if "band" in bodies:
         return max(band_bytes(ah, aw, cg, kh_n, kw_n, s), portable)
     return portable           # the "direct" body has no scratch
 
@@ -1618,29 +1649,57 @@ def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
 
 
 def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, bodies) -> str:
-    """x86 builds: each (condition, body) of `bodies` (x86_bodies: "band" or
-    "direct") under its #if / #elif; every other target: `kind` ("window" or
+    """x86 builds: each (condition, body) of `bodies` (x86_bodies: "band", "direct"
+    or "winograd") under its #if / #elif; every other target: `kind` ("window" or
     "im2col") unchanged, as the #else. Chosen by the preprocessor; the scratch is
-    sized for the largest."""
+    sized for the largest. Each branch marks the tables it does not read as used
+    (the kernel's parameters are the union): the packed weights and tap table
+    where Winograd reads its own weights, Winograd's where another branch runs."""
     kh_n, kw_n = wt.shape[2], wt.shape[3]
     emit = emit_conv_window if kind == "window" else emit_conv_gemm
     other = emit(k, x, wt, bias, axes, group, header=False)   # packs the weights
     sizes = [k.scratch_bytes]
-    w = CWriter()
-    w.line(conv_comment(x, wt, k.out, axes, group))
-    for i, (cond, body) in enumerate(bodies):
-        w.lines.append(f"#{'el' if i else ''}if {cond}")
-        emit_body = _conv_direct if body == "direct" else _conv_band
-        sizes.append(emit_body(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n))
+    portable = [buf.c for buf in k.ins[1:] if buf.const is not None
+                and (bias is None or buf.c != bias.c)]
+    branches = []
+    for cond, body in bodies:
+        w = CWriter()
+        before = len(k.ins)
+        if body == "winograd":
+            sizes.append(conv_winograd.emit_body(k, w, x, wt, bias, axes, knobs_of(k),
+                                                 clamp_tail(k)))
+        else:
+            emit_body = _conv_direct if body == "direct" else _conv_band
+            sizes.append(emit_body(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n))
         if not sizes[-1]:
             w.line("(void)scratch;")
-        if kind == "window":
-            w.line(f"(void){k.ins[-1].c};  /* the window schedule's tap table */")
+        own = [buf.c for buf in k.ins[before:]]
+        if own:      # Winograd's transformed weights: the portable tables go unread
+            w.line(_unread(portable))
+        elif kind == "window":
+            w.line(f"(void){portable[-1]};  /* the window schedule's tap table */")
+        branches.append((cond, w.lines, own))
+    added = [c for _, _, own in branches for c in own]
+    w = CWriter()
+    w.line(conv_comment(x, wt, k.out, axes, group))
+    for i, (cond, lines, own) in enumerate(branches):
+        w.lines.append(f"#{'el' if i else ''}if {cond}")
+        unread = [c for c in added if c not in own]
+        if unread:
+            w.line(_unread(unread))
+        w.lines += lines
     w.lines.append("#else")
+    if added:
+        w.line(_unread(added))
     w.lines += other.splitlines()
     w.lines.append("#endif")
     k.scratch_bytes = max(sizes)
     return w.text()
+
+
+def _unread(names) -> str:
+    """C marking the kernel parameters `names` as used (another branch reads them)."""
+    return render_c([ExprStmt(Cast(Type(VOID), Var(c))) for c in names])
 
 
 def pointwise_inplace_cols(k, x) -> int:

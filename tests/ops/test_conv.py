@@ -380,6 +380,78 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
         _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
+# -- Winograd F(4x4, 3x3) (AVX2 builds; ops/conv_winograd.py) --------------------------
+
+# (id, x shape, output channels, attributes, tail, winograd_tiles): partial last tile
+# rows and columns, tile rows narrower and wider than a vector of 8 tiles, channel
+# blocks of 4 with single channels left, padding above the kernel's and asymmetric,
+# none, batches, blocks of one to all tile rows; each tail form (the kernel's clamp,
+# or the tail applied on the way out).
+WINOGRAD_CASES = [
+    ("stem_3ch_16x16", (1, 3, 16, 16), 16, {"pads": [1, 1, 1, 1]}, "Relu", 32),
+    ("partial_tiles_17x19", (1, 5, 17, 19), 10, {"pads": [1, 1, 1, 1]}, "Add", 32),
+    ("two_chunks_asym_batch2", (2, 4, 20, 37), 9, {"pads": [0, 2, 1, 1]}, "Clip", 16),
+    ("no_pad_62_cols", (1, 8, 30, 64), 8, {}, None, 64),
+    ("pads_2_one_block", (1, 16, 12, 16), 11, {"pads": [2, 2, 2, 2]}, "nobias", 1000),
+    ("one_row_blocks", (1, 6, 9, 33), 12, {"pads": [1, 0, 1, 2]}, "Add", 1),
+]
+
+
+@pytest.mark.skipif(not cpu_has("avx2"), reason="the Winograd kernel needs an AVX2 host")
+@pytest.mark.parametrize("x_shape,m_out,attrs,tail,tiles", [c[1:] for c in WINOGRAD_CASES],
+                         ids=[c[0] for c in WINOGRAD_CASES])
+def test_conv_winograd(x_shape, m_out, attrs, tail, tiles, monkeypatch):
+    """3x3 stride-1 layers by Winograd F(4x4, 3x3) on target x86-64-v3, built for AVX2
+    (-march=x86-64-v3) plain and under ASan/UBSan, against onnx.reference within the
+    float tolerance; its block size (winograd_tiles, a tuner's knob) set per case; the
+    portable branch of the same source (what -march=native runs on AVX-512) too."""
+    x, w = randn(*x_shape), randn(m_out, x_shape[1], 3, 3)
+    consts = {"w": w} if tail == "nobias" else {"w": w, "b": randn(m_out)}
+    nodes = [helper.make_node("Conv", ["x", *consts], ["c" if tail else "y"], **attrs)]
+    inputs = {"x": x}
+    if tail in ("Relu", "nobias"):
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "Clip":
+        consts.update(lo=np.array(-0.4, np.float32), hi=np.array(0.6, np.float32))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif tail == "Add":
+        y_shape = mtvm.compile(make_model("Conv", {"x": x}, attrs, consts={"w": w})
+                               ).metadata["outputs"][0]["shape"]
+        inputs["r"] = randn(*y_shape)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["y"]))
+    m = graph_model(nodes, inputs, consts)
+    lib = mtvm.compile(m, target="x86-64-v3",
+                       schedule_config={"conv2d_f32.x86": {"winograd_tiles": tiles}})
+    assert len(lib.graph.nodes) == 1          # the tail fused
+    src = kernel_source(lib)
+    assert "Schedule (x86): Winograd F(4x4, 3x3)" in src
+    # not in portable C (target "c"), whose arena would carry its scratch everywhere
+    assert "Winograd" not in kernel_source(mtvm.compile(m))
+    # the kernel stores a clamp's outputs itself; any other tail runs on the way out
+    assert ("INFINITY, wino_y" in src) == (tail == "Add"), src[:600]
+    _check_avx2_and_sanitized(m, lib, inputs, monkeypatch)
+    if _has_avx512():
+        _check_native_and_sanitized(m, lib, inputs, monkeypatch)
+
+
+def test_conv_winograd_weights_and_transforms():
+    """The transforms are F(4x4, 3x3)'s: A^T [(G g G^T) * (B^T d B)] A is the 3x3
+    correlation of a 6x6 patch d, and transformed_weights packs U per xi in blocks
+    of four output channels [c][4], then single channels."""
+    from mtvm.ops import conv_winograd as cw
+    g, d = rng.standard_normal((3, 3)), rng.standard_normal((6, 6))
+    y = cw.AT @ ((cw.G @ g @ cw.G.T) * (cw.BT @ d @ cw.BT.T)) @ cw.AT.T
+    direct = np.array([[np.sum(d[i:i + 3, j:j + 3] * g) for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(y, direct, rtol=1e-12, atol=1e-12)
+    w = rng.standard_normal((6, 5, 3, 3)).astype(np.float32)
+    packed = cw.transformed_weights(w).reshape(36, -1)
+    u = np.einsum("ak,mckl,bl->abmc", cw.G, w.astype(np.float64), cw.G).reshape(36, 6, 5)
+    np.testing.assert_allclose(packed[:, :20].reshape(36, 5, 4),
+                               u[:, :4].transpose(0, 2, 1), rtol=1e-6)
+    np.testing.assert_allclose(packed[:, 20:25], u[:, 4], rtol=1e-6)
+    np.testing.assert_allclose(packed[:, 25:], u[:, 5], rtol=1e-6)
+
+
 # (gemm_mr, output channels, input, kernel, attrs, tail): pointwise, window and band
 # layers whose register blocks take every height of one to sixteen rows, so that each
 # split of the AVX2 kernel's passes (MTVM_F32_Y_PASSES_: up to six rows a pass) runs,

@@ -1,8 +1,9 @@
 """Float Conv layers that x86 runs with its own micro-kernels: the "band"
 (2 x 16 flat positions per tile, for outputs narrower than band_below_cols;
-AVX-512 and AVX2 + FMA) and the "direct" one (stride 1, same-size outputs of
+AVX-512 and AVX2 + FMA), the "direct" one (stride 1, same-size outputs of
 17..31 columns, masked loads instead of a gathered copy; AVX-512, the band on
-AVX2).
+AVX2) and Winograd's F(4x4, 3x3) (3x3 stride-1 layers at least
+winograd_min_cols wide; AVX2 only, ops/conv_winograd.py).
 
 Each is emitted under `#if MTVM_F32_AVX512` / `#elif MTVM_F32_AVX2` with the
 portable schedule as the #else (conv.x86_bodies), so the generic target ("c")
@@ -22,6 +23,9 @@ _CHOICES = {
     "band_below_cols": (16, 32, 64),
     "band_cols": (16, 32, 64),
     "band_max_bytes": (16384, 65536, 262144),
+    "winograd": (0, 1),
+    "winograd_min_cols": (8, 16, 32),
+    "winograd_tiles": (16, 32, 64),
 }
 
 
@@ -45,4 +49,4 @@ class ConvF32X86(ConvF32):
         axes, group = geometry(k, attrs)
         if k.inplace is not None:   # only the depthwise and pointwise schedules run in place
             return False
-        return conv.x86_variant(x, wt, axes, group, conv.knobs_of(k)) is not None
+        return conv.conv_plan(k, x, wt, axes, group)[1] is not None
