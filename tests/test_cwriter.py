@@ -30,6 +30,7 @@ from mtvm.codegen.cwriter import (
     If,
     Index,
     Pragma,
+    PreIf,
     Raw,
     RawExpr,
     Return,
@@ -83,6 +84,8 @@ NODES = [
     (Return(Const(0)), "return 0;"),
     (Comment("why this loop"), "/* why this loop */"),
     (Pragma("GCC unroll 4"), "#pragma GCC unroll 4"),
+    (PreIf("MTVM_F32_AVX2", [Return(Const(1))], [Return(Const(2))]),
+     "#if MTVM_F32_AVX2\nreturn 1;\n#else\nreturn 2;\n#endif"),
     (Raw("v = 2 * v;\nv += 1;"), "v = 2 * v;\nv += 1;"),
 ]
 
@@ -150,6 +153,19 @@ def test_pragma_is_one_line():
         render_c(Pragma("once\nint evil;"))
 
 
+def test_preprocessor_branches_keep_their_level():
+    """The directives in column 0, the statements indented as their block's."""
+    loop = For(LOOP_I, 4, [PreIf("MTVM_F32_AVX2", [Return(Const(1))])])
+    assert render_c(loop) == ("for (size_t i = 0; i < 4; ++i) {\n#if MTVM_F32_AVX2\n"
+                              "    return 1;\n#endif\n}")
+
+
+@pytest.mark.parametrize("cond", ["A\nint evil;", "A /* */", "A; int x", ""])
+def test_preprocessor_condition_is_macro_names(cond):
+    with pytest.raises(ValueError):
+        PreIf(cond, [])
+
+
 # The only strings outside the escape hatches (Raw, RawExpr), the comment and the pragma:
 # names (escaped when rendered), operators and dtypes.
 NAME_FIELDS = {(Var, "name"), (Call, "func"), (Unary, "op"), (Binary, "op"), (Assign, "op"),
@@ -168,7 +184,7 @@ def _strings(node):
 
 def test_no_c_text_in_ordinary_nodes():
     for node, _ in NODES:
-        if not isinstance(node, (Raw, RawExpr, Comment, Pragma)):
+        if not isinstance(node, (Raw, RawExpr, Comment, Pragma, PreIf)):
             assert set(_strings(node)) <= NAME_FIELDS, node
     with pytest.raises(TypeError):
         V + "1.0f"   # C text must be wrapped explicitly (RawExpr)

@@ -320,6 +320,22 @@ class Block(Stmt):
 
 
 @dataclass(frozen=True)
+class PreIf(Stmt):
+    """A branch the C preprocessor picks: #if cond, then, [#else, otherwise,] #endif.
+    cond is a macro expression of the kernel library (MTVM_F32_AVX2, ...), never text
+    from a model; the directives sit in column 0, the statements at their level."""
+    cond: str
+    then: tuple
+    otherwise: tuple = ()
+
+    def __post_init__(self):
+        if not re.fullmatch(r"[A-Za-z0-9_ ()|&!]+", self.cond):
+            raise ValueError(f"a preprocessor condition of macro names: {self.cond!r}")
+        object.__setattr__(self, "then", tuple(self.then))
+        object.__setattr__(self, "otherwise", tuple(self.otherwise))
+
+
+@dataclass(frozen=True)
 class Return(Stmt):
     value: Expr | None = None
 
@@ -528,6 +544,9 @@ def _stmt_lines(s, level: int) -> list[str]:
         return lines + [pad + "}"]
     if isinstance(s, Block):
         return [pad + "{", *_block_lines(s.body, level + 1), pad + "}"]
+    if isinstance(s, PreIf):
+        otherwise = ["#else", *_block_lines(s.otherwise, level)] if s.otherwise else []
+        return [f"#if {s.cond}", *_block_lines(s.then, level), *otherwise, "#endif"]
     if isinstance(s, Return):
         return [pad + ("return;" if s.value is None else f"return {_expr_text(s.value)[0]};")]
     if isinstance(s, Comment):

@@ -20,13 +20,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..codegen.cwriter import (VOID, Assign, Block, Cast, Comment, Decl, ExprStmt, For, If,
-                               Index, RawExpr, Type, Var, call, eq, render_c)
+                               Index, PreIf, Raw, RawExpr, Type, Var, call, eq, render_c)
 from ..codegen.cwriter import call as c_call   # emitters below have a parameter `call`
 from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
 from . import conv_winograd
 from .base import Op, register
-from .microkernels import (MR, band_epi_ukernel, band_ukernel, direct_ukernel,
+from .microkernels import (MR, band_epi_ukernel, band_ukernel, clamp_tail, direct_ukernel,
                            gemm_epi_ukernel, gemm_ukernel, gemm_ukernel_offsets, prelude)
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -1214,26 +1214,6 @@ def _channel_blocks(mg: int, mr: int):
     return out
 
 
-def clamp_tail(k) -> tuple[str, str] | None:
-    """(lo, hi), C expressions, when the fused tail is nothing, one Relu or one Clip with
-    constant bounds: what the AVX2 epilogue kernel applies in registers. None for any
-    other tail (a residual Add, a Sigmoid, ...): those keep the tile and its loop."""
-    tail = k.node.tail
-    lo, hi = "-INFINITY", "INFINITY"
-    if len(tail) > 1:
-        return None
-    if tail:
-        t = tail[0]
-        if t.domain or len([i for i in t.inputs if i]) != 1 or t.op not in ("Relu", "Clip"):
-            return None
-        if t.op == "Relu":
-            lo = k.lit(0)
-        else:
-            lo = lo if t.attrs.get("min") is None else k.lit(t.attrs["min"])
-            hi = hi if t.attrs.get("max") is None else k.lit(t.attrs["max"])
-    return lo, hi
-
-
 def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM_F32_NR",
                  offsets=False, band=False):
     """The rows x np tile at position `pos`: gemm_call (C, into `tile`) then bias, tail
@@ -1257,11 +1237,10 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
     if band:
         w.line(epi)
         return
-    w.lines.append("#if MTVM_F32_AVX2")
-    w.line(epi)
-    w.lines.append("#else")
-    _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, None, width)
-    w.lines.append("#endif")
+    other = CWriter()
+    _tile_or_epi(other, k, bias, p, rows, m0e, pos, gemm_call, None, width)
+    w.lines += render_c([PreIf("MTVM_F32_AVX2", [Raw(epi)], [Raw("\n".join(other.lines))])],
+                        w.depth).splitlines()
 
 
 def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):

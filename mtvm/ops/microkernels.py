@@ -21,7 +21,7 @@ Define MTVM_NO_SIMD to force the portable path.
 """
 from __future__ import annotations
 
-from ..codegen.cwriter import Block, For, Raw, Var, render_c
+from ..codegen.cwriter import Block, ExprStmt, For, PreIf, Raw, RawExpr, Var, call, render_c
 from ..errors import MtvmError
 
 # Schedule knobs of the micro-kernel (the tuning issue will search them).
@@ -69,21 +69,51 @@ def gemm_epi_ukernel(k, mr: int, offsets: bool = False) -> str:
                    f"r < {mr}, q < n <= MTVM_F32_NR (AVX2)")
 
 
+def clamp_tail(k) -> tuple[str, str] | None:
+    """(lo, hi), C expressions, when the fused tail is nothing, one Relu or one Clip with
+    constant bounds: what the AVX2 epilogue kernel applies in registers. None for any
+    other tail (a residual Add, a Sigmoid, ...): those keep the tile and its loop."""
+    tail = k.node.tail
+    lo, hi = "-INFINITY", "INFINITY"
+    if len(tail) > 1:
+        return None
+    if tail:
+        t = tail[0]
+        if t.domain or len([i for i in t.inputs if i]) != 1 or t.op not in ("Relu", "Clip"):
+            return None
+        if t.op == "Relu":
+            lo = k.lit(0)
+        else:
+            lo = lo if t.attrs.get("min") is None else k.lit(t.attrs["min"])
+            hi = hi if t.attrs.get("max") is None else k.lit(t.attrs["max"])
+    return lo, hi
+
+
 def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int,
-                 store: list[str]) -> list[str]:
+                 store: list[str], epi: tuple[str, int] | None = None) -> list[str]:
     """C lines: the rows x MTVM_F32_NR tiles of the micro-kernel across `cols`
     columns (the last one partial), tile[r][q] = sum_t a[t * rows + r] *
     b[t * ldb + q] where `b` is a C expression of the block's first column q0;
-    then `store` (C lines) for each r < rows, q < nq of the tile."""
+    then `store` (C lines) for each r < rows, q < nq of the tile. epi: (y, ldy),
+    the C expression of the tile's first output (of q0) and the output's row
+    stride, where the kernel's tail is at most a clamp (clamp_tail): then AVX2
+    builds store the tile from registers (gemm_epi_ukernel), the rest as above."""
+    tile = [f"float tile[{rows} * MTVM_F32_NR];",
+            f"{gemm_ukernel(k, rows)}({taps}, {a}, {b}, {ldb}, nq, tile);",
+            f"for (size_t r = 0; r < {rows}; ++r) {{",
+            "    for (int q = 0; q < nq; ++q) {",
+            *["        " + s for s in store],
+            "    }",
+            "}"]
+    clamp = clamp_tail(k) if epi is not None else None
+    if clamp is not None:
+        args = [taps, a, b, ldb, "nq", "NULL", *clamp, *epi]
+        tile = render_c([PreIf("MTVM_F32_AVX2", [ExprStmt(call(
+            gemm_epi_ukernel(k, rows), *(RawExpr(str(v)) for v in args)))],
+            [Raw("\n".join(tile))])]).splitlines()
     return [f"for (int q0 = 0; q0 < {cols}; q0 += MTVM_F32_NR) {{",
             f"    const int nq = {cols} - q0 < MTVM_F32_NR ? {cols} - q0 : MTVM_F32_NR;",
-            f"    float tile[{rows} * MTVM_F32_NR];",
-            f"    {gemm_ukernel(k, rows)}({taps}, {a}, {b}, {ldb}, nq, tile);",
-            f"    for (size_t r = 0; r < {rows}; ++r) {{",
-            "        for (int q = 0; q < nq; ++q) {",
-            *["            " + s for s in store],
-            "        }",
-            "    }",
+            *[("    " + s if s and not s.startswith("#") else s) for s in tile],
             "}"]
 
 

@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from mtvm.testing import check_model, make_model
+from mtvm.testing import check_model, cpu_has, make_model
 
 rng = np.random.default_rng(1)
 
@@ -231,3 +231,49 @@ def test_a_double_matmul_keeps_the_loop_kernel():
     a, b = randn(4, 6).astype(np.float64), randn(6, 5).astype(np.float64)
     lib = check_model(make_model("MatMul", {"a": a, "b": b}), {"a": a, "b": b})
     assert not lib.metadata["operators"][0].get("schedule")
+
+
+# (A shape, B shape, tail): attention's products (both operands computed, batched; a
+# tile of 16 taps, rows and columns with remainders) and a 2-D one, with no tail, a
+# Relu or a Clip: AVX2 builds store the tiles from registers.
+EPI_CASES = [((1, 4, 50, 16), (1, 4, 16, 50), None),
+             ((2, 13, 7), (2, 7, 37), "Relu"),
+             ((19, 24), (24, 21), "Clip")]
+
+
+@pytest.mark.skipif(not cpu_has("avx2"), reason="the AVX2 epilogue kernel needs an AVX2 host")
+@pytest.mark.parametrize("a_shape,b_shape,tail", EPI_CASES)
+def test_matmul_tiles_with_the_epilogue_kernel(a_shape, b_shape, tail, monkeypatch):
+    """MatMul tiles through the AVX2 epilogue kernel (mtvm_f32_gemm_<mr>xNR_epi) where
+    the tail is at most a clamp, built for AVX2 plainly and under ASan/UBSan, and
+    portably, against onnx.reference."""
+    import mtvm
+    from mtvm import host_runner
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
+    a, b = randn(*a_shape), randn(*b_shape)
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["c" if tail else "y"])]
+    inits = []
+    if tail == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "Clip":
+        inits = [numpy_helper.from_array(np.array(v, np.float32), n)
+                 for n, v in (("lo", -0.5), ("hi", 0.75))]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    g = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info(
+        n, onnx.TensorProto.FLOAT, x.shape) for n, x in (("a", a), ("b", b))],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    lib = mtvm.compile(m)
+    src = next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
+    assert re.search(r"mtvm_f32_gemm_\dxNR_epi\(", src), src[:800]
+    inputs = {"a": a, "b": b}
+    expected = reference_outputs(m, inputs)[0]
+    for extra in (["-march=x86-64-v3"], []):
+        got = HostModule(lib, opt="-O3", extra=extra).run(inputs)
+        assert_close(list(got.values())[0], expected, what=str(extra))
+    monkeypatch.setattr(host_runner, "SANITIZE_FLAGS",
+                        host_runner.SANITIZE_FLAGS + ["-march=x86-64-v3"])
+    got = lib.run_host(inputs, sanitize=True)
+    assert_close(list(got.values())[0], expected, what="sanitized, AVX2")

@@ -67,12 +67,13 @@ class MatMulTiledF32(_Tiled):
             return gemm.emit_batched(k, lambda m, kk, n, a_base, b_base, o_base, ch:
                                      gemm.emit_matmul_tiles(
                                          k, rows=m, kk=kk, n=n, a_strides=(kk, 1), mr=mr,
-                                         ch=ch, a_base=a_base, b_base=b_base, o_base=o_base))
+                                         ch=ch, a_base=a_base, b_base=b_base, o_base=o_base,
+                                         plain=True))
         if rows == 1:
             return gemm.emit_gemv(k, kk=kk, n=n, value=lambda acc, i, j: acc)
         ch = (lambda i, j: j) if len(k.out.shape) == 2 else None
         return gemm.emit_matmul_tiles(k, rows=rows, kk=kk, n=n, a_strides=strides, mr=mr,
-                                      ch=ch)
+                                      ch=ch, plain=True)
 
 
 @register
