@@ -429,21 +429,25 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                   f"(const uint8_t*)xc, {h}, {wd});",
                   f"        xc = pad{f' + {left - pw}' if left != pw else ''};"]
     elif padded:
+        from ...codegen.cwriter import Call, Const, ExprStmt, If, Raw, Var, eq, render_c
         if mve and (pw or pe_w):   # rows copied with vector loads and stores
-            from ...codegen.cwriter import Call, Const, ExprStmt, Var, render_c
             k.library("mtvm_depthwise_s8_mve.h")
-            lines.append(render_c(ExprStmt(Call("mtvm_copy_rows_s8_mve", (
+            copy = [render_c(ExprStmt(Call("mtvm_copy_rows_s8_mve", (
                 Var("pad"), Const(ph * pw_ + pw), Const(pw_), Var("xc"), Const(h),
-                Const(wd)))), 2))
+                Const(wd)))))]
         elif pw == 0 and pe_w == 0:
             k.library("mtvm_copy.h")
-            lines.append(f"        mtvm_copy(pad + {ph * pw_}, xc, {h * wd});")
+            copy = [f"mtvm_copy(pad + {ph * pw_}, xc, {h * wd});"]
         else:
             k.library("mtvm_copy.h")
-            lines += [f"        for (size_t y = 0; y < {h}; ++y) {{",
-                      f"            mtvm_copy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, "
-                      f"{wd});",
-                      "        }"]
+            copy = [f"for (size_t y = 0; y < {h}; ++y) {{",
+                    f"    mtvm_copy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, {wd});",
+                    "}"]
+        # Output channels that read one input channel (a multiplier mg > 1: a first
+        # layer's 1 -> 32) share its padded copy: made for the first of them only
+        # (kws_crnn_int8's 1 -> 32 5x3 layer: the copy was 32 times the plane)
+        body = [Raw("\n".join(copy))]
+        lines.append(render_c(If(eq(Var("o") % Const(mg), 0), body) if mg > 1 else body, 2))
         lines.append("        xc = pad;")
     end = ["    }", "}"]
     if rv32:   # one call per channel (mtvm_dw3x3_channel_rv32), its shape constants inlined
