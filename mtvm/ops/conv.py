@@ -495,6 +495,8 @@ DEFAULT_KNOBS = {
     "winograd_tiles": 32,          # its block: about this many 4x4 tiles
     "depthwise_max_taps": 25,      # larger depthwise kernels: direct conv
     "depthwise_max_border": 4,     # border columns written out per side, at most
+    "depthwise_avx2_min_cols": 32, # AVX2, 3x3 stride 1: the direct kernel on rows this
+                                   # wide at least (conv.depthwise_avx2)
     "depthwise_direct_max_plane": 4096,  # AVX-512, stride 1, same size, planes up to
                                    # this: direct (its mask table grows with the plane)
 }
@@ -682,6 +684,27 @@ def depthwise_variants(k, axes) -> tuple[bool, bool]:
     return direct, ah.stride == aw.stride
 
 
+def depthwise_avx2(k, wt, axes) -> bool:
+    """Whether emit_conv_depthwise emits the AVX2 3x3 stride-1 kernel
+    (x86/mtvm_dw3x3_f32_avx2.h): 3x3, stride 1, no dilation, rows of
+    depthwise_avx2_min_cols outputs or more (narrower ones keep the flat schedule,
+    whose vectors run across rows), a
+    tail that is at most a clamp (the kernel stores from registers), on x86 targets
+    with AVX2 (target c too) and not AVX-512 ones (their #if branch comes first)."""
+    ah, aw = axes
+    x86 = k.target.is_generic or (k.target.has("avx2", "fma") and not k.target.has("avx512f"))
+    return x86 and tuple(wt.shape[2:]) == (3, 3) and \
+        aw.out >= knobs_of(k)["depthwise_avx2_min_cols"] and \
+        all(a.stride == 1 and a.dilation == 1 for a in axes) and clamp_tail(k) is not None
+
+
+def depthwise_avx2_bytes(k, axes) -> int:
+    """The AVX2 kernel's scratch: a zero row for the vertical padding and, in place, a
+    copy of the channel's plane (its output rows overwrite input rows still read)."""
+    ah, aw = axes
+    return 4 * aw.size + (4 * ah.size * aw.size if k.inplace is not None else 0)
+
+
 def depthwise_scratch_bytes(k, wt, axes) -> int:
     """emit_conv_depthwise's scratch: the largest of the schedules it emits (the
     preprocessor keeps one). direct implies flat (stride 1 both ways)."""
@@ -691,33 +714,70 @@ def depthwise_scratch_bytes(k, wt, axes) -> int:
         sizes.append(depthwise_flat_bytes(axes, wt.shape[2], wt.shape[3]))
     if direct:
         sizes.append(depthwise_direct_bytes(axes))
+    if depthwise_avx2(k, wt, axes):
+        sizes.append(depthwise_avx2_bytes(k, axes))
     return max(sizes)
 
 
 def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
-    """Two schedules, chosen by the C preprocessor: on SIMD hosts (MTVM_F32_NR > 4)
-    the flat one (when both strides are equal), else the row one."""
+    """Up to four schedules, chosen by the C preprocessor: AVX-512's direct one, AVX2's
+    3x3 stride-1 kernel (depthwise_avx2), on other SIMD hosts (MTVM_F32_NR > 4) the
+    flat one (when both strides are equal), else the row one."""
     w = CWriter()
     prelude(k)
     w.line(conv_comment(x, wt, k.out, axes, x.shape[1]))
     direct, flat = depthwise_variants(k, axes)
-    direct_bytes = 0
-    if direct:
-        w.lines.append("#if MTVM_F32_AVX512")
-        direct_bytes = _depthwise_direct(k, w, x, wt, bias, axes)
-    if flat:
-        w.lines.append("#elif MTVM_F32_NR > 4" if direct else "#if MTVM_F32_NR > 4")
-        flat_bytes = _depthwise_flat(k, w, x, wt, bias, axes)
+    avx2 = depthwise_avx2(k, wt, axes)
+    sizes, branches = [], 0
+    for cond, on, emit in (("MTVM_F32_AVX512", direct, _depthwise_direct),
+                           ("MTVM_F32_AVX2", avx2, _depthwise_avx2),
+                           ("MTVM_F32_NR > 4", flat, _depthwise_flat)):
+        if on:
+            w.lines.append(f"#{'el' if branches else ''}if {cond}")
+            sizes.append(emit(k, w, x, wt, bias, axes))
+            branches += 1
+    if branches:
         w.lines.append("#else")
     rows_bytes = _depthwise_rows(k, w, x, wt, bias, axes, cols)
-    if flat:
+    if branches:
         if not rows_bytes:
             w.line("(void)scratch;  /* only the SIMD schedule uses scratch */")
         w.lines.append("#endif")
-        k.scratch_bytes = max(flat_bytes, rows_bytes, direct_bytes)
-    else:
-        k.scratch_bytes = rows_bytes
+    k.scratch_bytes = max(sizes + [rows_bytes])
     return w.text()
+
+
+def _depthwise_avx2(k, w, x, wt, bias, axes) -> int:
+    """AVX2, 3x3 stride 1: per channel one call of the kernel, which reads the plane
+    (in place: its copy in scratch) and stores the clamped outputs itself."""
+    ah, aw = axes
+    n_batch, chans = x.shape[0], x.shape[1]
+    in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
+    lo, hi = clamp_tail(k)
+    k.library("mtvm_dw3x3_f32_avx2.h")
+    fp, cfp = Type("float32", pointer=True), Type("float32", pointer=True, const=True)
+    n, c = Var("n", Type("int32")), Var("c", Type("int32"))
+    zero, copy, x_c = Var("zero", fp), Var("plane", fp), Var("x_c", cfp)
+    inplace = k.inplace is not None
+    w.line("/* Schedule (AVX2): depthwise 3x3 stride 1, read from the plane, stored clamped"
+           " (x86/mtvm_dw3x3_f32_avx2.h)"
+           + ("; in place, each channel read from its copy in scratch" if inplace else "")
+           + ". */")
+    body = [Decl(x_c, Var(x.c, cfp) + n * (chans * in_plane) + c * in_plane)]
+    if inplace:
+        body += [ExprStmt(c_call("memcpy", copy, x_c, RawExpr(f"{in_plane} * sizeof(float)")))]
+    bias_c = Var(bias.c, cfp)[c] if bias is not None else RawExpr("0.0f")
+    body.append(ExprStmt(c_call(
+        "mtvm_dw3x3s1_f32_avx2", copy if inplace else x_c, ah.size, aw.size, ah.pad_begin,
+        aw.pad_begin, Var(wt.c, cfp) + c * 9, bias_c, RawExpr(lo), RawExpr(hi),
+        Var("out0", fp) + n * (chans * out_plane) + c * out_plane, ah.out, aw.out, zero)))
+    stmts = [Decl(zero, RawExpr("(float*)scratch")),
+             ExprStmt(c_call("memset", zero, 0, RawExpr(f"{aw.size} * sizeof(float)")))]
+    if inplace:
+        stmts.append(Decl(copy, zero + aw.size))
+    stmts.append(For(n, n_batch, [For(c, chans, body)]))
+    w.line(render_c(stmts))
+    return depthwise_avx2_bytes(k, axes)
 
 
 def _depthwise_direct(k, w, x, wt, bias, axes) -> int:

@@ -434,6 +434,62 @@ def test_conv_winograd(x_shape, m_out, attrs, tail, tiles, monkeypatch):
         _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
+# -- the AVX2 3x3 stride-1 depthwise kernel (x86/mtvm_dw3x3_f32_avx2.h) -----------------
+
+# (id, x shape, attributes, tail, in place): rows of 32 outputs and more with the
+# two-vector, one-vector and masked steps, rows not a multiple of 8, zero rows above and
+# below, padding of 0, 1 and 2, asymmetric, a batch, written over its input or not.
+DW_AVX2_CASES = [
+    ("48x48_relu_in_place", (1, 4, 48, 48), {"pads": [1, 1, 1, 1]}, "Relu", True),
+    ("35x33_clip", (1, 3, 5, 33), {"pads": [1, 1, 1, 1]}, "Clip", False),
+    ("valid_34_no_tail", (2, 2, 6, 36), {}, None, False),
+    ("asym_pads_2", (1, 3, 7, 41), {"pads": [2, 0, 1, 2]}, "Relu", True),
+]
+
+
+@pytest.mark.skipif(not cpu_has("avx2"), reason="the AVX2 kernel needs an AVX2 host")
+@pytest.mark.parametrize("x_shape,attrs,tail,inplace", [c[1:] for c in DW_AVX2_CASES],
+                         ids=[c[0] for c in DW_AVX2_CASES])
+def test_conv_depthwise_avx2(x_shape, attrs, tail, inplace, monkeypatch):
+    """Depthwise 3x3 stride 1 with rows of 32 outputs or more: the AVX2 kernel (a clamp
+    or no tail), built for AVX2 plainly and under ASan/UBSan, and portably, against
+    onnx.reference; in place when a Relu before it lets it write over its input."""
+    c = x_shape[1]
+    x, w, b = randn(*x_shape), randn(c, 1, 3, 3), randn(c)
+    consts = {"w": w, "b": b}
+    out = "d" if inplace else "y"
+    nodes = [helper.make_node("Relu", ["x"], ["xr"]),
+             helper.make_node("Conv", ["xr", "w", "b"], ["c" if tail else out], group=c,
+                              **attrs)]
+    if tail == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], [out]))
+    elif tail == "Clip":
+        consts.update(lo=np.array(-0.4, np.float32), hi=np.array(0.6, np.float32))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], [out]))
+    if inplace:   # its input and output intermediates: it may write over its input
+        consts["pw"] = randn(2, c, 1, 1)
+        nodes.append(helper.make_node("Conv", ["d", "pw"], ["y"]))
+    m = graph_model(nodes, {"x": x}, consts)
+    lib = mtvm.compile(m)
+    src = kernel_source(lib)
+    assert "Schedule (AVX2): depthwise 3x3 stride 1" in src
+    # written over its input (the rows schedule says so): the kernel reads a copy
+    assert ("in place, each channel read from its copy" in src) == \
+        ("In place (out0 == in0)" in src)
+    if inplace and x_shape[2:] == tuple(lib.metadata["outputs"][0]["shape"][2:]):
+        assert "In place (out0 == in0)" in src
+    _check_avx2_and_sanitized(m, lib, {"x": x}, monkeypatch)
+    # a residual Add is not a clamp: the flat schedule as before
+    r = randn(*lib.metadata["outputs"][0]["shape"][:1], c,
+              *mtvm.compile(make_model("Conv", {"x": x}, dict(attrs, group=c), consts={"w": w})
+                            ).metadata["outputs"][0]["shape"][2:])
+    m2 = graph_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, **attrs),
+                      helper.make_node("Add", ["c", "r"], ["y"])], {"x": x, "r": r},
+                     {"w": w, "b": b})
+    lib2 = mtvm.compile(m2)
+    assert len(lib2.graph.nodes) == 1 and "Schedule (AVX2): depthwise" not in kernel_source(lib2)
+
+
 def test_conv_winograd_weights_and_transforms():
     """The transforms are F(4x4, 3x3)'s: A^T [(G g G^T) * (B^T d B)] A is the 3x3
     correlation of a 6x6 patch d, and transformed_weights packs U per xi in blocks
