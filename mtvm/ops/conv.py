@@ -20,7 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..codegen.cwriter import (VOID, Assign, Block, Cast, Comment, Decl, ExprStmt, For, If,
-                               Index, PreIf, Raw, RawExpr, Type, Var, call, eq, render_c)
+                               Index, PreIf, Raw, RawExpr, Type, Var, call, eq, lt, render_c,
+                               select)
 from ..codegen.cwriter import call as c_call   # emitters below have a parameter `call`
 from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
@@ -497,6 +498,8 @@ DEFAULT_KNOBS = {
     "depthwise_max_border": 4,     # border columns written out per side, at most
     "depthwise_avx2_min_cols": 32, # AVX2, 3x3 stride 1: the direct kernel on rows this
                                    # wide at least (conv.depthwise_avx2)
+    "depthwise_cv8_max_plane": 128,  # AVX2: planes up to this, eight channels at a time
+                                   # (conv.depthwise_cv8)
     "depthwise_direct_max_plane": 4096,  # AVX-512, stride 1, same size, planes up to
                                    # this: direct (its mask table grows with the plane)
 }
@@ -698,6 +701,31 @@ def depthwise_avx2(k, wt, axes) -> bool:
         all(a.stride == 1 and a.dilation == 1 for a in axes) and clamp_tail(k) is not None
 
 
+def depthwise_cv8(k, wt, axes) -> bool:
+    """Whether emit_conv_depthwise's AVX2 branch is the small-plane kernel eight
+    channels at a time (x86/mtvm_dw_f32_cv8_avx2.h): any window of up to 49 taps,
+    stride and dilation, planes of at most depthwise_cv8_max_plane input pixels,
+    a tail that is at most a clamp, where the 3x3 kernel (depthwise_avx2) does not
+    take the layer; x86 targets with AVX2 (target c too), not AVX-512 ones."""
+    ah, aw = axes
+    x86 = k.target.is_generic or (k.target.has("avx2", "fma") and not k.target.has("avx512f"))
+    return x86 and not depthwise_avx2(k, wt, axes) and wt.shape[2] * wt.shape[3] <= 49 and \
+        ah.size * aw.size <= knobs_of(k)["depthwise_cv8_max_plane"] and \
+        clamp_tail(k) is not None
+
+
+def depthwise_cv8_block(axes, kh_n: int, kw_n: int) -> tuple[int, int]:
+    """(hp, wp): the bordered input block every tap of every output falls in."""
+    return tuple(max(a.pad_begin + a.size, (a.out - 1) * a.stride + (kn - 1) * a.dilation + 1)
+                 for a, kn in zip(axes, (kh_n, kw_n)))
+
+
+def depthwise_cv8_bytes(axes, kh_n: int, kw_n: int) -> int:
+    """mtvm_dw_f32_cv8_floats: the block, then the outputs in whole groups of 8."""
+    hp, wp = depthwise_cv8_block(axes, kh_n, kw_n)
+    return 4 * 8 * (hp * wp + ceil_div(axes[0].out * axes[1].out, 8) * 8)
+
+
 def depthwise_avx2_bytes(k, axes) -> int:
     """The AVX2 kernel's scratch: a zero row for the vertical padding and, in place, a
     copy of the channel's plane (its output rows overwrite input rows still read)."""
@@ -716,21 +744,25 @@ def depthwise_scratch_bytes(k, wt, axes) -> int:
         sizes.append(depthwise_direct_bytes(axes))
     if depthwise_avx2(k, wt, axes):
         sizes.append(depthwise_avx2_bytes(k, axes))
+    if depthwise_cv8(k, wt, axes):
+        sizes.append(depthwise_cv8_bytes(axes, wt.shape[2], wt.shape[3]))
     return max(sizes)
 
 
 def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
     """Up to four schedules, chosen by the C preprocessor: AVX-512's direct one, AVX2's
-    3x3 stride-1 kernel (depthwise_avx2), on other SIMD hosts (MTVM_F32_NR > 4) the
-    flat one (when both strides are equal), else the row one."""
+    3x3 stride-1 kernel (depthwise_avx2) or its small-plane one (depthwise_cv8), on
+    other SIMD hosts (MTVM_F32_NR > 4) the flat one (when both strides are equal),
+    else the row one."""
     w = CWriter()
     prelude(k)
     w.line(conv_comment(x, wt, k.out, axes, x.shape[1]))
     direct, flat = depthwise_variants(k, axes)
-    avx2 = depthwise_avx2(k, wt, axes)
+    avx2, cv8 = depthwise_avx2(k, wt, axes), depthwise_cv8(k, wt, axes)
     sizes, branches = [], 0
     for cond, on, emit in (("MTVM_F32_AVX512", direct, _depthwise_direct),
                            ("MTVM_F32_AVX2", avx2, _depthwise_avx2),
+                           ("MTVM_F32_AVX2", cv8, _depthwise_cv8),
                            ("MTVM_F32_NR > 4", flat, _depthwise_flat)):
         if on:
             w.lines.append(f"#{'el' if branches else ''}if {cond}")
@@ -778,6 +810,36 @@ def _depthwise_avx2(k, w, x, wt, bias, axes) -> int:
     stmts.append(For(n, n_batch, [For(c, chans, body)]))
     w.line(render_c(stmts))
     return depthwise_avx2_bytes(k, axes)
+
+
+def _depthwise_cv8(k, w, x, wt, bias, axes) -> int:
+    """AVX2, small planes: per group of eight channels one call of the kernel, which
+    transposes them into scratch, computes a lane per channel and stores the clamped
+    outputs back into their planes (in place too: a group is read before it is
+    written)."""
+    ah, aw = axes
+    n_batch, chans = x.shape[0], x.shape[1]
+    kh_n, kw_n = wt.shape[2], wt.shape[3]
+    hp, wp = depthwise_cv8_block(axes, kh_n, kw_n)
+    in_plane, out_plane = ah.size * aw.size, ah.out * aw.out
+    lo, hi = clamp_tail(k)
+    k.library("mtvm_dw_f32_cv8_avx2.h")
+    fp, cfp = Type("float32", pointer=True), Type("float32", pointer=True, const=True)
+    n, g = Var("n", Type("int32")), Var("g", Type("int32"))
+    nc = Var("nc", Type("int32", const=True))
+    w.line(f"/* Schedule (AVX2): depthwise, eight channels at a time (a lane each) through a "
+           f"bordered\n * {hp}x{wp} block in scratch (x86/mtvm_dw_f32_cv8_avx2.h). */")
+    first = (n * chans + g * 8)
+    body = [Decl(nc, select(lt(chans - g * 8, 8), chans - g * 8, 8)),
+            ExprStmt(c_call(
+                "mtvm_dw_f32_cv8_avx2", Var(x.c, cfp) + first * in_plane, in_plane, ah.size,
+                aw.size, kh_n, kw_n, ah.stride, aw.stride, ah.dilation, aw.dilation,
+                ah.pad_begin, aw.pad_begin, hp, wp, Var(wt.c, cfp) + g * (8 * kh_n * kw_n),
+                Var(bias.c, cfp) + g * 8 if bias is not None else RawExpr("NULL"), nc,
+                RawExpr(lo), RawExpr(hi), Var("out0", fp) + first * out_plane, out_plane,
+                ah.out, aw.out, RawExpr("(float*)scratch")))]
+    w.line(render_c([For(n, n_batch, [For(g, ceil_div(chans, 8), body)])]))
+    return depthwise_cv8_bytes(axes, kh_n, kw_n)
 
 
 def _depthwise_direct(k, w, x, wt, bias, axes) -> int:

@@ -434,28 +434,44 @@ def test_conv_winograd(x_shape, m_out, attrs, tail, tiles, monkeypatch):
         _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
-# -- the AVX2 3x3 stride-1 depthwise kernel (x86/mtvm_dw3x3_f32_avx2.h) -----------------
+# -- the AVX2 depthwise kernels: 3x3 stride 1 on wide rows (x86/mtvm_dw3x3_f32_avx2.h),
+# small planes eight channels at a time (x86/mtvm_dw_f32_cv8_avx2.h) ---------------------
 
-# (id, x shape, attributes, tail, in place): rows of 32 outputs and more with the
-# two-vector, one-vector and masked steps, rows not a multiple of 8, zero rows above and
-# below, padding of 0, 1 and 2, asymmetric, a batch, written over its input or not.
+DW3X3 = "Schedule (AVX2): depthwise 3x3 stride 1"
+CV8 = "Schedule (AVX2): depthwise, eight channels at a time"
+# (id, x shape, kernel, attributes, tail, in place, schedule). 3x3: rows of 32 outputs
+# and more with the two-vector, one-vector and masked steps, rows not a multiple of 8,
+# zero rows above and below, padding of 0, 1 and 2, asymmetric, a batch. Small planes:
+# channel groups with a remainder (5, 13 channels), windows of 3x3, 5x5, 3x1, 1x1,
+# strides 1, 2 and mixed, dilation 2, planes of one pixel to 128, a batch.
 DW_AVX2_CASES = [
-    ("48x48_relu_in_place", (1, 4, 48, 48), {"pads": [1, 1, 1, 1]}, "Relu", True),
-    ("35x33_clip", (1, 3, 5, 33), {"pads": [1, 1, 1, 1]}, "Clip", False),
-    ("valid_34_no_tail", (2, 2, 6, 36), {}, None, False),
-    ("asym_pads_2", (1, 3, 7, 41), {"pads": [2, 0, 1, 2]}, "Relu", True),
+    ("48x48_relu_in_place", (1, 4, 48, 48), (3, 3), {"pads": [1, 1, 1, 1]}, "Relu", True,
+     DW3X3),
+    ("35x33_clip", (1, 3, 5, 33), (3, 3), {"pads": [1, 1, 1, 1]}, "Clip", False, DW3X3),
+    ("valid_34_no_tail", (2, 2, 6, 36), (3, 3), {}, None, False, DW3X3),
+    ("asym_pads_2", (1, 3, 7, 41), (3, 3), {"pads": [2, 0, 1, 2]}, "Relu", False, DW3X3),
+    ("cv8_25x5_in_place", (1, 13, 25, 5), (3, 3), {"pads": [1, 1, 1, 1]}, "Relu", True, CV8),
+    ("cv8_6x6_s2_clip", (2, 5, 6, 6), (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]},
+     "Clip", False, CV8),
+    ("cv8_5x5_dilation2", (1, 16, 9, 7), (5, 5), {"pads": [4, 3, 4, 2],
+                                                  "dilations": [2, 2]}, None, False, CV8),
+    ("cv8_3x1_mixed_strides", (1, 9, 11, 10), (3, 1), {"pads": [1, 0, 1, 0],
+                                                       "strides": [1, 2]}, "Relu", False, CV8),
+    ("cv8_one_pixel", (1, 8, 1, 1), (3, 3), {"pads": [1, 1, 1, 1]}, "Relu", False, CV8),
+    ("cv8_1x1", (1, 6, 4, 4), (1, 1), {}, "Relu", False, CV8),
 ]
 
 
-@pytest.mark.skipif(not cpu_has("avx2"), reason="the AVX2 kernel needs an AVX2 host")
-@pytest.mark.parametrize("x_shape,attrs,tail,inplace", [c[1:] for c in DW_AVX2_CASES],
-                         ids=[c[0] for c in DW_AVX2_CASES])
-def test_conv_depthwise_avx2(x_shape, attrs, tail, inplace, monkeypatch):
-    """Depthwise 3x3 stride 1 with rows of 32 outputs or more: the AVX2 kernel (a clamp
-    or no tail), built for AVX2 plainly and under ASan/UBSan, and portably, against
-    onnx.reference; in place when a Relu before it lets it write over its input."""
+@pytest.mark.skipif(not cpu_has("avx2"), reason="the AVX2 kernels need an AVX2 host")
+@pytest.mark.parametrize("x_shape,kernel,attrs,tail,inplace,schedule",
+                         [c[1:] for c in DW_AVX2_CASES], ids=[c[0] for c in DW_AVX2_CASES])
+def test_conv_depthwise_avx2(x_shape, kernel, attrs, tail, inplace, schedule, monkeypatch):
+    """Depthwise convs on AVX2's kernels where the tail is at most a clamp, built for AVX2
+    plainly and under ASan/UBSan, against onnx.reference; in place where a Relu before
+    them lets them write over their input. With a residual Add they keep the flat
+    schedule."""
     c = x_shape[1]
-    x, w, b = randn(*x_shape), randn(c, 1, 3, 3), randn(c)
+    x, w, b = randn(*x_shape), randn(c, 1, *kernel), randn(c)
     consts = {"w": w, "b": b}
     out = "d" if inplace else "y"
     nodes = [helper.make_node("Relu", ["x"], ["xr"]),
@@ -472,19 +488,17 @@ def test_conv_depthwise_avx2(x_shape, attrs, tail, inplace, monkeypatch):
     m = graph_model(nodes, {"x": x}, consts)
     lib = mtvm.compile(m)
     src = kernel_source(lib)
-    assert "Schedule (AVX2): depthwise 3x3 stride 1" in src
-    # written over its input (the rows schedule says so): the kernel reads a copy
-    assert ("in place, each channel read from its copy" in src) == \
-        ("In place (out0 == in0)" in src)
-    if inplace and x_shape[2:] == tuple(lib.metadata["outputs"][0]["shape"][2:]):
+    assert schedule in src
+    if schedule == DW3X3:   # written over its input: the kernel reads a copy
+        assert ("in place, each channel read from its copy" in src) == \
+            ("In place (out0 == in0)" in src)
+    if inplace:
         assert "In place (out0 == in0)" in src
     _check_avx2_and_sanitized(m, lib, {"x": x}, monkeypatch)
-    # a residual Add is not a clamp: the flat schedule as before
-    r = randn(*lib.metadata["outputs"][0]["shape"][:1], c,
-              *mtvm.compile(make_model("Conv", {"x": x}, dict(attrs, group=c), consts={"w": w})
-                            ).metadata["outputs"][0]["shape"][2:])
+    y_shape = mtvm.compile(make_model("Conv", {"x": x}, dict(attrs, group=c), consts={"w": w})
+                           ).metadata["outputs"][0]["shape"]
     m2 = graph_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, **attrs),
-                      helper.make_node("Add", ["c", "r"], ["y"])], {"x": x, "r": r},
+                      helper.make_node("Add", ["c", "r"], ["y"])], {"x": x, "r": randn(*y_shape)},
                      {"w": w, "b": b})
     lib2 = mtvm.compile(m2)
     assert len(lib2.graph.nodes) == 1 and "Schedule (AVX2): depthwise" not in kernel_source(lib2)

@@ -31,6 +31,7 @@ _CHOICES = {
     "depthwise_max_border": (2, 4, 8),
     "depthwise_direct_max_plane": (1024, 4096, 16384),
     "depthwise_avx2_min_cols": (24, 32, 48),
+    "depthwise_cv8_max_plane": (0, 64, 128, 256),
 }
 
 
