@@ -380,6 +380,25 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
         _check_native_and_sanitized(m, lib, inputs, monkeypatch)
 
 
+def conv_with_tail(x, w, attrs, tail):
+    """(model, inputs): y = Conv(x, w, b) then the tail: "Relu", "nobias" (a Relu and no
+    bias), "Clip" (constant bounds), "Add" (a residual input r) or None."""
+    consts = {"w": w} if tail == "nobias" else {"w": w, "b": randn(w.shape[0])}
+    nodes = [helper.make_node("Conv", ["x", *consts], ["c" if tail else "y"], **attrs)]
+    inputs = {"x": x}
+    if tail in ("Relu", "nobias"):
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "Clip":
+        consts.update(lo=np.array(-0.4, np.float32), hi=np.array(0.6, np.float32))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif tail == "Add":
+        y_shape = mtvm.compile(make_model("Conv", {"x": x}, attrs, consts={"w": w})
+                               ).metadata["outputs"][0]["shape"]
+        inputs["r"] = randn(*y_shape)
+        nodes.append(helper.make_node("Add", ["c", "r"], ["y"]))
+    return graph_model(nodes, inputs, consts), inputs
+
+
 # -- Winograd F(4x4, 3x3) (AVX2 builds; ops/conv_winograd.py) --------------------------
 
 # (id, x shape, output channels, attributes, tail, winograd_tiles): partial last tile
@@ -405,21 +424,7 @@ def test_conv_winograd(x_shape, m_out, attrs, tail, tiles, monkeypatch):
     (-march=x86-64-v3) plain and under ASan/UBSan, against onnx.reference within the
     float tolerance; its block size (winograd_tiles, a tuner's knob) set per case; the
     portable branch of the same source (what -march=native runs on AVX-512) too."""
-    x, w = randn(*x_shape), randn(m_out, x_shape[1], 3, 3)
-    consts = {"w": w} if tail == "nobias" else {"w": w, "b": randn(m_out)}
-    nodes = [helper.make_node("Conv", ["x", *consts], ["c" if tail else "y"], **attrs)]
-    inputs = {"x": x}
-    if tail in ("Relu", "nobias"):
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    elif tail == "Clip":
-        consts.update(lo=np.array(-0.4, np.float32), hi=np.array(0.6, np.float32))
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    elif tail == "Add":
-        y_shape = mtvm.compile(make_model("Conv", {"x": x}, attrs, consts={"w": w})
-                               ).metadata["outputs"][0]["shape"]
-        inputs["r"] = randn(*y_shape)
-        nodes.append(helper.make_node("Add", ["c", "r"], ["y"]))
-    m = graph_model(nodes, inputs, consts)
+    m, inputs = conv_with_tail(randn(*x_shape), randn(m_out, x_shape[1], 3, 3), attrs, tail)
     lib = mtvm.compile(m, target="x86-64-v3",
                        schedule_config={"conv2d_f32.x86": {"winograd_tiles": tiles}})
     assert len(lib.graph.nodes) == 1          # the tail fused
@@ -549,21 +554,7 @@ def test_conv_gemm_heights_avx2(mr, m_out, x_shape, kernel, attrs, tail, monkeyp
     """The float GEMM tile at every height, and its epilogue kernels, built for AVX2
     (-march=x86-64-v3) plain and under ASan/UBSan, and for AVX-512 where the host has it,
     against onnx.reference; gemm_mr (a tuner's knob) set per case."""
-    x, w = randn(*x_shape), randn(m_out, x_shape[1], *kernel)
-    consts = {"w": w} if tail == "nobias" else {"w": w, "b": randn(m_out)}
-    nodes = [helper.make_node("Conv", ["x", *consts], ["c" if tail else "y"], **attrs)]
-    inputs = {"x": x}
-    if tail in ("Relu", "nobias"):
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    elif tail == "Clip":
-        consts.update(lo=np.array(-0.4, np.float32), hi=np.array(0.6, np.float32))
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    elif tail == "Add":
-        y_shape = mtvm.compile(make_model("Conv", {"x": x}, attrs, consts={"w": w})
-                               ).metadata["outputs"][0]["shape"]
-        inputs["r"] = randn(*y_shape)
-        nodes.append(helper.make_node("Add", ["c", "r"], ["y"]))
-    m = graph_model(nodes, inputs, consts)
+    m, inputs = conv_with_tail(randn(*x_shape), randn(m_out, x_shape[1], *kernel), attrs, tail)
     lib = mtvm.compile(m, schedule_config={"conv2d_f32": {"gemm_mr": mr},
                                            "conv2d_f32.x86": {"gemm_mr": mr}})
     assert len(lib.graph.nodes) == 1          # the tail fused

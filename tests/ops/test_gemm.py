@@ -1,6 +1,8 @@
 """Gemm and MatMul against onnx.reference: transposes, alpha/beta, C broadcasting,
 1-D and batched MatMul, and fusion of the elementwise tail (and BatchNorm)."""
+import os
 import re
+import sys
 
 import numpy as np
 import onnx
@@ -8,6 +10,8 @@ import pytest
 from onnx import helper, numpy_helper
 
 from mtvm.testing import check_model, cpu_has, make_model
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # test_conv's helpers
 
 rng = np.random.default_rng(1)
 
@@ -245,12 +249,10 @@ EPI_CASES = [((1, 4, 50, 16), (1, 4, 16, 50), None),
 @pytest.mark.parametrize("a_shape,b_shape,tail", EPI_CASES)
 def test_matmul_tiles_with_the_epilogue_kernel(a_shape, b_shape, tail, monkeypatch):
     """MatMul tiles through the AVX2 epilogue kernel (mtvm_f32_gemm_<mr>xNR_epi) where
-    the tail is at most a clamp, built for AVX2 plainly and under ASan/UBSan, and
-    portably, against onnx.reference."""
+    the tail is at most a clamp, built for AVX2 plainly and under ASan/UBSan, against
+    onnx.reference."""
     import mtvm
-    from mtvm import host_runner
-    from mtvm.host_runner import HostModule
-    from mtvm.testing import assert_close, reference_outputs
+    from test_conv import _check_avx2_and_sanitized
     a, b = randn(*a_shape), randn(*b_shape)
     nodes = [helper.make_node("MatMul", ["a", "b"], ["c" if tail else "y"])]
     inits = []
@@ -268,12 +270,4 @@ def test_matmul_tiles_with_the_epilogue_kernel(a_shape, b_shape, tail, monkeypat
     lib = mtvm.compile(m)
     src = next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
     assert re.search(r"mtvm_f32_gemm_\dxNR_epi\(", src), src[:800]
-    inputs = {"a": a, "b": b}
-    expected = reference_outputs(m, inputs)[0]
-    for extra in (["-march=x86-64-v3"], []):
-        got = HostModule(lib, opt="-O3", extra=extra).run(inputs)
-        assert_close(list(got.values())[0], expected, what=str(extra))
-    monkeypatch.setattr(host_runner, "SANITIZE_FLAGS",
-                        host_runner.SANITIZE_FLAGS + ["-march=x86-64-v3"])
-    got = lib.run_host(inputs, sanitize=True)
-    assert_close(list(got.values())[0], expected, what="sanitized, AVX2")
+    _check_avx2_and_sanitized(m, lib, {"a": a, "b": b}, monkeypatch)
