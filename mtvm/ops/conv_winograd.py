@@ -10,9 +10,10 @@ only way to less time.
   M[xi] = U[xi] V[xi]   36 GEMMs over the input channels
   y = A^T M A      per tile and output channel: the 4x4 outputs
 
-The C is c_runtime/kernels/x86/mtvm_winograd_f32_x86.h (AVX2 + FMA; an AVX-512 build
-runs the same 8-lane code). This module decides where it applies, transforms and packs
-the weights, sizes the scratch and emits the loops that call the kernel's stages.
+The C is c_runtime/kernels/x86/mtvm_winograd_f32_x86.h (8-lane AVX2 + FMA code).
+conv.x86_variant gives it to AVX2 builds only: on AVX-512 the 512-bit direct and band
+kernels are faster. This module decides where it applies, transforms and packs the
+weights, sizes the scratch and emits the loops that call the kernel's stages.
 
 Accuracy: the transforms' constants (1/4, 1/6, 1/24; 4, 5, 8) cost float32 about a
 decimal digit against direct summation -- relative errors of ~1e-6 of the output's
@@ -100,6 +101,7 @@ def _layout(c_in: int, axes, s: dict, row_out: bool) -> dict:
 
 
 def scratch_bytes(c_in: int, axes, s: dict, row_out: bool) -> int:
+    """What emit_body asks for (row_out: a tail that is not a clamp)."""
     lay = _layout(c_in, axes, s, row_out)
     return 4 * (lay["v"] + lay["m"] + lay["in"] + lay["rows"])
 

@@ -1,6 +1,7 @@
 /* mtvm_winograd_f32_x86.h: 3 x 3 stride-1 float convolution by Winograd's minimal
  * filtering F(4 x 4, 3 x 3) (Lavin and Gray 2015): 36 multiplications per 4 x 4 output
- * tile and input channel instead of 144. AVX2 + FMA (AVX-512 builds run it too).
+ * tile and input channel instead of 144. AVX2 + FMA (it compiles in AVX-512 builds
+ * too, but the schedule gives it to AVX2 builds only).
  * Part of mtvm's kernel library (c_runtime/kernels/README.md).
  *
  * The schedule (mtvm/ops/conv_winograd.py) calls the three stages per block of `nt`
@@ -192,7 +193,7 @@ static inline void mtvm_wino_f32_gemm(const float* restrict u, int c_in, int m_o
                 _mm256_storeu_ps(o + 2 * ldv + t, c2);
                 _mm256_storeu_ps(o + 3 * ldv + t, c3);
             }
-        } else {  /* one channel: 32 tiles at a time, four accumulators */
+        } else {  /* one channel: 8 tiles at a time, the channels in two chains */
             for (; t < nt8; t += 8) {
                 __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps();
                 const float* bt = b + t;
