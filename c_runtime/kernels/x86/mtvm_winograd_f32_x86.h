@@ -24,6 +24,7 @@
 #define MTVM_WINOGRAD_F32_X86_H_
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include "mtvm_f32_prelude.h"
 
