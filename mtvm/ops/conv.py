@@ -587,9 +587,9 @@ def x86_bodies(k, variant: tuple) -> list[tuple[str, str]]:
     """(preprocessor condition, body) pairs an x86 variant (x86_variant's pair) is
     emitted as, in #if / #elif order before the portable #else: "direct" is
     AVX-512's (its masked loads want 16-lane masks) and "winograd" AVX2's (x86
-    targets only); a body both share is emitted once. For a known x86 target only the one it builds (the
-    rest would be preprocessed away, and their scratch would be counted for
-    nothing)."""
+    targets only); a body both share is emitted once. For a known x86 target only
+    the one it builds (the rest would be preprocessed away, and their scratch would
+    be counted for nothing)."""
     avx512, avx2 = variant
     if avx2 == "winograd" and k.target.is_generic:
         # not in portable C: its scratch (36 transformed values per tile and input
