@@ -233,9 +233,8 @@ def run(args) -> int:
                 if note:
                     print(f"  timer: {note}")
         if args.profile:
-            # A device with caches is profiled warm (a run right before each profiled
-            # one, as in a loop of inferences); an emulator has no caches to warm.
-            prof = ex.profile(runs=args.profile, warmup=0 if proj.board.get("emulated") else 1)
+            from ..session.executor import profile_warmup
+            prof = ex.profile(runs=args.profile, warmup=profile_warmup(proj.board))
             print_profile(proj, prof)
             if args.profile_json:
                 save_profile(prof, args.profile_json)

@@ -27,8 +27,9 @@ from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
 from . import conv_winograd
 from .base import Op, register
-from .microkernels import (MR, band_epi_ukernel, band_ukernel, clamp_tail, direct_ukernel,
-                           gemm_epi_ukernel, gemm_ukernel, gemm_ukernel_offsets, prelude)
+from .microkernels import (MR, avx2_c, band_epi_ukernel, band_ukernel, clamp_tail,
+                           direct_ukernel, gemm_epi_ukernel, gemm_ukernel, gemm_ukernel_offsets,
+                           prelude)
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -687,31 +688,33 @@ def depthwise_variants(k, axes) -> tuple[bool, bool]:
     return direct, ah.stride == aw.stride
 
 
+def _depthwise_avx2_ok(k) -> bool:
+    """What both AVX2 depthwise kernels need: C that may be built for AVX2 (an x86
+    target with it, or target c) but not an AVX-512 target (its #if branch comes
+    first), and a tail that is at most a clamp (the kernels store from registers)."""
+    return avx2_c(k) and not k.target.has("avx512f") and clamp_tail(k) is not None
+
+
 def depthwise_avx2(k, wt, axes) -> bool:
     """Whether emit_conv_depthwise emits the AVX2 3x3 stride-1 kernel
     (x86/mtvm_dw3x3_f32_avx2.h): 3x3, stride 1, no dilation, rows of
     depthwise_avx2_min_cols outputs or more (narrower ones keep the flat schedule,
-    whose vectors run across rows), a
-    tail that is at most a clamp (the kernel stores from registers), on x86 targets
-    with AVX2 (target c too) and not AVX-512 ones (their #if branch comes first)."""
-    ah, aw = axes
-    x86 = k.target.is_generic or (k.target.has("avx2", "fma") and not k.target.has("avx512f"))
-    return x86 and tuple(wt.shape[2:]) == (3, 3) and \
+    whose vectors run across rows), where _depthwise_avx2_ok."""
+    aw = axes[1]
+    return _depthwise_avx2_ok(k) and tuple(wt.shape[2:]) == (3, 3) and \
         aw.out >= knobs_of(k)["depthwise_avx2_min_cols"] and \
-        all(a.stride == 1 and a.dilation == 1 for a in axes) and clamp_tail(k) is not None
+        all(a.stride == 1 and a.dilation == 1 for a in axes)
 
 
 def depthwise_cv8(k, wt, axes) -> bool:
     """Whether emit_conv_depthwise's AVX2 branch is the small-plane kernel eight
     channels at a time (x86/mtvm_dw_f32_cv8_avx2.h): any window of up to 49 taps,
     stride and dilation, planes of at most depthwise_cv8_max_plane input pixels,
-    a tail that is at most a clamp, where the 3x3 kernel (depthwise_avx2) does not
-    take the layer; x86 targets with AVX2 (target c too), not AVX-512 ones."""
+    where _depthwise_avx2_ok and the 3x3 kernel (depthwise_avx2) does not take it."""
     ah, aw = axes
-    x86 = k.target.is_generic or (k.target.has("avx2", "fma") and not k.target.has("avx512f"))
-    return x86 and not depthwise_avx2(k, wt, axes) and wt.shape[2] * wt.shape[3] <= 49 and \
-        ah.size * aw.size <= knobs_of(k)["depthwise_cv8_max_plane"] and \
-        clamp_tail(k) is not None
+    return _depthwise_avx2_ok(k) and not depthwise_avx2(k, wt, axes) and \
+        wt.shape[2] * wt.shape[3] <= 49 and \
+        ah.size * aw.size <= knobs_of(k)["depthwise_cv8_max_plane"]
 
 
 def depthwise_cv8_block(axes, kh_n: int, kw_n: int) -> tuple[int, int]:
@@ -1343,7 +1346,7 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
     instead, its arguments `epi_args` (C: the kernel's up to `n`) storing to out0 itself:
     with band, the band's (the caller's code is x86's); else, on AVX2 only, the GEMM's
     (taps, a, b, then ldb or with offsets the tap table)."""
-    x86 = band or k.target.is_generic or k.target.has("avx2", "fma")
+    x86 = band or avx2_c(k)
     clamp = clamp_tail(k) if epi_args is not None and x86 else None
     if clamp is None:
         w.line(f"float tile[{rows} * {width}];")

@@ -212,12 +212,9 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
     16 taps give each tile little work (kwt_tiny's, AVX2: 12.7 -> 4.3 us)."""
     from .microkernels import column_tiles, row_blocks
     lines = ["float* at = (float*)scratch;   /* mr rows of A transposed: [k][mr] */"]
-    x86 = k.target.is_generic or k.target.has("avx2", "fma")
 
     def epi(m0: str):
-        if not (plain and x86):
-            return None
-        return f"out0 + {_offset(o_base, _term(m0, n), 'q0')}", n
+        return (f"out0 + {_offset(o_base, _term(m0, n), 'q0')}", n) if plain else None
 
     def block(m0: str, r_count: int) -> list[str]:
         a_at = _offset(a_base, _term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))

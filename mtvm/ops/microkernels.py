@@ -69,6 +69,13 @@ def gemm_epi_ukernel(k, mr: int, offsets: bool = False) -> str:
                    f"r < {mr}, q < n <= MTVM_F32_NR (AVX2)")
 
 
+def avx2_c(k) -> bool:
+    """Whether k's C may be built with AVX2 + FMA (its MTVM_F32_AVX2 branches can run):
+    an x86 target that has them, or the portable target c, whose #if picks by the
+    compiler's flags."""
+    return k.target.is_generic or k.target.has("avx2", "fma")
+
+
 def clamp_tail(k) -> tuple[str, str] | None:
     """(lo, hi), C expressions, when the fused tail is nothing, one Relu or one Clip with
     constant bounds: what the AVX2 epilogue kernel applies in registers. None for any
@@ -96,8 +103,9 @@ def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int
     b[t * ldb + q] where `b` is a C expression of the block's first column q0;
     then `store` (C lines) for each r < rows, q < nq of the tile. epi: (y, ldy),
     the C expression of the tile's first output (of q0) and the output's row
-    stride, where the kernel's tail is at most a clamp (clamp_tail): then AVX2
-    builds store the tile from registers (gemm_epi_ukernel), the rest as above."""
+    stride, where the kernel's tail is at most a clamp (clamp_tail) and its C may
+    be built for AVX2 (avx2_c): then AVX2 builds store the tile from registers
+    (gemm_epi_ukernel), the rest as above."""
     tile = [f"float tile[{rows} * MTVM_F32_NR];",
             f"{gemm_ukernel(k, rows)}({taps}, {a}, {b}, {ldb}, nq, tile);",
             f"for (size_t r = 0; r < {rows}; ++r) {{",
@@ -105,7 +113,7 @@ def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int
             *["        " + s for s in store],
             "    }",
             "}"]
-    clamp = clamp_tail(k) if epi is not None else None
+    clamp = clamp_tail(k) if epi is not None and avx2_c(k) else None
     if clamp is not None:
         args = [taps, a, b, ldb, "nq", "NULL", *clamp, *epi]
         tile = render_c([PreIf("MTVM_F32_AVX2", [ExprStmt(call(

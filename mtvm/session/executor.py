@@ -29,6 +29,14 @@ def _fmt_shape(dtype, shape) -> str:
     return f"{np.dtype(dtype).name}{list(shape)}"
 
 
+def profile_warmup(board: dict) -> int:
+    """Runs the device makes right before each profiled one (Executor.profile's
+    warmup) on a board: one where it has caches to warm (a host, a Cortex-M7 board),
+    as a loop of inferences runs and as AutoTVM's time_evaluator measured; none
+    under an emulator, whose instruction count has nothing to warm."""
+    return 0 if board.get("emulated") else 1
+
+
 @dataclass
 class BenchmarkResult:
     """Device-timed seconds per inference, one entry per repeat."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BuildError, MtvmError
 from ..schedules import ScheduleConfig
+from ..session.executor import profile_warmup
 from .space import candidate_ident
 
 # what went wrong, as records say it
@@ -142,8 +143,7 @@ def measure(model, board: dict, config: ScheduleConfig, device: Device, inputs: 
             if bad:
                 res.status, res.error = WRONG_OUTPUT, bad[0].describe()
                 return res
-            # warm, as time_evaluator measured AutoTVM's candidates (Executor.profile)
-            prof = ex.profile(runs=runs, warmup=0 if emulated else 1)
+            prof = ex.profile(runs=runs, warmup=profile_warmup(board))
         tps = info.ticks_per_second
         res.ticks_per_second, res.runs = tps, prof.runs
         per_tick = 1.0
