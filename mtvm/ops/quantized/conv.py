@@ -12,8 +12,9 @@ import math
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Binary, Cast, Comment, Decl, For, If, RawExpr, Type,
-                                Var, and_, ge, index_type, lt, render_c, select)
+from ...codegen.cwriter import (Assign, Binary, Cast, Comment, Const, Decl, ExprStmt, For, If,
+                                RawExpr, Type, Var, and_, call, ge, index_type, lt, render_c,
+                                select)
 from ..base import c_literal, register
 from .common import (
     DOMAIN,
@@ -258,9 +259,27 @@ def col_bytes(kk: int) -> int:
     return (8 * (kk // 4) + 2 * tail_stride(kk % 4)) * 2
 
 
+def widen_applies(k, group: int, mg: int, quad: bool = False, mve: bool = False) -> bool:
+    """Whether the im2col path can read its weights widened to int16 in scratch
+    (mtvm_mm_s16_w16.h): Arm DSP cores (SMLAD, no Helium), the Thumb-2 pair kernel,
+    an even channel count per group (every row a channel pair's)."""
+    return k.target.is_arm_dsp and not quad and not mve and mg % 2 == 0 and group >= 1
+
+
+def widened_row(kk: int) -> int:
+    """int16 of a channel pair's widened weights (MTVM_MM_W16_ROW of its 2 kk bytes)."""
+    return 4 * ((2 * kk + 3) // 4)
+
+
+def widened_bytes(group: int, mg: int, kk: int) -> int:
+    """Scratch of the widened weights: every channel pair's row, after the column."""
+    return 2 * group * (mg // 2) * widened_row(kk)
+
+
 def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh,
                 sw, ph, pw, dh, dw, x_zp, mve: bool = False, quad: bool = False,
-                x86_direct: bool = True, compact_border: bool = False) -> list[str]:
+                x86_direct: bool = True, compact_border: bool = False,
+                widen_weights: bool = False) -> list[str]:
     """QConv (folded=1): pairs of output pixels (in flat order, so a row's last pixel
     pairs with the next row's first) gathered into an int16 column in scratch, then
     two pixels x two output channels at a time (mtvm_mm2x2). Column layout, per
@@ -272,7 +291,9 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     the column, where they apply), compact_border (the pixels whose window crosses the
     padding gathered a channel at a time rather than unrolled over a whole number of
     blocks: a 3x3 layer's code 1.8 -> 1.1 KB, for about 3 more instructions a tap
-    on those pixels)."""
+    on those pixels), widen_weights (on Arm DSP cores, where widen_applies: the weights
+    widened to int16 in scratch after the column once per call, read by
+    mtvm_mm2x2_s16_w16: 12 instructions per 16 MACs instead of 15)."""
     cg, mg = c // group, oc // group
     khw = kh * kw
     kk = cg * khw
@@ -292,6 +313,10 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     # in registers (mtvm_mm_s16_rv32.h)
     cn = col_bytes(kk) // 2
     k.scratch_bytes = col_bytes(kk) * (2 if quad else 1)
+    widen = widen_weights and widen_applies(k, group, mg, quad, mve)
+    if widen:
+        k.library("mtvm_mm_s16_w16.h")
+        k.scratch_bytes += widened_bytes(group, mg, kk)
     zx = c_literal(x_zp, np.int32)
     oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
     ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
@@ -299,6 +324,14 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     lines = [f"/* im2col: int16 columns of two output pixels in scratch, interleaved per block "
              f"of four of the {kk} = {cg} x {kh} x {kw} taps */",
              "int16_t* col = (int16_t*)scratch;"] + store.decls
+    if widen:
+        w16 = Var("w16", Type("int16", pointer=True))
+        lines += render_c([
+            Decl(w16, Cast(w16.type, RawExpr(f"scratch + {col_bytes(kk)}"))),
+            ExprStmt(call("mtvm_mm_s16_widen", w16, Cast(Type("uint8", const=True, pointer=True),
+                                                           Var(w.c)),
+                          int(np.dtype(w.dtype) == np.uint8), group * (mg // 2), 2 * kk))
+        ]).splitlines()
     if tl % 2:   # the zero slot of each pixel's last tail word
         lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
         if quad:
@@ -511,10 +544,16 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     def st(idx, ch, dst, px):
         return ["{", f"    int32_t acc = a[{idx}]{zw(ch, px)};"] + \
             indent_c(store("acc", ch, dst)) + ["}"]
+    mm2_call = call("mtvm_mm2x2_s16_w16", Var("col"),
+                    Var("w16") + Binary(">>", Var("o"), Const(1)) * widened_row(kk), nb, tl,
+                    Var("a")) if widen else \
+        call(mm2, Var("col"), Var("wp"), nb, tl, int(kk % 4 == 0), Var("a"))
     two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
-           f"{mm2}(col, wp, {nb}, {tl}, {int(kk % 4 == 0)}, a);"] + st(0, "o", "yp[0]", 0) + \
+           render_c(ExprStmt(mm2_call))] + st(0, "o", "yp[0]", 0) + \
         st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
-    chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, wp += {2 * kk}, " \
+    # (the widened weights are found from o: the int8 rows then only for an odd last pixel)
+    step_wp = "" if widen and not ohw % 2 else f"wp += {2 * kk}, "
+    chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, {step_wp}" \
                 f"yp += {2 * ohw}) {{"
     if mg >= 4 and k.target.is_riscv:
         # RV32 (no SIMD): four channels x two pixels in registers, then the last pair
@@ -590,7 +629,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     if not pointwise:
         lines += ["        int32_t oy = 0, ox = 0;"]
     lines += [f"        for (int32_t q = 0; q < {ohw}; q += 2) {{",
-              f"            const {w.ctype}* wp = {w.c} + g * {mg * kk};",
+              *([f"            const {w.ctype}* wp = {w.c} + g * {mg * kk};"] if step_wp else []),
               f"            {k.out.ctype}* yp = out0 + (b * {oc} + g * {mg}) * {ohw} + (size_t)q;"]
     if ohw % 2:
         lines += [f"            const int32_t npx = q + 1 < {ohw} ? 2 : 1;"]
@@ -977,7 +1016,7 @@ class QConv(IntOp):
 
 
 def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=False,
-                        quad=False, **_attrs) -> int:
+                        quad=False, widen_weights=False, **_attrs) -> int:
     """Scratch of emit_qconv: im2col (folded), one int16 column of two pixels
     (col_bytes; two columns for RV32's quad), or the Helium path's int8 column rows;
     depthwise, the zero-point-padded input plane, when there is padding or the output
@@ -987,14 +1026,17 @@ def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=F
         kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
         if mve:
             return 4 * mve_kp(kk)
-        return col_bytes(kk) * (2 if quad else 1)
+        mg = w.shape[0] // group
+        widened = widened_bytes(group, mg, kk) \
+            if widen_weights and widen_applies(k, group, mg, quad, mve) else 0
+        return col_bytes(kk) * (2 if quad else 1) + widened
     from .depthwise import padded_plane_bytes
     return padded_plane_bytes(k, x, strides, pads, dilations)
 
 
 def emit_qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
                act_max=127, folded=1, mve=False, quad=False, x86_direct=True,
-               rv32=False, compact_border=False) -> str:
+               rv32=False, compact_border=False, widen_weights=False) -> str:
     """The C of a QConv kernel (the schedules in mtvm/schedules/*/qconv_s8.py choose
     the variants, see emit_im2col); the im2col path reads its weights laid out by
     pack_conv_weights."""
@@ -1029,7 +1071,7 @@ def emit_qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=
     lines += emit_im2col(k, x, w, bias, w_zp, store_fn, n=n, c=c, oc=oc, group=group, h=h,
                          wd=wd, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
                          dw=dw, x_zp=x_zp, mve=mve, quad=quad, x86_direct=x86_direct,
-                         compact_border=compact_border)
+                         compact_border=compact_border, widen_weights=widen_weights)
     return "\n".join(lines)
 
 

@@ -19,8 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.quantized.common import narrow_shifts
-from ...ops.quantized.conv import emit_qconv, pack_conv_weights, qconv_scratch_bytes
+from ...ops.quantized.conv import (emit_qconv, pack_conv_weights, qconv_scratch_bytes,
+                                   widened_row)
 from .. import Knob, Schedule, register
+
+
+WIDEN_MAX_BYTES = 4096    # the widened weights' scratch, default at most
+WIDEN_MIN_PIXELS = 8      # output pixels a channel, default at least
 
 
 class QConvIm2colBase(Schedule):
@@ -45,7 +50,8 @@ class QConvIm2colBase(Schedule):
             if w.const is not None else {}
 
     def scratch_bytes(self, k, /, **attrs) -> int:
-        return qconv_scratch_bytes(k, **attrs, **self.variant)
+        return qconv_scratch_bytes(k, **attrs, **self.variant,
+                                   widen_weights=k.knobs.get("widen_weights", False))
 
     def emit(self, k, /, **attrs) -> str:
         return emit_qconv(k, **attrs, **self.variant, **k.knobs)
@@ -59,15 +65,28 @@ class QConvIm2colS8(QConvIm2colBase):
     knobs = (Knob("x86_direct", True, (True, False),
                   "x86: the direct AVX2/VNNI kernels (no column) where they apply"),
              Knob("compact_border", False, (False, True),
-                  "the padding pixels' column a channel at a time (less code)"))
+                  "the padding pixels' column a channel at a time (less code)"),
+             Knob("widen_weights", False, (False, True),
+                  "Arm DSP cores: the weights widened to int16 in scratch once a call"))
 
     def default_knobs(self, k=None) -> dict:
         """On microcontrollers the compact border: flash is the scarcer resource
         there, and it costs ic_resnet8_int8 on the Cortex-M4 2.5 % more instructions
-        for 2.8 KB (3 %) less model flash; hosts keep the unrolled one."""
+        for 2.8 KB (3 %) less model flash; hosts keep the unrolled one.
+        On Arm DSP cores the weights widened to int16 where that takes at most
+        WIDEN_MAX_BYTES of scratch and the layer has at least WIDEN_MIN_PIXELS
+        outputs a channel (the widening, about an instruction a weight, is paid
+        back from three pixel pairs on; more scratch is RAM a board may not have,
+        the tuner and --memory-budget may trade it)."""
         values = super().default_knobs(k)
         if k is not None and (k.target.is_arm or k.target.is_riscv):
             values["compact_border"] = True
+        if k is not None and k.target.is_arm_dsp and len(k.ins) > 1 and k.out is not None:
+            w = k.ins[1]   # (widened_bytes with an even channel count per group)
+            widened = w.shape[0] * widened_row(int(np.prod(w.shape[1:])))
+            pixels = int(np.prod(k.out.shape[2:])) if len(k.out.shape) > 2 else 0
+            values["widen_weights"] = widened <= WIDEN_MAX_BYTES and \
+                pixels >= WIDEN_MIN_PIXELS
         return values
 
 

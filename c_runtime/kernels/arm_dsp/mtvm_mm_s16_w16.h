@@ -1,0 +1,149 @@
+/* mtvm_mm_s16_w16.h: QConv's im2col micro-kernel on Arm DSP cores with its weights
+ * widened to int16 once per inference (in scratch), so that the block loop loads them
+ * with LDRD instead of widening every word with two SXTB16s: 12 instructions per 16 MACs
+ * (two pixels x two channels x four taps) instead of 15. The widening costs about one
+ * instruction a weight and pays for itself from three pixel pairs on; the schedule takes
+ * it where the widened weights are small (mtvm/schedules/generic/qconv_s8.py).
+ *
+ * Layouts: the column is mtvm_mm_s16.h's. The widened weights follow the packed int8
+ * ones (conv_pack_index) a channel pair's row at a time: each four bytes g of a row
+ * become the int16 words (g0, g2), (g1, g3) -- SXTB16 and SXTB16 ROR #8 of g, the lanes
+ * the int8 kernel computes -- and a row's last two bytes, where its length is 2 mod 4,
+ * the words (g0, 0), (g1, 0). A row of rb bytes becomes mtvm_mm_w16_row(rb) int16: per
+ * block channel o's (w0, w1) (w2, w3) then o + 1's, then the tail words of o and o + 1
+ * alternating, one pair per column tail word.
+ * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
+#ifndef MTVM_MM_S16_W16_H_
+#define MTVM_MM_S16_W16_H_
+
+#include <stdint.h>
+#include <string.h>
+#include "mtvm_int8_bytes.h"
+#include "mtvm_dsp.h"
+
+/* int16 of a widened row of rb (even) packed bytes: four per started four bytes. */
+#define MTVM_MM_W16_ROW(RB) (4 * (((RB) + 3) / 4))
+
+/* dst[0..4) = the four bytes of g (int8, or uint8 where w_u) as the words (g0, g2),
+ * (g1, g3). */
+static MTVM_ALWAYS_INLINE void mtvm_mm_w16_group(int16_t* dst, uint32_t g, int w_u)
+{
+#if defined(__ARM_FEATURE_DSP)
+    const int32_t lo = mtvm_widen_02(g, w_u), hi = mtvm_widen_13(g, w_u);
+    memcpy(dst, &lo, 4);
+    memcpy(dst + 2, &hi, 4);
+#else
+    for (int l = 0; l < 4; ++l) {
+        const uint32_t b = (g >> (8 * ((l & 1) * 2 + (l >> 1)))) & 0xffu;
+        dst[l] = (int16_t)(w_u ? (int32_t)b : (int32_t)(int8_t)(uint8_t)b);
+    }
+#endif
+}
+
+/* dst = the rows (rows of rb bytes each at w, int8 or (w_u) uint8) widened as above. */
+static inline void mtvm_mm_s16_widen(int16_t* dst, const uint8_t* w, int w_u, int32_t rows,
+                                     int32_t rb)
+{
+    for (int32_t r = 0; r < rows; ++r, w += rb) {
+        int32_t i = 0;
+        uint32_t g;
+        for (; i + 4 <= rb; i += 4, dst += 4) {
+            memcpy(&g, w + i, 4);
+            mtvm_mm_w16_group(dst, g, w_u);
+        }
+        if (i < rb) {   /* the last two bytes */
+            uint16_t h;
+            memcpy(&h, w + i, 2);
+            mtvm_mm_w16_group(dst, h, w_u);
+            dst += 4;
+        }
+    }
+}
+
+/* s += the dot product of two int16 lanes each. */
+static MTVM_ALWAYS_INLINE int32_t mtvm_mm_w16_dot2(uint32_t x, uint32_t w, int32_t s)
+{
+#if defined(__ARM_FEATURE_DSP)
+    return __smlad((int32_t)x, (int32_t)w, s);
+#else
+    return s + (int32_t)(int16_t)(uint16_t)x * (int32_t)(int16_t)(uint16_t)w +
+           (int32_t)(int16_t)(uint16_t)(x >> 16) * (int32_t)(int16_t)(uint16_t)(w >> 16);
+#endif
+}
+
+/* acc[0..4) (pixel 0 x channels o, o + 1, then pixel 1's) += one column word of each
+ * pixel (p0's at c, p1's at c + ts) times one weight word of each channel (o's at w,
+ * o + 1's at w + wo). */
+static MTVM_ALWAYS_INLINE void mtvm_mm_w16_words(const int16_t* c, int32_t ts, const int16_t* w,
+                                                 int32_t wo, int32_t* acc)
+{
+    uint32_t x0, x1, wa, wb;
+    memcpy(&x0, c, 4);
+    memcpy(&x1, c + ts, 4);
+    memcpy(&wa, w, 4);
+    memcpy(&wb, w + wo, 4);
+    acc[0] = mtvm_mm_w16_dot2(x0, wa, acc[0]);
+    acc[1] = mtvm_mm_w16_dot2(x0, wb, acc[1]);
+    acc[2] = mtvm_mm_w16_dot2(x1, wa, acc[2]);
+    acc[3] = mtvm_mm_w16_dot2(x1, wb, acc[3]);
+}
+
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)
+/* One block: the pixels' column words and both channels' weights by LDRD. */
+#define MTVM_MM_W16_SMLAD4(P) \
+    "smlad  %[s" P "0], %[x0], %[wa], %[s" P "0]\n\t" \
+    "smlad  %[s" P "0], %[x1], %[wah], %[s" P "0]\n\t" \
+    "smlad  %[s" P "1], %[x0], %[wb], %[s" P "1]\n\t" \
+    "smlad  %[s" P "1], %[x1], %[wbh], %[s" P "1]\n\t"
+#define MTVM_MM_W16_BLOCK \
+    "ldrd   %[x0], %[x1], [%[c]], #8\n\t" \
+    "ldrd   %[wa], %[wah], [%[w]], #8\n\t" \
+    "ldrd   %[wb], %[wbh], [%[w]], #8\n\t" \
+    MTVM_MM_W16_SMLAD4("0") \
+    "ldrd   %[x0], %[x1], [%[c]], #8\n\t" \
+    MTVM_MM_W16_SMLAD4("1")
+#define MTVM_MM_W16_OPS \
+    [s00] "+r"(s00), [s01] "+r"(s01), [s10] "+r"(s10), [s11] "+r"(s11), [c] "+r"(c), \
+    [w] "+r"(w), [x0] "=&r"(x0), [x1] "=&r"(x1), [wa] "=&r"(wa), [wah] "=&r"(wah), \
+    [wb] "=&r"(wb), [wbh] "=&r"(wbh)
+#endif
+
+/* acc[0..4) += the nb blocks and tl tail taps of two pixels (the column c) x two
+ * channels (their widened row w). nb and tl are constants at each call. */
+static MTVM_ALWAYS_INLINE void mtvm_mm2x2_s16_w16(const int16_t* c, const int16_t* w,
+                                                  int32_t nb, int32_t tl, int32_t acc[4])
+{
+    const int16_t* ct = c + 8 * nb;
+    const int16_t* wt = w + 8 * nb;
+    const int32_t ts = tl <= 2 ? 2 : 4;   /* (mtvm.ops.quantized.conv.tail_stride) */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)
+    /* gcc 12 spills in the C below and does not use LDRD with post-increment */
+    {
+        int32_t s00 = acc[0], s01 = acc[1], s10 = acc[2], s11 = acc[3];
+        uint32_t x0, x1, wa, wah, wb, wbh;
+        if (nb & 1) __asm__(MTVM_MM_W16_BLOCK : MTVM_MM_W16_OPS : : "memory");
+        if (nb & 2) __asm__(MTVM_MM_W16_BLOCK MTVM_MM_W16_BLOCK : MTVM_MM_W16_OPS : : "memory");
+        if (nb >= 4) {
+            const int16_t* end = c + 8 * (nb & ~3);
+            __asm__("1:\n\t" MTVM_MM_W16_BLOCK MTVM_MM_W16_BLOCK MTVM_MM_W16_BLOCK
+                    MTVM_MM_W16_BLOCK "cmp %[c], %[end]\n\tbne 1b\n\t"
+                    : MTVM_MM_W16_OPS : [end] "r"(end) : "cc", "memory");
+        }
+        acc[0] = s00;
+        acc[1] = s01;
+        acc[2] = s10;
+        acc[3] = s11;
+    }
+#else
+    for (int32_t b = 0; b < nb; ++b, c += 8, w += 8) {
+        /* taps (0, 1), then (2, 3): p1's words 4 after p0's, o + 1's 4 after o's */
+        mtvm_mm_w16_words(c, 4, w, 4, acc);
+        mtvm_mm_w16_words(c + 2, 4, w + 2, 4, acc);
+    }
+#endif
+    /* the tail: one column word per pixel (tl 1, 2), two for tl 3 */
+    if (tl > 0) mtvm_mm_w16_words(ct, ts, wt, 2, acc);
+    if (tl == 3) mtvm_mm_w16_words(ct + 2, ts, wt + 4, 2, acc);
+}
+
+#endif  /* MTVM_MM_S16_W16_H_ */
