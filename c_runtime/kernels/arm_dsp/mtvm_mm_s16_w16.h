@@ -11,7 +11,9 @@
  * the int8 kernel computes -- and a row's last two bytes, where its length is 2 mod 4,
  * the words (g0, 0), (g1, 0). A row of rb bytes becomes mtvm_mm_w16_row(rb) int16: per
  * block channel o's (w0, w1) (w2, w3) then o + 1's, then the tail words of o and o + 1
- * alternating, one pair per column tail word.
+ * alternating, one pair per column tail word -- but for a tail of three taps, whose column
+ * is a block's (p0's four slots (t0, t2), (t1, 0), then p1's), the words in a block's
+ * order ((t0, t2), (t1, 0) of o, then of o + 1): the kernel takes it as one more block.
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_MM_S16_W16_H_
 #define MTVM_MM_S16_W16_H_
@@ -55,6 +57,12 @@ static inline void mtvm_mm_s16_widen(int16_t* dst, const uint8_t* w, int w_u, in
             uint16_t h;
             memcpy(&h, w + i, 2);
             mtvm_mm_w16_group(dst, h, w_u);
+            if (rb % 8 == 6) {   /* a three-tap tail: its words in a block's order */
+                int16_t t[4];
+                memcpy(t, dst - 2, 4);       /* o + 1's (t0, t2) */
+                memcpy(dst - 2, dst, 4);     /* <- o's (t1, 0) */
+                memcpy(dst, t, 4);
+            }
             dst += 4;
         }
     }
@@ -113,9 +121,15 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_w16_words(const int16_t* c, int32_t ts, c
 static MTVM_ALWAYS_INLINE void mtvm_mm2x2_s16_w16(const int16_t* c, const int16_t* w,
                                                   int32_t nb, int32_t tl, int32_t acc[4])
 {
-    const int16_t* ct = c + 8 * nb;
-    const int16_t* wt = w + 8 * nb;
-    const int32_t ts = tl <= 2 ? 2 : 4;   /* (mtvm.ops.quantized.conv.tail_stride) */
+    const int16_t* ct;
+    const int16_t* wt;
+    const int32_t ts = 2;   /* (mtvm.ops.quantized.conv.tail_stride of 1 or 2 taps) */
+    if (tl == 3) {   /* one more block (the widening's layout) */
+        ++nb;
+        tl = 0;
+    }
+    ct = c + 8 * nb;
+    wt = w + 8 * nb;
 #if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)
     /* gcc 12 spills in the C below and does not use LDRD with post-increment */
     {
@@ -141,9 +155,8 @@ static MTVM_ALWAYS_INLINE void mtvm_mm2x2_s16_w16(const int16_t* c, const int16_
         mtvm_mm_w16_words(c + 2, 4, w + 2, 4, acc);
     }
 #endif
-    /* the tail: one column word per pixel (tl 1, 2), two for tl 3 */
+    /* the tail of one or two taps: one column word per pixel */
     if (tl > 0) mtvm_mm_w16_words(ct, ts, wt, 2, acc);
-    if (tl == 3) mtvm_mm_w16_words(ct + 2, ts, wt + 4, 2, acc);
 }
 
 #endif  /* MTVM_MM_S16_W16_H_ */
