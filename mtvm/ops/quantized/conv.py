@@ -183,13 +183,31 @@ def fast_requant(mult, shift, y_zp: int):
     return m
 
 
+def shifts_as_m1(k, y_zp) -> np.ndarray | None:
+    """On Arm DSP cores, where the im2col path requantizes in the fast form with
+    per-channel shifts: the int8 table that replaces QConv's shifts (input 4), each
+    channel's m - 1 = -2 - shift, the right shift the C applies (computing it from
+    the model's shift took three instructions a channel per pixel pair); else None.
+    Schedule.weight_layout lays it out, _Store reads it (both ask this)."""
+    mult, shift = k.plain(3) if len(k.ins) > 3 else None, k.plain(4) if len(k.ins) > 4 else None
+    if not k.target.is_arm_dsp or shift is None or shift.size == 1 or mult is None:
+        return None
+    m = fast_requant(mult, shift, y_zp)
+    if m is None or np.all(m == m[0]):
+        return None
+    return (m - 1).astype(np.int8)
+
+
 class _Store:
     """C lines requantizing an accumulator of channel `ch` and storing it."""
 
     def __init__(self, k, mult, shift, y_zp, act_min, act_max):
         self.k, self.mult, self.shift = k, mult, shift
         self.y_zp, self.lo, self.hi = y_zp, act_min, act_max
-        self.m = fast_requant(mult, shift, y_zp) if mult is not None else None
+        # the table holds m - 1 (shifts_as_m1): m from the model's shifts
+        self.m1_table = mult is not None and shifts_as_m1(k, y_zp) is not None
+        self.m = fast_requant(mult, k.plain(4) if self.m1_table else shift, y_zp) \
+            if mult is not None else None
         self.decls = []
         if self.m is not None and np.all(self.m == self.m[0]) and shift.size > 1:
             self.decls.append(f"(void){shift.c};   /* one shift for all channels */")
@@ -206,6 +224,9 @@ class _Store:
         if np.all(m == m[0]):     # one shift: gcc folds the add and the shift into SSAT
             add = (1 << int(m[0] - 1)) + int(self.y_zp) * (1 << int(m[0]))
             lines.append(f"{acc} = ({acc}{plus(add)}) >> {int(m[0])};")
+        elif self.m1_table:
+            lines.append(f"{acc} = (({acc} >> {per_channel(self.shift, ch)})"
+                         f"{plus(2 * int(self.y_zp) + 1)}) >> 1;   /* the table holds m - 1 */")
         else:
             lines.append(f"{acc} = (({acc} >> (~{per_channel(self.shift, ch)} - 1))"
                          f"{plus(2 * int(self.y_zp) + 1)}) >> 1;   /* m - 1 = -2 - shift */")

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...ops.quantized.common import narrow_shifts
 from ...ops.quantized.conv import (emit_qconv, pack_conv_weights, qconv_scratch_bytes,
-                                   widened_row)
+                                   shifts_as_m1, widened_row)
 from .. import Knob, Schedule, register
 
 
@@ -46,8 +46,11 @@ class QConvIm2colBase(Schedule):
 
     def weight_layout(self, k, /, **attrs):
         w = k.ins[1]
-        return {1: pack_conv_weights(w.const, attrs.get("group", 1)), **narrow_shifts(k)} \
-            if w.const is not None else {}
+        if w.const is None:
+            return {}
+        m1 = shifts_as_m1(k, int(attrs.get("y_zp", 0)))
+        return {1: pack_conv_weights(w.const, attrs.get("group", 1)), **narrow_shifts(k),
+                **({4: m1} if m1 is not None else {})}
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         return qconv_scratch_bytes(k, **attrs, **self.variant,
