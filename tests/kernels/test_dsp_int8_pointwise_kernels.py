@@ -1,8 +1,9 @@
-"""C unit tests of the Arm DSP int8 pointwise kernel over eight input channels
-(c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h: mtvm_pw8_pack_s8_dsp + mtvm_pw8_s8_dsp)
-against its definition: acc = bias + the eight products, then sat8((floor(acc * mult / 2^32)
-+ rnd) >> sh) and the clamp -- odd and even pixel counts (the two-pixel assembly steps, the
-last pixel), full-range and narrower clamps, extreme bytes. On the host (ASan/UBSan:
+"""C unit tests of the Arm DSP int8 pointwise kernel over 8 n input channels
+(c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h: mtvm_pw8_pack_s8_dsp + mtvm_pw8_s8_dsp, and for
+n = 2..4 mtvm_pw8_first/mid/last_s8_dsp through an int32 row) against its definition:
+acc = bias + the products, then sat8((floor(acc * mult / 2^32) + rnd) >> sh) and the clamp
+-- every pixel count mod 4 (the four-pixel assembly steps, the last pixels), full-range and
+narrower clamps, extreme bytes. On the host (ASan/UBSan:
 portable C), the emulated Cortex-M4F (SMLAD/SMMLA assembly) and Cortex-M3 (portable)."""
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def test_pointwise8_matches_its_definition(target):
     x = rng.integers(-128, 128, (nc, 8, HW))
     w = rng.integers(-128, 128, (nc, 8))
     x[0], w[0] = -128, -128          # the largest sum
-    np_ = np.array([1, 2, 3, 5, 8, 16, 17, 33, 40, 39, 4, 7])
+    np_ = np.array([1, 2, 3, 5, 8, 16, 17, 33, 40, 39, 4, 6])
     bias = rng.integers(-(1 << 16), 1 << 16, nc)
     mult = rng.integers(1 << 30, 1 << 31, nc)
     sh = rng.integers(4, 12, nc)
@@ -65,6 +66,75 @@ def test_pointwise8_matches_its_definition(target):
     for c, line in enumerate(lines):
         acc = int(bias[c]) + (x[c, :, :np_[c]].astype(np.int64) *
                               w[c].astype(np.int64)[:, None]).sum(axis=0)
+        v = ((acc * int(mult[c])) >> 32) + int(rnd[c])
+        v = np.clip(v >> int(sh[c]), -128, 127)
+        v = np.clip(v, int(lo[c]), int(hi[c]))
+        assert [int(t) for t in line.split()] == v.tolist(), f"case {c}"
+
+
+PWN_TEST = r"""
+#include <stdio.h>
+#include "mtvm_pw_s8_dsp.h"
+@ARRAYS@
+static uint32_t xp[4 * 4 * @HW@];
+static int32_t acc[@HW@];
+static int8_t y[@HW@];
+int main(void)
+{
+    for (int c = 0; c < @N@; ++c) {
+        const int32_t n = ng[c];
+        const int8_t* xc = x + 32 * @HW@ * c;
+        const int8_t* wc = w + 32 * c;
+        for (int g = 0; g < n; ++g) mtvm_pw8_pack_s8_dsp(xc + 8 * g * @HW@, @HW@, np[c], xp + 4 * @HW@ * g);
+        mtvm_pw8_first_s8_dsp(xp, acc, np[c], wc, bias[c]);
+        for (int g = 1; g < n - 1; ++g) mtvm_pw8_mid_s8_dsp(xp + 4 * @HW@ * g, acc, np[c], wc + 8 * g);
+        if (lo[c] == -128 && hi[c] == 127) {
+            mtvm_pw8_last_s8_dsp(xp + 4 * @HW@ * (n - 1), acc, y, np[c], wc + 8 * (n - 1), mult[c],
+                                 rnd[c], sh[c], -128, 127);
+        } else {
+            mtvm_pw8_last_s8_dsp(xp + 4 * @HW@ * (n - 1), acc, y, np[c], wc + 8 * (n - 1), mult[c],
+                                 rnd[c], sh[c], -20, 90);
+        }
+        for (int i = 0; i < np[c]; ++i) printf(" %d", (int)y[i]);
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_pointwise_groups_match_their_definition(target):
+    """16, 24 and 32 input channels: the first, middle and last passes through the sums'
+    int32 row (x's groups are planes HW apart, as the schedule packs them)."""
+    rng = np.random.default_rng(17)
+    nc = 12
+    ng = np.array([2, 3, 4, 2, 3, 4, 2, 2, 4, 3, 2, 4])
+    x = rng.integers(-128, 128, (nc, 32, HW))
+    w = rng.integers(-128, 128, (nc, 32))
+    x[0], w[0] = -128, -128          # the largest sum
+    np_ = np.array([1, 2, 3, 4, 5, 8, 16, 17, 33, 40, 39, 7])
+    bias = rng.integers(-(1 << 16), 1 << 16, nc)
+    mult = rng.integers(1 << 30, 1 << 31, nc)
+    sh = rng.integers(6, 14, nc)
+    yzp = rng.integers(-128, 128, nc)
+    rnd = (1 << (sh - 1)) + yzp * (1 << sh)
+    lo = np.where(np.arange(nc) % 3 == 2, -20, -128)
+    hi = np.where(np.arange(nc) % 3 == 2, 90, 127)
+    arrays = "\n".join([c_array("x", x.ravel(), "int8_t"), c_array("w", w.ravel(), "int8_t"),
+                        c_array("ng", ng, "int32_t"),
+                        c_array("np", np_, "int32_t"), c_array("bias", bias, "int32_t"),
+                        c_array("mult", mult, "int32_t"), c_array("rnd", rnd, "int32_t"),
+                        c_array("sh", sh, "int32_t"), c_array("lo", lo, "int32_t"),
+                        c_array("hi", hi, "int32_t")])
+    src = PWN_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(nc)).replace("@HW@", str(HW))
+    out = run_c_test(src, name="pwn_s8_dsp", target=target, library=("mtvm_pw_s8_dsp.h",))
+    lines = out.strip().splitlines()
+    assert len(lines) == nc
+    for c, line in enumerate(lines):
+        k = 8 * int(ng[c])
+        acc = int(bias[c]) + (x[c, :k, :np_[c]].astype(np.int64) *
+                              w[c, :k].astype(np.int64)[:, None]).sum(axis=0)
         v = ((acc * int(mult[c])) >> 32) + int(rnd[c])
         v = np.clip(v >> int(sh[c]), -128, 127)
         v = np.clip(v, int(lo[c]), int(hi[c]))

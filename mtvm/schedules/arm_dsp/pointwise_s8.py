@@ -1,9 +1,11 @@
-"""int8 pointwise QConv over eight input channels on Armv7E-M/v8-M cores with the DSP
-extension and without Helium (M4, M7, M33): the expansion layers of inverted-residual
-blocks (8 -> 48 channels in MobileNetV2 at width 0.35), where the im2col path's column and
-per-output requantization outweigh the eight MACs of each output. Blocks of 64 pixels packed
-once into int16 pairs (scratch), then per output channel the weights in registers and per
-pixel four SMLADs and SMMLA + ASR + SSAT (c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h).
+"""int8 pointwise QConv over 8, 16, 24 or 32 input channels on Armv7E-M/v8-M cores with the
+DSP extension and without Helium (M4, M7, M33): the expansion and projection layers of
+inverted-residual blocks (8 -> 48 and 16 -> 8 channels in MobileNetV2 at width 0.35), where
+the im2col path's column and per-output requantization outweigh the few MACs of each
+output. Blocks of 64 pixels packed once into int16 pairs, eight channels a group (scratch),
+then per output channel and group the weights in registers and per pixel four SMLADs; one
+group requantizes at once (SMMLA + ASR + SSAT), more keep the sums in an int32 row between
+the groups (c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h).
 
 It applies where (high word of acc * mult + rnd) >> sh is the exact requantization: no tie
 within the accumulator's bound and no overflow (depthwise.fast_requant_bounded); the
@@ -20,7 +22,8 @@ from ...ops.quantized.depthwise import fast_requant_bounded
 from .. import Schedule, register
 from .matmul_s8 import _I32
 
-BLOCK = 64   # pixels packed a pass (scratch: 16 bytes each)
+BLOCK = 64   # pixels packed a pass (scratch: 16 bytes each a group, + 4 for the sums)
+MAX_GROUPS = 4   # of eight input channels (beyond, the im2col path is as fast)
 
 
 @register
@@ -33,14 +36,17 @@ class QConvPointwise8Dsp(Schedule):
 
     def applies(self, k, /, **attrs) -> bool:
         x, w, bias, mult, shift, w_zp = operands(k)
-        if not k.target.is_arm_dsp or k.inplace is not None or not attrs.get("folded", 1):
+        # (written over its input, inplace_input: a block's pixels are packed, every
+        # channel, before any of their outputs is written, and later blocks' are untouched)
+        if not k.target.is_arm_dsp or k.inplace not in (None, 0) or not attrs.get("folded", 1):
             return False
         if attrs.get("group", 1) != 1 or len(x.shape) != 4 or w.const is None or \
                 w_zp is not None or bias is None or bias.const is None:
             return False
         if not (x.dtype == w.dtype == k.out.dtype == np.int8):
             return False
-        if tuple(w.shape[1:]) != (8, 1, 1) or any(attrs.get("pads", [0])) or \
+        if len(w.shape) != 4 or w.shape[1] % 8 or not 1 <= w.shape[1] // 8 <= MAX_GROUPS or \
+                tuple(w.shape[2:]) != (1, 1) or any(attrs.get("pads", [0])) or \
                 any(s != 1 for s in attrs.get("strides", [1, 1])):
             return False
         if int(attrs.get("act_min", -128)) < -128 or int(attrs.get("act_max", 127)) > 127:
@@ -53,7 +59,8 @@ class QConvPointwise8Dsp(Schedule):
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         hw = k.ins[0].shape[2] * k.ins[0].shape[3]
-        return 16 * min(BLOCK, hw)
+        groups = k.ins[0].shape[1] // 8
+        return (16 * groups + (4 if groups > 1 else 0)) * min(BLOCK, hw)
 
     def emit(self, k, /, **attrs) -> str:
         x, w, bias, mult, shift, _ = operands(k)
@@ -66,21 +73,38 @@ class QConvPointwise8Dsp(Schedule):
         xp = Var("xp", Type("uint32", pointer=True))
         b, p, o = Var("b"), Var("p"), Var("o")
         npx, sh = Var("np", _I32), Var("sh", _I32)
+        groups = c // 8
+        acc = Var("acc", Type("int32", pointer=True))
         mult_o, sh_o = per_channel(mult, "o"), per_channel(shift, "o")
         rnd = "(1 << (sh - 1))" + (f" + {y_zp} * (1 << sh)" if y_zp else "")
-        per_o = [Decl(sh, RawExpr(f"-1 - {sh_o}")),
-                 ExprStmt(call("mtvm_pw8_s8_dsp", xp,
-                               RawExpr(f"{k.out.c} + (b * {oc} + o) * {hw} + p"), npx,
-                               Var(w.c) + o * 8, Var(bias.c)[o], RawExpr(mult_o), RawExpr(rnd),
-                               sh, lo, hi))]
-        per_p = [Decl(npx, RawExpr(f"{hw} - (int32_t)p < {blk} ? {hw} - (int32_t)p : {blk}")),
-                 ExprStmt(call("mtvm_pw8_pack_s8_dsp", RawExpr(f"{x.c} + b * {c * hw} + p"),
-                               hw, npx, xp)),
-                 For(o, oc, per_o)]
-        body = [Comment(f"pointwise: {x.c} [{n}][8][{hw}] packed {blk} pixels a pass (int16 "
-                        f"pairs in scratch), {w.c} [{oc}][8] eight weights a channel in "
-                        "registers; requantized as (high word of acc * mult + rnd) >> sh "
-                        "(no ties, no overflow)"),
-                Decl(xp, Cast(xp.type, Var("scratch"))),
-                For(b, n, [For(p, hw, per_p, step=blk)])]
+        y = RawExpr(f"{k.out.c} + (b * {oc} + o) * {hw} + p")
+
+        def xg(g):       # group g's packed pixels
+            return xp + g * 4 * blk if g else xp
+
+        def wg(g):       # channel o's weights of group g
+            return Var(w.c) + (o * c + 8 * g if g else o * c)
+        requant = [RawExpr(mult_o), RawExpr(rnd), sh, lo, hi]
+        if groups == 1:
+            passes = [call("mtvm_pw8_s8_dsp", xp, y, npx, wg(0), Var(bias.c)[o], *requant)]
+        else:   # the sums in an int32 row between the groups
+            passes = [call("mtvm_pw8_first_s8_dsp", xp, acc, npx, wg(0), Var(bias.c)[o])] + \
+                [call("mtvm_pw8_mid_s8_dsp", xg(g), acc, npx, wg(g))
+                 for g in range(1, groups - 1)] + \
+                [call("mtvm_pw8_last_s8_dsp", xg(groups - 1), acc, y, npx, wg(groups - 1),
+                      *requant)]
+        per_o = [Decl(sh, RawExpr(f"-1 - {sh_o}"))] + [ExprStmt(e) for e in passes]
+        per_p = [Decl(npx, RawExpr(f"{hw} - (int32_t)p < {blk} ? {hw} - (int32_t)p : {blk}"))] + \
+            [ExprStmt(call("mtvm_pw8_pack_s8_dsp",
+                           RawExpr(f"{x.c} + b * {c * hw} + {g * 8 * hw} + p" if g else
+                                   f"{x.c} + b * {c * hw} + p"), hw, npx, xg(g)))
+             for g in range(groups)] + [For(o, oc, per_o)]
+        body = [Comment(f"pointwise: {x.c} [{n}][{c}][{hw}] packed {blk} pixels a pass, eight "
+                        f"channels a group (int16 pairs in scratch), {w.c} [{oc}][{c}] eight "
+                        "weights a group in registers; requantized as (high word of acc * "
+                        "mult + rnd) >> sh (no ties, no overflow)"),
+                Decl(xp, Cast(xp.type, Var("scratch")))]
+        if groups > 1:
+            body.append(Decl(acc, Cast(acc.type, RawExpr(f"scratch + {16 * groups * blk}"))))
+        body.append(For(b, n, [For(p, hw, per_p, step=blk)]))
         return render_c(body)
