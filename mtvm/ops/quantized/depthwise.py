@@ -279,13 +279,14 @@ def padded_plane_bytes(k, x, strides, pads, dilations) -> int:
 
 
 def rv32_plane(k, x, wd, pw, pe_w, strides, dilations) -> tuple[int, int] | None:
-    """RV32 (mtvm_depthwise_rv32.h): the bordered plane's (left border, row width) that put
-    each copied row on a word (halfword) boundary, rows of a multiple of four (two) bytes
-    copied a word (halfword) at a time, for a 3x3 window at stride 1 or 2; None elsewhere
-    (the border pw, rows of pw + wd + pe_w bytes)."""
+    """RV32 (mtvm_depthwise_rv32.h) and Arm DSP cores: the bordered plane's (left border,
+    row width) that put each copied row on a word (on RV32 also halfword) boundary, rows of
+    a multiple of four (two) bytes copied a word (halfword) at a time (on Arm by
+    mtvm_copy's VLDM/VSTM, where an odd border left newlib's memcpy), for a 3x3 window at
+    stride 1 or 2; None elsewhere (the border pw, rows of pw + wd + pe_w bytes)."""
     w = k.ins[1]
-    a = 4 if wd % 4 == 0 else (2 if wd % 2 == 0 else 0)
-    if not k.target.is_riscv or x.dtype.itemsize != 1 or not a or \
+    a = 4 if wd % 4 == 0 else (2 if wd % 2 == 0 and k.target.is_riscv else 0)
+    if not (k.target.is_riscv or k.target.is_arm_dsp) or x.dtype.itemsize != 1 or not a or \
             tuple(w.shape[2:]) != (3, 3) or any(d != 1 for d in dilations) or \
             len(set(strides)) != 1 or strides[0] not in (1, 2):
         return None
@@ -343,7 +344,8 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     plane = rv32_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None
     left = pw
-    if plane and rv32:   # the rows word (halfword) aligned: the left border and rows rounded up
+    if plane and (rv32 or k.target.is_arm_dsp):   # the rows word (halfword) aligned: the
+        # left border and rows rounded up
         left, pw_ = plane
         row_w = pw_
     if padded:
@@ -441,14 +443,14 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         else:
             k.library("mtvm_copy.h")
             copy = [f"for (size_t y = 0; y < {h}; ++y) {{",
-                    f"    mtvm_copy(pad + (y + {ph}) * {pw_} + {pw}, xc + y * {wd}, {wd});",
+                    f"    mtvm_copy(pad + (y + {ph}) * {pw_} + {left}, xc + y * {wd}, {wd});",
                     "}"]
         # Output channels that read one input channel (a multiplier mg > 1: a first
         # layer's 1 -> 32) share its padded copy: made for the first of them only
         # (kws_crnn_int8's 1 -> 32 5x3 layer: the copy was 32 times the plane)
         body = [Raw("\n".join(copy))]
         lines.append(render_c(If(eq(Var("o") % Const(mg), 0), body) if mg > 1 else body, 2))
-        lines.append("        xc = pad;")
+        lines.append(f"        xc = pad{f' + {left - pw}' if left != pw else ''};")
     end = ["    }", "}"]
     if rv32:   # one call per channel (mtvm_dw3x3_channel_rv32), its shape constants inlined
         k.library("mtvm_depthwise_rv32.h")
