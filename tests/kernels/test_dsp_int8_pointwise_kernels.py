@@ -1,6 +1,6 @@
 """C unit tests of the Arm DSP int8 pointwise kernel over 8 n input channels
 (c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h: mtvm_pw8_pack_s8_dsp + mtvm_pw8_s8_dsp, and for
-n = 2..4 mtvm_pw8_first/mid/last_s8_dsp through an int32 row) against its definition:
+n = 2..4 mtvm_pw8_first/mid/last_s8_dsp through the sums' slots) against its definition:
 acc = bias + the products, then sat8((floor(acc * mult / 2^32) + rnd) >> sh) and the clamp
 -- every pixel count mod 4 (the four-pixel assembly steps, the last pixels), full-range and
 narrower clamps, extreme bytes. On the host (ASan/UBSan:
@@ -76,25 +76,28 @@ PWN_TEST = r"""
 #include <stdio.h>
 #include "mtvm_pw_s8_dsp.h"
 @ARRAYS@
-static uint32_t xp[4 * 4 * @HW@];
-static int32_t acc[@HW@];
-static int8_t y[@HW@];
+#define HW @HW@
+static uint32_t xp[5 * 4 * HW];   /* up to four groups, then the sums' slots */
+static int8_t y[HW];
+/* N groups (a constant: the sums' distances are immediates) */
+#define RUN(N, LO, HI) do { \
+        for (int g = 0; g < (N); ++g) \
+            mtvm_pw8_pack_s8_dsp(xc + 8 * g * HW, HW, np[c], xp + 4 * HW * g); \
+        mtvm_pw8_first_s8_dsp(xp, np[c], wc, 4 * HW * (N), bias[c]); \
+        if ((N) > 2) mtvm_pw8_mid_s8_dsp(xp + 4 * HW, np[c], wc + 8, 4 * HW * ((N) - 1)); \
+        if ((N) > 3) mtvm_pw8_mid_s8_dsp(xp + 8 * HW, np[c], wc + 16, 4 * HW * ((N) - 2)); \
+        mtvm_pw8_last_s8_dsp(xp + 4 * HW * ((N) - 1), y, np[c], wc + 8 * ((N) - 1), 4 * HW, \
+                             mult[c], rnd[c], sh[c], LO, HI); \
+    } while (0)
 int main(void)
 {
     for (int c = 0; c < @N@; ++c) {
-        const int32_t n = ng[c];
-        const int8_t* xc = x + 32 * @HW@ * c;
+        const int8_t* xc = x + 32 * HW * c;
         const int8_t* wc = w + 32 * c;
-        for (int g = 0; g < n; ++g) mtvm_pw8_pack_s8_dsp(xc + 8 * g * @HW@, @HW@, np[c], xp + 4 * @HW@ * g);
-        mtvm_pw8_first_s8_dsp(xp, acc, np[c], wc, bias[c]);
-        for (int g = 1; g < n - 1; ++g) mtvm_pw8_mid_s8_dsp(xp + 4 * @HW@ * g, acc, np[c], wc + 8 * g);
-        if (lo[c] == -128 && hi[c] == 127) {
-            mtvm_pw8_last_s8_dsp(xp + 4 * @HW@ * (n - 1), acc, y, np[c], wc + 8 * (n - 1), mult[c],
-                                 rnd[c], sh[c], -128, 127);
-        } else {
-            mtvm_pw8_last_s8_dsp(xp + 4 * @HW@ * (n - 1), acc, y, np[c], wc + 8 * (n - 1), mult[c],
-                                 rnd[c], sh[c], -20, 90);
-        }
+        const int full = lo[c] == -128 && hi[c] == 127;
+        if (ng[c] == 2) { if (full) RUN(2, -128, 127); else RUN(2, -20, 90); }
+        else if (ng[c] == 3) { if (full) RUN(3, -128, 127); else RUN(3, -20, 90); }
+        else { if (full) RUN(4, -128, 127); else RUN(4, -20, 90); }
         for (int i = 0; i < np[c]; ++i) printf(" %d", (int)y[i]);
         printf("\n");
     }
@@ -106,7 +109,8 @@ int main(void)
 @pytest.mark.parametrize("target", ["host"] + BOARDS)
 def test_pointwise_groups_match_their_definition(target):
     """16, 24 and 32 input channels: the first, middle and last passes through the sums'
-    int32 row (x's groups are planes HW apart, as the schedule packs them)."""
+    slots after the packed groups (x's groups are planes HW apart, as the schedule packs
+    them)."""
     rng = np.random.default_rng(17)
     nc = 12
     ng = np.array([2, 3, 4, 2, 3, 4, 2, 2, 4, 3, 2, 4])

@@ -7,9 +7,9 @@
  * words in registers and per pixel two LDRDs and four SMLADs, four pixels a step in
  * Thumb-2. One group (n = 1): the sum starts from the bias and is requantized at once --
  * SMMLA (the rounding and the output zero point in rnd), ASR, SSAT, STRB: 10 instructions
- * per 8 MACs. More groups: the first pass stores the sums (bias + its group) in an int32
- * row, the middle ones add theirs, the last adds its own and requantizes (18 instructions
- * per 16 MACs for n = 2).
+ * per 8 MACs. More groups: the first pass stores the sums (bias + its group) in the
+ * packed pixels of the last group, the middle ones add theirs, the last adds its own and
+ * requantizes (18 instructions per 16 MACs for n = 2).
  * The requantization (high word of acc * mult + rnd) >> sh is exact where the schedule
  * proved no tie and no overflow (mtvm/schedules/arm_dsp/pointwise_s8.py). Without the DSP
  * extension (host tests, M3) the same integers in portable C.
@@ -94,7 +94,8 @@ static MTVM_ALWAYS_INLINE int8_t mtvm_pw8_requantize(int32_t acc, int32_t mult, 
     return (int8_t)acc;
 }
 
-/* The group's weights w[0..8) as the words the packed pixels meet. */
+/* The group's weights w[0..8) as the words the packed pixels meet. (Built from word
+ * loads with SXTB16, they left gcc without the registers of the assembly.) */
 #define MTVM_PW8_WEIGHTS(w) \
     const int32_t w0 = mtvm_pw_pair((w)[0], (w)[2]), w1 = mtvm_pw_pair((w)[1], (w)[3]); \
     const int32_t w2 = mtvm_pw_pair((w)[4], (w)[6]), w3 = mtvm_pw_pair((w)[5], (w)[7])
@@ -150,88 +151,97 @@ static MTVM_ALWAYS_INLINE void mtvm_pw8_s8_dsp(const uint32_t* xp, int8_t* y, in
     }
 }
 
-/* The first of several groups: acc[p] = bias + its eight channels of pixel p, p < np. */
-static MTVM_ALWAYS_INLINE void mtvm_pw8_first_s8_dsp(const uint32_t* xp, int32_t* acc_row,
-                                                     int32_t np, const int8_t* w, int32_t bias)
+/* Several groups: each pixel's sum is kept in the first word of a 16-byte slot of a row
+ * after the packed groups (the same stride as the packed pixels: d words from a pixel of
+ * the pass's group, a constant at each call, an immediate offset -- no pointer of its own,
+ * so that the last pass needs 12 registers; 4 d < 4096). */
+
+/* The first group: sum[p] = bias + its eight channels of pixel p (weights w[0..8)). */
+static MTVM_ALWAYS_INLINE void mtvm_pw8_first_s8_dsp(const uint32_t* xp, int32_t np,
+                                                     const int8_t* w, int32_t d, int32_t bias)
 {
     MTVM_PW8_WEIGHTS(w);
+    uint32_t* sum = (uint32_t*)(uintptr_t)(xp + d);
     int32_t p = 0;
 #if defined(MTVM_PW8_ASM)
     if (np >= 4) {
-        int32_t* aend = acc_row + (np & ~3);
+        const uint32_t* xend = xp + 4 * (np & ~3);
         int32_t acc, x0, x1;
         __asm__ volatile("1:\n\t" MTVM_PW8_X4(MTVM_PW8_DOT_ASM("%[bias]")
-                                               "str    %[acc], [%[a]], #4\n\t")
-                "cmp    %[a], %[aend]\n\t"
+                                               "str    %[acc], [%[xp], %[d16]]\n\t")
+                "cmp    %[xp], %[xend]\n\t"
                 "bne    1b"
-                : [xp] "+r"(xp), [a] "+r"(acc_row), [acc] "=&r"(acc), [x0] "=&r"(x0),
-                  [x1] "=&r"(x1)
+                : [xp] "+r"(xp), [acc] "=&r"(acc), [x0] "=&r"(x0), [x1] "=&r"(x1)
                 : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [bias] "r"(bias),
-                  [aend] "r"(aend)
+                  [xend] "r"(xend), [d16] "i"(4 * d - 16)
                 : "cc", "memory");
         p = np & ~3;
-        acc_row -= p;
+        xp -= 4 * p;
     }
 #endif
-    for (; p < np; ++p, xp += 4) acc_row[p] = mtvm_pw8_dot(xp, w0, w1, w2, w3, bias);
+    for (; p < np; ++p) sum[4 * p] = (uint32_t)mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3, bias);
 }
 
-/* A middle group: acc[p] += its eight channels of pixel p, p < np. */
-static MTVM_ALWAYS_INLINE void mtvm_pw8_mid_s8_dsp(const uint32_t* xp, int32_t* acc_row,
-                                                   int32_t np, const int8_t* w)
+/* A middle group: sum[p] += its eight channels of pixel p. */
+static MTVM_ALWAYS_INLINE void mtvm_pw8_mid_s8_dsp(const uint32_t* xp, int32_t np,
+                                                   const int8_t* w, int32_t d)
 {
     MTVM_PW8_WEIGHTS(w);
+    uint32_t* sum = (uint32_t*)(uintptr_t)(xp + d);
     int32_t p = 0;
 #if defined(MTVM_PW8_ASM)
     if (np >= 4) {
-        int32_t* aend = acc_row + (np & ~3);
+        const uint32_t* xend = xp + 4 * (np & ~3);
         int32_t acc, x0, x1;
-        __asm__ volatile("1:\n\t" MTVM_PW8_X4("ldr    %[acc], [%[a]]\n\t"
+        __asm__ volatile("1:\n\t" MTVM_PW8_X4("ldr    %[acc], [%[xp], %[d]]\n\t"
                                                MTVM_PW8_DOT_ASM("%[acc]")
-                                               "str    %[acc], [%[a]], #4\n\t")
-                "cmp    %[a], %[aend]\n\t"
+                                               "str    %[acc], [%[xp], %[d16]]\n\t")
+                "cmp    %[xp], %[xend]\n\t"
                 "bne    1b"
-                : [xp] "+r"(xp), [a] "+r"(acc_row), [acc] "=&r"(acc), [x0] "=&r"(x0),
-                  [x1] "=&r"(x1)
-                : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [aend] "r"(aend)
+                : [xp] "+r"(xp), [acc] "=&r"(acc), [x0] "=&r"(x0), [x1] "=&r"(x1)
+                : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [xend] "r"(xend),
+                  [d] "i"(4 * d), [d16] "i"(4 * d - 16)
                 : "cc", "memory");
         p = np & ~3;
-        acc_row -= p;
+        xp -= 4 * p;
     }
 #endif
-    for (; p < np; ++p, xp += 4) acc_row[p] = mtvm_pw8_dot(xp, w0, w1, w2, w3, acc_row[p]);
+    for (; p < np; ++p) {
+        sum[4 * p] = (uint32_t)mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3, (int32_t)sum[4 * p]);
+    }
 }
 
-/* The last group: y[p] = requantized acc[p] + its eight channels of pixel p, p < np. */
-static MTVM_ALWAYS_INLINE void mtvm_pw8_last_s8_dsp(const uint32_t* xp, const int32_t* acc_row,
-                                                    int8_t* y, int32_t np, const int8_t* w,
-                                                    int32_t mult, int32_t rnd, int32_t sh,
-                                                    int32_t lo, int32_t hi)
+/* The last group: y[p] = requantized sum[p] + its eight channels of pixel p. */
+static MTVM_ALWAYS_INLINE void mtvm_pw8_last_s8_dsp(const uint32_t* xp, int8_t* y, int32_t np,
+                                                    const int8_t* w, int32_t d, int32_t mult,
+                                                    int32_t rnd, int32_t sh, int32_t lo,
+                                                    int32_t hi)
 {
     MTVM_PW8_WEIGHTS(w);
+    const uint32_t* sum = xp + d;
     int32_t p = 0;
 #if defined(MTVM_PW8_ASM)
     if (np >= 4 && lo == -128 && hi == 127) {
         int8_t* yend = y + (np & ~3);
         int32_t acc, x0, x1;
-        __asm__ volatile("1:\n\t" MTVM_PW8_X4("ldr    %[acc], [%[a]], #4\n\t"
+        __asm__ volatile("1:\n\t" MTVM_PW8_X4("ldr    %[acc], [%[xp], %[d]]\n\t"
                                                MTVM_PW8_DOT_ASM("%[acc]") MTVM_PW8_STORE_ASM)
                 "ldr    %[x0], %[yend]\n\t"
                 "cmp    %[y], %[x0]\n\t"
                 "bne    1b"
-                : [xp] "+r"(xp), [a] "+r"(acc_row), [y] "+r"(y), [acc] "=&r"(acc),
-                  [x0] "=&r"(x0), [x1] "=&r"(x1)
+                : [xp] "+r"(xp), [y] "+r"(y), [acc] "=&r"(acc), [x0] "=&r"(x0),
+                  [x1] "=&r"(x1)
                 : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [mult] "r"(mult),
-                  [rnd] "r"(rnd), [sh] "r"(sh), [yend] "m"(yend)
+                  [rnd] "r"(rnd), [sh] "r"(sh), [yend] "m"(yend), [d] "i"(4 * d)
                 : "cc", "memory");
         p = np & ~3;
-        acc_row -= p;
+        xp -= 4 * p;
         y -= p;
     }
 #endif
-    for (; p < np; ++p, xp += 4) {
-        y[p] = mtvm_pw8_requantize(mtvm_pw8_dot(xp, w0, w1, w2, w3, acc_row[p]), mult, rnd, sh,
-                                   lo, hi);
+    for (; p < np; ++p) {
+        y[p] = mtvm_pw8_requantize(mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3, (int32_t)sum[4 * p]),
+                                   mult, rnd, sh, lo, hi);
     }
 }
 

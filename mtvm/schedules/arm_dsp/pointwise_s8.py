@@ -22,8 +22,22 @@ from ...ops.quantized.depthwise import fast_requant_bounded
 from .. import Schedule, register
 from .matmul_s8 import _I32
 
-BLOCK = 64   # pixels packed a pass (scratch: 16 bytes each a group, + 4 for the sums)
+BLOCK = 64   # pixels packed a pass (scratch: 16 bytes each a group, + 16 for the sums)
 MAX_GROUPS = 4   # of eight input channels (beyond, the im2col path is as fast)
+
+
+def _block(hw: int, groups: int) -> int:
+    """Pixels a block: BLOCK, or fewer where the sums' slots (16 * groups * block bytes
+    past the first group's pixels) would be past an LDR's immediate offset (4095)."""
+    return min(BLOCK, hw, 255 // groups // 4 * 4) if groups > 1 else min(BLOCK, hw)
+
+
+def _sh1_table(k) -> np.ndarray | None:
+    """The int8 table of sh - 1 = -2 - shift for per-channel shifts (constants), or None."""
+    shift = k.plain(4) if len(k.ins) > 4 else None
+    if shift is None or shift.const is None or shift.size == 1:
+        return None
+    return (-2 - np.asarray(shift.const, np.int64).ravel()).astype(np.int8)
 
 
 @register
@@ -55,12 +69,15 @@ class QConvPointwise8Dsp(Schedule):
                                      int(attrs.get("y_zp", 0)), x)
 
     def weight_layout(self, k, /, **attrs):
-        return narrow_shifts(k)
+        """The per-channel shifts as int8 sh - 1 = -2 - shift (_sh1_table): sh is one ADD
+        from the table's value, where -1 - shift took gcc three instructions a channel and
+        block."""
+        return {4: _sh1_table(k)} if _sh1_table(k) is not None else narrow_shifts(k)
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         hw = k.ins[0].shape[2] * k.ins[0].shape[3]
         groups = k.ins[0].shape[1] // 8
-        return (16 * groups + (4 if groups > 1 else 0)) * min(BLOCK, hw)
+        return 16 * (groups + (groups > 1)) * _block(hw, groups)
 
     def emit(self, k, /, **attrs) -> str:
         x, w, bias, mult, shift, _ = operands(k)
@@ -69,31 +86,37 @@ class QConvPointwise8Dsp(Schedule):
         y_zp = int(attrs.get("y_zp", 0))
         lo, hi = int(attrs.get("act_min", -128)), int(attrs.get("act_max", 127))
         k.library("mtvm_pw_s8_dsp.h")
-        blk = min(BLOCK, hw)
+        blk = _block(hw, c // 8)
         xp = Var("xp", Type("uint32", pointer=True))
         b, p, o = Var("b"), Var("p"), Var("o")
         npx, sh = Var("np", _I32), Var("sh", _I32)
         groups = c // 8
-        acc = Var("acc", Type("int32", pointer=True))
         mult_o, sh_o = per_channel(mult, "o"), per_channel(shift, "o")
+        sh1 = _sh1_table(k) is not None   # the table holds sh - 1 (weight_layout)
+        # (written from sh: (uint32_t)(2 y_zp + 1) << (sh - 1), the same value from the
+        # table, left gcc without the registers of the assembly in a 16 -> 96 layer)
         rnd = "(1 << (sh - 1))" + (f" + {y_zp} * (1 << sh)" if y_zp else "")
         y = RawExpr(f"{k.out.c} + (b * {oc} + o) * {hw} + p")
 
         def xg(g):       # group g's packed pixels
             return xp + g * 4 * blk if g else xp
 
+        def sums(g):     # words from group g's pixel to its sum's slot
+            return 4 * blk * (groups - g)
+
         def wg(g):       # channel o's weights of group g
             return Var(w.c) + (o * c + 8 * g if g else o * c)
         requant = [RawExpr(mult_o), RawExpr(rnd), sh, lo, hi]
         if groups == 1:
             passes = [call("mtvm_pw8_s8_dsp", xp, y, npx, wg(0), Var(bias.c)[o], *requant)]
-        else:   # the sums in an int32 row between the groups
-            passes = [call("mtvm_pw8_first_s8_dsp", xp, acc, npx, wg(0), Var(bias.c)[o])] + \
-                [call("mtvm_pw8_mid_s8_dsp", xg(g), acc, npx, wg(g))
+        else:   # the sums in a row of 16-byte slots after the groups
+            passes = [call("mtvm_pw8_first_s8_dsp", xp, npx, wg(0), sums(0), Var(bias.c)[o])] + \
+                [call("mtvm_pw8_mid_s8_dsp", xg(g), npx, wg(g), sums(g))
                  for g in range(1, groups - 1)] + \
-                [call("mtvm_pw8_last_s8_dsp", xg(groups - 1), acc, y, npx, wg(groups - 1),
-                      *requant)]
-        per_o = [Decl(sh, RawExpr(f"-1 - {sh_o}"))] + [ExprStmt(e) for e in passes]
+                [call("mtvm_pw8_last_s8_dsp", xg(groups - 1), y, npx, wg(groups - 1),
+                      sums(groups - 1), *requant)]
+        per_o = [Decl(sh, RawExpr(f"{sh_o} + 1" if sh1 else f"-1 - {sh_o}"))] + \
+            [ExprStmt(e) for e in passes]
         per_p = [Decl(npx, RawExpr(f"{hw} - (int32_t)p < {blk} ? {hw} - (int32_t)p : {blk}"))] + \
             [ExprStmt(call("mtvm_pw8_pack_s8_dsp",
                            RawExpr(f"{x.c} + b * {c * hw} + {g * 8 * hw} + p" if g else
@@ -104,7 +127,5 @@ class QConvPointwise8Dsp(Schedule):
                         "weights a group in registers; requantized as (high word of acc * "
                         "mult + rnd) >> sh (no ties, no overflow)"),
                 Decl(xp, Cast(xp.type, Var("scratch")))]
-        if groups > 1:
-            body.append(Decl(acc, Cast(acc.type, RawExpr(f"scratch + {16 * groups * blk}"))))
         body.append(For(b, n, [For(p, hw, per_p, step=blk)]))
         return render_c(body)
