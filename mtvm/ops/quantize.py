@@ -260,8 +260,10 @@ class QuantizeLinear(Op):
         # Cortex-M with a single-precision FPU and the DSP extension: VCVTR rounds to
         # nearest even (the FPSCR's default mode, as rintf and the trick above use) and
         # saturates to int32; QADD adds the zero point without overflow, SSAT/USAT
-        # clamp. A NaN is first replaced by -2^22 (an ordered compare fails), so it
-        # ends at the low end as above. Four elements per pass.
+        # clamp. Four elements per pass, none looked at: a NaN (which VCVTR turns into
+        # 0) raises the FPSCR's invalid-operation flag, and then the careful loop, which
+        # first replaces a NaN by -2^22 (an ordered compare fails) so that it ends at the
+        # low end as above, redoes the tensor (mtvm_ioc_clear / mtvm_ioc_take).
         k.library("mtvm_dsp.h")
         k.library("mtvm_cvtr_f32_dsp.h")
 
@@ -282,26 +284,29 @@ class QuantizeLinear(Op):
         def store(j, v):   # ACLE's intrinsics: names the C writer would take as reserved
             q = f"__qadd(mtvm_cvtr({render_c(v)}), (int32_t)({sc(j)[1]}))"
             return Assign(out_v[at(j)], Cast(Type(out.dtype), RawExpr(f"{sat}({q}, {bits})")))
+
+        def channel(j):
+            return [Decl(Var(f"c{j}", index_type(const=True)), chan(at(j)))] \
+                if ax is not None else []
         n4 = out.size - out.size % 4
-        dsp = []
+        fpscr = Var("fpscr", Type("uint32", const=True))
+        dsp = [Decl(fpscr, call("mtvm_ioc_clear"))]
         if n4:
-            # NaN (which VCVTR turns into 0) is looked for once per four: their sum is
-            # NaN if any is (or on inf - inf: the careful path is exact for all).
             vs = [Var(f"v{j}", CF) for j in range(4)]
-            four = [Decl(Var(f"c{j}", index_type(const=True)), chan(at(j)))
-                    for j in range(4)] if ax is not None else []
+            four = [s for j in range(4) for s in channel(j)]
             four += [Decl(vs[j], Cast(F, param(x)[at(j)]) / RawExpr(sc(j)[0])) for j in range(4)]
-            t = Var("t", CF)
-            four += [Decl(t, (vs[0] + vs[1]) + (vs[2] + vs[3])),
-                     If(eq(t, t), [store(j, vs[j]) for j in range(4)],
-                        [Comment("a NaN ends at the low end, as in the portable loop")]
-                        + [store(j, select(ge(vs[j], -big), vs[j], -big)) for j in range(4)])]
+            four += [store(j, vs[j]) for j in range(4)]
             dsp.append(For(i, n4, four, step=4))
         if n4 < out.size:
-            tail = [Decl(Var("c0", index_type(const=True)), chan(i))] if ax is not None else []
-            tail += [Decl(v, Cast(F, param(x)[i]) / RawExpr(sc(0)[0])),
-                     Assign(v, select(ge(v, -big), v, -big)), store(0, v)]
-            dsp.append(For(i, out.size, tail, begin=Const(n4)))
+            dsp.append(For(i, out.size, channel(0) + [
+                Decl(v, Cast(F, param(x)[i]) / RawExpr(sc(0)[0])), store(0, v)],
+                begin=Const(n4)))
+        careful = channel(0) + [Decl(v, Cast(F, param(x)[i]) / RawExpr(sc(0)[0])),
+                                Assign(v, select(ge(v, -big), v, -big)), store(0, v)]
+        dsp.append(If(call("mtvm_ioc_take", fpscr),
+                      [Comment("a NaN or a value beyond int32: the careful loop, where a NaN "
+                               "ends at the low end as in the portable one"),
+                       For(i, out.size, careful)]))
         lines = ["#if defined(MTVM_CVTR)", render_c(dsp), "#else", loop, "#endif"]
         return "\n".join(lines)
 
