@@ -32,7 +32,7 @@ int main(void)
         const int32_t kk = kks[c];
         int32_t a[4] = { 1000 * c, -7, 3, 1 << 20 };
         /* the packed rows and columns of the cases one after another */
-        mtvm_mm_s16_widen(wide, (const uint8_t*)(wu[c] ? (const void*)(wb_u + woff[c])
+        mtvm_mm_s16_widen(wide, MTVM_MM_W16_ROW(2 * kk), (const uint8_t*)(wu[c] ? (const void*)(wb_u + woff[c])
                                                       : (const void*)(wb_s + woff[c])),
                           wu[c], 1, 2 * kk);   /* one channel pair */
         memcpy(col.v, cols + coff[c], sizeof col.v);

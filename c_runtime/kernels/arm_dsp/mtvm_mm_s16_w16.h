@@ -22,6 +22,7 @@
 #include <string.h>
 #include "mtvm_int8_bytes.h"
 #include "mtvm_dsp.h"
+#include "mtvm_depthwise_s8.h"
 
 /* int16 of a widened row of rb (even) packed bytes: four per started four bytes. */
 #define MTVM_MM_W16_ROW(RB) (4 * (((RB) + 3) / 4))
@@ -42,11 +43,12 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_w16_group(int16_t* dst, uint32_t g, int w
 #endif
 }
 
-/* dst = the rows (rows of rb bytes each at w, int8 or (w_u) uint8) widened as above. */
-static inline void mtvm_mm_s16_widen(int16_t* dst, const uint8_t* w, int w_u, int32_t rows,
-                                     int32_t rb)
+/* The rows (rows of rb bytes each at w, int8 or (w_u) uint8) widened as above, row r at
+ * dst + r * stride (int16; MTVM_MM_W16_ROW(rb) or more). */
+static inline void mtvm_mm_s16_widen(int16_t* dst, int32_t stride, const uint8_t* w, int w_u,
+                                     int32_t rows, int32_t rb)
 {
-    for (int32_t r = 0; r < rows; ++r, w += rb) {
+    for (int32_t r = 0; r < rows; ++r, w += rb, dst += stride - MTVM_MM_W16_ROW(rb)) {
         int32_t i = 0;
         uint32_t g;
         for (; i + 4 <= rb; i += 4, dst += 4) {
@@ -157,6 +159,70 @@ static MTVM_ALWAYS_INLINE void mtvm_mm2x2_s16_w16(const int16_t* c, const int16_
 #endif
     /* the tail of one or two taps: one column word per pixel */
     if (tl > 0) mtvm_mm_w16_words(ct, ts, wt, 2, acc);
+}
+
+/* The requantization of the tile in C from parameters made once a call: a pair's row
+ * then starts with MTVM_MM_W16_PARAMS int16 -- the words bias, mult, rnd and sh of
+ * channel o, o + 1 in turn -- and its widened weights follow. (high word of acc * mult +
+ * rnd) >> sh is exact where the schedule proved no tie and no overflow (SMMLA on a DSP
+ * core). */
+#define MTVM_MM_W16_PARAMS 16
+
+/* Writes channel o's and o + 1's parameters at row. */
+static inline void mtvm_mm_w16_params(int16_t* row, int32_t bias0, int32_t bias1, int32_t mult0,
+                                      int32_t mult1, int32_t sh0, int32_t sh1, int32_t y_zp)
+{
+    const int32_t q[8] = { bias0, bias1, mult0, mult1,
+                           (int32_t)((1u << (sh0 - 1)) + (uint32_t)y_zp * (1u << sh0)),
+                           (int32_t)((1u << (sh1 - 1)) + (uint32_t)y_zp * (1u << sh1)), sh0, sh1 };
+    memcpy(row, q, sizeof q);
+}
+
+/* Word i of a row's parameters. */
+static MTVM_ALWAYS_INLINE int32_t mtvm_mm_w16_param(const int16_t* row, int32_t i)
+{
+    int32_t v;
+    memcpy(&v, row + 2 * i, 4);
+    return v;
+}
+
+/* acc requantized and clamped to [lo, hi] (int8). */
+static MTVM_ALWAYS_INLINE int8_t mtvm_mm_w16_q8(int32_t acc, int32_t mult, int32_t rnd,
+                                                int32_t sh, int32_t lo, int32_t hi)
+{
+    acc = mtvm_dw_requantize(acc, mult, rnd, sh);
+#if defined(__ARM_FEATURE_DSP)
+    acc = __ssat(acc, 8);
+#else
+    acc = acc < -128 ? -128 : (acc > 127 ? 127 : acc);
+#endif
+    if (lo > -128 && acc < lo) acc = lo;   /* (a narrower clamp: ReLU-like) */
+    if (hi < 127 && acc > hi) acc = hi;
+    return (int8_t)acc;
+}
+
+/* The 2x2 tile requantized: y[0], y[1] channel o's outputs of the two pixels, y[ohw],
+ * y[ohw + 1] channel o + 1's; row: the pair's parameters and weights. */
+static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_q8(const int16_t* c, const int16_t* row,
+                                                 int32_t nb, int32_t tl, int8_t* y, int32_t ohw,
+                                                 int32_t lo, int32_t hi)
+{
+    int32_t acc[4], m0, m1, r0, r1, s0, s1;
+    acc[0] = acc[2] = mtvm_mm_w16_param(row, 0);
+    acc[1] = acc[3] = mtvm_mm_w16_param(row, 1);
+    mtvm_mm2x2_s16_w16(c, row + MTVM_MM_W16_PARAMS, nb, tl, acc);
+    /* loaded after the sums (the assembly's memory clobber keeps them here): before,
+     * gcc had no register left for them and spilled each */
+    m0 = mtvm_mm_w16_param(row, 2);
+    m1 = mtvm_mm_w16_param(row, 3);
+    r0 = mtvm_mm_w16_param(row, 4);
+    r1 = mtvm_mm_w16_param(row, 5);
+    s0 = mtvm_mm_w16_param(row, 6);
+    s1 = mtvm_mm_w16_param(row, 7);
+    y[0] = mtvm_mm_w16_q8(acc[0], m0, r0, s0, lo, hi);
+    y[1] = mtvm_mm_w16_q8(acc[2], m0, r0, s0, lo, hi);
+    y[ohw] = mtvm_mm_w16_q8(acc[1], m1, r1, s1, lo, hi);
+    y[ohw + 1] = mtvm_mm_w16_q8(acc[3], m1, r1, s1, lo, hi);
 }
 
 #endif  /* MTVM_MM_S16_W16_H_ */

@@ -292,9 +292,27 @@ def widened_row(kk: int) -> int:
     return 4 * ((2 * kk + 3) // 4)
 
 
-def widened_bytes(group: int, mg: int, kk: int) -> int:
-    """Scratch of the widened weights: every channel pair's row, after the column."""
-    return 2 * group * (mg // 2) * widened_row(kk)
+W16_PARAMS = 16   # int16 of a pair's requantization parameters (MTVM_MM_W16_PARAMS)
+
+
+def widened_bytes(group: int, mg: int, kk: int, params: bool = False) -> int:
+    """Scratch of the widened weights: every channel pair's row (after its parameters,
+    where row_params), after the column."""
+    return 2 * group * (mg // 2) * (widened_row(kk) + (W16_PARAMS if params else 0))
+
+
+def row_params(k, y_zp: int) -> bool:
+    """Whether the widened 2x2 tile requantizes in its kernel from parameters made once a
+    call at the start of each pair's row (mtvm_mm2x2_w16_q8: bias, mult, rnd and sh per
+    channel, where the generated C indexed three tables per channel and pixel pair):
+    int8 outputs, no weight zero points, and (high word of acc * mult + rnd) >> sh exact
+    (depthwise.fast_requant_bounded)."""
+    from .depthwise import fast_requant_bounded
+    x, _, bias, mult, shift, w_zp = operands(k)
+    if mult is None or shift is None or bias is None or w_zp is not None or \
+            k.out.dtype != np.int8:
+        return False
+    return fast_requant_bounded(k, bias, k.plain(1), None, k.plain(3), k.plain(4), y_zp, x)
 
 
 def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh,
@@ -335,9 +353,11 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     cn = col_bytes(kk) // 2
     k.scratch_bytes = col_bytes(kk) * (2 if quad else 1)
     widen = widen_weights and widen_applies(k, group, mg, quad, mve)
+    params = widen and isinstance(store, _Store) and row_params(k, int(store.y_zp))
+    rowp = widened_row(kk) + (W16_PARAMS if params else 0)   # int16 a pair's row
     if widen:
         k.library("mtvm_mm_s16_w16.h")
-        k.scratch_bytes += widened_bytes(group, mg, kk)
+        k.scratch_bytes += widened_bytes(group, mg, kk, params)
     zx = c_literal(x_zp, np.int32)
     oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
     ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
@@ -346,13 +366,21 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
              f"of four of the {kk} = {cg} x {kh} x {kw} taps */",
              "int16_t* col = (int16_t*)scratch;"] + store.decls
     if widen:
-        w16 = Var("w16", Type("int16", pointer=True))
-        lines += render_c([
-            Decl(w16, Cast(w16.type, RawExpr(f"scratch + {col_bytes(kk)}"))),
-            ExprStmt(call("mtvm_mm_s16_widen", w16, Cast(Type("uint8", const=True, pointer=True),
-                                                           Var(w.c)),
-                          int(np.dtype(w.dtype) == np.uint8), group * (mg // 2), 2 * kk))
-        ]).splitlines()
+        w16, o = Var("w16", Type("int16", pointer=True)), Var("o")
+        prep = [Decl(w16, Cast(w16.type, RawExpr(f"scratch + {col_bytes(kk)}"))),
+                ExprStmt(call("mtvm_mm_s16_widen", w16 + W16_PARAMS if params else w16, rowp,
+                              Cast(Type("uint8", const=True, pointer=True), Var(w.c)),
+                              int(np.dtype(w.dtype) == np.uint8), group * (mg // 2), 2 * kk))]
+        if params:
+            def right_shift(ch):   # channel ch's m (the table may hold m - 1)
+                return RawExpr(f"{per_channel(store.shift, ch)} + 1" if store.m1_table else
+                               f"-1 - {per_channel(store.shift, ch)}")
+            prep.append(For(o, oc, [ExprStmt(call(
+                "mtvm_mm_w16_params", w16 + Binary(">>", o, Const(1)) * rowp,
+                Var(bias.c)[o], Var(bias.c)[o + 1], RawExpr(per_channel(store.mult, "o")),
+                RawExpr(per_channel(store.mult, "o + 1")), right_shift("o"), right_shift("o + 1"),
+                int(store.y_zp)))], step=2))
+        lines += render_c(prep).splitlines()
     if tl % 2:   # the zero slot of each pixel's last tail word
         lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
         if quad:
@@ -565,15 +593,19 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     def st(idx, ch, dst, px):
         return ["{", f"    int32_t acc = a[{idx}]{zw(ch, px)};"] + \
             indent_c(store("acc", ch, dst)) + ["}"]
-    mm2_call = call("mtvm_mm2x2_s16_w16", Var("col"),
-                    Var("w16") + Binary(">>", Var("o"), Const(1)) * widened_row(kk), nb, tl,
-                    Var("a")) if widen else \
+    row = Var("wr")   # the pair's widened row: a pointer stepped with o
+    mm2_call = call("mtvm_mm2x2_s16_w16", Var("col"), row, nb, tl, Var("a")) if widen else \
         call(mm2, Var("col"), Var("wp"), nb, tl, int(kk % 4 == 0), Var("a"))
     two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
            render_c(ExprStmt(mm2_call))] + st(0, "o", "yp[0]", 0) + \
         st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
+    if params:   # the tile's requantization in its kernel
+        two = [render_c(ExprStmt(call("mtvm_mm2x2_w16_q8", Var("col"), row, nb, tl, Var("yp"),
+                                      ohw, int(store.lo), int(store.hi))))]
     # (the widened weights are found from o: the int8 rows then only for an odd last pixel)
     step_wp = "" if widen and not ohw % 2 else f"wp += {2 * kk}, "
+    if widen:
+        step_wp += f"wr += {rowp}, "
     chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, {step_wp}" \
                 f"yp += {2 * ohw}) {{"
     if mg >= 4 and k.target.is_riscv:
@@ -650,12 +682,16 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     if not pointwise:
         lines += ["        int32_t oy = 0, ox = 0;"]
     lines += [f"        for (int32_t q = 0; q < {ohw}; q += 2) {{",
-              *([f"            const {w.ctype}* wp = {w.c} + g * {mg * kk};"] if step_wp else []),
+              *([f"            const {w.ctype}* wp = {w.c} + g * {mg * kk};"]
+                if step_wp.startswith("wp") else []),
               f"            {k.out.ctype}* yp = out0 + (b * {oc} + g * {mg}) * {ohw} + (size_t)q;"]
     if ohw % 2:
         lines += [f"            const int32_t npx = q + 1 < {ohw} ? 2 : 1;"]
     elif not pointwise or mg % 2 or w_zp is not None:
         lines += ["            const int32_t npx = 2;"]
+    if widen:
+        lines.append(render_c(Decl(Var("wr", Type("int16", pointer=True, const=True)),
+                                   Var("w16") + Var("g") * (mg // 2 * rowp)), 3))
     if quad:
         body = rv32_quad(k, body, body[:ngather], st, w, bias, mg=mg, kk=kk, ohw=ohw, nb=nb,
                          tl=tl, cn=cn, store=store)
@@ -1037,7 +1073,7 @@ class QConv(IntOp):
 
 
 def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=False,
-                        quad=False, widen_weights=False, **_attrs) -> int:
+                        quad=False, widen_weights=False, y_zp=0, **_attrs) -> int:
     """Scratch of emit_qconv: im2col (folded), one int16 column of two pixels
     (col_bytes; two columns for RV32's quad), or the Helium path's int8 column rows;
     depthwise, the zero-point-padded input plane, when there is padding or the output
@@ -1048,7 +1084,7 @@ def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=F
         if mve:
             return 4 * mve_kp(kk)
         mg = w.shape[0] // group
-        widened = widened_bytes(group, mg, kk) \
+        widened = widened_bytes(group, mg, kk, row_params(k, int(y_zp))) \
             if widen_weights and widen_applies(k, group, mg, quad, mve) else 0
         return col_bytes(kk) * (2 if quad else 1) + widened
     from .depthwise import padded_plane_bytes
