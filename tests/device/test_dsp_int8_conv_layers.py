@@ -6,7 +6,10 @@ for every shape) and run once over the session -- bit-exact with the host build'
 C and within one output quantization step of onnxruntime. The branches cover the
 pointwise kernel of one to four groups of eight channels (mtvm_pw_s8_dsp.h, written over
 its input or not, pixels not a multiple of its block), the im2col path's widened weights
-(mtvm_mm_s16_w16.h: tails of 0-3 taps, an odd last pixel), per-channel and per-tensor
+(mtvm_mm_s16_w16.h: tails of 0-3 taps, an odd last pixel; requantized in the tile from
+each pair's parameters, with one shift for the layer or, for scales over 12 octaves, one
+per channel, or by the
+generated C where the weights have a zero point), per-channel and per-tensor
 requantization, and the 3x3 depthwise planes whose rows are word-aligned (stride 1 and 2,
 widths with and without a multiple of four)."""
 from __future__ import annotations
@@ -23,7 +26,9 @@ from device_utils import need_qemu, quiet
 
 pytestmark = pytest.mark.device
 
-# (name, input C, H, W, output C, kernel, stride, pads, group, per-channel, output zero point)
+# (name, input C, H, W, output C, kernel, stride, pads, group, per-channel weights (or per
+# tensor with a zero point: "zp"; per channel over 12 octaves: "spread"), output zero
+# point)
 BRANCHES = [
     ("pw8", 8, 12, 12, 48, 1, 1, 0, 1, True, -128),
     ("pw16_inplace", 16, 10, 10, 8, 1, 1, 0, 1, True, -3),
@@ -33,6 +38,8 @@ BRANCHES = [
     ("k45", 5, 7, 7, 6, 3, 1, 1, 1, True, 12),
     ("k54_tensor", 6, 8, 8, 10, 3, 1, 1, 1, False, -9),
     ("k28_pw", 28, 5, 5, 12, 1, 1, 0, 1, False, 0),
+    ("k36_wzp", 4, 6, 6, 6, 3, 1, 1, 1, "zp", -2),
+    ("k18_spread", 2, 8, 8, 8, 3, 1, 1, 1, "spread", 4),
     ("dw_s1", 8, 20, 20, 8, 3, 1, 1, 8, True, -128),
     ("dw_s2", 12, 16, 16, 12, 3, 2, 1, 12, True, -5),
     ("dw_s1_w10", 8, 10, 10, 8, 3, 1, 1, 8, True, 3),
@@ -60,9 +67,11 @@ def branches_model(path: str) -> dict:
                   helper.make_node("DequantizeLinear", [f"xq_{name}", f"xs_{name}",
                                                         f"xz_{name}"], [f"xd_{name}"])]
         wq = rng.integers(-127, 128, (oc, c // g, k, k)).astype(np.int8)
-        ws = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_ch else \
-            np.float32(0.0071)
-        wz = np.zeros(oc, np.int8) if per_ch else np.int8(0)
+        ws = (rng.random(oc) * 0.01 + 0.002).astype(np.float32) if per_ch is True else \
+            (0.1 * 2.0 ** -rng.uniform(0, 12, oc)).astype(np.float32) if per_ch == "spread" \
+            else np.float32(0.0071)
+        wz = np.int8(3 if per_ch == "zp" else 0) if per_ch in (False, "zp") else \
+            np.zeros(oc, np.int8)
         nodes.append(helper.make_node("DequantizeLinear",
                                       [const(f"w_{name}", wq), const(f"ws_{name}", ws),
                                        const(f"wz_{name}", wz)], [f"wd_{name}"], axis=0))
@@ -101,7 +110,8 @@ def test_dsp_int8_conv_branches_on_the_m4(tmp_path):
                       progress=quiet)
     kernels = open(proj.path("model", "codegen", "host", "src", "tvmgen_default_kernels.c")).read()
     for name in ("mtvm_pw8_s8_dsp(", "mtvm_pw8_first_s8_dsp(", "mtvm_pw8_mid_s8_dsp(",
-                 "mtvm_pw8_last_s8_dsp(", "mtvm_mm2x2_s16_w16(", "mtvm_mm_s16_widen("):
+                 "mtvm_pw8_last_s8_dsp(", "mtvm_mm2x2_s16_w16(", "mtvm_mm_s16_widen(",
+                 "mtvm_mm2x2_w16_q8(", "mtvm_mm2x2_w16_q8s(", "mtvm_mm_w16_pair_scaled("):
         assert name in kernels, f"{name} not exercised"
     proj.build(progress=quiet)
     host = mtvm.compile(path).run_host(xs)

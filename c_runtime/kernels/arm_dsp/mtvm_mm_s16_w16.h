@@ -225,4 +225,60 @@ static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_q8(const int16_t* c, const int16_t
     y[ohw + 1] = mtvm_mm_w16_q8(acc[3], m1, r1, s1, lo, hi);
 }
 
+/* d[0..n) times 2^k (no overflow: the schedule's bound). */
+static MTVM_ALWAYS_INLINE void mtvm_mm_w16_scale(int16_t* d, int32_t n, int32_t k)
+{
+    for (int32_t i = 0; i < n; ++i) d[i] = (int16_t)(d[i] * (1 << k));
+}
+
+/* One shift S for the layer (the schedule's common_shift): a pair's row made once a call
+ * with its channels' weights and biases times 2^k (k = S - the channel's shift, at most 7:
+ * the weights still int16, the sums far from overflow), then the words bias o, bias o + 1,
+ * mult o, mult o + 1 (rnd and S are the layer's constants): the tile's requantization is
+ * then SMMLA and SSAT with the shift folded in, and no per-channel shift is loaded. w: the
+ * pair's rb packed bytes. */
+static inline void mtvm_mm_w16_pair_scaled(int16_t* row, const uint8_t* w, int w_u, int32_t rb,
+                                           int32_t bias0, int32_t bias1, int32_t mult0,
+                                           int32_t mult1, int32_t k0, int32_t k1)
+{
+    const int32_t q[4] = { (int32_t)((uint32_t)bias0 << k0), (int32_t)((uint32_t)bias1 << k1),
+                           mult0, mult1 };
+    const int32_t n = MTVM_MM_W16_ROW(rb);
+    /* int16 of the blocks: eight each, four of o's then four of o + 1's (a tail of three
+     * taps is one more); after them a tail word of o's then one of o + 1's */
+    const int32_t kk = rb / 2, blocks = 8 * (kk / 4 + (kk % 4 == 3));
+    int16_t* d = row + MTVM_MM_W16_PARAMS;
+    memcpy(row, q, sizeof q);
+    mtvm_mm_s16_widen(d, n, w, w_u, 1, rb);
+    if (k0 | k1) {   /* (most channels have the layer's shift: nothing to scale) */
+        int32_t i = 0;
+        for (; i < blocks; i += 8) {
+            mtvm_mm_w16_scale(d + i, 4, k0);
+            mtvm_mm_w16_scale(d + i + 4, 4, k1);
+        }
+        if (i < n) {
+            mtvm_mm_w16_scale(d + i, 2, k0);
+            mtvm_mm_w16_scale(d + i + 2, 2, k1);
+        }
+    }
+}
+
+/* The 2x2 tile requantized with the layer's shift S and rounding rnd (constants at each
+ * call); row: mtvm_mm_w16_pair_scaled's. */
+static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_q8s(const int16_t* c, const int16_t* row,
+                                                  int32_t nb, int32_t tl, int8_t* y, int32_t ohw,
+                                                  int32_t rnd, int32_t S, int32_t lo, int32_t hi)
+{
+    int32_t acc[4], m0, m1;
+    acc[0] = acc[2] = mtvm_mm_w16_param(row, 0);
+    acc[1] = acc[3] = mtvm_mm_w16_param(row, 1);
+    mtvm_mm2x2_s16_w16(c, row + MTVM_MM_W16_PARAMS, nb, tl, acc);
+    m0 = mtvm_mm_w16_param(row, 2);   /* (after the sums, as above) */
+    m1 = mtvm_mm_w16_param(row, 3);
+    y[0] = mtvm_mm_w16_q8(acc[0], m0, rnd, S, lo, hi);
+    y[1] = mtvm_mm_w16_q8(acc[2], m0, rnd, S, lo, hi);
+    y[ohw] = mtvm_mm_w16_q8(acc[1], m1, rnd, S, lo, hi);
+    y[ohw + 1] = mtvm_mm_w16_q8(acc[3], m1, rnd, S, lo, hi);
+}
+
 #endif  /* MTVM_MM_S16_W16_H_ */

@@ -365,21 +365,34 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     lines = [f"/* im2col: int16 columns of two output pixels in scratch, interleaved per block "
              f"of four of the {kk} = {cg} x {kh} x {kw} taps */",
              "int16_t* col = (int16_t*)scratch;"] + store.decls
+    # one shift for the layer (its channels scaled to it, depthwise.common_shift)
+    from .depthwise import common_shift
+    common = common_shift(bias, k.plain(1), None, k.plain(4), int(store.y_zp), x) \
+        if params else None
     if widen:
         w16, o = Var("w16", Type("int16", pointer=True)), Var("o")
-        prep = [Decl(w16, Cast(w16.type, RawExpr(f"scratch + {col_bytes(kk)}"))),
-                ExprStmt(call("mtvm_mm_s16_widen", w16 + W16_PARAMS if params else w16, rowp,
-                              Cast(Type("uint8", const=True, pointer=True), Var(w.c)),
-                              int(np.dtype(w.dtype) == np.uint8), group * (mg // 2), 2 * kk))]
-        if params:
-            def right_shift(ch):   # channel ch's m (the table may hold m - 1)
-                return RawExpr(f"{per_channel(store.shift, ch)} + 1" if store.m1_table else
-                               f"-1 - {per_channel(store.shift, ch)}")
+        wbytes = Cast(Type("uint8", const=True, pointer=True), Var(w.c))
+        w_u = int(np.dtype(w.dtype) == np.uint8)
+        prep = [Decl(w16, Cast(w16.type, RawExpr(f"scratch + {col_bytes(kk)}")))]
+        if not common:
+            prep.append(ExprStmt(call("mtvm_mm_s16_widen", w16 + W16_PARAMS if params else w16,
+                                      rowp, wbytes, w_u, group * (mg // 2), 2 * kk)))
+
+        def right_shift(ch):   # channel ch's m (the table may hold m - 1)
+            return RawExpr(f"{per_channel(store.shift, ch)} + 1" if store.m1_table else
+                           f"-1 - {per_channel(store.shift, ch)}")
+        row_o = w16 + Binary(">>", o, Const(1)) * rowp
+        mults = [RawExpr(per_channel(store.mult, "o")), RawExpr(per_channel(store.mult, "o + 1"))]
+        if common:
             prep.append(For(o, oc, [ExprStmt(call(
-                "mtvm_mm_w16_params", w16 + Binary(">>", o, Const(1)) * rowp,
-                Var(bias.c)[o], Var(bias.c)[o + 1], RawExpr(per_channel(store.mult, "o")),
-                RawExpr(per_channel(store.mult, "o + 1")), right_shift("o"), right_shift("o + 1"),
-                int(store.y_zp)))], step=2))
+                "mtvm_mm_w16_pair_scaled", row_o, wbytes + o * kk, w_u, 2 * kk,
+                Var(bias.c)[o], Var(bias.c)[o + 1], *mults,
+                RawExpr(f"{common} - ({render_c(right_shift('o'))})"),
+                RawExpr(f"{common} - ({render_c(right_shift('o + 1'))})")))], step=2))
+        elif params:
+            prep.append(For(o, oc, [ExprStmt(call(
+                "mtvm_mm_w16_params", row_o, Var(bias.c)[o], Var(bias.c)[o + 1], *mults,
+                right_shift("o"), right_shift("o + 1"), int(store.y_zp)))], step=2))
         lines += render_c(prep).splitlines()
     if tl % 2:   # the zero slot of each pixel's last tail word
         lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
@@ -599,7 +612,11 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
            render_c(ExprStmt(mm2_call))] + st(0, "o", "yp[0]", 0) + \
         st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
-    if params:   # the tile's requantization in its kernel
+    if common:   # the tile's requantization in its kernel, one shift for the layer
+        rnd = (1 << (common - 1)) + int(store.y_zp) * (1 << common)
+        two = [render_c(ExprStmt(call("mtvm_mm2x2_w16_q8s", Var("col"), row, nb, tl, Var("yp"),
+                                      ohw, rnd, common, int(store.lo), int(store.hi))))]
+    elif params:   # the tile's requantization in its kernel
         two = [render_c(ExprStmt(call("mtvm_mm2x2_w16_q8", Var("col"), row, nb, tl, Var("yp"),
                                       ohw, int(store.lo), int(store.hi))))]
     # (the widened weights are found from o: the int8 rows then only for an odd last pixel)
