@@ -109,7 +109,7 @@ def test_dsp_int8_conv_branches_on_the_m4(tmp_path):
     proj = P.generate(path, board="mps2-an386", out_dir=str(tmp_path / "proj"),
                       progress=quiet)
     kernels = open(proj.path("model", "codegen", "host", "src", "tvmgen_default_kernels.c")).read()
-    for name in ("mtvm_pw8_s8_dsp(", "mtvm_pw8_first_s8_dsp(", "mtvm_pw8_mid_s8_dsp(",
+    for name in ("mtvm_pw8_s8_dsp(", "mtvm_pw8_sum_s8_dsp(",
                  "mtvm_pw8_last_s8_dsp(", "mtvm_mm2x2_s16_w16(", "mtvm_mm_s16_widen(",
                  "mtvm_mm2x2_w16_q8(", "mtvm_mm2x2_w16_q8s(", "mtvm_mm_w16_pair_scaled("):
         assert name in kernels, f"{name} not exercised"

@@ -1,6 +1,7 @@
 """C unit tests of the Arm DSP int8 pointwise kernel over 8 n input channels
 (c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h: mtvm_pw8_pack_s8_dsp + mtvm_pw8_s8_dsp, and for
-n = 2..4 mtvm_pw8_first/mid/last_s8_dsp through the sums' slots) against its definition:
+n = 2..4 mtvm_pw8_sum_s8_dsp (first and middle groups) and mtvm_pw8_last_s8_dsp through
+the sums' slots) against its definition:
 acc = bias + the products, then sat8((floor(acc * mult / 2^32) + rnd) >> sh) and the clamp
 -- every pixel count mod 4 (the four-pixel assembly steps, the last pixels), full-range and
 narrower clamps, extreme bytes. On the host (ASan/UBSan:
@@ -39,37 +40,46 @@ int main(void)
 """
 
 
+def cases(seed: int, k: int, np_, sh_lo: int):
+    """Random cases of k input channels (the first gives the largest sum): their inputs,
+    weights, pixel counts and requantization, as C arrays, and the cases' parameters."""
+    rng = np.random.default_rng(seed)
+    nc = len(np_)
+    x = rng.integers(-128, 128, (nc, k, HW))
+    w = rng.integers(-128, 128, (nc, k))
+    x[0], w[0] = -128, -128
+    prm = dict(np=np.asarray(np_), bias=rng.integers(-(1 << 16), 1 << 16, nc),
+               mult=rng.integers(1 << 30, 1 << 31, nc), sh=rng.integers(sh_lo, sh_lo + 8, nc))
+    yzp = rng.integers(-128, 128, nc)
+    prm["rnd"] = (1 << (prm["sh"] - 1)) + yzp * (1 << prm["sh"])
+    prm["lo"] = np.where(np.arange(nc) % 3 == 2, -20, -128)
+    prm["hi"] = np.where(np.arange(nc) % 3 == 2, 90, 127)
+    arrays = [c_array("x", x.ravel(), "int8_t"), c_array("w", w.ravel(), "int8_t")] + \
+        [c_array(name, v, "int32_t") for name, v in prm.items()]
+    return x, w, prm, arrays
+
+
+def check(out: str, x, w, prm, channels):
+    """Each case's line of outputs against the definition over its channels[c] inputs."""
+    lines = out.strip().splitlines()
+    assert len(lines) == len(prm["np"])
+    for c, line in enumerate(lines):
+        k = channels[c]
+        acc = int(prm["bias"][c]) + (x[c, :k, :prm["np"][c]].astype(np.int64) *
+                                     w[c, :k].astype(np.int64)[:, None]).sum(axis=0)
+        v = ((acc * int(prm["mult"][c])) >> 32) + int(prm["rnd"][c])
+        v = np.clip(v >> int(prm["sh"][c]), -128, 127)
+        v = np.clip(v, int(prm["lo"][c]), int(prm["hi"][c]))
+        assert [int(t) for t in line.split()] == v.tolist(), f"case {c}"
+
+
 @pytest.mark.parametrize("target", ["host"] + BOARDS)
 def test_pointwise8_matches_its_definition(target):
-    rng = np.random.default_rng(16)
-    nc = 12
-    x = rng.integers(-128, 128, (nc, 8, HW))
-    w = rng.integers(-128, 128, (nc, 8))
-    x[0], w[0] = -128, -128          # the largest sum
-    np_ = np.array([1, 2, 3, 5, 8, 16, 17, 33, 40, 39, 4, 6])
-    bias = rng.integers(-(1 << 16), 1 << 16, nc)
-    mult = rng.integers(1 << 30, 1 << 31, nc)
-    sh = rng.integers(4, 12, nc)
-    yzp = rng.integers(-128, 128, nc)
-    rnd = (1 << (sh - 1)) + yzp * (1 << sh)
-    lo = np.where(np.arange(nc) % 3 == 2, -20, -128)
-    hi = np.where(np.arange(nc) % 3 == 2, 90, 127)
-    arrays = "\n".join([c_array("x", x.ravel(), "int8_t"), c_array("w", w.ravel(), "int8_t"),
-                        c_array("np", np_, "int32_t"), c_array("bias", bias, "int32_t"),
-                        c_array("mult", mult, "int32_t"), c_array("rnd", rnd, "int32_t"),
-                        c_array("sh", sh, "int32_t"), c_array("lo", lo, "int32_t"),
-                        c_array("hi", hi, "int32_t")])
-    src = PW_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(nc)).replace("@HW@", str(HW))
+    x, w, prm, arrays = cases(16, 8, [1, 2, 3, 5, 8, 16, 17, 33, 40, 39, 4, 6], 4)
+    src = PW_TEST.replace("@ARRAYS@", "\n".join(arrays)).replace("@N@", str(len(x))) \
+        .replace("@HW@", str(HW))
     out = run_c_test(src, name="pw_s8_dsp", target=target, library=("mtvm_pw_s8_dsp.h",))
-    lines = out.strip().splitlines()
-    assert len(lines) == nc
-    for c, line in enumerate(lines):
-        acc = int(bias[c]) + (x[c, :, :np_[c]].astype(np.int64) *
-                              w[c].astype(np.int64)[:, None]).sum(axis=0)
-        v = ((acc * int(mult[c])) >> 32) + int(rnd[c])
-        v = np.clip(v >> int(sh[c]), -128, 127)
-        v = np.clip(v, int(lo[c]), int(hi[c]))
-        assert [int(t) for t in line.split()] == v.tolist(), f"case {c}"
+    check(out, x, w, prm, [8] * len(x))
 
 
 PWN_TEST = r"""
@@ -83,9 +93,9 @@ static int8_t y[HW];
 #define RUN(N, LO, HI) do { \
         for (int g = 0; g < (N); ++g) \
             mtvm_pw8_pack_s8_dsp(xc + 8 * g * HW, HW, np[c], xp + 4 * HW * g); \
-        mtvm_pw8_first_s8_dsp(xp, np[c], wc, 4 * HW * (N), bias[c]); \
-        if ((N) > 2) mtvm_pw8_mid_s8_dsp(xp + 4 * HW, np[c], wc + 8, 4 * HW * ((N) - 1)); \
-        if ((N) > 3) mtvm_pw8_mid_s8_dsp(xp + 8 * HW, np[c], wc + 16, 4 * HW * ((N) - 2)); \
+        mtvm_pw8_sum_s8_dsp(xp, np[c], wc, 4 * HW * (N), bias[c], 1); \
+        if ((N) > 2) mtvm_pw8_sum_s8_dsp(xp + 4 * HW, np[c], wc + 8, 4 * HW * ((N) - 1), 0, 0); \
+        if ((N) > 3) mtvm_pw8_sum_s8_dsp(xp + 8 * HW, np[c], wc + 16, 4 * HW * ((N) - 2), 0, 0); \
         mtvm_pw8_last_s8_dsp(xp + 4 * HW * ((N) - 1), y, np[c], wc + 8 * ((N) - 1), 4 * HW, \
                              mult[c], rnd[c], sh[c], LO, HI); \
     } while (0)
@@ -111,35 +121,9 @@ def test_pointwise_groups_match_their_definition(target):
     """16, 24 and 32 input channels: the first, middle and last passes through the sums'
     slots after the packed groups (x's groups are planes HW apart, as the schedule packs
     them)."""
-    rng = np.random.default_rng(17)
-    nc = 12
     ng = np.array([2, 3, 4, 2, 3, 4, 2, 2, 4, 3, 2, 4])
-    x = rng.integers(-128, 128, (nc, 32, HW))
-    w = rng.integers(-128, 128, (nc, 32))
-    x[0], w[0] = -128, -128          # the largest sum
-    np_ = np.array([1, 2, 3, 4, 5, 8, 16, 17, 33, 40, 39, 7])
-    bias = rng.integers(-(1 << 16), 1 << 16, nc)
-    mult = rng.integers(1 << 30, 1 << 31, nc)
-    sh = rng.integers(6, 14, nc)
-    yzp = rng.integers(-128, 128, nc)
-    rnd = (1 << (sh - 1)) + yzp * (1 << sh)
-    lo = np.where(np.arange(nc) % 3 == 2, -20, -128)
-    hi = np.where(np.arange(nc) % 3 == 2, 90, 127)
-    arrays = "\n".join([c_array("x", x.ravel(), "int8_t"), c_array("w", w.ravel(), "int8_t"),
-                        c_array("ng", ng, "int32_t"),
-                        c_array("np", np_, "int32_t"), c_array("bias", bias, "int32_t"),
-                        c_array("mult", mult, "int32_t"), c_array("rnd", rnd, "int32_t"),
-                        c_array("sh", sh, "int32_t"), c_array("lo", lo, "int32_t"),
-                        c_array("hi", hi, "int32_t")])
-    src = PWN_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(nc)).replace("@HW@", str(HW))
+    x, w, prm, arrays = cases(17, 32, [1, 2, 3, 4, 5, 8, 16, 17, 33, 40, 39, 7], 6)
+    src = PWN_TEST.replace("@ARRAYS@", "\n".join(arrays + [c_array("ng", ng, "int32_t")])) \
+        .replace("@N@", str(len(x))).replace("@HW@", str(HW))
     out = run_c_test(src, name="pwn_s8_dsp", target=target, library=("mtvm_pw_s8_dsp.h",))
-    lines = out.strip().splitlines()
-    assert len(lines) == nc
-    for c, line in enumerate(lines):
-        k = 8 * int(ng[c])
-        acc = int(bias[c]) + (x[c, :k, :np_[c]].astype(np.int64) *
-                              w[c, :k].astype(np.int64)[:, None]).sum(axis=0)
-        v = ((acc * int(mult[c])) >> 32) + int(rnd[c])
-        v = np.clip(v >> int(sh[c]), -128, 127)
-        v = np.clip(v, int(lo[c]), int(hi[c]))
-        assert [int(t) for t in line.split()] == v.tolist(), f"case {c}"
+    check(out, x, w, prm, 8 * ng)

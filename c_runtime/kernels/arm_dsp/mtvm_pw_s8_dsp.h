@@ -156,9 +156,20 @@ static MTVM_ALWAYS_INLINE void mtvm_pw8_s8_dsp(const uint32_t* xp, int8_t* y, in
  * the pass's group, a constant at each call, an immediate offset -- no pointer of its own,
  * so that the last pass needs 12 registers; 4 d < 4096). */
 
-/* The first group: sum[p] = bias + its eight channels of pixel p (weights w[0..8)). */
-static MTVM_ALWAYS_INLINE void mtvm_pw8_first_s8_dsp(const uint32_t* xp, int32_t np,
-                                                     const int8_t* w, int32_t d, int32_t bias)
+/* The first group (first, a constant at each call): sum[p] = bias + its eight channels of
+ * pixel p (weights w[0..8)); a middle one: sum[p] += them. */
+#define MTVM_PW8_SUM_OPS(...) \
+    : [xp] "+r"(xp), [acc] "=&r"(acc), [x0] "=&r"(x0), [x1] "=&r"(x1) \
+    : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [xend] "r"(xend), \
+      [d16] "i"(4 * d - 16), __VA_ARGS__ \
+    : "cc", "memory"
+#define MTVM_PW8_SUM_LOOP(PIXEL) \
+    "1:\n\t" MTVM_PW8_X4(PIXEL "str    %[acc], [%[xp], %[d16]]\n\t") \
+    "cmp    %[xp], %[xend]\n\t" \
+    "bne    1b"
+static MTVM_ALWAYS_INLINE void mtvm_pw8_sum_s8_dsp(const uint32_t* xp, int32_t np,
+                                                   const int8_t* w, int32_t d, int32_t bias,
+                                                   int first)
 {
     MTVM_PW8_WEIGHTS(w);
     uint32_t* sum = (uint32_t*)(uintptr_t)(xp + d);
@@ -167,47 +178,21 @@ static MTVM_ALWAYS_INLINE void mtvm_pw8_first_s8_dsp(const uint32_t* xp, int32_t
     if (np >= 4) {
         const uint32_t* xend = xp + 4 * (np & ~3);
         int32_t acc, x0, x1;
-        __asm__ volatile("1:\n\t" MTVM_PW8_X4(MTVM_PW8_DOT_ASM("%[bias]")
-                                               "str    %[acc], [%[xp], %[d16]]\n\t")
-                "cmp    %[xp], %[xend]\n\t"
-                "bne    1b"
-                : [xp] "+r"(xp), [acc] "=&r"(acc), [x0] "=&r"(x0), [x1] "=&r"(x1)
-                : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [bias] "r"(bias),
-                  [xend] "r"(xend), [d16] "i"(4 * d - 16)
-                : "cc", "memory");
-        p = np & ~3;
-        xp -= 4 * p;
-    }
-#endif
-    for (; p < np; ++p) sum[4 * p] = (uint32_t)mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3, bias);
-}
-
-/* A middle group: sum[p] += its eight channels of pixel p. */
-static MTVM_ALWAYS_INLINE void mtvm_pw8_mid_s8_dsp(const uint32_t* xp, int32_t np,
-                                                   const int8_t* w, int32_t d)
-{
-    MTVM_PW8_WEIGHTS(w);
-    uint32_t* sum = (uint32_t*)(uintptr_t)(xp + d);
-    int32_t p = 0;
-#if defined(MTVM_PW8_ASM)
-    if (np >= 4) {
-        const uint32_t* xend = xp + 4 * (np & ~3);
-        int32_t acc, x0, x1;
-        __asm__ volatile("1:\n\t" MTVM_PW8_X4("ldr    %[acc], [%[xp], %[d]]\n\t"
-                                               MTVM_PW8_DOT_ASM("%[acc]")
-                                               "str    %[acc], [%[xp], %[d16]]\n\t")
-                "cmp    %[xp], %[xend]\n\t"
-                "bne    1b"
-                : [xp] "+r"(xp), [acc] "=&r"(acc), [x0] "=&r"(x0), [x1] "=&r"(x1)
-                : [w0] "r"(w0), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [xend] "r"(xend),
-                  [d] "i"(4 * d), [d16] "i"(4 * d - 16)
-                : "cc", "memory");
+        if (first) {
+            __asm__ volatile(MTVM_PW8_SUM_LOOP(MTVM_PW8_DOT_ASM("%[bias]"))
+                             MTVM_PW8_SUM_OPS([bias] "r"(bias)));
+        } else {
+            __asm__ volatile(MTVM_PW8_SUM_LOOP("ldr    %[acc], [%[xp], %[d]]\n\t"
+                                               MTVM_PW8_DOT_ASM("%[acc]"))
+                             MTVM_PW8_SUM_OPS([d] "i"(4 * d)));
+        }
         p = np & ~3;
         xp -= 4 * p;
     }
 #endif
     for (; p < np; ++p) {
-        sum[4 * p] = (uint32_t)mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3, (int32_t)sum[4 * p]);
+        sum[4 * p] = (uint32_t)mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3,
+                                            first ? bias : (int32_t)sum[4 * p]);
     }
 }
 

@@ -122,9 +122,9 @@ class QConvPointwise8Dsp(Schedule):
         if groups == 1:
             passes = [call("mtvm_pw8_s8_dsp", xp, y, npx, wg(0), Var(bias.c)[o], *requant)]
         else:   # the sums in a row of 16-byte slots after the groups
-            passes = [call("mtvm_pw8_first_s8_dsp", xp, npx, wg(0), sums(0), Var(bias.c)[o])] + \
-                [call("mtvm_pw8_mid_s8_dsp", xg(g), npx, wg(g), sums(g))
-                 for g in range(1, groups - 1)] + \
+            passes = [call("mtvm_pw8_sum_s8_dsp", xg(g), npx, wg(g), sums(g),
+                           Var(bias.c)[o] if g == 0 else 0, int(g == 0))
+                      for g in range(groups - 1)] + \
                 [call("mtvm_pw8_last_s8_dsp", xg(groups - 1), y, npx, wg(groups - 1),
                       sums(groups - 1), *requant)]
         per_o = [Decl(sh, RawExpr(f"{sh_o} + 1" if sh1 else f"-1 - {sh_o}"))] + \
