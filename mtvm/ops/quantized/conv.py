@@ -280,11 +280,11 @@ def col_bytes(kk: int) -> int:
     return (8 * (kk // 4) + 2 * tail_stride(kk % 4)) * 2
 
 
-def widen_applies(k, group: int, mg: int, quad: bool = False, mve: bool = False) -> bool:
+def widen_applies(k, mg: int, quad: bool = False, mve: bool = False) -> bool:
     """Whether the im2col path can read its weights widened to int16 in scratch
     (mtvm_mm_s16_w16.h): Arm DSP cores (SMLAD, no Helium), the Thumb-2 pair kernel,
     an even channel count per group (every row a channel pair's)."""
-    return k.target.is_arm_dsp and not quad and not mve and mg % 2 == 0 and group >= 1
+    return k.target.is_arm_dsp and not quad and not mve and mg % 2 == 0
 
 
 def widened_row(kk: int) -> int:
@@ -352,7 +352,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     # in registers (mtvm_mm_s16_rv32.h)
     cn = col_bytes(kk) // 2
     k.scratch_bytes = col_bytes(kk) * (2 if quad else 1)
-    widen = widen_weights and widen_applies(k, group, mg, quad, mve)
+    widen = widen_weights and widen_applies(k, mg, quad, mve)
     params = widen and isinstance(store, _Store) and row_params(k, int(store.y_zp))
     rowp = widened_row(kk) + (W16_PARAMS if params else 0)   # int16 a pair's row
     if widen:
@@ -1102,7 +1102,7 @@ def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=F
             return 4 * mve_kp(kk)
         mg = w.shape[0] // group
         widened = widened_bytes(group, mg, kk, row_params(k, int(y_zp))) \
-            if widen_weights and widen_applies(k, group, mg, quad, mve) else 0
+            if widen_weights and widen_applies(k, mg, quad, mve) else 0
         return col_bytes(kk) * (2 if quad else 1) + widened
     from .depthwise import padded_plane_bytes
     return padded_plane_bytes(k, x, strides, pads, dilations)

@@ -2,10 +2,10 @@
 DSP extension and without Helium (M4, M7, M33): the expansion and projection layers of
 inverted-residual blocks (8 -> 48 and 16 -> 8 channels in MobileNetV2 at width 0.35), where
 the im2col path's column and per-output requantization outweigh the few MACs of each
-output. Blocks of 64 pixels packed once into int16 pairs, eight channels a group (scratch),
-then per output channel and group the weights in registers and per pixel four SMLADs; one
-group requantizes at once (SMMLA + ASR + SSAT), more keep the sums in an int32 row between
-the groups (c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h).
+output. Blocks of pixels (knob `block`) packed once into int16 pairs, eight channels a group
+(scratch), then per output channel and group the weights in registers and per pixel four
+SMLADs; one group requantizes at once (SMMLA + ASR + SSAT), more keep the sums between the
+groups in 16-byte slots after the packed pixels (c_runtime/kernels/arm_dsp/mtvm_pw_s8_dsp.h).
 
 It applies where (high word of acc * mult + rnd) >> sh is the exact requantization: no tie
 within the accumulator's bound and no overflow (depthwise.fast_requant_bounded); the
