@@ -13,20 +13,26 @@ from device_utils import need_qemu
 pytestmark = pytest.mark.device
 
 
+def board_matches_host(op, name, value, scale, zp, kernel, tmp_path):
+    """op (one input `name`, a constant scale and zero point) built for the Cortex-M4 with
+    `kernel` in its C, run on mps2-an386: its outputs the host build's, bit for bit."""
+    m = make_model(op, {name: value}, consts={"s": np.float32(scale), "z": zp}, opset=13)
+    host = mtvm.compile(m).run_host({name: value})
+    lib = mtvm.compile(m, target="cortex-m4")
+    assert kernel in "\n".join(lib.sources.values())
+    dev = run_on_board(lib, {name: value}, tmp_path / "proj")
+    for k in host:
+        np.testing.assert_array_equal(dev[k].view(np.uint8), host[k].view(np.uint8))
+
+
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
 def test_dequantize_table_on_mps2_an386(dtype, tmp_path):
     need_qemu()
     info = np.iinfo(dtype)
     q = np.resize(np.arange(info.min, info.max + 1), 603).astype(dtype).reshape(1, 603)
     np.random.default_rng(5).shuffle(q[0])
-    m = make_model("DequantizeLinear", {"q": q},
-                   consts={"s": np.float32(0.0371), "z": np.asarray(7, dtype)}, opset=13)
-    host = mtvm.compile(m).run_host({"q": q})
-    lib = mtvm.compile(m, target="cortex-m4")
-    assert "mtvm_lut32_" in "\n".join(lib.sources.values())
-    dev = run_on_board(lib, {"q": q}, tmp_path / "proj")
-    for k in host:
-        np.testing.assert_array_equal(dev[k].view(np.uint32), host[k].view(np.uint32))
+    board_matches_host("DequantizeLinear", "q", q, 0.0371, np.asarray(7, dtype), "mtvm_lut32_",
+                       tmp_path)
 
 
 @pytest.mark.parametrize("dtype,n", [(np.int8, 603), (np.uint8, 600), (np.int8, 64)],
@@ -45,11 +51,5 @@ def test_quantize_on_mps2_an386_with_and_without_nans(dtype, n, tmp_path):
         x[[4, 51]] = [np.inf, -np.inf]
         x[[5, 52]] = [3e12, -3e12]
     x = x.reshape(1, n)
-    m = make_model("QuantizeLinear", {"x": x},
-                   consts={"s": np.float32(0.0371), "z": np.asarray(5, dtype)}, opset=13)
-    host = mtvm.compile(m).run_host({"x": x})
-    lib = mtvm.compile(m, target="cortex-m4")
-    assert "mtvm_ioc_take" in "\n".join(lib.sources.values())
-    dev = run_on_board(lib, {"x": x}, tmp_path / "proj")
-    for k in host:
-        np.testing.assert_array_equal(dev[k], host[k])
+    board_matches_host("QuantizeLinear", "x", x, 0.0371, np.asarray(5, dtype), "mtvm_ioc_take",
+                       tmp_path)

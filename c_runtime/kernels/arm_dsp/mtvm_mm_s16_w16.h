@@ -186,43 +186,41 @@ static MTVM_ALWAYS_INLINE int32_t mtvm_mm_w16_param(const int16_t* row, int32_t 
     return v;
 }
 
-/* acc requantized and clamped to [lo, hi] (int8). */
-static MTVM_ALWAYS_INLINE int8_t mtvm_mm_w16_q8(int32_t acc, int32_t mult, int32_t rnd,
-                                                int32_t sh, int32_t lo, int32_t hi)
+/* acc[0..4) = the tile's sums: the pair's biases (its row's first two words) plus its
+ * blocks and tail (row: the pair's parameters, then its widened weights). */
+static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_sums(const int16_t* c, const int16_t* row,
+                                                   int32_t nb, int32_t tl, int32_t acc[4])
 {
-    acc = mtvm_dw_requantize(acc, mult, rnd, sh);
-#if defined(__ARM_FEATURE_DSP)
-    acc = __ssat(acc, 8);
-#else
-    acc = acc < -128 ? -128 : (acc > 127 ? 127 : acc);
-#endif
-    if (lo > -128 && acc < lo) acc = lo;   /* (a narrower clamp: ReLU-like) */
-    if (hi < 127 && acc > hi) acc = hi;
-    return (int8_t)acc;
+    acc[0] = acc[2] = mtvm_mm_w16_param(row, 0);
+    acc[1] = acc[3] = mtvm_mm_w16_param(row, 1);
+    mtvm_mm2x2_s16_w16(c, row + MTVM_MM_W16_PARAMS, nb, tl, acc);
 }
 
-/* The 2x2 tile requantized: y[0], y[1] channel o's outputs of the two pixels, y[ohw],
- * y[ohw + 1] channel o + 1's; row: the pair's parameters and weights. */
+/* The tile's sums requantized to int8: y[0], y[1] channel o's outputs of the two pixels
+ * (mult, rnd, sh: m0, r0, s0), y[ohw], y[ohw + 1] channel o + 1's (m1, r1, s1). */
+static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_store(const int32_t acc[4], int8_t* y, int32_t ohw,
+                                                    int32_t m0, int32_t r0, int32_t s0,
+                                                    int32_t m1, int32_t r1, int32_t s1,
+                                                    int32_t lo, int32_t hi)
+{
+    y[0] = mtvm_requantize_s8(acc[0], m0, r0, s0, lo, hi);
+    y[1] = mtvm_requantize_s8(acc[2], m0, r0, s0, lo, hi);
+    y[ohw] = mtvm_requantize_s8(acc[1], m1, r1, s1, lo, hi);
+    y[ohw + 1] = mtvm_requantize_s8(acc[3], m1, r1, s1, lo, hi);
+}
+
+/* The 2x2 tile requantized per channel from its row's parameters. The multipliers,
+ * roundings and shifts are loaded after the sums (the assembly's memory clobber keeps
+ * them there): before, gcc had no register left for them and spilled each. */
 static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_q8(const int16_t* c, const int16_t* row,
                                                  int32_t nb, int32_t tl, int8_t* y, int32_t ohw,
                                                  int32_t lo, int32_t hi)
 {
-    int32_t acc[4], m0, m1, r0, r1, s0, s1;
-    acc[0] = acc[2] = mtvm_mm_w16_param(row, 0);
-    acc[1] = acc[3] = mtvm_mm_w16_param(row, 1);
-    mtvm_mm2x2_s16_w16(c, row + MTVM_MM_W16_PARAMS, nb, tl, acc);
-    /* loaded after the sums (the assembly's memory clobber keeps them here): before,
-     * gcc had no register left for them and spilled each */
-    m0 = mtvm_mm_w16_param(row, 2);
-    m1 = mtvm_mm_w16_param(row, 3);
-    r0 = mtvm_mm_w16_param(row, 4);
-    r1 = mtvm_mm_w16_param(row, 5);
-    s0 = mtvm_mm_w16_param(row, 6);
-    s1 = mtvm_mm_w16_param(row, 7);
-    y[0] = mtvm_mm_w16_q8(acc[0], m0, r0, s0, lo, hi);
-    y[1] = mtvm_mm_w16_q8(acc[2], m0, r0, s0, lo, hi);
-    y[ohw] = mtvm_mm_w16_q8(acc[1], m1, r1, s1, lo, hi);
-    y[ohw + 1] = mtvm_mm_w16_q8(acc[3], m1, r1, s1, lo, hi);
+    int32_t acc[4];
+    mtvm_mm2x2_w16_sums(c, row, nb, tl, acc);
+    mtvm_mm2x2_w16_store(acc, y, ohw, mtvm_mm_w16_param(row, 2), mtvm_mm_w16_param(row, 4),
+                         mtvm_mm_w16_param(row, 6), mtvm_mm_w16_param(row, 3),
+                         mtvm_mm_w16_param(row, 5), mtvm_mm_w16_param(row, 7), lo, hi);
 }
 
 /* d[0..n) times 2^k (no overflow: the schedule's bound). */
@@ -264,21 +262,15 @@ static inline void mtvm_mm_w16_pair_scaled(int16_t* row, const uint8_t* w, int w
 }
 
 /* The 2x2 tile requantized with the layer's shift S and rounding rnd (constants at each
- * call); row: mtvm_mm_w16_pair_scaled's. */
+ * call); row: mtvm_mm_w16_pair_scaled's (the multipliers loaded after the sums, as above). */
 static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_q8s(const int16_t* c, const int16_t* row,
                                                   int32_t nb, int32_t tl, int8_t* y, int32_t ohw,
                                                   int32_t rnd, int32_t S, int32_t lo, int32_t hi)
 {
-    int32_t acc[4], m0, m1;
-    acc[0] = acc[2] = mtvm_mm_w16_param(row, 0);
-    acc[1] = acc[3] = mtvm_mm_w16_param(row, 1);
-    mtvm_mm2x2_s16_w16(c, row + MTVM_MM_W16_PARAMS, nb, tl, acc);
-    m0 = mtvm_mm_w16_param(row, 2);   /* (after the sums, as above) */
-    m1 = mtvm_mm_w16_param(row, 3);
-    y[0] = mtvm_mm_w16_q8(acc[0], m0, rnd, S, lo, hi);
-    y[1] = mtvm_mm_w16_q8(acc[2], m0, rnd, S, lo, hi);
-    y[ohw] = mtvm_mm_w16_q8(acc[1], m1, rnd, S, lo, hi);
-    y[ohw + 1] = mtvm_mm_w16_q8(acc[3], m1, rnd, S, lo, hi);
+    int32_t acc[4];
+    mtvm_mm2x2_w16_sums(c, row, nb, tl, acc);
+    mtvm_mm2x2_w16_store(acc, y, ohw, mtvm_mm_w16_param(row, 2), rnd, S,
+                         mtvm_mm_w16_param(row, 3), rnd, S, lo, hi);
 }
 
 #endif  /* MTVM_MM_S16_W16_H_ */

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include "mtvm_int8_bytes.h"
 #include "mtvm_dsp.h"
+#include "mtvm_depthwise_s8.h"
 #include "mtvm_st16x2.h"
 
 /* Packs pixels [0, np) of eight int8 channel planes (x: the first pixel of channel 0, hw:
@@ -77,23 +78,6 @@ static MTVM_ALWAYS_INLINE int32_t mtvm_pw8_dot(const uint32_t* xp, int32_t w0, i
 #endif
 }
 
-/* clamp(sat8((hi(acc * mult) + rnd) >> sh)) to [lo, hi]. */
-static MTVM_ALWAYS_INLINE int8_t mtvm_pw8_requantize(int32_t acc, int32_t mult, int32_t rnd,
-                                                     int32_t sh, int32_t lo, int32_t hi)
-{
-#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__)
-    __asm__("smmla %0, %1, %2, %3" : "=r"(acc) : "r"(acc), "r"(mult), "r"(rnd));
-    acc = __ssat(acc >> sh, 8);
-#else
-    acc = (int32_t)(((int64_t)acc * mult) >> 32);
-    acc = (acc + rnd) >> sh;
-    acc = acc < -128 ? -128 : (acc > 127 ? 127 : acc);
-#endif
-    if (lo > -128 && acc < lo) acc = lo;   /* (a narrower clamp: ReLU-like) */
-    if (hi < 127 && acc > hi) acc = hi;
-    return (int8_t)acc;
-}
-
 /* The group's weights w[0..8) as the words the packed pixels meet. (Built from word
  * loads with SXTB16, they left gcc without the registers of the assembly.) */
 #define MTVM_PW8_WEIGHTS(w) \
@@ -147,7 +131,7 @@ static MTVM_ALWAYS_INLINE void mtvm_pw8_s8_dsp(const uint32_t* xp, int8_t* y, in
     }
 #endif
     for (; p < np; ++p, xp += 4) {
-        y[p] = mtvm_pw8_requantize(mtvm_pw8_dot(xp, w0, w1, w2, w3, bias), mult, rnd, sh, lo, hi);
+        y[p] = mtvm_requantize_s8(mtvm_pw8_dot(xp, w0, w1, w2, w3, bias), mult, rnd, sh, lo, hi);
     }
 }
 
@@ -225,7 +209,7 @@ static MTVM_ALWAYS_INLINE void mtvm_pw8_last_s8_dsp(const uint32_t* xp, int8_t* 
     }
 #endif
     for (; p < np; ++p) {
-        y[p] = mtvm_pw8_requantize(mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3, (int32_t)sum[4 * p]),
+        y[p] = mtvm_requantize_s8(mtvm_pw8_dot(xp + 4 * p, w0, w1, w2, w3, (int32_t)sum[4 * p]),
                                    mult, rnd, sh, lo, hi);
     }
 }

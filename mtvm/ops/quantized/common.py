@@ -211,6 +211,22 @@ def narrow_shifts(k) -> dict:
     return {4: v.astype(np.int8)}
 
 
+def shift_table_m1(shift) -> np.ndarray | None:
+    """The int8 table of m - 1 = -2 - shift (m = -1 - shift, the right shift of the
+    requantization) for per-channel constant shifts, or None: what the Arm DSP QConv
+    kernels index instead of the model's shifts (computing m from them took gcc three
+    instructions a channel); right_shift reads either."""
+    if shift is None or shift.const is None or shift.size == 1:
+        return None
+    return (-2 - np.asarray(shift.const, np.int64).ravel()).astype(np.int8)
+
+
+def right_shift(shift, ch: str, m1_table: bool) -> str:
+    """C of channel ch's right shift m = -1 - shift, its table holding the model's shifts
+    or (m1_table) m - 1 (shift_table_m1)."""
+    return f"{per_channel(shift, ch)} + 1" if m1_table else f"-1 - {per_channel(shift, ch)}"
+
+
 def conv_geometry(x_shape, w_shape, strides, pads, dilations):
     """(H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw) for a 1-D or 2-D convolution."""
     if len(x_shape) == 3:

@@ -28,6 +28,8 @@ from .common import (
     operands,
     per_channel,
     plus,
+    right_shift,
+    shift_table_m1,
     store_lines,
     ties_impossible,
 )
@@ -195,7 +197,7 @@ def shifts_as_m1(k, y_zp) -> np.ndarray | None:
     m = fast_requant(mult, shift, y_zp)
     if m is None or np.all(m == m[0]):
         return None
-    return (m - 1).astype(np.int8)
+    return shift_table_m1(shift)
 
 
 class _Store:
@@ -378,21 +380,20 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
             prep.append(ExprStmt(call("mtvm_mm_s16_widen", w16 + W16_PARAMS if params else w16,
                                       rowp, wbytes, w_u, group * (mg // 2), 2 * kk)))
 
-        def right_shift(ch):   # channel ch's m (the table may hold m - 1)
-            return RawExpr(f"{per_channel(store.shift, ch)} + 1" if store.m1_table else
-                           f"-1 - {per_channel(store.shift, ch)}")
+        def m_of(ch):   # channel ch's right shift m
+            return RawExpr(right_shift(store.shift, ch, store.m1_table))
         row_o = w16 + Binary(">>", o, Const(1)) * rowp
         mults = [RawExpr(per_channel(store.mult, "o")), RawExpr(per_channel(store.mult, "o + 1"))]
         if common:
             prep.append(For(o, oc, [ExprStmt(call(
                 "mtvm_mm_w16_pair_scaled", row_o, wbytes + o * kk, w_u, 2 * kk,
                 Var(bias.c)[o], Var(bias.c)[o + 1], *mults,
-                RawExpr(f"{common} - ({render_c(right_shift('o'))})"),
-                RawExpr(f"{common} - ({render_c(right_shift('o + 1'))})")))], step=2))
+                RawExpr(f"{common} - ({render_c(m_of('o'))})"),
+                RawExpr(f"{common} - ({render_c(m_of('o + 1'))})")))], step=2))
         elif params:
             prep.append(For(o, oc, [ExprStmt(call(
                 "mtvm_mm_w16_params", row_o, Var(bias.c)[o], Var(bias.c)[o + 1], *mults,
-                right_shift("o"), right_shift("o + 1"), int(store.y_zp)))], step=2))
+                m_of("o"), m_of("o + 1"), int(store.y_zp)))], step=2))
         lines += render_c(prep).splitlines()
     if tl % 2:   # the zero slot of each pixel's last tail word
         lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
@@ -607,11 +608,6 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         return ["{", f"    int32_t acc = a[{idx}]{zw(ch, px)};"] + \
             indent_c(store("acc", ch, dst)) + ["}"]
     row = Var("wr")   # the pair's widened row: a pointer stepped with o
-    mm2_call = call("mtvm_mm2x2_s16_w16", Var("col"), row, nb, tl, Var("a")) if widen else \
-        call(mm2, Var("col"), Var("wp"), nb, tl, int(kk % 4 == 0), Var("a"))
-    two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
-           render_c(ExprStmt(mm2_call))] + st(0, "o", "yp[0]", 0) + \
-        st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + st(3, "o + 1", f"yp[{ohw + 1}]", 1)
     if common:   # the tile's requantization in its kernel, one shift for the layer
         rnd = (1 << (common - 1)) + int(store.y_zp) * (1 << common)
         two = [render_c(ExprStmt(call("mtvm_mm2x2_w16_q8s", Var("col"), row, nb, tl, Var("yp"),
@@ -619,10 +615,17 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     elif params:   # the tile's requantization in its kernel
         two = [render_c(ExprStmt(call("mtvm_mm2x2_w16_q8", Var("col"), row, nb, tl, Var("yp"),
                                       ohw, int(store.lo), int(store.hi))))]
-    # (the widened weights are found from o: the int8 rows then only for an odd last pixel)
-    step_wp = "" if widen and not ohw % 2 else f"wp += {2 * kk}, "
-    if widen:
-        step_wp += f"wr += {rowp}, "
+    else:
+        mm2_call = call("mtvm_mm2x2_s16_w16", Var("col"), row, nb, tl, Var("a")) if widen \
+            else call(mm2, Var("col"), Var("wp"), nb, tl, int(kk % 4 == 0), Var("a"))
+        two = [f"int32_t a[4] = {{ {bias.c}[o], {bias.c}[o + 1], {bias.c}[o], {bias.c}[o + 1] }};",
+               render_c(ExprStmt(mm2_call))] + st(0, "o", "yp[0]", 0) + \
+            st(1, "o + 1", f"yp[{ohw}]", 0) + st(2, "o", "yp[1]", 1) + \
+            st(3, "o + 1", f"yp[{ohw + 1}]", 1)
+    # the int8 rows (wp) where a kernel reads them: not the widened pairs (found from o),
+    # only their odd last pixel
+    int8_rows = not widen or bool(ohw % 2)
+    step_wp = (f"wp += {2 * kk}, " if int8_rows else "") + (f"wr += {rowp}, " if widen else "")
     chan_loop = f"for (size_t o = g * {mg}; o + 1 < (g + 1) * {mg}; o += 2, {step_wp}" \
                 f"yp += {2 * ohw}) {{"
     if mg >= 4 and k.target.is_riscv:
@@ -700,7 +703,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         lines += ["        int32_t oy = 0, ox = 0;"]
     lines += [f"        for (int32_t q = 0; q < {ohw}; q += 2) {{",
               *([f"            const {w.ctype}* wp = {w.c} + g * {mg * kk};"]
-                if step_wp.startswith("wp") else []),
+                if int8_rows else []),
               f"            {k.out.ctype}* yp = out0 + (b * {oc} + g * {mg}) * {ohw} + (size_t)q;"]
     if ohw % 2:
         lines += [f"            const int32_t npx = q + 1 < {ohw} ? 2 : 1;"]

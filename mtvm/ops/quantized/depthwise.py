@@ -273,12 +273,12 @@ def padded_plane_bytes(k, x, strides, pads, dilations) -> int:
     p4 = pads if len(x.shape) == 4 else [0, pads[0], 0, pads[1]]
     if not any(p4) and getattr(k, "inplace", None) is None:
         return 0
-    plane = rv32_plane(k, x, wd, p4[1], p4[3], strides, dilations)
+    plane = aligned_plane(k, x, wd, p4[1], p4[3], strides, dilations)
     return (h + p4[0] + p4[2]) * max(wd + p4[1] + p4[3], plane[1] if plane else 0) * \
         x.dtype.itemsize
 
 
-def rv32_plane(k, x, wd, pw, pe_w, strides, dilations) -> tuple[int, int] | None:
+def aligned_plane(k, x, wd, pw, pe_w, strides, dilations) -> tuple[int, int] | None:
     """RV32 (mtvm_depthwise_rv32.h) and Arm DSP cores: the bordered plane's (left border,
     row width) that put each copied row on a word (on RV32 also halfword) boundary, rows of
     a multiple of four (two) bytes copied a word (halfword) at a time (on Arm by
@@ -342,7 +342,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x)
     rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve and not rv32
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
-    plane = rv32_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None
+    plane = aligned_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None
     left = pw
     if plane and (rv32 or k.target.is_arm_dsp):   # the rows word (halfword) aligned: the
         # left border and rows rounded up

@@ -17,7 +17,8 @@ import numpy as np
 
 from ...codegen.cwriter import (Cast, Comment, Decl, ExprStmt, For, RawExpr, Type, Var, call,
                                 render_c)
-from ...ops.quantized.common import narrow_shifts, operands, per_channel
+from ...ops.quantized.common import (narrow_shifts, operands, per_channel, right_shift,
+                                      shift_table_m1)
 from ...ops.quantized.depthwise import fast_requant_bounded
 from .. import Knob, Schedule, register
 from .matmul_s8 import _I32
@@ -37,10 +38,7 @@ def _block(k) -> int:
 
 def _sh1_table(k) -> np.ndarray | None:
     """The int8 table of sh - 1 = -2 - shift for per-channel shifts (constants), or None."""
-    shift = k.plain(4) if len(k.ins) > 4 else None
-    if shift is None or shift.const is None or shift.size == 1:
-        return None
-    return (-2 - np.asarray(shift.const, np.int64).ravel()).astype(np.int8)
+    return shift_table_m1(k.plain(4) if len(k.ins) > 4 else None)
 
 
 @register
@@ -103,7 +101,7 @@ class QConvPointwise8Dsp(Schedule):
         b, p, o = Var("b"), Var("p"), Var("o")
         npx, sh = Var("np", _I32), Var("sh", _I32)
         groups = c // 8
-        mult_o, sh_o = per_channel(mult, "o"), per_channel(shift, "o")
+        mult_o = per_channel(mult, "o")
         sh1 = _sh1_table(k) is not None   # the table holds sh - 1 (weight_layout)
         # (written from sh: (uint32_t)(2 y_zp + 1) << (sh - 1), the same value from the
         # table, left gcc without the registers of the assembly in a 16 -> 96 layer)
@@ -127,7 +125,7 @@ class QConvPointwise8Dsp(Schedule):
                       for g in range(groups - 1)] + \
                 [call("mtvm_pw8_last_s8_dsp", xg(groups - 1), y, npx, wg(groups - 1),
                       sums(groups - 1), *requant)]
-        per_o = [Decl(sh, RawExpr(f"{sh_o} + 1" if sh1 else f"-1 - {sh_o}"))] + \
+        per_o = [Decl(sh, RawExpr(right_shift(shift, "o", sh1)))] + \
             [ExprStmt(e) for e in passes]
         per_p = [Decl(npx, RawExpr(f"{hw} - (int32_t)p < {blk} ? {hw} - (int32_t)p : {blk}"))] + \
             [ExprStmt(call("mtvm_pw8_pack_s8_dsp",

@@ -20,7 +20,7 @@ import numpy as np
 
 from ...ops.quantized.common import narrow_shifts
 from ...ops.quantized.conv import (emit_qconv, pack_conv_weights, qconv_scratch_bytes,
-                                   shifts_as_m1, widened_row)
+                                   shifts_as_m1, widened_bytes)
 from .. import Knob, Schedule, register
 
 
@@ -85,8 +85,8 @@ class QConvIm2colS8(QConvIm2colBase):
         if k is not None and (k.target.is_arm or k.target.is_riscv):
             values["compact_border"] = True
         if k is not None and k.target.is_arm_dsp and len(k.ins) > 1 and k.out is not None:
-            w = k.ins[1]   # (widened_bytes with an even channel count per group)
-            widened = w.shape[0] * widened_row(int(np.prod(w.shape[1:])))
+            w = k.ins[1]
+            widened = widened_bytes(1, w.shape[0], int(np.prod(w.shape[1:])))
             pixels = int(np.prod(k.out.shape[2:])) if len(k.out.shape) > 2 else 0
             values["widen_weights"] = widened <= WIDEN_MAX_BYTES and \
                 pixels >= WIDEN_MIN_PIXELS
