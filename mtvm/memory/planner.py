@@ -138,7 +138,74 @@ class GreedyPlanner(LinearPlanner):
                     best = cand
             if best[1] <= bound:
                 break
+        if best[1] > bound:
+            exact = self._branch_and_bound(bound, best[1])
+            if exact is not None:
+                best = exact
         return best
+
+    SEARCH_NODES = 100_000  # placements the exact search may try before it gives up ...
+    SEARCH_S = 1.0          # ... or seconds it may take
+    SEARCH_MAX_BUFFERS = 300  # one level of recursion a buffer
+
+    def _branch_and_bound(self, bound: int, above: int) -> tuple[list[int], int] | None:
+        """A placement with a smaller top than `above` (the bound itself if there is one
+        within SEARCH_NODES placements), or None. Complete: pushed down as far as it
+        goes, every buffer of an optimal placement sits at 0 or on the end of a buffer
+        whose lifetime overlaps; placed in the order of their offsets, that buffer is
+        already placed. So the search places, at each step, any unplaced buffer at 0 or
+        on the end of a placed neighbour, at or above the last offset used (ties in
+        index order: each placement is reached once), and cuts a branch whose top
+        reaches the best found. The heuristics miss the bound on a few models (a small
+        buffer in the one gap a large one needed); there the buffers are few."""
+        import time
+        size = [_align(s) for s, _, _ in self.buffers]
+        n = len(size)
+        if n > self.SEARCH_MAX_BUFFERS:
+            return None
+        deadline = time.perf_counter() + self.SEARCH_S
+        meets = [[j for j in range(n) if j != i and self.buffers[j][1] <= self.buffers[i][2]
+                  and self.buffers[i][1] <= self.buffers[j][2]] for i in range(n)]
+        at: list[int | None] = [None] * n
+        best: list = [None, above]
+        nodes = 0
+
+        def fits(i: int, o: int) -> bool:
+            return all(at[j] is None or at[j] >= o + size[i] or at[j] + size[j] <= o
+                       for j in meets[i])
+
+        def place(k: int, low: int, last: int, top: int) -> bool:
+            nonlocal nodes
+            if k == n:
+                best[0], best[1] = list(at), top
+                return top <= bound
+            nodes += 1
+            if nodes > self.SEARCH_NODES or (nodes % 256 == 0
+                                             and time.perf_counter() > deadline):
+                raise TimeoutError
+            moves = []
+            for i in range(n):
+                if at[i] is not None:
+                    continue
+                cands = {0} | {at[j] + size[j] for j in meets[i] if at[j] is not None}
+                for o in cands:
+                    if (o > low or (o == low and i > last)) and o + size[i] < best[1] \
+                            and fits(i, o):
+                        moves.append((o, -size[i], i))
+            for o, _, i in sorted(moves):
+                if o + size[i] >= best[1]:
+                    continue
+                at[i] = o
+                if place(k + 1, o, i, max(top, o + size[i])):
+                    return True
+                at[i] = None
+            return False
+
+        try:
+            place(0, 0, -1, 0)
+        except TimeoutError:
+            pass
+        return None if best[0] is None else (best[0], best[1])
 
     def offsets(self) -> list[int]:
         if getattr(self, "_best", None) is None:
