@@ -61,7 +61,10 @@ static inline int32_t mtvm_packv_lane(uint32_t w, int l)
 }
 #endif
 
-#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)
+/* Optimized builds only: at -O0 V is not a constant, all three statements are kept, and
+ * gcc 12's register allocator did not come back from the six-sum one (twelve operands
+ * with r7 the frame pointer); the C loop below is the debug build's. */
+#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__) && defined(__OPTIMIZE__)
 #define MTVM_MM_S8_DSP_THUMB2 1
 /* One group in Thumb-2: a's word widened into lanes (0, 2) and (1, 3) (EXT: "sxtb16" for
  * int8, "uxtb16" for uint8), one LDRD and two SMLADs per packed vector. */
