@@ -107,6 +107,23 @@ def test_exact_search_reaches_the_bound_the_heuristics_miss():
     assert p.arena_size() == p.lower_bound() == 3648
 
 
+def test_exact_search_prunes_by_the_bytes_still_needed():
+    # a transformer of bench/variants.py (seed 4, float): 29 buffers; the greedy orders
+    # give 58,016 B, and without the check that the unplaced buffers still fit above the
+    # last offset five million placements did not find the bound
+    bufs = [(9408, 0, 17), (9408, 1, 8), (9408, 2, 4), (9408, 4, 12), (9408, 5, 7),
+            (9408, 7, 11), (9408, 8, 10), (9408, 10, 14), (9408, 11, 12), (19208, 12, 13),
+            (19208, 13, 14), (9408, 14, 15), (9408, 15, 17), (9408, 17, 21), (9408, 18, 19),
+            (18816, 19, 20), (18816, 20, 21), (9408, 21, 22), (9408, 22, 23), (192, 23, 24),
+            (1280, 0, 0), (1536, 2, 2), (1536, 5, 5), (1536, 8, 8), (768, 12, 12),
+            (1568, 14, 14), (1536, 17, 17), (1536, 19, 19), (3072, 21, 21)]
+    p = GreedyPlanner()
+    for b in bufs:
+        p.add_buffer(*b)
+    check_plan(p, bufs)
+    assert p.arena_size() == p.lower_bound() == 57616
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 3000), st.integers(0, 8), st.integers(0, 4)),
                 min_size=2, max_size=9))

@@ -156,8 +156,10 @@ class GreedyPlanner(LinearPlanner):
         already placed. So the search places, at each step, any unplaced buffer at 0 or
         on the end of a placed neighbour, at or above the last offset used (ties in
         index order: each placement is reached once), and cuts a branch whose top
-        reaches the best found. The heuristics miss the bound on a few models (a small
-        buffer in the one gap a large one needed); there the buffers are few."""
+        reaches the best found, or where at some step the buffers still to place need
+        more bytes than are free between the last offset and the best top. The
+        heuristics miss the bound on a few models (a small buffer in the one gap a large
+        one needed); there the buffers are few."""
         import time
         size = [_align(s) for s, _, _ in self.buffers]
         n = len(size)
@@ -166,9 +168,27 @@ class GreedyPlanner(LinearPlanner):
         deadline = time.perf_counter() + self.SEARCH_S
         meets = [[j for j in range(n) if j != i and self.buffers[j][1] <= self.buffers[i][2]
                   and self.buffers[i][1] <= self.buffers[j][2]] for i in range(n)]
+        live_at = [[] for _ in range(max(b[2] for b in self.buffers) + 1)]
+        for i, (_, first, last) in enumerate(self.buffers):
+            for t in range(first, last + 1):
+                live_at[t].append(i)
+        need = [sum(size[i] for i in live) for live in live_at]   # of the unplaced
         at: list[int | None] = [None] * n
         best: list = [None, above]
         nodes = 0
+
+        def room(low: int) -> bool:
+            """Whether, at every step, the unplaced buffers fit in the bytes between low
+            and the best top that no placed buffer takes."""
+            top = best[1] - 1
+            for t, live in enumerate(live_at):
+                if need[t] == 0:
+                    continue
+                taken = sum(max(0, min(at[j] + size[j], top) - max(at[j], low))
+                            for j in live if at[j] is not None)
+                if need[t] > top - low - taken:
+                    return False
+            return True
 
         def fits(i: int, o: int) -> bool:
             return all(at[j] is None or at[j] >= o + size[i] or at[j] + size[j] <= o
@@ -196,8 +216,13 @@ class GreedyPlanner(LinearPlanner):
                 if o + size[i] >= best[1]:
                     continue
                 at[i] = o
-                if place(k + 1, o, i, max(top, o + size[i])):
+                first, last = self.buffers[i][1], self.buffers[i][2]
+                for t in range(first, last + 1):
+                    need[t] -= size[i]
+                if room(o) and place(k + 1, o, i, max(top, o + size[i])):
                     return True
+                for t in range(first, last + 1):
+                    need[t] += size[i]
                 at[i] = None
             return False
 
