@@ -185,7 +185,10 @@ class Graph:
 
 
 def _div8(v: float) -> int:
-    return max(8, int(v + 4) // 8 * 8)
+    """v rounded to a multiple of 8 as MobileNets' width multipliers do: to the nearest,
+    at least 8, and never more than 10 % below v."""
+    d = max(8, int(v + 4) // 8 * 8)
+    return d + 8 if d < 0.9 * v else d
 
 
 # -- the families ----------------------------------------------------------------------
