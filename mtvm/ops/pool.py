@@ -50,6 +50,7 @@ from .conv import (
     window_views,
 )
 from .indexing import prod
+from .reduce import SUM_LANES, sum_in_lanes
 
 CINT = Type("int32", const=True)
 
@@ -379,13 +380,19 @@ class GlobalPool(Op):
             T = Type(x.dtype)
             y_idx, acc = Var("y_idx", Type("int32", const=True)), Var("acc", T)
             w.line(render_c(Decl(y_idx, RawExpr(lin((n, chans), (c, 1))))))
-            w.line(render_c(Decl(Var("x_c", Type(x.dtype, pointer=True, const=True)),
-                                 Var(x.c) + RawExpr(lin(("y_idx", plane))))))
-            w.line(render_c(Decl(acc, Const(lowest(x.dtype) if self.is_max else 0, x.dtype))))
-            with w.loop("i", plane, "spatial position") as i:
-                xe = f"x_c[{lin((i, 1))}]"
-                w.line(max_step(xe, np.dtype(x.dtype).kind == "f") if self.is_max else
-                       render_c(Assign(acc, RawExpr(xe), "+=")))
+            if not self.is_max and ct in ("float", "double") and plane >= 2 * SUM_LANES:
+                # interleaved partial sums: one chain of dependent float adds bounds the
+                # speed (a 31x10 plane: 5.5 us of a 57 us model on an AVX-512 host)
+                w.line(render_c(sum_in_lanes(k, x, Var("y_idx") * plane, plane)))
+            else:
+                w.line(render_c(Decl(Var("x_c", Type(x.dtype, pointer=True, const=True)),
+                                     Var(x.c) + RawExpr(lin(("y_idx", plane))))))
+                w.line(render_c(Decl(acc, Const(lowest(x.dtype) if self.is_max else 0,
+                                                x.dtype))))
+                with w.loop("i", plane, "spatial position") as i:
+                    xe = f"x_c[{lin((i, 1))}]"
+                    w.line(max_step(xe, np.dtype(x.dtype).kind == "f") if self.is_max else
+                           render_c(Assign(acc, RawExpr(xe), "+=")))
             if not self.is_max and plane > 1:
                 w.line(render_c([Assign(acc, Const(1.0 / plane, x.dtype), "*="),
                                  Comment(f"1 / {plane} positions")]))
