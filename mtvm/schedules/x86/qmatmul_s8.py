@@ -1,0 +1,78 @@
+"""QMatMul on x86-64-v3 targets (AVX2 and FMA, no AVX-512): eight output channels a
+vector and four rows at a time, weights packed at compile time as int16 pairs
+(c_runtime/kernels/x86/mtvm_qmatmul_s8_avx2_x86.h).
+
+The generic kernel (mtvm_dot_8.h's four-row dot product) widens every weight again for
+every row and sums across lanes once per output; kwt_tiny_int8's projections ran at
+23 MACs/ns there. Only where the requantization has no tie (mtvm_requantize_nt: the
+kernel's vector form) and the weights are symmetric; two rows or more (one row is a GEMV:
+the dot product reads each weight once anyway). Target c (and the AVX-512 hosts) keep the
+generic kernel: its weights are the plain ones every branch of the portable C reads.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...codegen.cwriter import Cast, ExprStmt, Type, Var, call, render_c
+from ...ops.quantized.common import operands, ties_impossible
+from .. import Schedule, register
+
+ROWS = 4      # rows of x a pass (the kernel's four sums)
+LANES = 8     # output channels a vector
+
+
+def avx2_matmul_weights(w: np.ndarray) -> np.ndarray:
+    """[ceil(n / 8)][ceil(k / 2)][8] int32 of weights [n][k]: lane l of block b holds output
+    channel 8 b + l's taps 2 j (low int16) and 2 j + 1 (high), zeros past k and n."""
+    n, kk = w.shape
+    kp, nb = (kk + 1) // 2, (n + LANES - 1) // LANES
+    wide = np.zeros((nb * LANES, 2 * kp), np.int32)
+    wide[:n, :kk] = w
+    lo = wide[:, 0::2].astype(np.uint32) & 0xFFFF
+    hi = (wide[:, 1::2].astype(np.uint32) & 0xFFFF) << 16
+    words = (lo | hi).view(np.int32)                       # [nb * 8][kp]
+    return np.ascontiguousarray(words.reshape(nb, LANES, kp).transpose(0, 2, 1))
+
+
+@register
+class QMatMulAvx2(Schedule):
+    op = "QMatMul"
+    domain = "mtvm"
+    name = "qmatmul_s8.avx2_packed"
+    family = "x86"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        t = k.target
+        if not (t.is_x86 and t.has("avx2", "fma") and not t.has("avx512f")):
+            return False
+        x, w, bias, mult, shift, w_zp = operands(k)
+        if w_zp is not None or w.const is None or bias is None or bias.const is None or \
+                mult is None or shift is None or mult.const is None or shift.const is None:
+            return False
+        if np.dtype(w.dtype) != np.int8 or np.dtype(x.dtype) not in (np.int8, np.uint8) or \
+                np.dtype(k.out.dtype) not in (np.int8, np.uint8) or k.inplace is not None:
+            return False
+        if not ties_impossible(mult.const, shift.const):
+            return False
+        return x.size // x.shape[-1] >= 2
+
+    def weight_layout(self, k, /, **attrs):
+        return {1: avx2_matmul_weights(np.asarray(k.ins[1].const))}
+
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        return ROWS * 4 * ((k.ins[0].shape[-1] + 1) // 2)
+
+    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+        x, wp, bias, mult, shift, _ = operands(k)
+        w = k.plain(1)
+        kk, nn = x.shape[-1], w.shape[0]
+        m = x.size // kk
+        k.library("mtvm_qmatmul_s8_avx2_x86.h")
+        u8 = Type("uint8", pointer=True)
+        args = [Cast(Type("uint8", pointer=True, const=True), Var(x.c)),
+                int(np.dtype(x.dtype) == np.uint8), m, kk, nn, Var(wp.c), Var(bias.c),
+                Var(mult.c), int(mult.size > 1), Var(shift.c), int(shift.size > 1),
+                int(y_zp), int(act_min), int(act_max),
+                Cast(Type("int32", pointer=True), Var("scratch")), Cast(u8, Var(k.out.c))]
+        return render_c([ExprStmt(call("mtvm_qmatmul_avx2_x86", *args))])
