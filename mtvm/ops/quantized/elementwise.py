@@ -58,7 +58,7 @@ def row_layout(k) -> tuple[int, list[bool]] | None:
     return (inner, moves) if inner >= 4 else None
 
 
-def _binary_loop(k, body) -> str:
+def binary_loop(k, body) -> str:
     """The loop of a broadcasting binary op: body(ea, eb, out) -> C lines, with the C
     expressions of both inputs and of the output element. Over rows (row_layout) where
     it applies: no per-element index arithmetic (a division and a modulo per broadcast
@@ -123,7 +123,7 @@ class QAdd(IntOp):
 
     def emit(self, k, *, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min=-128, act_max=127):
         k.library("mtvm_requantize.h")
-        return _binary_loop(k, lambda ea, eb, y: [
+        return binary_loop(k, lambda ea, eb, y: [
             f"int64_t acc = (int64_t)((int32_t){ea}{minus(a_zp)}) * {a_mult} +",
             f"              (int64_t)((int32_t){eb}{minus(b_zp)}) * {b_mult};",
             f"int32_t v = (int32_t)mtvm_round_shift(acc, {shift}){plus(y_zp)};",
@@ -144,7 +144,7 @@ class QMul(IntOp):
 
     def emit(self, k, *, a_zp, b_zp, y_zp, y_mult, y_shift, act_min=-128, act_max=127):
         rq = requantize_helper(k)
-        return _binary_loop(k, lambda ea, eb, y: [
+        return binary_loop(k, lambda ea, eb, y: [
             f"int32_t acc = ((int32_t){ea}{minus(a_zp)}) * ((int32_t){eb}{minus(b_zp)});",
             f"acc = {rq}(acc, {y_mult}, {y_shift}){plus(y_zp)};",
             f"acc = acc < {act_min} ? {act_min} : (acc > {act_max} ? {act_max} : acc);",
