@@ -104,6 +104,40 @@ static MTVM_ALWAYS_INLINE void mtvm_qmatmul_avx2_x86(const uint8_t* x, int x_u, 
         }
     }
 }
+
+/* QBatchMatMul's right operand, computed at run time: b [kk][n] (b_u: uint8) minus its zero
+ * point zb packed as mtvm_qmatmul_avx2_x86's wp (int16 pairs: the differences lie within
+ * +-255), and bias[j] = -za sum_p (b[p][j] - zb), so that the kernel's sums are
+ * sum_p (a[i][p] - za)(b[p][j] - zb). */
+static MTVM_ALWAYS_INLINE void mtvm_qmm_pack_b_avx2_x86(const uint8_t* b, int b_u, int32_t kk,
+                                                       int32_t n, int32_t za, int32_t zb,
+                                                       int32_t* wp, int32_t* bias)
+{
+    const int32_t kp = (kk + 1) / 2;
+    for (int32_t j0 = 0; j0 < n; j0 += 8) {
+        for (int32_t q = 0; q < kp; ++q, wp += 8) {
+            for (int32_t l = 0; l < 8; ++l) {
+                const int32_t j = j0 + l;
+                int32_t lo = 0, hi = 0;
+                if (j < n) {
+                    lo = mtvm_byte_at(b, 2 * q * n + j, b_u) - zb;
+                    if (2 * q + 1 < kk) {
+                        hi = mtvm_byte_at(b, (2 * q + 1) * n + j, b_u) - zb;
+                    }
+                }
+                wp[l] = (int32_t)((uint32_t)(uint16_t)(int16_t)lo |
+                                  ((uint32_t)(uint16_t)(int16_t)hi << 16));
+            }
+        }
+    }
+    for (int32_t j = 0; j < n; ++j) {
+        int32_t s = 0;
+        for (int32_t p = 0; p < kk; ++p) {
+            s += mtvm_byte_at(b, p * n + j, b_u) - zb;
+        }
+        bias[j] = -za * s;
+    }
+}
 #endif
 
 #endif  /* MTVM_QMATMUL_S8_AVX2_X86_H_ */
