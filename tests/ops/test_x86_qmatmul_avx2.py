@@ -9,7 +9,6 @@ broadcast; one case of each under the sanitizers."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

@@ -37,6 +37,14 @@ def avx2_matmul_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(words.reshape(nb, LANES, kp).transpose(0, 2, 1))
 
 
+def _x86_v3(t) -> bool:
+    return t.is_x86 and t.has("avx2", "fma") and not t.has("avx512f")
+
+
+def _byte(buf) -> bool:
+    return np.dtype(buf.dtype) in (np.int8, np.uint8)
+
+
 @register
 class QMatMulAvx2(Schedule):
     op = "QMatMul"
@@ -46,15 +54,14 @@ class QMatMulAvx2(Schedule):
     priority = 10
 
     def applies(self, k, /, **attrs) -> bool:
-        t = k.target
-        if not (t.is_x86 and t.has("avx2", "fma") and not t.has("avx512f")):
+        if not _x86_v3(k.target):
             return False
         x, w, bias, mult, shift, w_zp = operands(k)
         if w_zp is not None or w.const is None or bias is None or bias.const is None or \
                 mult is None or shift is None or mult.const is None or shift.const is None:
             return False
-        if np.dtype(w.dtype) != np.int8 or np.dtype(x.dtype) not in (np.int8, np.uint8) or \
-                np.dtype(k.out.dtype) not in (np.int8, np.uint8) or k.inplace is not None:
+        if np.dtype(w.dtype) != np.int8 or not (_byte(x) and _byte(k.out)) or \
+                k.inplace is not None:
             return False
         if not ties_impossible(mult.const, shift.const):
             return False
@@ -79,14 +86,6 @@ class QMatMulAvx2(Schedule):
                 int(y_zp), int(act_min), int(act_max),
                 Cast(Type("int32", pointer=True), Var("scratch")), Cast(u8, Var(k.out.c))]
         return render_c([ExprStmt(call("mtvm_qmatmul_avx2_x86", *args))])
-
-
-def _x86_v3(t) -> bool:
-    return t.is_x86 and t.has("avx2", "fma") and not t.has("avx512f")
-
-
-def _byte(buf) -> bool:
-    return np.dtype(buf.dtype) in (np.int8, np.uint8)
 
 
 @register
