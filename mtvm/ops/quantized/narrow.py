@@ -4,6 +4,8 @@ every pair of input values the reference's output, checked over all of them (at 
 and the generic QAdd schedule (mtvm/schedules/generic/qadd_s8.py)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -51,9 +53,20 @@ def narrow_qadd(k, a_zp, b_zp, y_zp, a_mult, b_mult, shift, act_min, act_max
     when none is found. The op's 31-bit multipliers need a 64-bit accumulator, but 8-bit
     inputs rarely need that precision: scaled down by 2^(shift - n) and nudged by one,
     the constants usually give the same 65,536 outputs, checked here pair by pair (fit_c).
-    Exact halves (ratios of 1/2: the reference's ties to even) have no such form."""
-    from .common import round_shift
+    Exact halves (ratios of 1/2: the reference's ties to even) have no such form.
+    Memoized on the operands' values and the attributes: a schedule's applies() and its
+    emit() both ask, and the search tries up to 27 constant sets on 65,536 pairs."""
     va, vb = value_range(k.ins[0]), value_range(k.ins[1])
+    return _narrow_qadd(va.tobytes(), vb.tobytes(), int(a_zp), int(b_zp), int(y_zp),
+                        int(a_mult), int(b_mult), int(shift), int(act_min), int(act_max))
+
+
+@functools.lru_cache(maxsize=256)
+def _narrow_qadd(va_bytes: bytes, vb_bytes: bytes, a_zp: int, b_zp: int, y_zp: int,
+                 a_mult: int, b_mult: int, shift: int, act_min: int, act_max: int
+                 ) -> tuple[int, int, int, int] | None:
+    from .common import round_shift
+    va, vb = np.frombuffer(va_bytes, np.int64), np.frombuffer(vb_bytes, np.int64)
     t_ref = ((va[:, None] - int(a_zp)) * int(a_mult) + (vb[None, :] - int(b_zp)) * int(b_mult))
     pre = round_shift(t_ref, int(shift)) + int(y_zp)
     out = np.clip(pre, act_min, act_max).ravel()
