@@ -25,8 +25,8 @@ DSP_SCHEDULES = {"qmatmul_s8.dsp_packed", "qbatchmatmul_s8.dsp_packed", "qadd_s8
 def attention_int8_model(tmp_dir: str, uint8: bool = False) -> str:
     """x [1, 11, 18] -> Linear 18x22 (+bias) -> q; q q^T -> Softmax -> times q -> + q
     -> * q -> * 0.75 -> Linear 22x7 + 0.5: QMatMul (11 rows, depth 18, 22 and 7 columns),
-    QBatchMatMul (depth 22 and 11; 11 and 22 columns), both with a partial last packed
-    block, QSoftmax, QAdd (a bias row, same shapes), QMul (same shapes), the Add and Mul
+    QBatchMatMul (depth 22 and 11; 11 and 22 columns), both with a last packed block
+    that overlaps the one before (rows or columns not a multiple of the block), QSoftmax, QAdd (a bias row, same shapes), QMul (same shapes), the Add and Mul
     of a scalar (tables: QLut); quantized by
     onnxruntime (QDQ, int8; with `uint8`, uint8 activations and weights: asymmetric weights,
     whose zero points QMatMul subtracts with the rows' sums), its outputs beside it."""
@@ -94,6 +94,8 @@ def test_the_dsp_schedules_are_chosen_on_dsp_cores_only(attention_model, target)
     if tg.is_arm and tg.has("dsp") and not tg.has("mve"):
         assert chosen == DSP_SCHEDULES
         assert "mtvm_packv_s8_dsp" in src and "mtvm_qadd_s8_dsp" in src
+        # 11 rows, 11 and 22 columns: the last block overlaps, one copy of its code each
+        assert src.count("overlapping the one before") == 2 and "j0 = j < 16 ? j : 16" in src
         # the scalar Add and Mul: tables (passes.quantize.scalar_operand_lut), no QAdd/QMul
         assert [lk.kernel.node.op for lk in lib.kernels].count("QLut") == 2
     else:

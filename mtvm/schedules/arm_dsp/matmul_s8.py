@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, Raw,
-                                RawExpr, Type, Var, call, render_c)
+                                RawExpr, Type, Var, call, lt, render_c, select)
 from ...ops.quantized.common import (INT8_EXT, clamp_store_lines, operands, per_channel,
                                      store_lines)
 from .. import Schedule, register
@@ -169,6 +169,16 @@ class QMatMulDsp(Schedule):
         if isinstance(rq, str):
             body.append(Comment(f"{rq}: (mult, rnd, sh) per channel, the exact requantization "
                                 "as (high word of acc * mult + rnd) >> sh"))
+        if m % v and m > v:
+            # the last block overlaps the one before (rows m - v .. m - 1, some computed
+            # twice, the same values stored again): as many dot products as a zero-padded
+            # partial block, and one copy of the block's code instead of two
+            i0 = Var("i0")
+            body.append(Comment(f"the last block is rows {m - v} .. {m - 1}, overlapping the "
+                                "one before: one copy of the code"))
+            body.append(For(i, m, [Decl(i0, select(lt(i, m - v), i, m - v))] +
+                            block(i0, "i0", v), step=v))
+            return render_c(body)
         body.append(For(i, mv, block(i, "i", v), step=v))
         if m % v:
             body += block(mv, str(mv), m % v)
@@ -236,9 +246,15 @@ class QBatchMatMulDsp(Schedule):
         accs = [Var(f"acc{r}", _I32) for r in range(v)]
         nv_ = n - n % v
 
-        def pack(j0, nv):
+        # with n % v columns left and more than v in all, the last block is the columns
+        # n - v .. n - 1, overlapping the one before (packed into its own slot, some sums
+        # computed twice and stored again): one copy of the block's code, not two
+        overlap = n % v != 0 and n > v
+        j0 = Var("j0")
+
+        def pack(j0, nv, slot=None):
             return ExprStmt(call(f"mtvm_packv_{_ext(b)}_dsp", pb + j0, 1, n, nv, v, kk,
-                                 pk + j0 * wq))
+                                 pk + (j0 if slot is None else slot) * wq))
 
         def const(col):
             """sum (a - za)(b - zb) = sum a b - zb sum a - za sum b + K za zb: the terms
@@ -249,27 +265,35 @@ class QBatchMatMulDsp(Schedule):
                     e = e - zp * term if zp > 0 else e + (-zp) * term
             return e
 
-        def block(j0, col: str, nv: int) -> list:
+        def block(j0, col: str, nv: int, slot=None) -> list:
             s = [Decl(accs[r], const(j0 + r)) for r in range(v)]
-            s.append(ExprStmt(call(f"mtvm_dot{v}p_{_ext(a)}_dsp", ar, pk + j0 * wq, kk, *accs)))
+            s.append(ExprStmt(call(f"mtvm_dot{v}p_{_ext(a)}_dsp", ar,
+                                   pk + (j0 if slot is None else slot) * wq, kk, *accs)))
             return s + _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
                                lambda r: f"{col} + {r}",
                                lambda r: f"{k.out.c}[(t * {m} + i) * {n} + {col} + {r}]",
                                rq=_batch_requant_form(mult, shift, y_zp))
 
-        per_t = [Decl(pa, Var(a.c) + RawExpr(offset(a))), Decl(pb, Var(b.c) + RawExpr(offset(b))),
-                 For(j, nv_, [pack(j, v)], step=v)]
-        if n % v:
-            per_t.append(pack(nv_, n % v))
+        first = Decl(j0, select(lt(j, n - v), j, n - v))
+        per_t = [Decl(pa, Var(a.c) + RawExpr(offset(a))), Decl(pb, Var(b.c) + RawExpr(offset(b)))]
+        if overlap:
+            per_t.append(For(j, n, [first, pack(j0, v, slot=j)], step=v))
+        else:
+            per_t.append(For(j, nv_, [pack(j, v)], step=v))
+            if n % v:
+                per_t.append(pack(nv_, n % v))
         if a_zp:
             per_t.append(For(j, n, [Decl(s_, 0), For(p, kk, [Assign(s_, pb[p * n + j], "+=")]),
                                     Assign(bsum[j], s_)]))
         row = [Decl(ar, pa + i * kk)]
         if b_zp:
             row.append(Decl(asum, call(f"mtvm_sum_{_ext(a)}_dsp", ar, kk)))
-        row.append(For(j, nv_, block(j, "j", v), step=v))
-        if n % v:
-            row += block(nv_, str(nv_), n % v)
+        if overlap:
+            row.append(For(j, n, [first] + block(j0, "j0", v, slot=j), step=v))
+        else:
+            row.append(For(j, nv_, block(j, "j", v), step=v))
+            if n % v:
+                row += block(nv_, str(nv_), n % v)
         per_t.append(For(i, m, row))
         body = [Comment(f"per batch entry, b's columns packed into int16 pairs, {v} a block "
                         f"({nblk} blocks of {_words(v, kk)} words), each row of a read in "
