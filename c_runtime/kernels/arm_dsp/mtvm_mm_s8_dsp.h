@@ -28,6 +28,18 @@ static MTVM_ALWAYS_INLINE void mtvm_packv_8_dsp(const uint8_t* src, int is_unsig
                                                 int32_t n, uint32_t* dst)
 {
     int32_t g = 0;
+#if defined(__ARM_FEATURE_DSP)
+    if (nv == V && es == 1) {   /* contiguous: a word and its two extends per group */
+        for (; g + 4 <= n; g += 4, dst += 2 * V) {
+            for (int32_t r = 0; r < V; ++r) {
+                uint32_t w;
+                memcpy(&w, src + r * vs + g, 4);   /* one LDR (unaligned allowed) */
+                dst[2 * r] = (uint32_t)mtvm_widen_02(w, is_unsigned);
+                dst[2 * r + 1] = (uint32_t)mtvm_widen_13(w, is_unsigned);
+            }
+        }
+    }
+#endif
     if (nv == V) {   /* full groups of full vectors */
         for (; g + 4 <= n; g += 4, dst += 2 * V) {
             for (int32_t r = 0; r < V; ++r) {

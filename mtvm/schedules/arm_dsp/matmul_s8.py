@@ -156,9 +156,12 @@ class QMatMulDsp(Schedule):
             if w_zp is not None:
                 wz = RawExpr(per_channel(w_zp, "o"))
                 inner += [Assign(accs[r], wz * asums[r], "-=") for r in range(nv)]
+            # the v stores through one pointer at constant offsets: v pointers of their
+            # own do not stay in registers beside the v sums and the dot's operands
+            yo = Var("yo", Type(k.out.dtype, pointer=True))
+            inner += [Decl(yo, Var(k.out.c) + RawExpr(f"{row} * {nn} + o"))]
             inner += _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
-                             lambda r: "o", lambda r: f"{k.out.c}[({row} + {r}) * {nn} + o]",
-                             rq)
+                             lambda r: "o", lambda r: f"yo[{r * nn}]", rq)
             return s + [For(o, nn, inner)]
 
         mv = m - m % v
