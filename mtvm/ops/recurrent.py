@@ -462,7 +462,7 @@ class _Recurrent(Op):
 
     def emit(self, k, *, hidden_size, direction="forward", layout=0, activations=None,
              activation_alpha=None, activation_beta=None, clip=None, linear_before_reset=0,
-             input_forget=0, output_sequence=0, gemv=None, project=None):
+             input_forget=0, output_sequence=0, gemv=None, project=None, gemv_init=None):
         """gemv: None, the dot products as plain loops over W and R as the model
         gives them ([dirs][gates * H][I or H]); or the name of a C function
         gemv(taps, x, b, ldb, n, out) (out[q] = sum_t x[t] b[t * ldb + q], q < n)
@@ -473,7 +473,13 @@ class _Recurrent(Op):
         project: None, or (f, steps) with gemv: the input projection W x of `steps` time
         steps at a time as one matrix product, f the float GEMM micro-kernel of `steps`
         rows (mtvm.ops.microkernels.gemm_ukernel), each step then copying its row. Only
-        R h stays a GEMV per step (batch 1 without sequence_lens; else per step)."""
+        R h stays a GEMV per step (batch 1 without sequence_lens; else per step).
+
+        gemv_init: with gemv and without project, for RNN and LSTM, a C function
+        gemv_init(taps, x, b, ldb, n, init, out) (out[q] = init[q] + the same sum; init
+        may be out): the gates as W x started from the bias, then R h added in place --
+        no pass of their own over the gate rows. The bias input then holds Wb + Rb
+        ([dirs][gates * H], summed by the schedule: summed_bias) instead of the two."""
         x, w, r = k.ins[:3]
         bias, seqlens, h0, c0, peep = (k.ins + [None] * 8)[3:8]
         op, H, GH = self.name, hidden_size, self.gates * hidden_size
@@ -488,6 +494,7 @@ class _Recurrent(Op):
         k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout,
                                              gemv=gemv, project=project)
         steps = self.projected_steps(k, gemv, project, layout)
+        assert not gemv_init or (gemv and not steps and op != "GRU"), "gemv_init: RNN, LSTM"
         X, W, R = param(x), param(w), param(r)
         bias_v = param(bias) if bias is not None else None
         d, s_, b_, j, g, q = (Var(n) for n in ("d", "s", "b", "j", "g", "q"))
@@ -533,7 +540,7 @@ class _Recurrent(Op):
         lines += [Comment("gates of one step"), Decl(gt, hs + ns * (2 if lstm else 1))]
         if op == "GRU" and not (gemv and linear_before_reset):
             lines += [Comment("r * h, or R_h h + Rb_h"), Decl(rh, gt + GH)]
-        if gemv:
+        if gemv and not gemv_init:
             lines += [Comment("R h of one step"), Decl(gr, gt + (GH + H))]
         xw, xp = Var("xw", TP), Var("xp", TP)
         if steps:
@@ -564,12 +571,21 @@ class _Recurrent(Op):
             # gt = W x (every gate row), gr = R h (GRU without linear_before_reset:
             # z and r only; its h gate multiplies R_h by r * h below).
             nr = 2 * H if op == "GRU" and not linear_before_reset else GH
-            gsum = gr[g] + wb(g) + rb(g) if bias is not None else gr[g]
-            wx = (call("memcpy", gt, xw + (s_ - Var("s0")) * GH, GH * np.dtype(dt).itemsize)
-                  if steps else call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt))
-            step += [ExprStmt(wx),
-                     ExprStmt(call(gemv, H, h, R + d * (H * GH), GH, nr, gr)),
-                     For(g, full, [Assign(gt[g], gsum, "+=")])]
+            if gemv_init:
+                # gt = (Wb + Rb) + W x, then gt += R h in place: no pass over the gate rows
+                wx = call(gemv_init, I, X + xa, W + d * (I * GH), GH, GH, bias_v + d * GH,
+                          gt) if bias is not None else \
+                    call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt)
+                step += [ExprStmt(wx), ExprStmt(call(gemv_init, H, h, R + d * (H * GH), GH,
+                                                     GH, gt, gt))]
+            else:
+                gsum = gr[g] + wb(g) + rb(g) if bias is not None else gr[g]
+                wx = (call("memcpy", gt, xw + (s_ - Var("s0")) * GH,
+                           GH * np.dtype(dt).itemsize)
+                      if steps else call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt))
+                step += [ExprStmt(wx),
+                         ExprStmt(call(gemv, H, h, R + d * (H * GH), GH, nr, gr)),
+                         For(g, full, [Assign(gt[g], gsum, "+=")])]
         else:
             step.append(For(g, full, [Decl(acc, wb(g) + rb(g)), dot(W, I, g, X[xa + q]),
                                       dot(R, H, g, h[q]), Assign(gt[g], acc)]))

@@ -180,6 +180,49 @@ def test_tanh_and_sigmoid_are_within_their_stated_error(target):
     assert np.all(np.abs(got[:, 0]) <= 1) and np.all((got[:, 1] >= 0) & (got[:, 1] <= 1))
 
 
+SATURATION_TEST = r"""
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "mtvm_activation_f32.h"
+/* every float of [lo, hi] (and its negation): the extremes of f */
+static void sweep(float lo, float hi, int sig, float* mx, float* mn)
+{
+    uint32_t u, end;
+    memcpy(&u, &lo, 4);
+    memcpy(&end, &hi, 4);
+    for (; u <= end; ++u) {
+        float x;
+        memcpy(&x, &u, 4);
+        const float a = sig ? mtvm_sigmoid_f32(x) : mtvm_tanh_f32(x);
+        const float b = sig ? mtvm_sigmoid_f32(-x) : mtvm_tanh_f32(-x);
+        *mx = a > *mx ? a : *mx;
+        *mn = b < *mn ? b : *mn;
+    }
+}
+int main(void)
+{
+    float tmax = 0.0f, tmin = 0.0f, smax = 0.5f, smin = 0.5f;
+    sweep(6.0f, 8.5f, 0, &tmax, &tmin);
+    sweep(12.0f, 17.0f, 1, &smax, &smin);
+    printf("%.9g %.9g %.9g %.9g\n", (double)tmax, (double)tmin, (double)smax, (double)smin);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tanh_and_sigmoid_stay_in_their_range_where_they_saturate(target):
+    """Neither function clamps its result: the input bounds (tanh at +-8, sigmoid at
+    +-16) keep it in [-1, 1] and [0, 1]. Every float where the rational function comes
+    within rounding of the bound (tanh above 6: 1 - tanh(6) = 12 ulps of 1) is
+    evaluated, with the two multiply-adds (host) and fused (-march=native, the M4F's
+    VFMA); the M3 has no FPU and the software float of the first form."""
+    lines = _run(SATURATION_TEST, "act_range", target, ["mtvm_activation_f32.h"])
+    tmax, tmin, smax, smin = (float(v) for v in lines.split())
+    assert tmax <= 1.0 and tmin >= -1.0 and smax <= 1.0 and smin >= 0.0
+    assert tmax > 0.9999997 and smin < 2e-7   # saturated, not cut short
+
 EXP_TEST = r"""
 #define MTVM_EXP_F32_PORTABLE   /* the polynomial on a glibc host too */
 #include <math.h>

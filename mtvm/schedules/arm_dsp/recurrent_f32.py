@@ -3,12 +3,36 @@ extension (M4F, M7, M33; not Helium cores): the generic GEMV schedules
 (mtvm/schedules/generic/recurrent_f32.py) with the sixteen-column VFP block
 (c_runtime/kernels/arm_dsp/mtvm_gemv_f32_vfp16.h) for W x and R h: 22 instructions per 16
 MACs instead of 13 per 8, the same fused multiply-adds in the same order (the same bits).
+
+RNN and LSTM go one step further: W x starts from the bias (Wb + Rb, summed at compile
+time) and R h is added to it in place, so the gate rows need no pass of their own (about
+eight instructions a row and step: a tenth of a 16-unit LSTM's time). The sums are then
+taken in another order than onnxruntime's, within float rounding. GRU keeps the pass (its
+h gate needs R_h h apart).
 """
 from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
 
 from ...ops import get_op
 from .. import register
 from ..generic.recurrent_f32 import GruGemvF32, LstmGemvF32, RnnGemvF32, _transposed
+
+
+def summed_bias(k):
+    """Replace the bias input [dirs][2 * gates * H] (Wb, then Rb) by Wb + Rb
+    [dirs][gates * H], a new constant of the graph; False where there is no constant one."""
+    buf = k.ins[3] if len(k.ins) > 3 else None
+    if buf is None or buf.const is None:
+        return buf is None
+    b = np.asarray(buf.const, np.float32)
+    gh = b.shape[-1] // 2
+    value = np.ascontiguousarray(b[..., :gh] + b[..., gh:])
+    name = k.graph.add_const(f"{buf.name}_summed", value)
+    k.ins[3] = replace(buf, name=name, shape=value.shape, const=value)
+    return True
 
 
 class _Vfp16:
@@ -26,7 +50,10 @@ class _Vfp16:
         k.library("mtvm_gemv_f32_vfp16.h")
         _transposed(k, 1)
         _transposed(k, 2)
-        return get_op(self.op).emit(k, gemv="mtvm_f32_gemv16_vfp", **attrs)
+        extra = {}
+        if self.op != "GRU" and summed_bias(k):
+            extra["gemv_init"] = "mtvm_f32_gemv16_init_vfp"
+        return get_op(self.op).emit(k, gemv="mtvm_f32_gemv16_vfp", **extra, **attrs)
 
 
 @register
