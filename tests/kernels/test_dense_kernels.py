@@ -213,15 +213,16 @@ int main(void)
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_tanh_and_sigmoid_stay_in_their_range_where_they_saturate(target):
-    """Neither function clamps its result: the input bounds (tanh at +-8, sigmoid at
-    +-16) keep it in [-1, 1] and [0, 1]. Every float where the rational function comes
-    within rounding of the bound (tanh above 6: 1 - tanh(6) = 12 ulps of 1) is
+    """Neither function clamps the rational function's value: on [-8, 8] ([-16, 16] for
+    the sigmoid) it stays in [-1, 1] ([0, 1]) by itself, and beyond the result is the bound
+    exactly. Every float where the rational function comes within rounding of the bound
+    (tanh above 6: 1 - tanh(6) = 12 ulps of 1) and a little past the switch is
     evaluated, with the two multiply-adds (host) and fused (-march=native, the M4F's
     VFMA); the M3 has no FPU and the software float of the first form."""
     lines = _run(SATURATION_TEST, "act_range", target, ["mtvm_activation_f32.h"])
     tmax, tmin, smax, smin = (float(v) for v in lines.split())
     assert tmax <= 1.0 and tmin >= -1.0 and smax <= 1.0 and smin >= 0.0
-    assert tmax > 0.9999997 and smin < 2e-7   # saturated, not cut short
+    assert tmax == 1.0 and tmin == -1.0 and smax == 1.0 and smin == 0.0   # saturated
 
 EXP_TEST = r"""
 #define MTVM_EXP_F32_PORTABLE   /* the polynomial on a glibc host too */
