@@ -14,6 +14,20 @@
 #define MTVM_ACT_MADD(p, x, c) ((p) * (x) + (c))
 #endif
 
+/* x P(x^2) / Q(x^2) for P = p4 y^4 + ... + p0, Q = q4 y^4 + ... + q0 by Horner (the
+ * coefficients arguments, not a table: inlined, they stay the instructions' literals). */
+static inline float mtvm_act_rational(float x, float p4, float p3, float p2, float p1,
+                                      float p0, float q4, float q3, float q2, float q1,
+                                      float q0)
+{
+    const float x2 = x * x;
+    const float p = MTVM_ACT_MADD(MTVM_ACT_MADD(MTVM_ACT_MADD(MTVM_ACT_MADD(p4, x2, p3), x2,
+                                                              p2), x2, p1), x2, p0);
+    const float q = MTVM_ACT_MADD(MTVM_ACT_MADD(MTVM_ACT_MADD(MTVM_ACT_MADD(q4, x2, q3), x2,
+                                                              q2), x2, q1), x2, q0);
+    return x * p / q;
+}
+
 /* tanh(x) as the rational function x P(x^2) / Q(x^2) (degrees 9 and 8), fitted by
  * mtvm (weighted least squares, Loeb iteration) on [0, 9]: relative error below
  * 4e-7 in float arithmetic everywhere, against the about 150 instructions of a
@@ -28,18 +42,9 @@
  * overflows P and Q, which the select discards; NaN propagates. */
 static inline float mtvm_tanh_f32(float x)
 {
-    const float x2 = x * x;
-    float p = 1.37056677e-08f;
-    p = MTVM_ACT_MADD(p, x2, 2.08651527e-05f);
-    p = MTVM_ACT_MADD(p, x2, 3.51127703e-03f);
-    p = MTVM_ACT_MADD(p, x2, 1.33942828e-01f);
-    p = MTVM_ACT_MADD(p, x2, 1.0f);
-    float q = 7.92102014e-07f;
-    q = MTVM_ACT_MADD(q, x2, 3.31120042e-04f);
-    q = MTVM_ACT_MADD(q, x2, 2.59368103e-02f);
-    q = MTVM_ACT_MADD(q, x2, 4.67276037e-01f);
-    q = MTVM_ACT_MADD(q, x2, 1.0f);
-    const float t = x * p / q;
+    const float t = mtvm_act_rational(x, 1.37056677e-08f, 2.08651527e-05f, 3.51127703e-03f,
+                                      1.33942828e-01f, 1.0f, 7.92102014e-07f,
+                                      3.31120042e-04f, 2.59368103e-02f, 4.67276037e-01f, 1.0f);
     /* a NaN x fails both comparisons: NaN out */
     return x > 8.0f ? 1.0f : (x < -8.0f ? -1.0f : t);
 }
@@ -51,18 +56,10 @@ static inline float mtvm_tanh_f32(float x)
  * multiplies fewer. Absolute error below 2e-7. */
 static inline float mtvm_sigmoid_f32(float x)
 {
-    const float x2 = x * x;
-    float p = 1.3384441e-11f;
-    p = MTVM_ACT_MADD(p, x2, 8.15045e-08f);
-    p = MTVM_ACT_MADD(p, x2, 5.4863704e-05f);
-    p = MTVM_ACT_MADD(p, x2, 8.371427e-03f);
-    p = MTVM_ACT_MADD(p, x2, 0.25f);
-    float q = 3.0941485e-09f;
-    q = MTVM_ACT_MADD(q, x2, 5.1737507e-06f);
-    q = MTVM_ACT_MADD(q, x2, 1.6210506e-03f);
-    q = MTVM_ACT_MADD(q, x2, 1.1681901e-01f);
-    q = MTVM_ACT_MADD(q, x2, 1.0f);
-    const float s = 0.5f + x * p / q;
+    const float s = 0.5f + mtvm_act_rational(x, 1.3384441e-11f, 8.15045e-08f, 5.4863704e-05f,
+                                             8.371427e-03f, 0.25f, 3.0941485e-09f,
+                                             5.1737507e-06f, 1.6210506e-03f, 1.1681901e-01f,
+                                             1.0f);
     return x > 16.0f ? 1.0f : (x < -16.0f ? 0.0f : s);
 }
 
