@@ -116,12 +116,11 @@ class _Scalar:
             return self.libm("tanh", x)
         # mtvm_tanh_f32: x P(x^2) / Q(x^2), which stays in [-1, 1] on [-8, 8] (every float
         # checked: mtvm_activation_f32.h), and +-1 exactly beyond; NaN stays NaN
-        c = x
-        x2 = self.let(out, "tx", c * c)
+        x2 = self.let(out, "tx", x * x)
         p, q = self.c(_TANH_P[0]), self.c(_TANH_Q[0])
         for a, b in zip(_TANH_P[1:], _TANH_Q[1:]):
             p, q = p * x2 + self.c(a), q * x2 + self.c(b)
-        t = self.let(out, "tr", c * p / q)
+        t = self.let(out, "tr", x * p / q)
         one = self.c(1)
         return select(ne(x, x), x, select(gt(x, self.c(8)), one,
                                           select(lt(x, self.c(-8)), -one, t)))

@@ -23,7 +23,8 @@ from ..generic.recurrent_f32 import GruGemvF32, LstmGemvF32, RnnGemvF32, _transp
 
 def summed_bias(k):
     """Replace the bias input [dirs][2 * gates * H] (Wb, then Rb) by Wb + Rb
-    [dirs][gates * H], a new constant of the graph; False where there is no constant one."""
+    [dirs][gates * H], a new constant of the graph. True where the gates can start from it
+    (summed, or no bias at all), False for a bias given at run time."""
     buf = k.ins[3] if len(k.ins) > 3 else None
     if buf is None or buf.const is None:
         return buf is None
