@@ -144,27 +144,26 @@ class QMatMulDsp(Schedule):
         xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
         rq = requant_form(k, y_zp)
 
-        def block(i0, row: str, nv: int) -> list:
-            """Rows i0 .. i0 + nv - 1 (row: C text of i0)."""
-            s = [ExprStmt(call(f"mtvm_packv_{_ext(x)}_dsp", xv + i0 * kk, kk, 1, nv, v, kk, pk))]
+        def block(i0, row: str) -> list:
+            """Rows i0 .. i0 + v - 1 (row: C text of i0)."""
+            s = [ExprStmt(call(f"mtvm_packv_{_ext(x)}_dsp", xv + i0 * kk, kk, 1, v, v, kk, pk))]
             if w_zp is not None:
                 s += [Decl(asums[r], call(f"mtvm_sum_{_ext(x)}_dsp", xv + (i0 + r) * kk, kk))
-                      for r in range(nv)]
+                      for r in range(v)]
             inner = [Decl(a, Var(bias.c)[o]) for a in accs]
             inner.append(ExprStmt(call(f"mtvm_dot{v}p_{_ext(w)}_dsp", Var(w.c) + o * kk, pk,
                                        kk, *accs)))
             if w_zp is not None:
                 wz = RawExpr(per_channel(w_zp, "o"))
-                inner += [Assign(accs[r], wz * asums[r], "-=") for r in range(nv)]
+                inner += [Assign(accs[r], wz * asums[r], "-=") for r in range(v)]
             # the v stores through one pointer at constant offsets: v pointers of their
             # own do not stay in registers beside the v sums and the dot's operands
             yo = Var("yo", Type(k.out.dtype, pointer=True))
             inner += [Decl(yo, Var(k.out.c) + RawExpr(f"{row} * {nn} + o"))]
-            inner += _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
+            inner += _stores(k, accs, v, mult, shift, y_zp, act_min, act_max,
                              lambda r: "o", lambda r: f"yo[{r * nn}]", rq)
             return s + [For(o, nn, inner)]
 
-        mv = m - m % v
         body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                         f"{bias.c}: int32 bias; {v} rows of the input packed into int16 pairs "
                         f"(scratch), each weight row read once per {v} rows"),
@@ -172,19 +171,20 @@ class QMatMulDsp(Schedule):
         if isinstance(rq, str):
             body.append(Comment(f"{rq}: (mult, rnd, sh) per channel, the exact requantization "
                                 "as (high word of acc * mult + rnd) >> sh"))
-        if m % v and m > v:
+        # v <= m: applies() asks for 4 rows or more, and `vectors` never takes more
+        # vectors than rows (one block of 4 costs less than one of 5 or 6)
+        assert v <= m, (v, m)
+        if m % v:
             # the last block overlaps the one before (rows m - v .. m - 1, some computed
             # twice, the same values stored again): as many dot products as a zero-padded
             # partial block, and one copy of the block's code instead of two
             i0 = Var("i0")
             body.append(Comment(f"the last block is rows {m - v} .. {m - 1}, overlapping the "
                                 "one before: one copy of the code"))
-            body.append(For(i, m, [Decl(i0, select(lt(i, m - v), i, m - v))] +
-                            block(i0, "i0", v), step=v))
-            return render_c(body)
-        body.append(For(i, mv, block(i, "i", v), step=v))
-        if m % v:
-            body += block(mv, str(mv), m % v)
+            body.append(For(i, m, [Decl(i0, select(lt(i, m - v), i, m - v))] + block(i0, "i0"),
+                            step=v))
+        else:
+            body.append(For(i, m, block(i, "i"), step=v))
         return render_c(body)
 
 
