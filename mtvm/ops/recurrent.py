@@ -428,16 +428,16 @@ class _Recurrent(Op):
                      a.get("activation_beta"))
 
     def scratch_bytes(self, k, /, *, hidden_size, direction="forward", layout=0, gemv=None,
-                      project=None, **_attrs) -> int:
+                      project=None, gemv_init=None, **_attrs) -> int:
         """The hidden states [dirs][B][H] (and the cell states for LSTM), one row of
-        gate pre-activations [gates * H] and one of H (and with gemv one more row
-        of gates * H; with project, `steps` rows of W x [steps][gates * H] and the steps'
-        inputs [I][steps])."""
+        gate pre-activations [gates * H] and one of H (and with gemv but not gemv_init one
+        more row of gates * H, R h's; with project, `steps` rows of W x [steps][gates * H]
+        and the steps' inputs [I][steps])."""
         x = k.ins[0]
         B = x.shape[0] if layout else x.shape[1]
         ns = (2 if direction == "bidirectional" else 1) * B * hidden_size
         states = ns * (2 if self.name == "LSTM" else 1)
-        rows = (2 if gemv else 1) * self.gates * hidden_size + hidden_size
+        rows = (2 if gemv and not gemv_init else 1) * self.gates * hidden_size + hidden_size
         steps = self.projected_steps(k, gemv, project, layout)
         if steps:
             rows += steps * (self.gates * hidden_size + x.shape[2])
@@ -492,7 +492,7 @@ class _Recurrent(Op):
         y, yh, yc = (k.outs + [None] * 3)[:3]
         ns = dirs * B * H                                   # one state: [dirs][B][H]
         k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout,
-                                             gemv=gemv, project=project)
+                                             gemv=gemv, project=project, gemv_init=gemv_init)
         steps = self.projected_steps(k, gemv, project, layout)
         assert not gemv_init or (gemv and not steps and op != "GRU"), "gemv_init: RNN, LSTM"
         X, W, R = param(x), param(w), param(r)
@@ -570,7 +570,6 @@ class _Recurrent(Op):
         if gemv:
             # gt = W x (every gate row), gr = R h (GRU without linear_before_reset:
             # z and r only; its h gate multiplies R_h by r * h below).
-            nr = 2 * H if op == "GRU" and not linear_before_reset else GH
             if gemv_init:
                 # gt = (Wb + Rb) + W x, then gt += R h in place: no pass over the gate rows
                 wx = call(gemv_init, I, X + xa, W + d * (I * GH), GH, GH, bias_v + d * GH,
@@ -579,6 +578,7 @@ class _Recurrent(Op):
                 step += [ExprStmt(wx), ExprStmt(call(gemv_init, H, h, R + d * (H * GH), GH,
                                                      GH, gt, gt))]
             else:
+                nr = 2 * H if op == "GRU" and not linear_before_reset else GH
                 gsum = gr[g] + wb(g) + rb(g) if bias is not None else gr[g]
                 wx = (call("memcpy", gt, xw + (s_ - Var("s0")) * GH,
                            GH * np.dtype(dt).itemsize)

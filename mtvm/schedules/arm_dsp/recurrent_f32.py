@@ -21,19 +21,27 @@ from .. import register
 from ..generic.recurrent_f32 import GruGemvF32, LstmGemvF32, RnnGemvF32, _transposed
 
 
-def summed_bias(k):
-    """Replace the bias input [dirs][2 * gates * H] (Wb, then Rb) by Wb + Rb
-    [dirs][gates * H], a new constant of the graph. True where the gates can start from it
-    (summed, or no bias at all), False for a bias given at run time."""
+GEMV_INIT = "mtvm_f32_gemv16_init_vfp"
+
+
+def starts_from_bias(op: str, k) -> bool:
+    """Whether the gates can start from the bias: RNN and LSTM, with a constant bias or
+    none (one given at run time keeps the pass over the rows)."""
+    bias = k.ins[3] if len(k.ins) > 3 else None
+    return op != "GRU" and (bias is None or bias.const is not None)
+
+
+def summed_bias(k) -> None:
+    """Replace a constant bias input [dirs][2 * gates * H] (Wb, then Rb) by Wb + Rb
+    [dirs][gates * H], a new constant of the graph."""
     buf = k.ins[3] if len(k.ins) > 3 else None
-    if buf is None or buf.const is None:
-        return buf is None
+    if buf is None:
+        return
     b = np.asarray(buf.const, np.float32)
     gh = b.shape[-1] // 2
     value = np.ascontiguousarray(b[..., :gh] + b[..., gh:])
     name = k.graph.add_const(f"{buf.name}_summed", value)
     k.ins[3] = replace(buf, name=name, shape=value.shape, const=value)
-    return True
 
 
 class _Vfp16:
@@ -47,14 +55,20 @@ class _Vfp16:
         t = k.target
         return t.is_arm_dsp and bool(t.fpu) and super().applies(k, **attrs)
 
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        """Without R h's row where the gates start from the bias (it adds in place)."""
+        init = GEMV_INIT if starts_from_bias(self.op, k) else None
+        return get_op(self.op).scratch_bytes(k, gemv=True, gemv_init=init, **attrs)
+
     def emit(self, k, /, **attrs) -> str:
         k.library("mtvm_gemv_f32_vfp16.h")
         _transposed(k, 1)
         _transposed(k, 2)
-        extra = {}
-        if self.op != "GRU" and summed_bias(k):
-            extra["gemv_init"] = "mtvm_f32_gemv16_init_vfp"
-        return get_op(self.op).emit(k, gemv="mtvm_f32_gemv16_vfp", **extra, **attrs)
+        init = None
+        if starts_from_bias(self.op, k):
+            summed_bias(k)
+            init = GEMV_INIT
+        return get_op(self.op).emit(k, gemv="mtvm_f32_gemv16_vfp", gemv_init=init, **attrs)
 
 
 @register
