@@ -189,7 +189,7 @@ def _compile_graph_llvm(graph, module_name, fuse, source_graph, reorder, target,
     from .memory.planner import no_inplace
     check_config(config)
     mod = sanitize(module_name).lower()
-    g = passes.optimize(graph, fuse=fuse)
+    g = passes.optimize(graph, fuse=fuse, backend="llvm")
     g = materialize_outputs(g)
     # The LLVM kernels' scratch is their loop nests' (llvm_scratch), and the nests
     # that read their whole input while writing never overwrite it

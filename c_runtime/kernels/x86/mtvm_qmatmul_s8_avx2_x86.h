@@ -28,6 +28,9 @@
  *   bias   [n] int32 (the zero-point terms folded in)
  *   mult, shift: per channel (ms / ss 1) or one value (0); y = mtvm_requantize_nt(acc, mult,
  *          shift) + y_zp clamped to [lo, hi]
+ *   post   NULL, or a folded bias Add (mtvm/passes/matmul_bias.py) as [2][n] int32: each
+ *          clamped y of column j becomes (post[j] + y post[n + j]) >> post_n clamped to
+ *          [plo, phi]
  *   xp     scratch: 4 kp int32 (four rows as int16 pairs)
  *   y      [m][n] bytes */
 static MTVM_ALWAYS_INLINE void mtvm_qmatmul_avx2_x86(const uint8_t* x, int x_u, int32_t m,
@@ -35,6 +38,8 @@ static MTVM_ALWAYS_INLINE void mtvm_qmatmul_avx2_x86(const uint8_t* x, int x_u, 
                                                      const int32_t* bias, const int32_t* mult,
                                                      int ms, const int32_t* shift, int ss,
                                                      int32_t y_zp, int32_t lo, int32_t hi,
+                                                     const int32_t* post, int32_t post_n,
+                                                     int32_t plo, int32_t phi,
                                                      int32_t* xp, uint8_t* y)
 {
     const int32_t kp = (k + 1) / 2;
@@ -84,6 +89,10 @@ static MTVM_ALWAYS_INLINE void mtvm_qmatmul_avx2_x86(const uint8_t* x, int x_u, 
                                                   _mm256_sub_epi32(e, _mm256_set1_epi32(1)));
             const __m256i vzp = _mm256_set1_epi32(y_zp), vlo = _mm256_set1_epi32(lo),
                           vhi = _mm256_set1_epi32(hi);
+            const __m256i pc = post != NULL ? _mm256_maskload_epi32(post + o, live)
+                                            : _mm256_setzero_si256();
+            const __m256i pia = post != NULL ? _mm256_maskload_epi32(post + n + o, live)
+                                             : _mm256_setzero_si256();
             __m256i s[4];
             s[0] = s0;
             s[1] = s1;
@@ -92,6 +101,12 @@ static MTVM_ALWAYS_INLINE void mtvm_qmatmul_avx2_x86(const uint8_t* x, int x_u, 
             for (int32_t r = 0; r < rows; ++r) {
                 __m256i v = _mm256_srav_epi32(_mm256_add_epi32(mtvm_mulhi_x86(s[r], mv), rnd), e);
                 v = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(v, vzp), vlo), vhi);
+                if (post != NULL) {
+                    v = _mm256_sra_epi32(_mm256_add_epi32(pc, _mm256_mullo_epi32(v, pia)),
+                                         _mm_cvtsi32_si128(post_n));
+                    v = _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(plo)),
+                                         _mm256_set1_epi32(phi));
+                }
                 uint8_t* dst = y + (size_t)(i + r) * (size_t)n + (size_t)o;
                 if (cols == 8) {
                     mtvm_store_low_bytes8_x86(dst, v);

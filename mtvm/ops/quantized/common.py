@@ -133,20 +133,46 @@ def store_lines(k, acc: str, y_zp: int, act_min: int, act_max: int, mult, shift,
     """C lines: requantize `acc` with channel `ch`'s multiplier, clamp, store to `dst`."""
     rq = requantize_fn(k, mult, shift)
     return [f"{acc} = {rq}({acc}, {per_channel(mult, ch)}, {per_channel(shift, ch)}){plus(y_zp)};"
-            ] + clamp_store_lines(k, acc, act_min, act_max, dst)
+            ] + clamp_store_lines(k, acc, act_min, act_max, dst, ch)
 
 
-def clamp_store_lines(k, acc: str, act_min: int, act_max: int, dst: str) -> list[str]:
-    """C lines: clamp a requantized `acc` and store it to `dst`."""
+def _clamp_lines(k, acc: str, act_min: int, act_max: int) -> list[str]:
     clamp = f"{acc} = {acc} < {act_min} ? {act_min} : ({acc} > {act_max} ? {act_max} : {acc});"
     sat = {(-128, 127): "__ssat", (0, 255): "__usat"}.get((int(act_min), int(act_max)))
     if sat:   # the whole 8-bit range: one saturating instruction on a DSP core
         k.library("mtvm_dsp.h")
-        lines = ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else", clamp,
-                 "#endif"]
-    else:
-        lines = [clamp]
-    return lines + [f"{dst} = ({k.out.ctype}){acc};"]
+        return ["#if defined(__ARM_FEATURE_DSP)", f"{acc} = {sat}({acc}, 8);", "#else", clamp,
+                "#endif"]
+    return [clamp]
+
+
+def has_post_add(k) -> bool:
+    """Whether the kernel's QMatMul ends with a folded bias Add (passes/matmul_bias.py)."""
+    return k.node.op == "QMatMul" and "post_shift" in k.node.attrs
+
+
+def post_add_lines(k, acc: str, ch: str) -> list[str]:
+    """C lines taking a clamped 8-bit `acc` of output column `ch` through the QMatMul's
+    folded bias Add: (c + acc ia) >> n with (c, ia) the column's pair of input 6, or its
+    entry and the one ia after the columns' ([N + 1]), clamped (no lines without one)."""
+    if not has_post_add(k):
+        return []
+    a = k.node.attrs
+    post = k.ins[6]
+    term = f"{post.c}[{ch}] + {acc} * {post.c}[{post.size - 1}]" if len(post.shape) == 1 \
+        else f"{post.c}[2 * ({ch})] + {acc} * {post.c}[2 * ({ch}) + 1]"
+    return ([f"{acc} = ({term}) >> {int(a['post_shift'])};"]
+            + _clamp_lines(k, acc, a["post_min"], a["post_max"]))
+
+
+def clamp_store_lines(k, acc: str, act_min: int, act_max: int, dst: str,
+                      ch: str | None = None) -> list[str]:
+    """C lines: clamp a requantized `acc` and store it to `dst` (a QMatMul's folded bias
+    Add of output column `ch` in between: post_add_lines)."""
+    post = post_add_lines(k, acc, ch) if ch is not None else []
+    if has_post_add(k) and ch is None:
+        raise AssertionError(f"{k.fname}: a folded bias Add needs the output column")
+    return _clamp_lines(k, acc, act_min, act_max) + post + [f"{dst} = ({k.out.ctype}){acc};"]
 
 
 def plus(v: int) -> str:

@@ -71,11 +71,15 @@ def dense_lines(k, x, w, bias, mult, shift, w_zp, *, a: str, o_begin: str, o_end
 @register("QMatMul", domain=DOMAIN)
 class QMatMul(IntOp):
     """x [..., M, K] times constant w stored transposed [N, K]: y [..., M, N].
-    inputs: x, w, bias [N], mult [N|1], shift [N|1], w_zp [N] (optional).
+    inputs: x, w, bias [N], mult [N|1], shift [N|1], w_zp [N] (optional), post [N][2] or
+    [N + 1] (optional: a folded bias Add, passes/matmul_bias.py: each stored value v of
+    column j becomes clamp((post[j][0] + v post[j][1]) >> post_shift, post_min, post_max),
+    or with post [N + 1], clamp((post[j] + v post[N]) >> ...)).
     Without mult/shift the output is the int32 accumulator (MatMulInteger)."""
 
-    def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, *, x_zp=0, y_zp=0,
-                  act_min=-128, act_max=127):
+    def reference(self, x, w, bias, mult=None, shift=None, w_zp=None, post=None, *, x_zp=0,
+                  y_zp=0, act_min=-128, act_max=127, post_shift=0, post_min=-128,
+                  post_max=127):
         kk = x.shape[-1]
         a = x.reshape(-1, kk).astype(np.int64)
         acc = a @ w.astype(np.int64).T + np.asarray(bias, np.int64)
@@ -85,12 +89,20 @@ class QMatMul(IntOp):
         if mult is None:
             return acc.astype(np.int32).reshape(shape)
         out_dtype = np.int8 if act_min < 0 else np.uint8
-        return finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype).reshape(shape)
+        y = finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype)
+        if post is not None:
+            p = np.asarray(post, np.int64)
+            c, ia = (p[:-1], p[-1]) if p.ndim == 1 else (p[:, 0], p[:, 1])
+            v = (c + y.astype(np.int64) * ia) >> int(post_shift)
+            y = np.clip(v, post_min, post_max).astype(np.int8 if post_min < 0 else np.uint8)
+        return y.reshape(shape)
 
     def macs(self, node, inputs, outputs):
         return outputs[0].size * inputs[0].shape[-1]
 
-    def emit(self, k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+    def emit(self, k, *, x_zp=0, y_zp=0, act_min=-128, act_max=127, post_shift=None,
+             post_min=None, post_max=None):
+        # post_*: a folded bias Add, applied by store_lines (post_add_lines)
         x, w, bias, mult, shift, w_zp = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk

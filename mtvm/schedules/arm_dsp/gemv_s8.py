@@ -45,7 +45,9 @@ class QMatMulGemvDsp(Schedule):
     def weight_layout(self, k, /, **attrs):
         return requant_layout(k, attrs.get("y_zp", 0))
 
-    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127,
+             post_shift=None, post_min=None, post_max=None):
+        # post_*: a folded bias Add (passes/matmul_bias.py), applied by _stores
         x, w, bias, mult, shift, _ = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk

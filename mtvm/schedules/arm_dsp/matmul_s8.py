@@ -100,7 +100,7 @@ def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst, rq=None) 
                 [RawExpr(f"{rq}[{c}{off}]") for off in ("", " + 1", " + 2")]
             out.append(Assign(accs[r], call("mtvm_dw_requantize", accs[r], *args)))
             out.append(Raw("\n".join(clamp_store_lines(k, accs[r].name, act_min, act_max,
-                                                       dst(r)))))
+                                                       dst(r), ch(r)))))
         else:
             out.append(Raw("\n".join(store_lines(k, accs[r].name, y_zp, act_min, act_max, mult,
                                                  shift, ch(r), dst(r)))))
@@ -131,7 +131,9 @@ class QMatMulDsp(Schedule):
     def weight_layout(self, k, /, **attrs):
         return requant_layout(k, attrs.get("y_zp", 0))
 
-    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127,
+             post_shift=None, post_min=None, post_max=None):
+        # post_*: a folded bias Add (passes/matmul_bias.py), applied by _stores
         x, w, bias, mult, shift, w_zp = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...codegen.cwriter import Cast, Decl, ExprStmt, For, RawExpr, Type, Var, call, render_c
-from ...ops.quantized.common import operands, ties_impossible
+from ...ops.quantized.common import has_post_add, operands, ties_impossible
 from ...ops.quantized.matmul import batch_offset_c
 from .. import Schedule, register
 
@@ -68,22 +68,31 @@ class QMatMulAvx2(Schedule):
         return x.size // x.shape[-1] >= 2
 
     def weight_layout(self, k, /, **attrs):
-        return {1: avx2_matmul_weights(np.asarray(k.ins[1].const))}
+        layout = {1: avx2_matmul_weights(np.asarray(k.ins[1].const))}
+        if has_post_add(k):   # the folded bias Add's (c, ia) pairs as [2][n]: vector loads
+            post = np.asarray(k.ins[6].const)
+            if post.ndim == 1:   # [N + 1]: the one slope last
+                post = np.stack([post[:-1], np.full_like(post[:-1], post[-1])], axis=1)
+            layout[6] = np.ascontiguousarray(post.T)
+        return layout
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         return ROWS * 4 * ((k.ins[0].shape[-1] + 1) // 2)
 
-    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127):
+    def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127, post_shift=None,
+             post_min=None, post_max=None):
         x, wp, bias, mult, shift, _ = operands(k)
         w = k.plain(1)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
         k.library("mtvm_qmatmul_s8_avx2_x86.h")
         u8 = Type("uint8", pointer=True)
+        post = [Var(k.ins[6].c), int(post_shift), int(post_min), int(post_max)] \
+            if has_post_add(k) else [RawExpr("NULL"), 0, 0, 0]
         args = [Cast(Type("uint8", pointer=True, const=True), Var(x.c)),
                 int(np.dtype(x.dtype) == np.uint8), m, kk, nn, Var(wp.c), Var(bias.c),
                 Var(mult.c), int(mult.size > 1), Var(shift.c), int(shift.size > 1),
-                int(y_zp), int(act_min), int(act_max),
+                int(y_zp), int(act_min), int(act_max), *post,
                 Cast(Type("int32", pointer=True), Var("scratch")), Cast(u8, Var(k.out.c))]
         return render_c([ExprStmt(call("mtvm_qmatmul_avx2_x86", *args))])
 
@@ -127,7 +136,8 @@ class QBatchMatMulAvx2(Schedule):
         mm = call("mtvm_qmatmul_avx2_x86",
                   Cast(u8c, Var(a.c)) + RawExpr(batch_offset_c(a.shape, batch)),
                   int(np.dtype(a.dtype) == np.uint8), m, kk, n, wp, bias, Var(mult.c),
-                  int(mult.size > 1), Var(shift.c), 0, int(y_zp), int(act_min), int(act_max), xp,
+                  int(mult.size > 1), Var(shift.c), 0, int(y_zp), int(act_min), int(act_max),
+                  RawExpr("NULL"), 0, 0, 0, xp,
                   Cast(Type("uint8", pointer=True), Var(k.out.c)) + t * (m * n))
         return render_c([Decl(wp, Cast(i32p, Var("scratch"))), Decl(bias, wp + words),
                          Decl(xp, bias + n), For(t, nb, [ExprStmt(pack), ExprStmt(mm)])])
