@@ -207,6 +207,16 @@ def _batch_requant_form(mult, shift, y_zp: int) -> tuple[int, int, int] | None:
             (1 << (sh - 1)) + int(y_zp) * (1 << sh), sh)
 
 
+def _row_copy(kk: int) -> int:
+    """Bytes of the copy of a's row that QBatchMatMulDsp reads where the depth kk is not a
+    multiple of four (0 where it is): the dot product then runs over whole groups of four
+    (the packed columns hold zeros past kk, so the copy's last bytes, never written, add
+    nothing), without the partial group's code -- about 35 instructions a block of
+    columns, and 12 for the copy a row (attention weights times values, the depth the
+    sequence length: 49 tokens, transformer_v9_int8's 121 K -> 96 K instructions)."""
+    return (kk + 3) // 4 * 4 if kk % 4 else 0
+
+
 @register
 class QBatchMatMulDsp(Schedule):
     op = "QBatchMatMul"
@@ -221,10 +231,12 @@ class QBatchMatMulDsp(Schedule):
                 and _ext(b) is not None)
 
     def scratch_bytes(self, k, /, **attrs) -> int:
-        """b's columns packed (`vectors` a block) and, with a's zero point, their sums."""
+        """b's columns packed (`vectors` a block), with a's zero point their sums, and
+        with a depth not a multiple of four a copy of a's row (_row_copy)."""
         kk, n = k.ins[0].shape[-1], k.ins[1].shape[-1]
         v = vectors(n, kk)
-        return 4 * _words(v, kk) * -(-n // v) + (4 * n if attrs.get("a_zp", 0) else 0)
+        return 4 * _words(v, kk) * -(-n // v) + (4 * n if attrs.get("a_zp", 0) else 0) + \
+            _row_copy(kk)
 
     def emit(self, k, /, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
         from ...ops.quantized.matmul import batch_offset_c
@@ -270,10 +282,13 @@ class QBatchMatMulDsp(Schedule):
                     e = e - zp * term if zp > 0 else e + (-zp) * term
             return e
 
+        copy = _row_copy(kk)
+
         def block(j0, col: str, nv: int, slot=None) -> list:
             s = [Decl(accs[r], const(j0 + r)) for r in range(v)]
             s.append(ExprStmt(call(f"mtvm_dot{v}p_{_ext(a)}_dsp", ar,
-                                   pk + (j0 if slot is None else slot) * wq, kk, *accs)))
+                                   pk + (j0 if slot is None else slot) * wq, copy or kk,
+                                   *accs)))
             return s + _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max,
                                lambda r: f"{col} + {r}",
                                lambda r: f"{k.out.c}[(t * {m} + i) * {n} + {col} + {r}]",
@@ -290,7 +305,11 @@ class QBatchMatMulDsp(Schedule):
         if a_zp:
             per_t.append(For(j, n, [Decl(s_, 0), For(p, kk, [Assign(s_, pb[p * n + j], "+=")]),
                                     Assign(bsum[j], s_)]))
-        row = [Decl(ar, pa + i * kk)]
+        if copy:
+            arow = Var("arow", Type(a.dtype, pointer=True))
+            row = [ExprStmt(call("memcpy", arow, pa + i * kk, kk)), Decl(ar, arow)]
+        else:
+            row = [Decl(ar, pa + i * kk)]
         if b_zp:
             row.append(Decl(asum, call(f"mtvm_sum_{_ext(a)}_dsp", ar, kk)))
         if overlap:
@@ -307,5 +326,10 @@ class QBatchMatMulDsp(Schedule):
                 Decl(pk, Cast(pk.type, Var("scratch")))]
         if a_zp:
             body.append(Decl(bsum, Cast(bsum.type, Var("scratch") + 4 * _words(v, kk) * nblk)))
+        if copy:
+            body += [Comment(f"a's row copied ({kk} bytes; the dot product reads {copy}: "
+                             "zeros in the packed columns past the depth)"),
+                     Decl(arow, Cast(arow.type, Var("scratch") + 4 * _words(v, kk) * nblk +
+                                     (4 * n if a_zp else 0)))]
         body.append(For(t, nb, per_t))
         return render_c(body)

@@ -1,0 +1,84 @@
+"""QMaxPool's Arm DSP schedule (mtvm/schedules/arm_dsp/pool_s8.py): unpadded 2-wide windows
+at stride 2 -- 1-D MaxPool 2, 1x2 and 2x2 in 2-D, over rows of even and odd widths and
+planes of odd heights -- chosen on DSP cores only and for no other window; on the
+emulated Cortex-M4 (one firmware, every form, int8 and uint8) the bytes of the host build
+of target c."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import mtvm
+from mtvm.target import Target
+
+SCHEDULE = "qmaxpool_s8.dsp_pairs"
+
+# (input shape, kernel, strides, pads): the schedule's windows first, then three it leaves
+POOLS = [((1, 5, 38), [2], [2], [0, 0]),            # 1-D, even rows: one run
+         ((1, 3, 19), [2], [2], [0, 0]),            # odd rows: row by row
+         ((1, 3, 6, 10), [2, 2], [2, 2], [0, 0, 0, 0]),
+         ((1, 2, 7, 9), [2, 2], [2, 2], [0, 0, 0, 0]),
+         ((1, 4, 3, 8), [1, 2], [1, 2], [0, 0, 0, 0]),
+         ((1, 3, 16), [2], [2], [1, 1]),            # padded
+         ((1, 3, 16), [3], [2], [0, 0]),            # 3 wide
+         ((1, 2, 6, 6), [2, 2], [1, 1], [0, 0, 0, 0])]   # stride 1
+TAKEN = 5
+
+
+def pool_model(uint8: bool):
+    dt = np.uint8 if uint8 else np.int8
+    inits = [numpy_helper.from_array(np.float32(0.04), "s"),
+             numpy_helper.from_array(np.asarray(17 if uint8 else -9, dt), "z")]
+    nodes, ins, outs = [], [], []
+    for i, (shape, ks, st, pads) in enumerate(POOLS):
+        nodes += [helper.make_node("QuantizeLinear", [f"x{i}", "s", "z"], [f"q{i}"]),
+                  helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [f"d{i}"]),
+                  helper.make_node("MaxPool", [f"d{i}"], [f"m{i}"], kernel_shape=ks,
+                                   strides=st, pads=pads),
+                  helper.make_node("QuantizeLinear", [f"m{i}", "s", "z"], [f"mq{i}"]),
+                  helper.make_node("DequantizeLinear", [f"mq{i}", "s", "z"], [f"y{i}"])]
+        ins.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, list(shape)))
+        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
+    model = helper.make_model(helper.make_graph(nodes, "pools", ins, outs, inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    rng = np.random.default_rng(4)
+    xs = [(rng.standard_normal(shape) * 3).astype(np.float32) for shape, *_ in POOLS]
+    return model, xs
+
+
+def _chosen(lib) -> list:
+    return [getattr(lk.kernel, "schedule", None) for lk in lib.kernels
+            if lk.kernel.node.op == "QMaxPool"]
+
+
+@pytest.mark.parametrize("target", ["c", "cortex-m3", "cortex-m4", "cortex-m33",
+                                    "cortex-m55", "x86-64-v3"])
+def test_the_pair_schedule_takes_the_two_wide_windows_on_dsp_cores(target):
+    model, _ = pool_model(False)
+    lib = mtvm.compile(model, target=target)
+    chosen = _chosen(lib)
+    assert len(chosen) == len(POOLS)
+    tg = Target.resolve(target)
+    if tg.is_arm_dsp:
+        assert chosen[:TAKEN] == [SCHEDULE] * TAKEN
+        assert SCHEDULE not in chosen[TAKEN:]
+    else:
+        assert SCHEDULE not in chosen
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("uint8", [False, True])
+def test_pair_pools_on_the_cortex_m4_give_the_host_bytes(uint8, tmp_path):
+    from mtvm.testing import have, run_on_board
+    if not (have("arm-none-eabi-gcc") and have("qemu-system-arm")):
+        pytest.skip("no Arm toolchain or QEMU")
+    model, xs = pool_model(uint8)
+    lib = mtvm.compile(model, target="cortex-m4")
+    assert _chosen(lib)[:TAKEN] == [SCHEDULE] * TAKEN
+    dev = run_on_board(lib, {f"x{i}": x for i, x in enumerate(xs)}, str(tmp_path / "m4"))
+    host = mtvm.compile(model, target="c").run_host(xs)
+    assert dev.keys() == host.keys()
+    for name, d in dev.items():
+        np.testing.assert_array_equal(d, host[name], err_msg=name)
