@@ -16,6 +16,7 @@ from .memory import plan_memory
 from .memory.schedule import choose_order
 from .model_library import CompiledModel
 from .schedules import ScheduleConfig
+from .schedules.free_scratch import free_scratch_config
 from .target import Target
 
 
@@ -137,6 +138,14 @@ def _compile_graph(graph, module_name, profile, external_workspace, fuse, source
     s = choose_order(g, lambda h, inplace: kernel_scratch(h, mod, inplace, target,
                                                           schedule_config),
                      io_in_workspace=io_in_workspace, reorder=reorder)
+    if not workspace_pools:   # faster knobs whose scratch fits under the arena
+        more = free_scratch_config(s, mod, target, schedule_config)
+        if more is not None:
+            s2 = choose_order(g, lambda h, inplace: kernel_scratch(h, mod, inplace, target,
+                                                                   more),
+                              io_in_workspace=io_in_workspace, reorder=reorder)
+            if s2.plan.arena_bytes <= s.plan.arena_bytes:
+                s, schedule_config = s2, more
     g, plan = s.graph, s.plan
     if workspace_pools:   # the chosen order's buffers, split over the pools
         plan = plan_memory(g, s.scratch, inplace=s.inplace, io_in_workspace=io_in_workspace,

@@ -88,6 +88,12 @@ class Schedule:
         on its target (None: the target-independent values)."""
         return {kn.name: kn.default for kn in self.knobs}
 
+    def faster_with_scratch(self, k, /, **attrs) -> dict:
+        """Knob values (beyond k.knobs) that make kernel k faster for more scratch, which
+        its default leaves off to spare RAM; the compiler takes them where the planned
+        arena does not grow (mtvm.schedules.free_scratch). {}: none."""
+        return {}
+
     def __repr__(self) -> str:
         return f"<schedule {self.name} ({self.family}) for {self.domain or 'onnx'}.{self.op}>"
 
