@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ir import Graph, Node
 from ..ops.quantized.common import DOMAIN, round_shift
-from ..ops.quantized.narrow import fit_c, top_n
+from ..ops.quantized.narrow import fit_channels
 
 
 def _row_constant(g: Graph, name: str, out_shape) -> np.ndarray | None:
@@ -57,25 +57,11 @@ def post_add_table(values: np.ndarray, row: np.ndarray, pos: int, attrs: dict
     pre = round_shift(terms_v[None, :] + terms_b[:, None], shift) + y_zp     # [N][V]
     out = np.clip(pre, lo, hi)
     low, high = pre <= lo, pre >= hi
-    vmax = int(np.abs(values).max())
     slope = mult[pos] / 2.0 ** shift
-    unit = abs(slope) * vmax + float(np.abs(terms_b - zp[pos] * mult[pos]).max()) \
-        / 2.0 ** shift + abs(y_zp) + 2
-    n0 = top_n(unit, 30)
-    for n in range(n0, max(n0 - 3, 0), -1):
-        table = np.zeros((row.size, 2), np.int64)
-        for j in range(row.size):
-            for d in (0, -1, 1):
-                ia = int(round(slope * 2.0 ** n)) + d
-                c = fit_c(values * ia, out[j], low[j], high[j], n, vmax * abs(ia))
-                if c is not None:
-                    table[j] = c, ia
-                    break
-            else:
-                break
-        else:
-            return table.astype(np.int32), n
-    return None
+    unit = abs(slope) * int(np.abs(values).max()) + \
+        float(np.abs(terms_b - zp[pos] * mult[pos]).max()) / 2.0 ** shift + abs(y_zp) + 2
+    found = fit_channels(values, out, low, high, np.full(row.size, slope), unit)
+    return None if found is None else (found[0].astype(np.int32), found[1])
 
 
 def fold_matmul_bias_adds(graph: Graph) -> Graph:

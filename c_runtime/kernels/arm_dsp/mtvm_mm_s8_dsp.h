@@ -99,50 +99,35 @@ static inline int32_t mtvm_packv_lane(uint32_t w, int l)
     [s0] "+r"(s0), [s1] "+r"(s1), [s2] "+r"(s2), [s3] "+r"(s3), MTVM_DOTVP_TEMPS
 #define MTVM_DOTVP_OPS5 MTVM_DOTVP_OPS4, [s4] "+r"(s4)
 #define MTVM_DOTVP_OPS6 MTVM_DOTVP_OPS5, [s5] "+r"(s5)
-/* Two groups (V = 4: the registers allow it) or one (5, 6) a statement. */
-#define MTVM_DOTVP_ASM(EXT)                                                                  \
+/* One asm statement of V sums (4, 5 or 6) running G4, G5 or G6: one group or two. */
+#define MTVM_DOTVP_STMT(G4, G5, G6)                                                          \
     do {                                                                                     \
         uint32_t w, h, x0, x1;                                                               \
         if (V == 4) {                                                                        \
-            __asm__(MTVM_DOTVP_GROUP4(EXT) MTVM_DOTVP_GROUP4(EXT) : MTVM_DOTVP_OPS4           \
-                    : : "memory");                                                           \
+            __asm__(G4 : MTVM_DOTVP_OPS4 : : "memory");                                      \
         } else if (V == 5) {                                                                 \
-            __asm__(MTVM_DOTVP_GROUP5(EXT) MTVM_DOTVP_GROUP5(EXT) : MTVM_DOTVP_OPS5           \
-                    : : "memory");                                                           \
+            __asm__(G5 : MTVM_DOTVP_OPS5 : : "memory");                                      \
         } else {                                                                             \
-            __asm__(MTVM_DOTVP_GROUP6(EXT) MTVM_DOTVP_GROUP6(EXT) : MTVM_DOTVP_OPS6           \
-                    : : "memory");                                                           \
+            __asm__(G6 : MTVM_DOTVP_OPS6 : : "memory");                                      \
         }                                                                                    \
     } while (0)
+/* Two groups a statement. */
+#define MTVM_DOTVP_ASM(EXT)                                                                  \
+    MTVM_DOTVP_STMT(MTVM_DOTVP_GROUP4(EXT) MTVM_DOTVP_GROUP4(EXT),                           \
+                    MTVM_DOTVP_GROUP5(EXT) MTVM_DOTVP_GROUP5(EXT),                           \
+                    MTVM_DOTVP_GROUP6(EXT) MTVM_DOTVP_GROUP6(EXT))
 /* One group: the last of an odd count (the C loop below, after the statements above,
  * spilled and reloaded the sums: about 35 instructions a call where this takes 3 + 3 V). */
-#define MTVM_DOTVP_ASM1(EXT)                                                                 \
-    do {                                                                                     \
-        uint32_t w, h, x0, x1;                                                               \
-        if (V == 4) {                                                                        \
-            __asm__(MTVM_DOTVP_GROUP4(EXT) : MTVM_DOTVP_OPS4 : : "memory");                  \
-        } else if (V == 5) {                                                                 \
-            __asm__(MTVM_DOTVP_GROUP5(EXT) : MTVM_DOTVP_OPS5 : : "memory");                  \
-        } else {                                                                             \
-            __asm__(MTVM_DOTVP_GROUP6(EXT) : MTVM_DOTVP_OPS6 : : "memory");                  \
-        }                                                                                    \
-    } while (0)
-/* Two groups (ASM1: one) for a's signedness (a_u: uint8, UXTB16; else int8, SXTB16). */
-#define MTVM_DOTVP_ASM_U(a_u)           \
-    do {                                \
-        if (a_u) {                      \
-            MTVM_DOTVP_ASM("uxtb16");   \
-        } else {                        \
-            MTVM_DOTVP_ASM("sxtb16");   \
-        }                               \
-    } while (0)
-#define MTVM_DOTVP_ASM1_U(a_u)          \
-    do {                                \
-        if (a_u) {                      \
-            MTVM_DOTVP_ASM1("uxtb16");  \
-        } else {                        \
-            MTVM_DOTVP_ASM1("sxtb16");  \
-        }                               \
+#define MTVM_DOTVP_ASM1(EXT) \
+    MTVM_DOTVP_STMT(MTVM_DOTVP_GROUP4(EXT), MTVM_DOTVP_GROUP5(EXT), MTVM_DOTVP_GROUP6(EXT))
+/* ASM (a statement macro above) for a's signedness (a_u: uint8, UXTB16; else int8, SXTB16). */
+#define MTVM_DOTVP_U(ASM, a_u)  \
+    do {                        \
+        if (a_u) {              \
+            ASM("uxtb16");      \
+        } else {                \
+            ASM("sxtb16");      \
+        }                       \
     } while (0)
 #endif
 
@@ -161,15 +146,15 @@ static MTVM_ALWAYS_INLINE void mtvm_dotvp_8_dsp(const uint8_t* a, int a_u, const
     const int32_t tail = n & 3;         /* inlining: the tail's loads are unrolled)        */
 #if defined(MTVM_MM_S8_DSP_THUMB2)
     for (; g >= 4; g -= 4) {   /* four groups a step: half the loop's instructions */
-        MTVM_DOTVP_ASM_U(a_u);
-        MTVM_DOTVP_ASM_U(a_u);
+        MTVM_DOTVP_U(MTVM_DOTVP_ASM, a_u);
+        MTVM_DOTVP_U(MTVM_DOTVP_ASM, a_u);
     }
     if (g >= 2) {              /* two more */
-        MTVM_DOTVP_ASM_U(a_u);
+        MTVM_DOTVP_U(MTVM_DOTVP_ASM, a_u);
         g -= 2;
     }
     if (g == 1 && tail == 0) { /* the last one */
-        MTVM_DOTVP_ASM1_U(a_u);
+        MTVM_DOTVP_U(MTVM_DOTVP_ASM1, a_u);
         g = 0;
     }
 #endif

@@ -40,6 +40,31 @@ def fit_c(t: np.ndarray, out: np.ndarray, low: np.ndarray, high: np.ndarray, n: 
     return c if abs(c) + rest < 1 << 31 else None
 
 
+def fit_channels(values: np.ndarray, out: np.ndarray, low: np.ndarray, high: np.ndarray,
+                 slope: np.ndarray, unit: float) -> tuple[np.ndarray, int] | None:
+    """([C][2] int64 of (c, ia), n): per channel ch, clamp((c + v ia) >> n) == out[ch] for
+    every v of `values` (low/high: where the reference is clamped, as fit_c), with one n
+    for all channels -- the largest that keeps `unit` per step of 2^n within int32, or up
+    to two below -- and ia the channel's real slope scaled to 2^n, nudged by one; None when
+    no such constants exist."""
+    vmax = int(np.abs(values).max())
+    n0 = top_n(unit, 30)
+    for n in range(n0, max(n0 - 3, 0), -1):
+        table = np.zeros((out.shape[0], 2), np.int64)
+        for ch in range(out.shape[0]):
+            for d in (0, -1, 1):
+                ia = int(round(float(slope[ch]) * 2.0 ** n)) + d
+                c = fit_c(values * ia, out[ch], low[ch], high[ch], n, vmax * abs(ia))
+                if c is not None:
+                    table[ch] = c, ia
+                    break
+            else:
+                break
+        else:
+            return table, n
+    return None
+
+
 def top_n(unit: float, cap: int) -> int:
     """The largest n <= cap with unit 2^n < 2^31: sums of at most `unit` per step of 2^n
     stay within int32."""

@@ -15,8 +15,7 @@ import numpy as np
 from ...codegen.cwriter import (Cast, Comment, Const, Decl, ExprStmt, For, Raw, Table,
                                 Type, Var, call, render_c)
 from ...ops.quantized.common import store_lines, ties_impossible
-from ...ops.quantized.narrow import fit_c as _fit_c, narrow_qadd, top_n as _top_n, \
-    value_range as _range
+from ...ops.quantized.narrow import fit_channels, narrow_qadd, value_range as _range
 from ...ops.quantized.elementwise import row_layout, scalar_operand as _scalar
 from .. import Schedule, register
 from .matmul_s8 import _ext
@@ -33,7 +32,7 @@ def ties_possible(k, a_zp, b_zp, a_mult, b_mult, shift) -> bool:
 
 def narrow_affine(k, x_zp, y_zp, act_min, act_max) -> tuple[np.ndarray, int] | None:
     """QAffine's per-channel y = clamp((c[ch] + x ia[ch]) >> n) with one n for all channels,
-    equal to the op's reference for each value x can hold (_fit_c; the slope scale mult
+    equal to the op's reference for each value x can hold (fit_channels; the slope scale mult
     2^(shift - 31) scaled to 2^n and nudged by one): (the [C][2] table of (c, ia), n), or
     None."""
     from ...ops.quantized.common import finish
@@ -56,21 +55,7 @@ def narrow_affine(k, x_zp, y_zp, act_min, act_max) -> tuple[np.ndarray, int] | N
         abs(int(y_zp)) + 2
     if not np.isfinite(unit):
         return None
-    n0 = _top_n(unit, 30)
-    for n in range(n0, max(n0 - 3, 0), -1):
-        table = np.zeros((chans, 2), np.int64)
-        for ch in range(chans):
-            for d in (0, -1, 1):
-                ia = int(round(slope[ch] * 2.0 ** n)) + d
-                c = _fit_c(vx * ia, out[ch], low[ch], high[ch], n, xmax * abs(ia))
-                if c is not None:
-                    table[ch] = c, ia
-                    break
-            else:
-                break
-        else:
-            return table, n
-    return None
+    return fit_channels(vx, out, low, high, slope, unit)
 
 
 def scalar_lut(k, attrs: dict) -> str | None:
