@@ -72,9 +72,9 @@ def fold_matmul_bias_adds(graph: Graph) -> Graph:
     for n in g.nodes:
         if n.domain != DOMAIN or n.op != "QMatMul" or n.tail or len(n.outputs) != 1:
             continue
-        if len(n.inputs) < 5 or not n.inputs[3] or len(n.inputs) > 6 or \
-                "post_shift" in n.attrs:
-            continue                       # no requantization: an int32 output
+        # with a requantization (an int32 output, MatMulInteger, has no mult), not folded yet
+        if not 5 <= len(n.inputs) <= 6 or not n.inputs[3] or "post_shift" in n.attrs:
+            continue
         y1 = n.outputs[0]
         users = uses.get(y1, [])
         if y1 in g.outputs or len(users) != 1:
