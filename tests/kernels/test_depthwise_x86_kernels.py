@@ -2,7 +2,9 @@
 plane on AVX2 hosts): the vector requantization equals mtvm_requantize on every path
 (m = 0 and m > 0, ties to even, products of both signs), and mtvm_dw_plane_x86 equals a
 NumPy model of the plane for both strides, dilations, widths that are and are not
-multiples of eight, rows narrower than a vector, int8 and uint8 activations, both
+multiples of eight, rows narrower than a vector (at stride 1 the plane as one flat row:
+a DS-CNN's 25 x 5 planes, one-pixel rows, dilations, a 5x5 window; one by one below eight
+flat pixels and at stride 2), int8 and uint8 activations, both
 requantization modes. Built with -march=native under ASan/UBSan: a read past the plane
 (the input is its own heap-sized array here) fails the test."""
 from __future__ import annotations
@@ -82,6 +84,15 @@ PLANES = [
     ("k5x5_s2", 9, 30, 5, 5, 2, 2, 1, 1),
     ("k1x4", 3, 21, 1, 4, 1, 1, 1, 1),
     ("wide", 3, 70, 3, 3, 1, 2, 1, 3),
+    # rows under eight pixels at stride 1: the plane as one flat row
+    ("flat_25x5", 27, 7, 3, 3, 1, 1, 1, 1),
+    ("flat_w1", 12, 3, 3, 3, 1, 1, 1, 1),
+    ("flat_k5", 9, 9, 5, 5, 1, 1, 1, 1),
+    ("flat_dil2", 10, 8, 3, 3, 1, 1, 2, 2),
+    ("flat_8", 4, 5, 3, 3, 1, 1, 1, 1),         # exactly one vector of flat pixels
+    ("flat_1x3", 6, 5, 1, 3, 1, 1, 1, 1),
+    ("short", 3, 5, 3, 3, 1, 1, 1, 1),           # three flat pixels: one by one
+    ("narrow_s2", 9, 9, 3, 3, 2, 2, 1, 1),       # stride 2: one by one
 ]
 
 
