@@ -23,7 +23,8 @@ from ..ir import Graph
 ALIGN = 16
 
 
-def _align(n: int) -> int:
+def aligned(n: int) -> int:
+    """n bytes rounded up to the arena's alignment: what a buffer of n bytes occupies."""
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
@@ -39,11 +40,11 @@ class LinearPlanner:
         out, at = [], 0
         for size, _, _ in self.buffers:
             out.append(at)
-            at += _align(size)
+            at += aligned(size)
         return out
 
     def arena_size(self) -> int:
-        return sum(_align(s) for s, _, _ in self.buffers)
+        return sum(aligned(s) for s, _, _ in self.buffers)
 
     def lower_bound(self) -> int:
         """Largest sum of simultaneously live (aligned) buffers."""
@@ -55,8 +56,8 @@ class LinearPlanner:
             return []
         delta = [0] * (max(b[2] for b in self.buffers) + 2)
         for s, f, l in self.buffers:
-            delta[f] += _align(s)
-            delta[l + 1] -= _align(s)
+            delta[f] += aligned(s)
+            delta[l + 1] -= aligned(s)
         out, at = [], 0
         for d in delta[:-1]:
             at += d
@@ -85,7 +86,7 @@ class GreedyPlanner(LinearPlanner):
         top = 0
         for i in order:
             size, first, last = self.buffers[i]
-            size = _align(size)
+            size = aligned(size)
             busy = sorted((o, e) for o, e, f, l in placed if f <= last and first <= l)
             at, best, best_gap = 0, None, None
             for o, e in busy:
@@ -161,7 +162,7 @@ class GreedyPlanner(LinearPlanner):
         heuristics miss the bound on a few models (a small buffer in the one gap a large
         one needed); there the buffers are few."""
         import time
-        size = [_align(s) for s, _, _ in self.buffers]
+        size = [aligned(s) for s, _, _ in self.buffers]
         n = len(size)
         if n > self.SEARCH_MAX_BUFFERS:
             return None
@@ -707,12 +708,12 @@ def split_pools(buffers: dict, accesses: dict, pools: list[tuple[str, int]],
 
     def fits(p, key):
         size, f, l = buffers[key]
-        return max(live[p][f:l + 1]) + _align(size) <= pools[p][1]
+        return max(live[p][f:l + 1]) + aligned(size) <= pools[p][1]
 
     def put(p, key, sign=1):
         size, f, l = buffers[key]
         for s in range(f, l + 1):
-            live[p][s] += sign * _align(size)
+            live[p][s] += sign * aligned(size)
         if sign > 0:
             where[key] = p
 
@@ -725,7 +726,7 @@ def split_pools(buffers: dict, accesses: dict, pools: list[tuple[str, int]],
         raise MtvmError(
             "workspace pools " + ", ".join(f"{n}:{c}" for n, c in pools)
             + f" ({total} bytes in all) are too small: the activations need at least "
-            f"{need.lower_bound()} bytes live at once, and a {_align(size)}-byte buffer "
+            f"{need.lower_bound()} bytes live at once, and a {aligned(size)}-byte buffer "
             f"(live over operators {f}..{l}) fits in no pool; make the pools larger or "
             "add one (--workspace-pools NAME:BYTES,...)")
 
@@ -769,7 +770,7 @@ def _plan_pools(g: Graph, life: Lifetimes, plan: MemoryPlan, pools, planner_cls)
         lin = LinearPlanner()
         for k in mine:
             lin.add_buffer(*buffers[k])
-        top = max((o + _align(buffers[k][0]) for k, o in mine.items()), default=0)
+        top = max((o + aligned(buffers[k][0]) for k, o in mine.items()), default=0)
         plan.pools.append(Pool(name, int(cap), top, lin.lower_bound(), len(mine)))
         for k, o in mine.items():
             if isinstance(k, tuple):

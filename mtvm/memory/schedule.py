@@ -37,15 +37,11 @@ import heapq
 from dataclasses import dataclass, replace
 
 from ..ir import Graph, all_inputs
-from .planner import (ALIGN, MemoryPlan, concat_views, inplace_candidates, inplace_steps,
+from .planner import (MemoryPlan, aligned, concat_views, inplace_candidates, inplace_steps,
                       order_peak, plan_memory, trim_inplace, view_root)
 
 BEAM = 512              # sets of scheduled nodes kept per layer beyond which the search is pruned
 WORK_BUDGET = 20_000    # node visits (~0.2 s); past it, one set per layer (greedy)
-
-
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
 @dataclass
@@ -141,13 +137,13 @@ def problem(g: Graph, scratch_bytes: dict[int, int] | None = None,
         writes.append(new)
     size = [0] * len(index)
     for c, b in index.items():
-        size[b] = _align(max(nbytes[c], 1))
+        size[b] = aligned(max(nbytes[c], 1))
     bufreaders = [0] * len(index)
     for v, rs in enumerate(reads):
         for b in rs:
             bufreaders[b] |= 1 << v
     pinned = {buf(name) for name in g.outputs if io_in_workspace} - {None}
-    scratch = [_align((scratch_bytes or {}).get(v, 0)) for v in range(len(nodes))]
+    scratch = [aligned((scratch_bytes or {}).get(v, 0)) for v in range(len(nodes))]
     inplace = [[(buf(r), min(size[buf(r)], size[buf(n.kernel_outputs[0])])) for r in dynamic[v]]
                for v, n in enumerate(nodes)]
     return Problem(preds, size, writes, reads, bufreaders, scratch, inplace, start, pinned)

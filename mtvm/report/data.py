@@ -11,11 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 from ..errors import MtvmError
-from ..memory.planner import ALIGN, live_steps
-
-
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
+from ..memory.planner import aligned, live_steps
 
 
 # -- memory timeline ---------------------------------------------------------------------
@@ -57,11 +53,11 @@ def timeline(lib) -> Timeline:
     for r in sorted(plan.offsets, key=lambda r: (first.get(r, 0), plan.offsets[r])):
         f = first.get(r, 0)
         l_ = end if (lib.io_in_workspace and r in g.outputs) else last.get(r, f)
-        size = _align(max(nbytes.get(r, 1), 1))
+        size = aligned(max(nbytes.get(r, 1), 1))
         tl.series[r] = [size if f <= s <= l_ else 0 for s in steps]
     scratch = {lk.step: lk.kernel.scratch_bytes for lk in lib.kernels if lk.kernel.scratch_bytes}
     if scratch:
-        tl.series["(kernel scratch)"] = [_align(scratch.get(s, 0)) if scratch.get(s) else 0
+        tl.series["(kernel scratch)"] = [aligned(scratch.get(s, 0)) if scratch.get(s) else 0
                                          for s in steps]
     planned = [plan.live_bytes[s] if s < len(plan.live_bytes) else 0 for s in steps]
     rest = [p - t for p, t in zip(planned, tl.totals)]

@@ -90,8 +90,9 @@ class Schedule:
 
     def faster_with_scratch(self, k, /, **attrs) -> dict:
         """Knob values (beyond k.knobs) that make kernel k faster for more scratch, which
-        its default leaves off to spare RAM; the compiler takes them where the planned
-        arena does not grow (mtvm.schedules.free_scratch). {}: none."""
+        its default leaves off to spare RAM; the compiler takes them where they do take
+        more scratch and the planned arena does not grow (mtvm.schedules.free_scratch).
+        {}: none."""
         return {}
 
     def __repr__(self) -> str:

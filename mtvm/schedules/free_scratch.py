@@ -12,11 +12,7 @@ arena is not larger. Knobs the user's schedule config (or tuning records) set ar
 left alone."""
 from __future__ import annotations
 
-from ..memory.planner import ALIGN
-
-
-def _aligned(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
+from ..memory.planner import aligned
 
 
 def _user_set(config, key: str, schedule: str, knobs) -> bool:
@@ -57,8 +53,10 @@ def free_scratch_config(s, mod: str, target, config):
         old = sched.scratch_bytes(k, **n.attrs)
         knobs = {**k.knobs, **more}
         k.knobs = knobs
-        extra = _aligned(sched.scratch_bytes(k, **n.attrs)) - _aligned(old)
-        fits = plan.live_bytes[step] + extra <= plan.arena_bytes
+        new = sched.scratch_bytes(k, **n.attrs)
+        if new <= old:   # the knobs do not apply to this kernel: nothing to trade
+            continue
+        fits = plan.live_bytes[step] + aligned(new) - aligned(old) <= plan.arena_bytes
         entry = layers.setdefault(key, [sched.name, knobs, True])
         entry[2] = entry[2] and fits
     taken = {key: {"schedule": name, "knobs": knobs}
