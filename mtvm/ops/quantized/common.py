@@ -151,6 +151,13 @@ def has_post_add(k) -> bool:
     return k.node.op == "QMatMul" and "post_shift" in k.node.attrs
 
 
+def post_add_pairs(post) -> tuple[np.ndarray, np.ndarray]:
+    """(c, ia) of a folded bias Add's constants: per column of [N][2], or the columns'
+    c and the one ia of [N + 1] (passes/matmul_bias.py)."""
+    p = np.asarray(post)
+    return (p[:-1], p[-1]) if p.ndim == 1 else (p[:, 0], p[:, 1])
+
+
 def post_add_lines(k, acc: str, ch: str) -> list[str]:
     """C lines taking a clamped 8-bit `acc` of output column `ch` through the QMatMul's
     folded bias Add: (c + acc ia) >> n with (c, ia) the column's pair of input 6, or its

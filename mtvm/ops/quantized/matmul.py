@@ -15,6 +15,7 @@ from .common import (
     minus,
     operands,
     per_channel,
+    post_add_pairs,
     store_lines,
 )
 
@@ -91,8 +92,7 @@ class QMatMul(IntOp):
         out_dtype = np.int8 if act_min < 0 else np.uint8
         y = finish(acc, mult, shift, y_zp, act_min, act_max, out_dtype)
         if post is not None:
-            p = np.asarray(post, np.int64)
-            c, ia = (p[:-1], p[-1]) if p.ndim == 1 else (p[:, 0], p[:, 1])
+            c, ia = post_add_pairs(np.asarray(post, np.int64))
             v = (c + y.astype(np.int64) * ia) >> int(post_shift)
             y = np.clip(v, post_min, post_max).astype(np.int8 if post_min < 0 else np.uint8)
         return y.reshape(shape)

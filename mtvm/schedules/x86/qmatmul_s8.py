@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...codegen.cwriter import Cast, Decl, ExprStmt, For, RawExpr, Type, Var, call, render_c
-from ...ops.quantized.common import has_post_add, operands, ties_impossible
+from ...ops.quantized.common import has_post_add, operands, post_add_pairs, ties_impossible
 from ...ops.quantized.matmul import batch_offset_c
 from .. import Schedule, register
 
@@ -69,11 +69,9 @@ class QMatMulAvx2(Schedule):
 
     def weight_layout(self, k, /, **attrs):
         layout = {1: avx2_matmul_weights(np.asarray(k.ins[1].const))}
-        if has_post_add(k):   # the folded bias Add's (c, ia) pairs as [2][n]: vector loads
-            post = np.asarray(k.ins[6].const)
-            if post.ndim == 1:   # [N + 1]: the one slope last
-                post = np.stack([post[:-1], np.full_like(post[:-1], post[-1])], axis=1)
-            layout[6] = np.ascontiguousarray(post.T)
+        if has_post_add(k):   # the folded bias Add's c and ia as [2][n]: vector loads
+            c, ia = post_add_pairs(k.ins[6].const)
+            layout[6] = np.ascontiguousarray(np.stack([c, np.broadcast_to(ia, c.shape)]))
         return layout
 
     def scratch_bytes(self, k, /, **attrs) -> int:
