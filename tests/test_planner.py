@@ -124,6 +124,28 @@ def test_exact_search_prunes_by_the_bytes_still_needed():
     assert p.arena_size() == p.lower_bound() == 57616
 
 
+def test_windowed_search_reaches_the_bound_the_whole_search_does_not():
+    # a two-block transformer of bench/variants.py (seed 11, float): 54 buffers; the
+    # greedy orders give 37,632 B and the search over all 54 did not find the bound in
+    # two minutes; each block's buffers alone took milliseconds
+    bufs = [(6272, 0, 17), (6272, 1, 8), (6272, 2, 4), (6272, 4, 12), (6272, 5, 7),
+            (6272, 7, 11), (6272, 8, 10), (6272, 10, 14), (6272, 11, 12), (9604, 12, 13),
+            (9604, 13, 14), (6272, 14, 15), (6272, 15, 17), (6272, 17, 21), (6272, 18, 19),
+            (12544, 19, 20), (12544, 20, 21), (6272, 21, 38), (6272, 22, 29), (6272, 23, 25),
+            (6272, 25, 33), (6272, 26, 28), (6272, 28, 32), (6272, 29, 31), (6272, 31, 35),
+            (6272, 32, 33), (9604, 33, 34), (9604, 34, 35), (6272, 35, 36), (6272, 36, 38),
+            (6272, 38, 42), (6272, 39, 40), (12544, 40, 41), (12544, 41, 42), (6272, 42, 43),
+            (6272, 43, 44), (128, 44, 45), (1280, 0, 0), (1024, 2, 2), (1024, 5, 5),
+            (1024, 8, 8), (1024, 12, 12), (1568, 14, 14), (1024, 17, 17), (1024, 19, 19),
+            (2048, 21, 21), (1024, 23, 23), (1024, 26, 26), (1024, 29, 29), (1024, 33, 33),
+            (1568, 35, 35), (1024, 38, 38), (1024, 40, 40), (2048, 42, 42)]
+    p = GreedyPlanner()
+    for b in bufs:
+        p.add_buffer(*b)
+    check_plan(p, bufs)
+    assert p.arena_size() == p.lower_bound() == 35728
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 3000), st.integers(0, 8), st.integers(0, 4)),
                 min_size=2, max_size=9))

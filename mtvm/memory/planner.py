@@ -140,7 +140,7 @@ class GreedyPlanner(LinearPlanner):
             if best[1] <= bound:
                 break
         if best[1] > bound:
-            exact = self._branch_and_bound(bound, best[1])
+            exact = self._in_windows(bound) or self._branch_and_bound(bound, best[1])
             if exact is not None:
                 best = exact
         return best
@@ -149,7 +149,8 @@ class GreedyPlanner(LinearPlanner):
     SEARCH_S = 1.0          # ... or seconds it may take
     SEARCH_MAX_BUFFERS = 300  # one level of recursion a buffer
 
-    def _branch_and_bound(self, bound: int, above: int) -> tuple[list[int], int] | None:
+    def _branch_and_bound(self, bound: int, above: int, active=None, pinned=None,
+                          deadline=None) -> tuple[list[int], int] | None:
         """A placement with a smaller top than `above` (the bound itself if there is one
         within SEARCH_NODES placements), or None. Complete: pushed down as far as it
         goes, every buffer of an optimal placement sits at 0 or on the end of a buffer
@@ -160,21 +161,32 @@ class GreedyPlanner(LinearPlanner):
         reaches the best found, or where at some step the buffers still to place need
         more bytes than are free between the last offset and the best top. The
         heuristics miss the bound on a few models (a small buffer in the one gap a large
-        one needed); there the buffers are few."""
+        one needed); there the buffers are few.
+
+        `active` (indices) are the buffers to place, all of them by default; `pinned`
+        ({index: offset}) are already placed and stay where they are (the argument
+        above holds with them: a buffer resting on a pinned one finds its end among the
+        candidates); any other buffer is left out. The result's offsets are those of
+        active and pinned buffers (None elsewhere)."""
         import time
         size = [aligned(s) for s, _, _ in self.buffers]
         n = len(size)
-        if n > self.SEARCH_MAX_BUFFERS:
+        pinned = pinned or {}
+        active = list(range(n)) if active is None else list(active)
+        if len(active) > self.SEARCH_MAX_BUFFERS:
             return None
-        deadline = time.perf_counter() + self.SEARCH_S
-        meets = [[j for j in range(n) if j != i and self.buffers[j][1] <= self.buffers[i][2]
-                  and self.buffers[i][1] <= self.buffers[j][2]] for i in range(n)]
-        live_at = [[] for _ in range(max(b[2] for b in self.buffers) + 1)]
-        for i, (_, first, last) in enumerate(self.buffers):
-            for t in range(first, last + 1):
+        deadline = deadline or time.perf_counter() + self.SEARCH_S
+        present = sorted(set(active) | set(pinned))
+        meets = {i: [j for j in present if j != i and self.buffers[j][1] <= self.buffers[i][2]
+                     and self.buffers[i][1] <= self.buffers[j][2]] for i in active}
+        live_at = [[] for _ in range(max(self.buffers[i][2] for i in present) + 1)]
+        for i in present:
+            for t in range(self.buffers[i][1], self.buffers[i][2] + 1):
                 live_at[t].append(i)
-        need = [sum(size[i] for i in live) for live in live_at]   # of the unplaced
+        need = [sum(size[i] for i in live if i not in pinned) for live in live_at]
         at: list[int | None] = [None] * n
+        for i, o in pinned.items():
+            at[i] = o
         best: list = [None, above]
         nodes = 0
 
@@ -197,7 +209,7 @@ class GreedyPlanner(LinearPlanner):
 
         def place(k: int, low: int, last: int, top: int) -> bool:
             nonlocal nodes
-            if k == n:
+            if k == len(active):
                 best[0], best[1] = list(at), top
                 return top <= bound
             nodes += 1
@@ -205,7 +217,7 @@ class GreedyPlanner(LinearPlanner):
                                              and time.perf_counter() > deadline):
                 raise TimeoutError
             moves = []
-            for i in range(n):
+            for i in active:
                 if at[i] is not None:
                     continue
                 cands = {0} | {at[j] + size[j] for j in meets[i] if at[j] is not None}
@@ -228,10 +240,51 @@ class GreedyPlanner(LinearPlanner):
             return False
 
         try:
-            place(0, 0, -1, 0)
+            place(0, 0, -1, max((o + size[i] for i, o in pinned.items()), default=0))
         except TimeoutError:
             pass
         return None if best[0] is None else (best[0], best[1])
+
+    WINDOW_BUFFERS = 12     # at least this many buffers a window of the windowed search
+
+    def _in_windows(self, bound: int) -> tuple[list[int], int] | None:
+        """The exact search a stretch of steps at a time: the buffers first used in
+        each window are placed at or under the bound with the earlier windows' buffers
+        that are still live pinned where they were put; None as soon as a window
+        fails. Not complete (an earlier window's choice can leave a later one no
+        room), but each window's search is small: on a 54-buffer transformer whose
+        whole search did not end in two minutes, the halves each took 10 ms. The
+        windows end where the fewest buffers cross from one step to the next."""
+        import time
+        b = self.buffers
+        steps = max(last for _, _, last in b) + 1
+        crossing = [0] * steps          # buffers live at step t and at t + 1
+        for _, first, last in b:
+            for t in range(first, last):
+                crossing[t] += 1
+        fewest = min(crossing[:-1], default=0)
+        first_at: list[list[int]] = [[] for _ in range(steps)]
+        for i, (_, first, _) in enumerate(b):
+            first_at[first].append(i)
+        windows, current = [], []
+        for t in range(steps):
+            current += first_at[t]
+            if current and (t == steps - 1 or (crossing[t] <= fewest + 1
+                                               and len(current) >= self.WINDOW_BUFFERS)):
+                windows.append(current)
+                current = []
+        if len(windows) < 2:
+            return None
+        deadline = time.perf_counter() + self.SEARCH_S
+        at: dict[int, int] = {}
+        for window in windows:
+            start = min(b[i][1] for i in window)
+            pinned = {i: o for i, o in at.items() if b[i][2] >= start}
+            found = self._branch_and_bound(bound, bound + 1, window, pinned, deadline)
+            if found is None:
+                return None
+            at.update({i: found[0][i] for i in window})
+        return [at[i] for i in range(len(b))], max(at[i] + aligned(b[i][0]) for i in at)
 
     def offsets(self) -> list[int]:
         if getattr(self, "_best", None) is None:
