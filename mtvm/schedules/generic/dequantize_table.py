@@ -4,7 +4,11 @@
 conversion and a multiply an element (the M4: 8 instructions an element -> 4; without an
 FPU, a software multiply an element -> none). Per-tensor scale and zero point only; the
 table's 1 KiB of flash is spent where the tensor has at least MIN_ELEMENTS elements (an
-autoencoder's or a decoder's float output; a classifier's dozen logits keep the loop).
+autoencoder's or a decoder's float output; a classifier's dozen logits keep the loop) and,
+with an FPU, where it saves a larger share of the model's instructions than it adds to its
+flash (`pays_for_its_flash`: ad_autoencoder_int8's 640 outputs, 0.6 % of its instructions
+for 0.3 % more flash, keep it; a U-Net's 1,024 outputs beside 18 M MACs, 0.02 % for 2 %,
+do not).
 """
 from __future__ import annotations
 
@@ -12,12 +16,31 @@ import numpy as np
 
 from ...codegen.cwriter import (Assign, Cast, Comment, Const, ExprStmt, For, Table, Type, Var, call,
                                 param, render_c)
+from ...ops import get_op
 from ...ops.quantize import qrange
 from ...ops.quantized.common import INT8_EXT
 from ...ops.quantized.resize import dq_table
 from .. import Schedule, register
 
 MIN_ELEMENTS = 512
+TABLE_BYTES = 1024
+SAVED_PER_ELEMENT = 4     # instructions, the Cortex-M4 with its FPU
+INSTR_PER_MAC = 1.3       # about what an int8 model takes on a DSP core
+
+
+def pays_for_its_flash(k) -> bool:
+    """Whether the instructions the table saves are a larger share of the model's
+    (estimated from its MACs) than the table's bytes are of the model's constants.
+    Without an FPU (a software multiply an element saved) it always pays."""
+    if not k.target.fpu:
+        return True
+    g = k.graph
+    macs = sum(int(get_op(n.op, n.domain).macs(
+        n, [g.tensors[i] if i else None for i in n.inputs],
+        [g.tensors[o] for o in n.outputs if o])) for n in g.nodes)
+    weights = sum(t.nbytes for t in g.tensors.values() if t.is_const)
+    return SAVED_PER_ELEMENT * k.ins[0].size * weights >= \
+        TABLE_BYTES * INSTR_PER_MAC * max(macs, 1)
 
 
 @register
@@ -34,7 +57,8 @@ class DequantizeTable(Schedule):
                 np.dtype(x.dtype) in (np.dtype(np.int8), np.dtype(np.uint8)) and
                 np.dtype(out.dtype) == np.float32 and x.size >= MIN_ELEMENTS and
                 not attrs.get("block_size", 0) and
-                all(b.const is not None and b.size == 1 for b in params))
+                all(b.const is not None and b.size == 1 for b in params) and
+                pays_for_its_flash(k))
 
     def emit(self, k, /, **attrs) -> str:
         x = k.ins[0]
