@@ -67,10 +67,15 @@ class SubprocessTransport(Transport):
         self._err_thread.start()
 
     def _pump_stderr(self):
-        for line in iter(self.proc.stderr.readline, b""):
-            text = line.decode(errors="replace").rstrip()
-            self.stderr_lines.append(text)
-            log.debug("%s: %s", os.path.basename(self.argv[0]), text)
+        try:
+            for line in iter(self.proc.stderr.readline, b""):
+                text = line.decode(errors="replace").rstrip()
+                self.stderr_lines.append(text)
+                log.debug("%s: %s", os.path.basename(self.argv[0]), text)
+        except (OSError, ValueError):
+            # close() closed the pipe under a read that had not ended (a process that
+            # kept its stderr open past the join's wait): the session is over
+            pass
 
     def write(self, data: bytes) -> None:
         try:
@@ -113,6 +118,9 @@ class SubprocessTransport(Transport):
             except _sp.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # the last lines of stderr read before the pipe closes (the process has ended:
+        # the read sees end of file unless a child of it still holds the pipe)
+        self._err_thread.join(timeout=0.5)
         for f in (self.proc.stdout, self.proc.stderr):
             try:
                 f.close()

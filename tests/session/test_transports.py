@@ -4,6 +4,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -109,3 +110,26 @@ def test_unreachable_port_is_a_clear_error():
         mtvm.transport.tcp("127.0.0.1", 1, connect_timeout=1)
     with pytest.raises(mtvm.session.SessionError, match="cannot open serial port"):
         mtvm.transport.serial("/dev/does-not-exist", open_timeout=0.2)
+
+
+def test_closing_a_process_whose_child_keeps_stderr_open():
+    """A device process that exits while a child of it still writes to the inherited
+    stderr: close() returns, the lines read before it are kept, and the thread reading
+    stderr ends without an exception (it raised on the closed pipe before)."""
+    from mtvm.session.transport import SubprocessTransport
+    errors = []
+    previous = threading.excepthook
+    threading.excepthook = errors.append
+    try:
+        t = SubprocessTransport(["sh", "-c", "echo first >&2; (sleep 2; echo late >&2) & "
+                                 "read line"])
+        deadline = time.monotonic() + 5
+        while not t.stderr_lines and time.monotonic() < deadline:
+            time.sleep(0.01)
+        t.close()
+        t._err_thread.join(timeout=5)
+    finally:
+        threading.excepthook = previous
+    assert t.stderr_lines[:1] == ["first"]
+    assert not t._err_thread.is_alive()
+    assert errors == []
