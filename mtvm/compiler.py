@@ -135,15 +135,16 @@ def _compile_graph(graph, module_name, profile, external_workspace, fuse, source
     g = passes.optimize(graph, fuse=fuse)
     g = materialize_outputs(g)
     schedule_config = ScheduleConfig.resolve(schedule_config)
-    s = choose_order(g, lambda h, inplace: kernel_scratch(h, mod, inplace, target,
-                                                          schedule_config),
-                     io_in_workspace=io_in_workspace, reorder=reorder)
+
+    def ordered(config):   # the node order and its plan, the kernels' scratch under config
+        return choose_order(g, lambda h, inplace: kernel_scratch(h, mod, inplace, target,
+                                                                 config),
+                            io_in_workspace=io_in_workspace, reorder=reorder)
+    s = ordered(schedule_config)
     if not workspace_pools:   # faster knobs whose scratch fits under the arena
         more = free_scratch_config(s, mod, target, schedule_config)
         if more is not None:
-            s2 = choose_order(g, lambda h, inplace: kernel_scratch(h, mod, inplace, target,
-                                                                   more),
-                              io_in_workspace=io_in_workspace, reorder=reorder)
+            s2 = ordered(more)
             if s2.plan.arena_bytes <= s.plan.arena_bytes:
                 s, schedule_config = s2, more
     g, plan = s.graph, s.plan

@@ -19,7 +19,7 @@ from . import __version__
 from .codegen.constants import content_key
 from .codegen.names import interface_names
 from .errors import MtvmError
-from .ops.base import get_op
+from .ops.base import node_macs
 from .passes.quantize import quantization_metadata
 
 FORMAT_VERSION = 1
@@ -85,9 +85,7 @@ class CompiledModel:
         ops = []
         for i, lk in enumerate(self.kernels):
             n = lk.kernel.node
-            ins = [g.tensors[x] if x else None for x in n.inputs]
-            outs = [g.tensors[x] for x in n.outputs if x]
-            macs = int(get_op(n.op, n.domain).macs(n, ins, outs))
+            macs = node_macs(g, n)
             ops.append({"index": i, "function": lk.kernel.fname,
                         "kind": "+".join([n.op] + [t.op for t in n.tail]),
                         "nodes": [p.name for p in [n] + n.tail], "macs": macs,

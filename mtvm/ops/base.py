@@ -32,6 +32,14 @@ def get_op(op_type: str, domain: str = "") -> "Op | None":
     return REGISTRY.get(("" if domain == "ai.onnx" else domain, op_type))
 
 
+def node_macs(graph, node) -> int:
+    """The multiply-accumulates of one node of `graph` (its operator's `macs`, given the
+    node's input and output tensors)."""
+    ins = [graph.tensors[x] if x else None for x in node.inputs]
+    outs = [graph.tensors[x] for x in node.outputs if x]
+    return int(get_op(node.op, node.domain).macs(node, ins, outs))
+
+
 def supported_ops() -> list[str]:
     return sorted(t if not d else f"{d}.{t}" for d, t in REGISTRY)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...codegen.cwriter import (Assign, Cast, Comment, Const, ExprStmt, For, Table, Type, Var, call,
                                 param, render_c)
-from ...ops import get_op
+from ...ops import node_macs
 from ...ops.quantize import qrange
 from ...ops.quantized.common import INT8_EXT
 from ...ops.quantized.resize import dq_table
@@ -35,9 +35,7 @@ def pays_for_its_flash(k) -> bool:
     if not k.target.fpu:
         return True
     g = k.graph
-    macs = sum(int(get_op(n.op, n.domain).macs(
-        n, [g.tensors[i] if i else None for i in n.inputs],
-        [g.tensors[o] for o in n.outputs if o])) for n in g.nodes)
+    macs = sum(node_macs(g, n) for n in g.nodes)
     weights = sum(t.nbytes for t in g.tensors.values() if t.is_const)
     return SAVED_PER_ELEMENT * k.ins[0].size * weights >= \
         TABLE_BYTES * INSTR_PER_MAC * max(macs, 1)
