@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from . import passes
+from .passes.single_channel_conv import im2col_single_channel_convs
 from .codegen.c_codegen import CModule, kernel_scratch, lower_kernels
 from .codegen.names import KEYWORDS, OUTPUT_NAMES, RESERVED, sanitize
 from .errors import MtvmError, internal_error
@@ -133,6 +134,7 @@ def _compile_graph(graph, module_name, profile, external_workspace, fuse, source
                    constants_section=None) -> CompiledModel:
     mod = sanitize(module_name).lower()
     g = passes.optimize(graph, fuse=fuse)
+    g = im2col_single_channel_convs(g, target)
     g = materialize_outputs(g)
     schedule_config = ScheduleConfig.resolve(schedule_config)
 

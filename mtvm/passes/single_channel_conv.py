@@ -1,0 +1,63 @@
+"""On Arm DSP cores, an int8 conv over one input channel goes through im2col.
+
+The QDQ lowering gives every QConv with one input channel per group and at most 16
+taps the depthwise kernel's arithmetic (folded=0: the zero-point terms summed inside
+the input, qparams.dense_node). That includes a first layer over a single-channel
+input (a spectrogram, a grey image) with group 1: each output channel then reads
+the same plane, its window weights in registers. On a Cortex-M4/M7 that kernel is
+fast only for 3-wide windows and few channels; with 16 or more output channels, or
+another window width, the im2col kernel (the column of a pixel built once for all
+channels, four channels a pass) needs fewer instructions -- mps2-an386 (QEMU icount):
+16 channels 5x3 stride (2, 1) on 40x20 266 K -> 180 K, kws_crnn_int8's 32-channel
+first conv 228 K -> 186 K, 8 channels 1x9 on 128 41 K -> 25 K; with 8 or fewer channels
+and a 3-wide window the depthwise kernel stays ahead (8 channels 3x3 on 28x28: 146 K
+against 156 K). Helium and RISC-V cores keep the depthwise kernel (on mps3-an547 and
+riscv32-virt it is the faster one at 16 channels).
+
+So on those cores the pass folds the zero-point terms into the bias (folded=1, the
+im2col kernel's arithmetic: the same integers, QConv.reference)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node
+from ..ops.quantized.common import DOMAIN
+from ..qparams import zero_point_terms
+
+MIN_CHANNELS = 16   # at least this many output channels, or a window not 3 wide
+
+
+def _prefers_im2col(g: Graph, n: Node) -> bool:
+    if n.domain != DOMAIN or n.op != "QConv" or n.attrs.get("folded", 1) or \
+            n.attrs.get("group", 1) != 1 or len(n.inputs) < 3:
+        return False
+    w, bias = g.tensors.get(n.inputs[1]), g.tensors.get(n.inputs[2])
+    if w is None or not w.is_const or bias is None or not bias.is_const:
+        return False
+    return w.shape[0] >= MIN_CHANNELS or w.shape[-1] != 3
+
+
+def im2col_single_channel_convs(graph: Graph, target) -> Graph:
+    """graph with its one-input-channel, group-1 QConvs in the folded form where the
+    target's im2col kernel is the faster (Arm DSP cores without Helium)."""
+    if target is None or not target.is_arm_dsp:
+        return graph
+    if not any(_prefers_im2col(graph, n) for n in graph.nodes):
+        return graph
+    g = graph.copy()
+    for i, n in enumerate(g.nodes):
+        if not _prefers_im2col(g, n):
+            continue
+        w = np.asarray(g.tensors[n.inputs[1]].data)
+        w_zp = 0
+        if len(n.inputs) > 5 and n.inputs[5]:
+            w_zp = np.asarray(g.tensors[n.inputs[5]].data, np.int64)
+        bias = np.asarray(g.tensors[n.inputs[2]].data, np.int64)
+        folded = bias - zero_point_terms(w, int(n.attrs.get("x_zp", 0)), w_zp)
+        if np.abs(folded).max(initial=0) >= 1 << 31:
+            continue
+        new = n.copy()
+        new.inputs[2] = g.add_const(f"{n.name}_bias_folded", folded.astype(np.int32))
+        new.attrs["folded"] = 1
+        g.nodes[i] = new
+    return g
