@@ -5,14 +5,17 @@ taps the depthwise kernel's arithmetic (folded=0: the zero-point terms summed in
 the input, qparams.dense_node). That includes a first layer over a single-channel
 input (a spectrogram, a grey image) with group 1: each output channel then reads
 the same plane, its window weights in registers. On a Cortex-M4/M7 that kernel is
-fast only for 3-wide windows and few channels; with 16 or more output channels, or
+the faster one where its Thumb-2 2x2 loop runs (3x3 window, stride 1, no dilation, the
+full 8-bit output range) or with few channels; with 16 or more output channels, or
 another window width, the im2col kernel (the column of a pixel built once for all
-channels, four channels a pass) needs fewer instructions -- mps2-an386 (QEMU icount):
-16 channels 5x3 stride (2, 1) on 40x20 266 K -> 180 K, kws_crnn_int8's 32-channel
-first conv 228 K -> 186 K, 8 channels 1x9 on 128 41 K -> 25 K; with 8 or fewer channels
-and a 3-wide window the depthwise kernel stays ahead (8 channels 3x3 on 28x28: 146 K
-against 156 K). Helium and RISC-V cores keep the depthwise kernel (on mps3-an547 and
-riscv32-virt it is the faster one at 16 channels).
+channels, four channels a pass) needs fewer instructions. mps2-an386 (QEMU icount),
+one conv over one channel: 16 channels 5x3 stride (2, 1) on 40x20 180 K -> 160 K,
+kws_crnn_int8's 32-channel first conv 228 K -> 186 K, 32 channels 3x3 stride 2 on 32x32
+155 K -> 137 K, 16 channels 3x3 stride (2, 1) 168 K -> 149 K, 8 channels 1x9 on 128 30 K
+-> 22 K; the 2x2 loop stays ahead (16 channels 3x3 stride 1 on 32x32: 238 K against
+298 K; denoise_unet_int8's first conv), and so does the depthwise kernel at 8 channels
+3x3. Helium and RISC-V cores keep the depthwise kernel (on mps3-an547 and riscv32-virt
+it is the faster one at 16 channels).
 
 So on those cores the pass folds the zero-point terms into the bias (folded=1, the
 im2col kernel's arithmetic: the same integers, QConv.reference)."""
@@ -27,6 +30,17 @@ from ..qparams import zero_point_terms
 MIN_CHANNELS = 16   # at least this many output channels, or a window not 3 wide
 
 
+def _depthwise_loop_runs(n: Node, w) -> bool:
+    """Whether the depthwise kernel takes its Thumb-2 2x2 loop (ops/quantized/depthwise.py:
+    3x3, stride 1, no dilation, the full 8-bit range; its cheap requantization, which
+    nearly every layer has, is not checked here)."""
+    a = n.attrs
+    full = (a.get("act_min", -128), a.get("act_max", 127)) in ((-128, 127), (0, 255))
+    return tuple(w.shape[2:]) == (3, 3) and full and \
+        all(v == 1 for v in a.get("strides", [1, 1])) and \
+        all(v == 1 for v in a.get("dilations", [1, 1]))
+
+
 def _prefers_im2col(g: Graph, n: Node) -> bool:
     if n.domain != DOMAIN or n.op != "QConv" or n.attrs.get("folded", 1) or \
             n.attrs.get("group", 1) != 1 or len(n.inputs) < 3:
@@ -34,7 +48,7 @@ def _prefers_im2col(g: Graph, n: Node) -> bool:
     w, bias = g.tensors.get(n.inputs[1]), g.tensors.get(n.inputs[2])
     if w is None or not w.is_const or bias is None or not bias.is_const:
         return False
-    return w.shape[0] >= MIN_CHANNELS or w.shape[-1] != 3
+    return not _depthwise_loop_runs(n, w) and (w.shape[0] >= MIN_CHANNELS or w.shape[-1] != 3)
 
 
 def im2col_single_channel_convs(graph: Graph, target) -> Graph:

@@ -17,7 +17,8 @@ from test_int_depthwise import Builder
 # name, dtype, (H, W), output channels, (kh, kw), strides, pads, im2col on the M4
 CONVS = [
     ("crnn_5x3", np.int8, (12, 10), 16, (5, 3), (2, 1), (2, 1, 2, 1), True),
-    ("u8_3x3", np.uint8, (9, 8), 16, (3, 3), (1, 1), (1, 1, 1, 1), True),
+    ("u8_3x3_s2", np.uint8, (9, 8), 16, (3, 3), (2, 2), (1, 1, 1, 1), True),
+    ("loop_3x3", np.int8, (8, 9), 16, (3, 3), (1, 1), (1, 1, 1, 1), False),
     ("taps_1x9", np.int8, (1, 40), 8, (1, 9), (1, 1), (0, 4, 0, 4), True),
     ("few_3x3", np.int8, (8, 9), 8, (3, 3), (1, 1), (1, 1, 1, 1), False),
 ]
