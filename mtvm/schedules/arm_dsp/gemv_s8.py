@@ -7,7 +7,10 @@ MACs one LDRD plus four times (LDR, two SXTB16, two SMLADs), four or two groups 
 The last nn % 4 weight rows go through the dense kernel's one-row dot product; weight
 matrices under 1024 bytes keep the dense kernel (the flash would outweigh the
 instructions saved; an autoencoder's 8 -> 128 layer, 1,024 bytes: 4,640 -> 2,920
-instructions on the M4). The sums are the same exact integers, so the outputs are the
+instructions on the M4) unless they have 32 rows or more, where the per-output
+requantization (SMMLA here, the dense kernel's 64-bit form there) outweighs it: an
+autoencoder's 8 -> 64 bottleneck, 512 bytes, 2,360 -> 1,520 instructions for 480 bytes
+more flash (a 64 -> 12 classifier keeps the dense kernel). The sums are the same exact integers, so the outputs are the
 portable kernel's bit for bit.
 """
 from __future__ import annotations
@@ -17,7 +20,8 @@ from ...ops.quantized.common import operands
 from .. import Schedule, register
 from .matmul_s8 import _I32, _ext, _stores, _words, requant_form, requant_layout
 
-MIN_WEIGHTS = 1024   # smaller weight matrices keep the dense kernel
+MIN_WEIGHTS = 1024   # smaller weight matrices keep the dense kernel...
+MIN_ROWS = 32        # ...unless they have this many output rows
 
 
 @register
@@ -37,7 +41,8 @@ class QMatMulGemvDsp(Schedule):
         kk = x.shape[-1]
         # small layers (a classifier's last few outputs) stay with the dense kernel: the
         # packing and the assembly would cost more flash than their instructions save
-        return x.size // kk < 4 and w.shape[0] >= 4 and kk >= 8 and w.size >= MIN_WEIGHTS
+        return x.size // kk < 4 and w.shape[0] >= 4 and kk >= 8 and \
+            (w.size >= MIN_WEIGHTS or w.shape[0] >= MIN_ROWS)
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         return 4 * _words(1, k.ins[0].shape[-1])
