@@ -17,8 +17,8 @@ import numpy as np
 
 from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, Raw,
                                 RawExpr, Type, Var, call, lt, render_c, select)
-from ...ops.quantized.common import (INT8_EXT, clamp_store_lines, operands, per_channel,
-                                     store_lines)
+from ...ops.quantized.common import (INT8_EXT, clamp_store_lines, has_post_add, operands,
+                                     per_channel, post_add_pairs, store_lines)
 from .. import Schedule, register
 
 _I32 = Type("int32")
@@ -107,6 +107,60 @@ def _stores(k, accs, nv, mult, shift, y_zp, act_min, act_max, ch, dst, rq=None) 
     return out
 
 
+def _row_blocks(m: int, v: int, block) -> list:
+    """The loop over the blocks of v of m rows; block(row, text): the statements of the
+    block from row `row` (text: its C). Where v does not divide m the last block overlaps
+    the one before (rows m - v .. m - 1, some computed twice, the same values stored
+    again): as many dot products as a zero-padded partial block, and one copy of the
+    block's code instead of two."""
+    i = Var("i")
+    if not m % v:
+        return [For(i, m, block(i, "i"), step=v)]
+    i0 = Var("i0")
+    return [Comment(f"the last block is rows {m - v} .. {m - 1}, overlapping the one before: "
+                    "one copy of the code"),
+            For(i, m, [Decl(i0, select(lt(i, m - v), i, m - v))] + block(i0, "i0"), step=v)]
+
+
+def _fused_vectors(m: int, kk: int) -> int:
+    """`vectors` among the fused kernel's 4 and 5 (its 13 registers hold 5 sums)."""
+    groups = kk // 4
+    return min((4, 5), key=lambda v: -(-m // v) * (groups * (3 + 3 * v) + 16))
+
+
+def fused_applies(k, attrs: dict) -> bool:
+    """Whether QMatMulDsp takes the fused kernel (mtvm_mm_rq_s8_dsp.h): int8 rows and
+    weights, no weight zero points, the SMMLA requantization (fast_requant_table), the
+    whole int8 range out, a depth in whole groups of four, and a folded bias Add (if any)
+    clamped to the whole range too; the rows' stores at constant offsets (STRB's 12 bits)."""
+    x, w = k.plain(0), k.plain(1)
+    if _ext(x) != "s8" or _ext(w) != "s8" or operands(k)[5] is not None:
+        return False
+    kk, nn = x.shape[-1], w.shape[0]
+    m = x.size // kk
+    if kk % 4 or m < 4 or (attrs.get("act_min", -128), attrs.get("act_max", 127)) != (-128, 127):
+        return False
+    if has_post_add(k) and ((attrs.get("post_min"), attrs.get("post_max")) != (-128, 127) or
+                            not 0 <= int(attrs["post_shift"]) < 32):
+        return False
+    if (_fused_vectors(m, kk) - 1) * nn >= 4096:
+        return False
+    return fast_requant_table(k, attrs.get("y_zp", 0)) is not None
+
+
+def fused_table(k, y_zp: int) -> np.ndarray:
+    """The fused kernel's parameters, [N][4] or with a folded bias Add [N][6] int32: per
+    output channel bias, mult, rnd, sh (fast_requant_table) and the Add's c, ia."""
+    nn = k.plain(1).shape[0]
+    bias = np.broadcast_to(np.asarray(k.plain(2).const, np.int64).ravel(), (nn,))
+    cols = [bias[:, None], fast_requant_table(k, y_zp).astype(np.int64)]
+    if has_post_add(k):
+        c, ia = post_add_pairs(k.plain(6).const)
+        cols += [np.asarray(c, np.int64).reshape(nn, 1),
+                 np.broadcast_to(np.asarray(ia, np.int64).reshape(-1), (nn,))[:, None]]
+    return np.concatenate(cols, axis=1).astype(np.int32)
+
+
 @register
 class QMatMulDsp(Schedule):
     op = "QMatMul"
@@ -126,21 +180,33 @@ class QMatMulDsp(Schedule):
     def scratch_bytes(self, k, /, **attrs) -> int:
         x = k.ins[0]
         kk = x.shape[-1]
-        return 4 * _words(vectors(x.size // kk, kk), kk)
+        v = _fused_vectors(x.size // kk, kk) if fused_applies(k, attrs) else \
+            vectors(x.size // kk, kk)
+        return 4 * _words(v, kk)
 
     def weight_layout(self, k, /, **attrs):
+        if fused_applies(k, attrs):   # one table: the bias, the requantization, the Add
+            one = np.zeros(1, np.int32)
+            out = {2: one, 3: fused_table(k, attrs.get("y_zp", 0)).ravel(), 4: one}
+            if has_post_add(k):
+                out[6] = one
+            return out
         return requant_layout(k, attrs.get("y_zp", 0))
 
     def emit(self, k, /, *, x_zp=0, y_zp=0, act_min=-128, act_max=127,
              post_shift=None, post_min=None, post_max=None):
         # post_*: a folded bias Add (passes/matmul_bias.py), applied by _stores
+        attrs = dict(y_zp=y_zp, act_min=act_min, act_max=act_max, post_shift=post_shift,
+                     post_min=post_min, post_max=post_max)
+        if fused_applies(k, attrs):
+            return self._emit_fused(k, post_shift)
         x, w, bias, mult, shift, w_zp = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
         v = vectors(m, kk)
         k.library("mtvm_mm_s8_dsp.h")
         pk = Var("pk", Type("uint32", pointer=True))
-        i, o = Var("i"), Var("o")
+        o = Var("o")
         accs = [Var(f"acc{r}", _I32) for r in range(v)]
         asums = [Var(f"asum{r}", _I32) for r in range(v)]
         xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
@@ -176,18 +242,34 @@ class QMatMulDsp(Schedule):
         # v <= m: applies() asks for 4 rows or more, and `vectors` never takes more
         # vectors than rows (one block of 4 costs less than one of 5 or 6)
         assert v <= m, (v, m)
-        if m % v:
-            # the last block overlaps the one before (rows m - v .. m - 1, some computed
-            # twice, the same values stored again): as many dot products as a zero-padded
-            # partial block, and one copy of the block's code instead of two
-            i0 = Var("i0")
-            body.append(Comment(f"the last block is rows {m - v} .. {m - 1}, overlapping the "
-                                "one before: one copy of the code"))
-            body.append(For(i, m, [Decl(i0, select(lt(i, m - v), i, m - v))] + block(i0, "i0"),
-                            step=v))
-        else:
-            body.append(For(i, m, block(i, "i"), step=v))
-        return render_c(body)
+        return render_c(body + _row_blocks(m, v, block))
+
+    def _emit_fused(self, k, post_shift) -> str:
+        """Per block of v rows: the rows packed, then one call of the fused kernel over
+        every weight row (mtvm_mm_rq_s8_dsp.h)."""
+        x, w, prm = k.ins[0], k.ins[1], k.ins[3]
+        kk, nn = x.shape[-1], w.shape[0]
+        m = x.size // kk
+        v = _fused_vectors(m, kk)
+        post = int(has_post_add(k))
+        k.library("mtvm_mm_s8_dsp.h")
+        k.library("mtvm_mm_rq_s8_dsp.h")
+        pk = Var("pk", Type("uint32", pointer=True))
+        xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
+
+        def block(row) -> list:
+            return [ExprStmt(call("mtvm_packv_s8_dsp", xv + row * kk, kk, 1, v, v, kk, pk)),
+                    ExprStmt(call("mtvm_mm_rq_s8_dsp", v, Var(w.c), pk, kk, nn, Var(prm.c),
+                                  Var(k.out.c) + row * nn, post,
+                                  int(post_shift) if post else 0))]
+        body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
+                        f"{v} rows of the input packed into int16 pairs (scratch), then per "
+                        f"weight row their {v} sums, requantized"
+                        + (" and through the folded bias Add" if post else "")
+                        + f" and stored in one loop; {prm.c}: per channel bias, mult, rnd, sh"
+                        + (", c, ia" if post else "")),
+                Decl(pk, Cast(pk.type, Var("scratch")))]
+        return render_c(body + _row_blocks(m, v, lambda row, _: block(row)))
 
 
 def _batch_requant_form(mult, shift, y_zp: int) -> tuple[int, int, int] | None:

@@ -1,0 +1,188 @@
+/* mtvm_mm_rq_s8_dsp.h: The Arm DSP int8 QMatMul of one packed block of V = 4 or 5 input
+ * rows against every weight row, the requantization and the stores in the same loop
+ * (mtvm/schedules/arm_dsp/matmul_s8.py, its fused form).
+ *
+ * The rows are packed by mtvm_packv_8_dsp (mtvm_mm_s8_dsp.h); each weight row is read in
+ * place, one LDR and two SXTB16 per four bytes and an LDRD and two SMLADs per packed row,
+ * as mtvm_dotvp_8_dsp does. What this adds is the column's epilogue in the same Thumb-2
+ * loop: the column's parameters are one block of the table prm (laid out at compile
+ * time: bias, mult, rnd, sh and, with a folded bias Add, its c and ia; per channel),
+ * read with post-incremented loads, so that per column of V outputs the bias starts the
+ * sums (an LDR and V - 1 MOVs), SMMLA + ASR + SSAT requantize each, MLA + SSAT (its ASR
+ * the Add's shift) apply the Add, and STRBs at constant offsets store the column. Where
+ * the generated C called the dot product and requantized after it, its loop spilled the
+ * pointers and rebuilt them per column (about 60 instructions a column of five against
+ * 31 here, 43 with the Add).
+ *
+ * 13 registers (V = 5): Armv7E-M optimized builds only (the M33's Armv8-M build, or -O0,
+ * cannot give them); elsewhere the same integers in C.
+ * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
+#ifndef MTVM_MM_RQ_S8_DSP_H_
+#define MTVM_MM_RQ_S8_DSP_H_
+
+#include <stdint.h>
+#include "mtvm_dsp.h"
+#include "mtvm_mm_s8_dsp.h"
+#include "mtvm_depthwise_s8.h"
+
+/* Words of a column's parameter block: bias, mult, rnd, sh (and c, ia of the Add). */
+#define MTVM_MM_RQ_PRM(post) ((post) ? 6 : 4)
+
+#if defined(MTVM_MM_S8_DSP_THUMB2) && defined(__ARM_ARCH_7EM__)
+#define MTVM_MM_RQ_ASM 1
+/* the bias into every sum */
+#define MTVM_MM_RQ_INIT4 \
+    "ldr    %[s0], [%[prm]], #4\n\t" \
+    "mov    %[s1], %[s0]\n\t" \
+    "mov    %[s2], %[s0]\n\t" \
+    "mov    %[s3], %[s0]\n\t"
+#define MTVM_MM_RQ_INIT5 MTVM_MM_RQ_INIT4 "mov    %[s4], %[s0]\n\t"
+/* one sum requantized: (high word of s * mult + rnd) >> sh, saturated to int8 */
+#define MTVM_MM_RQ_ONE(S) \
+    "smmla  %[" S "], %[" S "], %[w], %[h]\n\t" \
+    "asr    %[" S "], %[" S "], %[x0]\n\t" \
+    "ssat   %[" S "], #8, %[" S "]\n\t"
+/* the folded bias Add: (c + s ia) >> n, saturated to int8 (c in p, ia in x1) */
+#define MTVM_MM_RQ_ADD(S) \
+    "mla    %[" S "], %[" S "], %[x1], %[p]\n\t" \
+    "ssat   %[" S "], #8, %[" S "], asr %[n]\n\t"
+#define MTVM_MM_RQ_STORE4 \
+    "strb   %[s1], [%[y], %[o1]]\n\t" \
+    "strb   %[s2], [%[y], %[o2]]\n\t" \
+    "strb   %[s3], [%[y], %[o3]]\n\t"
+#define MTVM_MM_RQ_STORE5 MTVM_MM_RQ_STORE4 "strb   %[s4], [%[y], %[o4]]\n\t"
+/* The loop over the columns: INIT, the groups (GROUPS a step until p reaches pend),
+ * the parameters, EPI (requantization and the Add), the stores (row 0 post-incremented). */
+#define MTVM_MM_RQ_LOOP(INIT, GROUPS, EPI, STORES) \
+    "1:\n\t" \
+    "ldr    %[p], %[p0]\n\t" \
+    INIT \
+    "2:\n\t" \
+    GROUPS \
+    "ldr    %[x0], %[pend]\n\t" \
+    "cmp    %[p], %[x0]\n\t" \
+    "bne    2b\n\t" \
+    "ldrd   %[w], %[h], [%[prm]], #8\n\t" \
+    "ldr    %[x0], [%[prm]], #4\n\t" \
+    EPI \
+    STORES \
+    "strb   %[s0], [%[y]], #1\n\t" \
+    "ldr    %[x0], %[yend]\n\t" \
+    "cmp    %[y], %[x0]\n\t" \
+    "bne    1b\n\t"
+#define MTVM_MM_RQ_LOAD_ADD "ldrd   %[p], %[x1], [%[prm]], #8\n\t"
+#define MTVM_MM_RQ_EPI4 \
+    MTVM_MM_RQ_ONE("s0") MTVM_MM_RQ_ONE("s1") MTVM_MM_RQ_ONE("s2") MTVM_MM_RQ_ONE("s3")
+#define MTVM_MM_RQ_EPI5 MTVM_MM_RQ_EPI4 MTVM_MM_RQ_ONE("s4")
+#define MTVM_MM_RQ_ADD4 MTVM_MM_RQ_LOAD_ADD \
+    MTVM_MM_RQ_ADD("s0") MTVM_MM_RQ_ADD("s1") MTVM_MM_RQ_ADD("s2") MTVM_MM_RQ_ADD("s3")
+#define MTVM_MM_RQ_ADD5 MTVM_MM_RQ_ADD4 MTVM_MM_RQ_ADD("s4")
+/* U groups a step (1, 2, 4 or 8) of V sums */
+#define MTVM_MM_RQ_G1(V) MTVM_DOTVP_GROUP##V("sxtb16")
+#define MTVM_MM_RQ_G2(V) MTVM_MM_RQ_G1(V) MTVM_MM_RQ_G1(V)
+#define MTVM_MM_RQ_G4(V) MTVM_MM_RQ_G2(V) MTVM_MM_RQ_G2(V)
+#define MTVM_MM_RQ_G8(V) MTVM_MM_RQ_G4(V) MTVM_MM_RQ_G4(V)
+#define MTVM_MM_RQ_OPS4 \
+    [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [w] "=&r"(w), \
+    [h] "=&r"(h), [x0] "=&r"(x0), [x1] "=&r"(x1), [p] "=&r"(p), [a] "+r"(a), \
+    [prm] "+r"(prm), [y] "+r"(y)
+#define MTVM_MM_RQ_OPS5 MTVM_MM_RQ_OPS4, [s4] "=&r"(s4)
+#define MTVM_MM_RQ_INS \
+    [p0] "m"(p0), [pend] "m"(pend), [yend] "m"(yend), [n] "i"(post_shift), [o1] "i"(nn), \
+    [o2] "i"(2 * nn), [o3] "i"(3 * nn), [o4] "i"(4 * nn)
+/* One asm statement for V, U and the Add (constants after inlining). */
+#define MTVM_MM_RQ_STMT(V, U, EPI)                                                          \
+    __asm__ volatile(MTVM_MM_RQ_LOOP(MTVM_MM_RQ_INIT##V, MTVM_MM_RQ_G##U(V), EPI,          \
+                                     MTVM_MM_RQ_STORE##V)                                   \
+                     : MTVM_MM_RQ_OPS##V : MTVM_MM_RQ_INS : "cc", "memory")
+#endif
+
+/* y[r * nn + o] (r < V, o < nn) = the requantized sum of bias_o and packed row r times
+ * weight row o (w + o * kk, int8), then the folded bias Add when post is 1 (its shift
+ * post_shift, both clamps the whole int8 range); prm: the table (MTVM_MM_RQ_PRM words a
+ * column); p0: the packed block (V rows of kk elements, kk a multiple of 4). V, kk, nn,
+ * post and post_shift are constants at each call: the asm needs them as immediates. */
+#define mtvm_mm_rq_s8_dsp(V, w, p0, kk, nn, prm, y, post, post_shift) \
+    mtvm_mm_rq_s8_dsp_##V(w, p0, kk, nn, prm, y, post, post_shift)
+
+#if defined(MTVM_MM_RQ_ASM)
+#define MTVM_MM_RQ_BODY(V)                                                            \
+    do {                                                                                     \
+        const int32_t* pend = (const int32_t*)p0 + 2 * V * (kk / 4);                         \
+        int8_t* yend = y + nn;                                                               \
+        int32_t s0, s1, s2, s3, w, h, x0, x1;                                                \
+        const uint32_t* p;                                                                   \
+        const int8_t* a = wt;                                                                \
+        MTVM_MM_RQ_S4_##V;                                                                   \
+        if (post) {                                                                          \
+            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_ADD##V);                        \
+        } else {                                                                             \
+            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V);                                          \
+        }                                                                                    \
+    } while (0)
+/* Groups a step: eight where the depth has 16 groups or more (the loop's three
+ * instructions per 144 or 120), else four, two or one -- the code of eight would add a
+ * quarter KiB of flash per layer for 3 instructions a column at a depth of 32. */
+#define MTVM_MM_RQ_STEPS(V, EPI)                                                              \
+    do {                                                                                     \
+        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, EPI);                   \
+        else if ((kk / 4) % 4 == 0) MTVM_MM_RQ_STMT(V, 4, EPI);                              \
+        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, EPI);                              \
+        else MTVM_MM_RQ_STMT(V, 1, EPI);                                                     \
+    } while (0)
+#define MTVM_MM_RQ_S4_4 (void)0
+#define MTVM_MM_RQ_S4_5 int32_t s4
+#endif
+
+/* The same integers in C: per column the V sums (mtvm_dotvp_8_dsp), each requantized,
+ * saturated, through the Add, stored. */
+static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
+                                                   const uint32_t* p0, int32_t kk,
+                                                   int32_t nn, const int32_t* prm, int8_t* y,
+                                                   int32_t post, int32_t post_shift)
+{
+    for (int32_t o = 0; o < nn; ++o, wt += kk, prm += MTVM_MM_RQ_PRM(post)) {
+        int32_t s[5];
+        for (int32_t r = 0; r < 5; ++r) {
+            s[r] = prm[0];
+        }
+        mtvm_dotvp_8_dsp((const uint8_t*)wt, 0, p0, kk, V, &s[0], &s[1], &s[2], &s[3], &s[4],
+                         &s[4]);
+        for (int32_t r = 0; r < V; ++r) {
+            int32_t v = mtvm_requantize_s8(s[r], prm[1], prm[2], prm[3], -128, 127);
+            if (post) {
+                v = (prm[4] + v * prm[5]) >> post_shift;
+                v = v < -128 ? -128 : (v > 127 ? 127 : v);
+            }
+            y[r * nn + o] = (int8_t)v;
+        }
+    }
+}
+
+static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_4(const int8_t* wt, const uint32_t* p0,
+                                                   int32_t kk, int32_t nn, const int32_t* prm,
+                                                   int8_t* y, int32_t post, int32_t post_shift)
+{
+#if defined(MTVM_MM_RQ_ASM)
+    if (kk % 4 == 0 && nn > 0 && 3 * nn < 4096 && post_shift >= 0 && post_shift < 32) {
+        MTVM_MM_RQ_BODY(4);
+        return;
+    }
+#endif
+    mtvm_mm_rq_s8_dsp_c(4, wt, p0, kk, nn, prm, y, post, post_shift);
+}
+
+static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_5(const int8_t* wt, const uint32_t* p0,
+                                                   int32_t kk, int32_t nn, const int32_t* prm,
+                                                   int8_t* y, int32_t post, int32_t post_shift)
+{
+#if defined(MTVM_MM_RQ_ASM)
+    if (kk % 4 == 0 && nn > 0 && 4 * nn < 4096 && post_shift >= 0 && post_shift < 32) {
+        MTVM_MM_RQ_BODY(5);
+        return;
+    }
+#endif
+    mtvm_mm_rq_s8_dsp_c(5, wt, p0, kk, nn, prm, y, post, post_shift);
+}
+
+#endif  /* MTVM_MM_RQ_S8_DSP_H_ */

@@ -1,0 +1,78 @@
+"""The fused int8 QMatMul of the Arm DSP cores (mtvm/schedules/arm_dsp/matmul_s8.py,
+c_runtime/kernels/arm_dsp/mtvm_mm_rq_s8_dsp.h): packed rows times every weight row with
+the requantization, the folded bias Add and the stores in one Thumb-2 loop. A model of
+our own runs it with four and five rows a block, a last block overlapping the one before,
+one, two and four groups of four a step, and with and without the Add (13 and 8 rows); on the emulated
+Cortex-M4F (assembly) and Cortex-M33 (its C: Armv8-M cannot give the registers) it equals
+the host build of target "c" bit for bit."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mtvm
+from mtvm.target import Target
+from mtvm.testing import have, quantize_qdq, run_on_board
+
+DEPTHS = (12, 32, 24, 8)   # depth 12: one group a step, 32: four, 24: two
+
+
+@pytest.fixture(scope="module", params=[13, 8], ids=["13rows_v5", "8rows_v4"])
+def model(request, tmp_path_factory):
+    """13 rows: five a block (the last overlapping); 8 rows: four a block."""
+    ROWS = request.param
+    pytest.importorskip("onnxruntime.quantization")
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    tmp = tmp_path_factory.mktemp("fused")
+    rng = np.random.default_rng(5)
+    nodes, inits, prev = [], [], "x"
+    for i, (k, n) in enumerate(zip(DEPTHS, DEPTHS[1:])):
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal((k, n)) * 0.4).astype(np.float32), f"w{i}"))
+        nodes.append(helper.make_node("MatMul", [prev, f"w{i}"], [f"m{i}"]))
+        prev = f"m{i}"
+        if i < 2:   # a bias Add after the first two: folded into their QMatMuls
+            inits.append(numpy_helper.from_array(
+                (rng.standard_normal(n) * 0.3).astype(np.float32), f"b{i}"))
+            nodes.append(helper.make_node("Add", [prev, f"b{i}"], [f"a{i}"]))
+            prev = f"a{i}"
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "fused", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, ROWS, DEPTHS[0]])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, [1, ROWS, DEPTHS[-1]])], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    f32 = str(tmp / "fused_f32.onnx")
+    onnx.save(m, f32)
+    xs = [rng.standard_normal((1, ROWS, DEPTHS[0])).astype(np.float32) for _ in range(8)]
+    return quantize_qdq(f32, str(tmp / "fused_int8.onnx"), "x", xs, xs[0])
+
+
+def _calls(lib) -> list[str]:
+    src = "\n".join(lib.sources.values())
+    return [line.strip() for line in src.splitlines() if "mtvm_mm_rq_s8_dsp(" in line and
+            not line.lstrip().startswith(("#", "/*", "*"))]
+
+
+def test_every_layer_takes_the_fused_kernel_on_dsp_cores(model):
+    calls = _calls(mtvm.compile(model, target=Target.resolve("cortex-m4")))
+    assert len(calls) == 3, calls
+    assert sum(", 1, " in c for c in calls) == 2, calls     # the two with a folded Add
+    assert not _calls(mtvm.compile(model, target=Target.resolve("cortex-m55")))
+    assert not _calls(mtvm.compile(model))
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="QEMU or arm-none-eabi-gcc not installed")
+@pytest.mark.parametrize("board,target", [("mps2-an386", "cortex-m4"),
+                                          ("mps2-an505", "cortex-m33")])
+def test_on_the_board_bit_identical(model, board, target, tmp_path):
+    with np.load(model[:-5] + ".npz") as z:
+        x = z["in_0"]
+    lib = mtvm.compile(model, target=Target.resolve(target))
+    assert _calls(lib)
+    dev = run_on_board(lib, [x], tmp_path, board=board)
+    host = mtvm.compile(model).run_host([x])
+    for (name, a), b in zip(dev.items(), host.values()):
+        np.testing.assert_array_equal(a, b, err_msg=name)
