@@ -2,7 +2,7 @@
 c_runtime/kernels/arm_dsp/mtvm_mm_rq_s8_dsp.h): packed rows times every weight row with
 the requantization, the folded bias Add and the stores in one Thumb-2 loop. A model of
 our own runs it with four and five rows a block, a last block overlapping the one before,
-one, two and four groups of four a step, and with and without the Add (13 and 8 rows); on the emulated
+one, two, four and eight groups of four a step, and with and without the Add (13 and 8 rows); on the emulated
 Cortex-M4F (assembly) and Cortex-M33 (its C: Armv8-M cannot give the registers) it equals
 the host build of target "c" bit for bit."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import mtvm
 from mtvm.target import Target
 from mtvm.testing import have, quantize_qdq, run_on_board
 
-DEPTHS = (12, 32, 24, 8)   # depth 12: one group a step, 32: four, 24: two
+DEPTHS = (12, 32, 64, 24, 8)   # depth 12: one group a step, 32: four, 64: eight, 24: two
 
 
 @pytest.fixture(scope="module", params=[13, 8], ids=["13rows_v5", "8rows_v4"])
@@ -57,7 +57,7 @@ def _calls(lib) -> list[str]:
 
 def test_every_layer_takes_the_fused_kernel_on_dsp_cores(model):
     calls = _calls(mtvm.compile(model, target=Target.resolve("cortex-m4")))
-    assert len(calls) == 3, calls
+    assert len(calls) == 4, calls
     assert sum(", 1, " in c for c in calls) == 2, calls     # the two with a folded Add
     assert not _calls(mtvm.compile(model, target=Target.resolve("cortex-m55")))
     assert not _calls(mtvm.compile(model))
