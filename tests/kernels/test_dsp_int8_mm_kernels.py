@@ -1,6 +1,6 @@
 """C unit tests of the Arm DSP int8 matrix-product, QAdd and QSoftmax kernels
 (c_runtime/kernels/arm_dsp/mtvm_mm_s8_dsp.h: mtvm_packv_*_dsp + mtvm_dot<4|5|6>p_*_dsp and
-mtvm_sum_*_dsp;
+mtvm_sum_*_dsp, mtvm_colsum_*_dsp;
 mtvm_qadd_s8_dsp.h: mtvm_qadd_*_dsp, mtvm_qadd1_*_dsp, mtvm_qadd32_*_dsp, mtvm_qaffine32*_dsp)
 against their NumPy definitions:
 exact int32 sums of one byte vector with 4, 5 or 6 packed vectors (one to all present,
@@ -111,6 +111,58 @@ def test_packed_dot_products_are_exact(target):
                     want.append(s)
         want += [int(as8[c, :kk].sum()), int(au8[c, :kk].sum())]     # mtvm_sum_*_dsp
         assert got == want, f"case {c}: n={kk} V={nvec} nv={v} vs={s_v} es={s_e}"
+
+
+COLSUM_TEST = r"""
+#include <stdio.h>
+#include "mtvm_mm_s8_dsp.h"
+@ARRAYS@
+static int32_t sums[64];
+int main(void)
+{
+    for (int c = 0; c < @N@; ++c) {
+        if (u[c]) {
+            mtvm_colsum_u8_dsp(bu + off[c], rows[c], cols[c], sums);
+        } else {
+            mtvm_colsum_s8_dsp(bs + off[c], rows[c], cols[c], sums);
+        }
+        for (int j = 0; j < cols[c]; ++j) printf(" %ld", (long)sums[j]);
+        printf("\n");
+    }
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_column_sums_are_exact(target):
+    """mtvm_colsum_*_dsp (a QBatchMatMul's b column sums): every column count mod 4, and
+    the row counts where the int16 lanes are fullest (255 int8 rows of -128, 128 uint8
+    rows of 255) and one past them (the column loop)."""
+    rng = np.random.default_rng(15)
+    cases = [(u, r, c) for u in (0, 1) for r in (1, 3, 49, 128, 129, 255, 256)
+             for c in (1, 4, 7, 33)]
+    data = {0: [], 1: []}
+    offs, want = [], []
+    for u, r, c in cases:
+        lo, hi = (0, 256) if u else (-128, 128)
+        b = rng.integers(lo, hi, (r, c))
+        if r in (128, 255):   # the extreme sums a lane holds
+            b[:] = 255 if u else -128
+        offs.append(sum(x.size for x in data[u]))
+        data[u].append(b.ravel())
+        want.append([int(v) for v in b.sum(axis=0)])
+    arrays = "\n".join([
+        c_array("bs", np.concatenate(data[0]), "int8_t"),
+        c_array("bu", np.concatenate(data[1]), "uint8_t"),
+        c_array("u", [u for u, _, _ in cases], "int32_t"),
+        c_array("rows", [r for _, r, _ in cases], "int32_t"),
+        c_array("cols", [c for _, _, c in cases], "int32_t"),
+        c_array("off", offs, "int32_t")])
+    out = run_c_test(COLSUM_TEST.replace("@ARRAYS@", arrays).replace("@N@", str(len(cases))),
+                     name="colsum", target=target, library=LIB)
+    got = [[int(t) for t in line.split()] for line in out.strip().splitlines()]
+    assert got == want
 
 
 QADD_TEST = r"""

@@ -337,8 +337,8 @@ class QBatchMatMulDsp(Schedule):
         wq = _words(1, kk)     # words of a packed block per column
         pk = Var("pk", Type("uint32", pointer=True))
         bsum = Var("bsum", Type("int32", pointer=True))
-        t, i, j, p = Var("t"), Var("i"), Var("j"), Var("p")
-        s_, asum = Var("s", _I32), Var("asum", _I32)
+        t, i, j = Var("t"), Var("i"), Var("j")
+        asum = Var("asum", _I32)
         pa = Var("pa", Type(a.dtype, pointer=True, const=True))
         pb = Var("pb", Type(b.dtype, pointer=True, const=True))
         ar = Var("ar", Type(a.dtype, pointer=True, const=True))
@@ -384,9 +384,8 @@ class QBatchMatMulDsp(Schedule):
             per_t.append(For(j, nv_, [pack(j, v)], step=v))
             if n % v:
                 per_t.append(pack(nv_, n % v))
-        if a_zp:
-            per_t.append(For(j, n, [Decl(s_, 0), For(p, kk, [Assign(s_, pb[p * n + j], "+=")]),
-                                    Assign(bsum[j], s_)]))
+        if a_zp:   # b's column sums, four columns a step (mtvm_colsum_8_dsp)
+            per_t.append(ExprStmt(call(f"mtvm_colsum_{_ext(b)}_dsp", pb, kk, n, bsum)))
         if copy:
             arow = Var("arow", Type(a.dtype, pointer=True))
             row = [ExprStmt(call("memcpy", arow, pa + i * kk, kk)), Decl(ar, arow)]
