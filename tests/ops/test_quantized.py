@@ -798,11 +798,12 @@ def test_qdq_chain_with_a_per_channel_operand_is_no_lut():
 @pytest.mark.parametrize("shape,axis,bias,relu", [((2, 5, 16), -1, True, False),
                                                   ((3, 4, 6), -2, False, False),
                                                   ((1, 7, 32), 2, True, True),
-                                                  ((4, 1), -1, True, False)])
+                                                  ((4, 1), -1, True, False),
+                                                  ((2, 400), -1, True, False)])
 def test_qdq_layernorm_in_8_bits(dtype, shape, axis, bias, relu):
     """DequantizeLinear -> LayerNormalization (-> Relu) -> QuantizeLinear is one QLayerNorm:
     within a step of onnxruntime, the same integers as its NumPy model, and the LLVM
-    backend's the same as the C's."""
+    backend's the same as the C's (rows of 400: the variance numerator in int64)."""
     b = QDQ(dtype)
     x = b.input(shape, 0.043, 3)
     norm = shape[axis:] if axis >= 0 else shape[len(shape) + axis:]
