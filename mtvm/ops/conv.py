@@ -29,7 +29,7 @@ from . import conv_winograd
 from .base import Op, register
 from .microkernels import (MR, avx2_c, band_epi_ukernel, band_ukernel, clamp_tail,
                            direct_ukernel, gemm_epi_ukernel, gemm_ukernel, gemm_ukernel_offsets,
-                           prelude)
+                           prelude, vfp_epi_mode)
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -1349,9 +1349,20 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
     x86 = band or avx2_c(k)
     clamp = clamp_tail(k) if epi_args is not None and x86 else None
     if clamp is None:
-        w.line(f"float tile[{rows} * {width}];")
-        w.line(gemm_call)
-        _store_tile(w, k, bias, p, rows, m0e, pos, width)
+        vfp = None if epi_args is None or band or offsets else \
+            _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width)
+        tile = CWriter()
+        tile.line(f"float tile[{rows} * {width}];")
+        tile.line(gemm_call)
+        _store_tile(tile, k, bias, p, rows, m0e, pos, width)
+        if vfp is None:
+            w.lines += [("    " * w.depth + line) if line else "" for line in tile.lines]
+            return
+        # on Arm FPUs full tiles in registers, partial ones (and other builds) the tile
+        other = [Raw("\n".join(tile.lines))]
+        w.lines += render_c([PreIf("defined(MTVM_GEMM_F32_VFP)",
+                                   [If(eq(Var("np"), 4), vfp, [Block(other)])], other)],
+                            w.depth).splitlines()
         return
     m = lin((p["g"], p["mg"]), (m0e, 1))
     y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))
@@ -1366,6 +1377,26 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
     _tile_or_epi(other, k, bias, p, rows, m0e, pos, gemm_call, None, width)
     w.lines += render_c([PreIf("MTVM_F32_AVX2", [Raw(epi)], [Raw("\n".join(other.lines))])],
                         w.depth).splitlines()
+
+
+def _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width) -> list | None:
+    """Statements computing a full tile of rows x 4 positions with the Arm VFP epilogue
+    kernel, four rows a call (mtvm_f32_gemm_4x4_epi_vfp: the bias and a Relu or Relu6 in
+    registers, the rows stored from them); None where it does not apply: not an Arm
+    target with an FPU, no bias, rows not a multiple of 4, a tail other than a Relu or a
+    Clip from 0 (vfp_epi_mode)."""
+    mode = vfp_epi_mode(k)
+    if mode is None or bias is None or rows % 4 or width != "MTVM_F32_NR" or \
+            not (k.target.is_arm and k.target.fpu):
+        return None
+    taps, a, b, ldb = (e.strip() for e in epi_args.split(",", 3))
+    k.library("mtvm_gemm_f32_vfp.h")
+    m = lin((p["g"], p["mg"]), (m0e, 1))
+    y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))
+    return [ExprStmt(c_call("mtvm_f32_gemm_4x4_epi_vfp", *(RawExpr(str(e)) for e in (
+        taps, f"{a} + {4 * g}", rows, b, ldb, f"{bias.c} + {m} + {4 * g}", mode[0], mode[1],
+        f"out0 + {y0} + {pos} + {4 * g * p['out_plane']}", p["out_plane"]))))
+        for g in range(rows // 4)]
 
 
 def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):

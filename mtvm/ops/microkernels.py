@@ -21,6 +21,8 @@ Define MTVM_NO_SIMD to force the portable path.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..codegen.cwriter import Block, ExprStmt, For, PreIf, Raw, RawExpr, Var, call, render_c
 from ..errors import MtvmError
 
@@ -94,6 +96,32 @@ def clamp_tail(k) -> tuple[str, str] | None:
             lo = lo if t.attrs.get("min") is None else k.lit(t.attrs["min"])
             hi = hi if t.attrs.get("max") is None else k.lit(t.attrs["max"])
     return lo, hi
+
+
+def vfp_epi_mode(k) -> tuple[str, int] | None:
+    """(mode, hi's bits) of the Arm VFP epilogue kernel (mtvm_f32_gemm_4x4_epi_vfp,
+    c_runtime/kernels/arm_dsp/mtvm_gemm_f32_vfp.h) for k's fused tail: no tail
+    (MTVM_F32_EPI_NONE), a Relu or a Clip at 0 without a maximum (MTVM_F32_EPI_RELU), a
+    Clip from 0 to a finite maximum above 0 (MTVM_F32_EPI_RELU_HI: Relu6). None for any
+    other tail, and for float types other than float32."""
+    if np.dtype(k.graph.tensors[k.node.kernel_outputs[0]].dtype) != np.float32:
+        return None
+    tail = k.node.tail
+    if not tail:
+        return "MTVM_F32_EPI_NONE", 0
+    t = tail[0]
+    if len(tail) > 1 or t.domain or len([i for i in t.inputs if i]) != 1 or \
+            t.op not in ("Relu", "Clip"):
+        return None
+    lo, hi = (0.0, None) if t.op == "Relu" else (t.attrs.get("min"), t.attrs.get("max"))
+    if lo is None or float(lo) != 0.0:
+        return None
+    if hi is None:
+        return "MTVM_F32_EPI_RELU", 0
+    hi = np.float32(hi)
+    if not (np.isfinite(hi) and hi > 0):
+        return None
+    return "MTVM_F32_EPI_RELU_HI", int(hi.view(np.int32))
 
 
 def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int,

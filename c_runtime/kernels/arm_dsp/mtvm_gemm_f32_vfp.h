@@ -5,6 +5,7 @@
 #define MTVM_GEMM_F32_VFP_H_
 
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) && defined(__thumb2__) && defined(__ARM_FP) && (__ARM_FP & 4) && \
     defined(__ARM_FEATURE_FMA) && !defined(MTVM_NO_SIMD)
@@ -93,6 +94,149 @@ static inline void mtvm_f32_gemm_4x4_off_vfp(int32_t taps, const float* a, int32
         : [a] "+&r"(a), [off] "+&r"(off), [t] "+&r"(taps), [o] "=&r"(o), [bt] "=&r"(bt)
         : [z] "r"(zeros), [tile] "r"(tile), [as] "r"(a_step), [b] "r"(b)
         : MTVM_VFP_CLOBBERS);
+}
+
+/* The 4 x 4 block's epilogue in the same assembly: mode MTVM_F32_EPI_NONE stores
+ * y[r * ldy + q] = tile[r][q] + bias[r]; MTVM_F32_EPI_RELU stores the same clamped
+ * below at 0, MTVM_F32_EPI_RELU_HI also above at hi (> 0), r, q < 4. The sums are the
+ * same fused multiply-adds from 0 as mtvm_f32_gemm_4x4_vfp's, then one add of the
+ * bias, so the same values as its tile and the C epilogue. The clamp works on the
+ * floats' bits (a non-negative float orders as its bits do as an integer): BIC with
+ * the sign spread clears the negatives, CMP and MOVGT take hi -- where the tile holds
+ * no NaN: the sixteen values' sum is checked first, and a NaN there (or +inf beside
+ * -inf) takes VCMPE/VMRS compares as the C's `x < 0 ? 0 : x`, `x > hi ? hi : x`, NaN
+ * kept. (The one difference: -0.0 becomes +0.0 on the integer path.) Per output
+ * about 1.5 instructions unclamped, 4.4 with the lower clamp and 7.4 with both, where
+ * the tile's round trip through memory and the C epilogue took 5 to 12. */
+#define MTVM_F32_EPI_NONE 0
+#define MTVM_F32_EPI_RELU 1
+#define MTVM_F32_EPI_RELU_HI 2
+
+#define MTVM_VFP_BIAS_4X4 \
+    "vldmia  %[bias], {s0-s3}\n\t" \
+    "vadd.f32 s8, s8, s0\n\t" "vadd.f32 s9, s9, s0\n\t" \
+    "vadd.f32 s10, s10, s0\n\t" "vadd.f32 s11, s11, s0\n\t" \
+    "vadd.f32 s12, s12, s1\n\t" "vadd.f32 s13, s13, s1\n\t" \
+    "vadd.f32 s14, s14, s1\n\t" "vadd.f32 s15, s15, s1\n\t" \
+    "vadd.f32 s16, s16, s2\n\t" "vadd.f32 s17, s17, s2\n\t" \
+    "vadd.f32 s18, s18, s2\n\t" "vadd.f32 s19, s19, s2\n\t" \
+    "vadd.f32 s20, s20, s3\n\t" "vadd.f32 s21, s21, s3\n\t" \
+    "vadd.f32 s22, s22, s3\n\t" "vadd.f32 s23, s23, s3\n\t"
+/* the tile's rows stored from s8-s23 (y stepped by ys after each) */
+#define MTVM_VFP_STORE_4X4 \
+    "vstmia  %[y], {s8-s11}\n\t" "add     %[y], %[y], %[ys]\n\t" \
+    "vstmia  %[y], {s12-s15}\n\t" "add     %[y], %[y], %[ys]\n\t" \
+    "vstmia  %[y], {s16-s19}\n\t" "add     %[y], %[y], %[ys]\n\t" \
+    "vstmia  %[y], {s20-s23}\n\t"
+/* V set when one of s8-s23 is NaN (their sum is) */
+#define MTVM_VFP_NAN_TEST_4X4 \
+    "vadd.f32 s0, s8, s9\n\t" "vadd.f32 s1, s10, s11\n\t" \
+    "vadd.f32 s2, s12, s13\n\t" "vadd.f32 s3, s14, s15\n\t" \
+    "vadd.f32 s4, s16, s17\n\t" "vadd.f32 s5, s18, s19\n\t" \
+    "vadd.f32 s6, s20, s21\n\t" "vadd.f32 s7, s22, s23\n\t" \
+    "vadd.f32 s0, s0, s1\n\t" "vadd.f32 s2, s2, s3\n\t" \
+    "vadd.f32 s4, s4, s5\n\t" "vadd.f32 s6, s6, s7\n\t" \
+    "vadd.f32 s0, s0, s2\n\t" "vadd.f32 s4, s4, s6\n\t" \
+    "vadd.f32 s0, s0, s4\n\t" \
+    "vcmp.f32 s0, s0\n\t" \
+    "vmrs    APSR_nzcv, fpscr\n\t"
+/* one value's bits in register T: the negatives cleared, then (HI) at most hi, which the
+ * taps' counter holds by then */
+#define MTVM_VFP_LO_(T) "bic     %[" T "], %[" T "], %[" T "], asr #31\n\t"
+#define MTVM_VFP_HI_(T) "cmp     %[" T "], %[t]\n\t" "it      gt\n\t" \
+    "movgt   %[" T "], %[t]\n\t"
+/* one row (four sums from SA..) on the bits, in the four registers the taps' loop no
+ * longer needs (z, as, bs, bias): CL(T) clamps one value */
+#define MTVM_VFP_ROW_BITS_(SA, SB, SC, SD, CL) \
+    "vmov    %[z], %[as], " SA ", " SB "\n\t" \
+    "vmov    %[bs], %[bias], " SC ", " SD "\n\t" \
+    CL("z") CL("as") CL("bs") CL("bias") \
+    "strd    %[z], %[as], [%[y]]\n\t" \
+    "strd    %[bs], %[bias], [%[y], #8]\n\t" \
+    "add     %[y], %[y], %[ys]\n\t"
+#define MTVM_VFP_LO(T) MTVM_VFP_LO_(T)
+#define MTVM_VFP_LOHI(T) MTVM_VFP_LO_(T) MTVM_VFP_HI_(T)
+#define MTVM_VFP_BITS_4X4(CL) \
+    "ldr     %[t], %[hi]\n\t" \
+    MTVM_VFP_ROW_BITS_("s8", "s9", "s10", "s11", CL) \
+    MTVM_VFP_ROW_BITS_("s12", "s13", "s14", "s15", CL) \
+    MTVM_VFP_ROW_BITS_("s16", "s17", "s18", "s19", CL) \
+    MTVM_VFP_ROW_BITS_("s20", "s21", "s22", "s23", CL)
+/* the exact float clamps of one sum S (s24 = 0, s25 = hi): MI and GT are false for NaN */
+#define MTVM_VFP_FLO_(S) "vcmpe.f32 " S ", s24\n\t" "vmrs    APSR_nzcv, fpscr\n\t" \
+    "it      mi\n\t" "vmovmi.f32 " S ", s24\n\t"
+#define MTVM_VFP_FHI_(S) "vcmpe.f32 " S ", s25\n\t" "vmrs    APSR_nzcv, fpscr\n\t" \
+    "it      gt\n\t" "vmovgt.f32 " S ", s25\n\t"
+#define MTVM_VFP_FLO(S) MTVM_VFP_FLO_(S)
+#define MTVM_VFP_FLOHI(S) MTVM_VFP_FLO_(S) MTVM_VFP_FHI_(S)
+#define MTVM_VFP_FLOAT_4X4(CL) \
+    "vldr    s25, %[hi]\n\t" "vldr    s24, [%[zc]]\n\t" \
+    CL("s8") CL("s9") CL("s10") CL("s11") CL("s12") CL("s13") CL("s14") CL("s15") \
+    CL("s16") CL("s17") CL("s18") CL("s19") CL("s20") CL("s21") CL("s22") CL("s23")
+/* the taps' loop, as mtvm_f32_gemm_4x4_vfp, and the bias */
+#define MTVM_VFP_TAPS_4X4 \
+    "vldmia  %[z], {s8-s23}\n\t" \
+    "1:\n\t" \
+    "vldmia  %[a], {s4-s7}\n\t" \
+    "add     %[a], %[a], %[as]\n\t" \
+    "vldmia  %[b], {s0-s3}\n\t" \
+    "add     %[b], %[b], %[bs]\n\t" \
+    MTVM_VFP_FMA_4X4 \
+    "subs    %[t], %[t], #1\n\t" \
+    "bne     1b\n\t" \
+    MTVM_VFP_BIAS_4X4
+/* 9 registers (zc: the zeros again, for the exact path's 0.0) */
+#define MTVM_VFP_EPI_OPS \
+    : [a] "+&r"(a), [b] "+&r"(b), [t] "+&r"(taps), [y] "+&r"(y), [z] "+&r"(zp), \
+      [as] "+&r"(a_step), [bs] "+&r"(b_step), [bias] "+&r"(bias) \
+    : [ys] "r"(y_step), [zc] "r"(zeros), [hi] "m"(hi_bits) \
+    : MTVM_VFP_CLOBBERS, "s24", "s25"
+
+/* taps >= 1, bias: 4 floats, hi > 0 (MTVM_F32_EPI_RELU_HI; its bits as an int32).
+ * Optimized builds: at -O0 the ten registers are not found; the tile and C there. */
+static inline __attribute__((always_inline)) void mtvm_f32_gemm_4x4_epi_vfp(
+    int32_t taps, const float* a, int32_t lda, const float* b, int32_t ldb,
+    const float* bias, int32_t mode, int32_t hi_bits, float* y, int32_t ldy)
+{
+#if defined(__OPTIMIZE__)
+    static const float zeros[16];
+    const float* zp = zeros;
+    int32_t a_step = lda * 4, b_step = ldb * 4;
+    const int32_t y_step = ldy * 4;
+    if (mode == MTVM_F32_EPI_NONE) {
+        __asm__ volatile(MTVM_VFP_TAPS_4X4 MTVM_VFP_STORE_4X4 MTVM_VFP_EPI_OPS);
+    } else if (mode == MTVM_F32_EPI_RELU) {
+        __asm__ volatile(MTVM_VFP_TAPS_4X4 MTVM_VFP_NAN_TEST_4X4
+                         "bvs     2f\n\t"
+                         MTVM_VFP_BITS_4X4(MTVM_VFP_LO)
+                         "b       3f\n\t"
+                         "2:\n\t"
+                         MTVM_VFP_FLOAT_4X4(MTVM_VFP_FLO) MTVM_VFP_STORE_4X4
+                         "3:\n\t"
+                         MTVM_VFP_EPI_OPS);
+    } else {
+        __asm__ volatile(MTVM_VFP_TAPS_4X4 MTVM_VFP_NAN_TEST_4X4
+                         "bvs     2f\n\t"
+                         MTVM_VFP_BITS_4X4(MTVM_VFP_LOHI)
+                         "b       3f\n\t"
+                         "2:\n\t"
+                         MTVM_VFP_FLOAT_4X4(MTVM_VFP_FLOHI) MTVM_VFP_STORE_4X4
+                         "3:\n\t"
+                         MTVM_VFP_EPI_OPS);
+    }
+#else
+    float tile[16], hi;
+    memcpy(&hi, &hi_bits, 4);
+    mtvm_f32_gemm_4x4_vfp(taps, a, lda, b, ldb, tile);
+    for (int32_t r = 0; r < 4; ++r) {
+        for (int32_t q = 0; q < 4; ++q) {
+            float v = tile[r * 4 + q] + bias[r];
+            if (mode != MTVM_F32_EPI_NONE) v = v < 0.0f ? 0.0f : v;
+            if (mode == MTVM_F32_EPI_RELU_HI) v = v > hi ? hi : v;
+            y[r * ldy + q] = v;
+        }
+    }
+#endif
 }
 #endif
 

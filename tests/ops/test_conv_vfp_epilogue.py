@@ -1,0 +1,75 @@
+"""The Arm VFP epilogue kernel of the float GEMM convolutions (mtvm_f32_gemm_4x4_epi_vfp,
+c_runtime/kernels/arm_dsp/mtvm_gemm_f32_vfp.h): the bias and a fused Relu or Relu6 applied
+to the 4 x 4 block in registers, on the floats' bits where the block holds no NaN and by
+exact float compares where it does. On mps2-an386 the pointwise (in place and not) and
+im2col convolutions with no tail, Relu, Relu6 and a Clip the kernel does not take, built
+for the Cortex-M4F, equal the same model's C for target "c" built for the same board (its
+tile stored, then the C epilogue): the same values (the same fused multiply-adds, then
+one add of the bias; +0.0 for -0.0 compares equal), NaN, +inf and -inf where it has them,
+and both within tolerance of the host's build."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import mtvm
+from mtvm.target import Target
+from mtvm.testing import have, run_on_board
+
+from test_nan import assert_same_specials, graph_model, special
+
+TAILS = {"none": [], "relu": [("Relu", [])], "relu6": [("Clip", ["zero", "six"])],
+         "clip_neg": [("Clip", ["neg", "six"])]}
+
+
+def _model(specials: bool):
+    """x [1, 8, 6, 10] (NaN and infinities where `specials`) through four convs per tail
+    kind: 1x1 8 -> 12 channels, 1x1 in place 8 -> 8, 3x3 8 -> 8 (im2col) and 1x1 on the
+    3x3's output, so that a block mixes NaN with finite sums."""
+    x = special((1, 8, 6, 10), nan=[3, 77, 250] if specials else [],
+                pinf=[40, 300] if specials else [], ninf=[41, 123] if specials else [],
+                seed=21)
+    r = np.random.default_rng(22)
+    consts = {"zero": np.float32(0), "six": np.float32(6), "neg": np.float32(-1)}
+    nodes, outs = [], []
+    for tag, tail in TAILS.items():
+        for i, (oc, kk, pads) in enumerate(((12, 1, 0), (8, 1, 0), (8, 3, 1))):
+            w, b = f"w{tag}{i}", f"b{tag}{i}"
+            consts[w] = r.standard_normal((oc, 8, kk, kk)).astype(np.float32)
+            consts[b] = r.standard_normal(oc).astype(np.float32)
+            y = f"c{tag}{i}"
+            nodes.append(helper.make_node("Conv", ["x", w, b], [y], pads=[pads] * 4))
+            for op, extra in tail:
+                nodes.append(helper.make_node(op, [y, *extra], [y + "t"]))
+                y += "t"
+            outs.append(y)
+    return graph_model(nodes, {"x": x}, outs, consts, opset=18), x
+
+
+def _vfp_calls(lib) -> int:
+    """Calls of the epilogue kernel in the generated kernels (not its header)."""
+    return sum(text.count("mtvm_f32_gemm_4x4_epi_vfp(") for name, text in lib.sources.items()
+               if name.endswith("_kernels.c"))
+
+
+def test_the_epilogue_kernel_is_emitted_for_arm_fpus_only():
+    m, _ = _model(False)
+    assert _vfp_calls(mtvm.compile(m, target=Target.resolve("cortex-m4"))) > 0
+    for target in ("c", "cortex-m0", "x86-64-v3"):
+        assert _vfp_calls(mtvm.compile(m, target=Target.resolve(target))) == 0, target
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="needs qemu-system-arm and arm-none-eabi-gcc")
+@pytest.mark.parametrize("specials", [False, True], ids=["finite", "nan_inf"])
+def test_on_mps2_an386_as_the_tile_path(specials, tmp_path):
+    m, x = _model(specials)
+    host = mtvm.compile(m).run_host({"x": x})
+    lib = mtvm.compile(m, target=Target.resolve("cortex-m4"))
+    assert _vfp_calls(lib) > 0
+    dev = run_on_board(lib, {"x": x}, tmp_path / "vfp")
+    tile = run_on_board(mtvm.compile(m), {"x": x}, tmp_path / "tile")
+    for name, want in host.items():
+        assert_same_specials(dev[name], want, f"{name} on mps2-an386")
+        np.testing.assert_array_equal(dev[name], tile[name], err_msg=name)
