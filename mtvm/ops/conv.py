@@ -1349,8 +1349,8 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
     x86 = band or avx2_c(k)
     clamp = clamp_tail(k) if epi_args is not None and x86 else None
     if clamp is None:
-        vfp = None if epi_args is None or band or offsets else \
-            _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width)
+        vfp = None if epi_args is None or band else \
+            _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width, offsets)
         tile = CWriter()
         tile.line(f"float tile[{rows} * {width}];")
         tile.line(gemm_call)
@@ -1379,10 +1379,12 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
                         w.depth).splitlines()
 
 
-def _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width) -> list | None:
+def _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width, offsets=False) -> list | None:
     """Statements computing a full tile of rows x 4 positions with the Arm VFP epilogue
-    kernel, four rows a call (mtvm_f32_gemm_4x4_epi_vfp: the bias and a Relu or Relu6 in
-    registers, the rows stored from them); None where it does not apply: not an Arm
+    kernel, four rows a call (mtvm_f32_gemm_4x4_epi_vfp, with offsets
+    mtvm_f32_gemm_4x4_off_epi_vfp: the bias and a Relu or Relu6 in registers, the rows
+    stored from them); epi_args: taps, a, b and ldb or the offsets. None where it does not
+    apply: not an Arm
     target with an FPU, no bias, rows not a multiple of 4, a tail other than a Relu or a
     Clip from 0 (vfp_epi_mode)."""
     mode = vfp_epi_mode(k)
@@ -1393,7 +1395,8 @@ def _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width) -> list | None:
     k.library("mtvm_gemm_f32_vfp.h")
     m = lin((p["g"], p["mg"]), (m0e, 1))
     y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))
-    return [ExprStmt(c_call("mtvm_f32_gemm_4x4_epi_vfp", *(RawExpr(str(e)) for e in (
+    name = "mtvm_f32_gemm_4x4_off_epi_vfp" if offsets else "mtvm_f32_gemm_4x4_epi_vfp"
+    return [ExprStmt(c_call(name, *(RawExpr(str(e)) for e in (
         taps, f"{a} + {4 * g}", rows, b, ldb, f"{bias.c} + {m} + {4 * g}", mode[0], mode[1],
         f"out0 + {y0} + {pos} + {4 * g * p['out_plane']}", p["out_plane"]))))
         for g in range(rows // 4)]

@@ -1,4 +1,5 @@
-"""The Arm VFP epilogue kernel of the float GEMM convolutions (mtvm_f32_gemm_4x4_epi_vfp,
+"""The Arm VFP epilogue kernels of the float GEMM convolutions (mtvm_f32_gemm_4x4_epi_vfp and
+its window form mtvm_f32_gemm_4x4_off_epi_vfp,
 c_runtime/kernels/arm_dsp/mtvm_gemm_f32_vfp.h): the bias and a fused Relu or Relu6 applied
 to the 4 x 4 block in registers, on the floats' bits where the block holds no NaN and by
 exact float compares where it does. On mps2-an386 the pointwise (in place and not) and
@@ -68,6 +69,8 @@ def test_on_mps2_an386_as_the_tile_path(specials, tmp_path):
     host = mtvm.compile(m).run_host({"x": x})
     lib = mtvm.compile(m, target=Target.resolve("cortex-m4"))
     assert _vfp_calls(lib) > 0
+    src = "\n".join(t for n, t in lib.sources.items() if n.endswith("_kernels.c"))
+    assert "mtvm_f32_gemm_4x4_off_epi_vfp(" in src   # the 3x3 convs: window rows
     dev = run_on_board(lib, {"x": x}, tmp_path / "vfp")
     tile = run_on_board(mtvm.compile(m), {"x": x}, tmp_path / "tile")
     for name, want in host.items():

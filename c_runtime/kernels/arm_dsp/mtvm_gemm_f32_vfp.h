@@ -145,23 +145,23 @@ static inline void mtvm_f32_gemm_4x4_off_vfp(int32_t taps, const float* a, int32
 #define MTVM_VFP_LO_(T) "bic     %[" T "], %[" T "], %[" T "], asr #31\n\t"
 #define MTVM_VFP_HI_(T) "cmp     %[" T "], %[t]\n\t" "it      gt\n\t" \
     "movgt   %[" T "], %[t]\n\t"
-/* one row (four sums from SA..) on the bits, in the four registers the taps' loop no
- * longer needs (z, as, bs, bias): CL(T) clamps one value */
-#define MTVM_VFP_ROW_BITS_(SA, SB, SC, SD, CL) \
-    "vmov    %[z], %[as], " SA ", " SB "\n\t" \
-    "vmov    %[bs], %[bias], " SC ", " SD "\n\t" \
-    CL("z") CL("as") CL("bs") CL("bias") \
-    "strd    %[z], %[as], [%[y]]\n\t" \
-    "strd    %[bs], %[bias], [%[y], #8]\n\t" \
+/* one row (four sums from SA..) on the bits, in four registers the taps' loop no longer
+ * needs (T0..T3): CL(T) clamps one value */
+#define MTVM_VFP_ROW_BITS_(SA, SB, SC, SD, CL, T0, T1, T2, T3) \
+    "vmov    %[" T0 "], %[" T1 "], " SA ", " SB "\n\t" \
+    "vmov    %[" T2 "], %[" T3 "], " SC ", " SD "\n\t" \
+    CL(T0) CL(T1) CL(T2) CL(T3) \
+    "strd    %[" T0 "], %[" T1 "], [%[y]]\n\t" \
+    "strd    %[" T2 "], %[" T3 "], [%[y], #8]\n\t" \
     "add     %[y], %[y], %[ys]\n\t"
 #define MTVM_VFP_LO(T) MTVM_VFP_LO_(T)
 #define MTVM_VFP_LOHI(T) MTVM_VFP_LO_(T) MTVM_VFP_HI_(T)
-#define MTVM_VFP_BITS_4X4(CL) \
+#define MTVM_VFP_BITS_4X4(CL, T0, T1, T2, T3) \
     "ldr     %[t], %[hi]\n\t" \
-    MTVM_VFP_ROW_BITS_("s8", "s9", "s10", "s11", CL) \
-    MTVM_VFP_ROW_BITS_("s12", "s13", "s14", "s15", CL) \
-    MTVM_VFP_ROW_BITS_("s16", "s17", "s18", "s19", CL) \
-    MTVM_VFP_ROW_BITS_("s20", "s21", "s22", "s23", CL)
+    MTVM_VFP_ROW_BITS_("s8", "s9", "s10", "s11", CL, T0, T1, T2, T3) \
+    MTVM_VFP_ROW_BITS_("s12", "s13", "s14", "s15", CL, T0, T1, T2, T3) \
+    MTVM_VFP_ROW_BITS_("s16", "s17", "s18", "s19", CL, T0, T1, T2, T3) \
+    MTVM_VFP_ROW_BITS_("s20", "s21", "s22", "s23", CL, T0, T1, T2, T3)
 /* the exact float clamps of one sum S (s24 = 0, s25 = hi): MI and GT are false for NaN */
 #define MTVM_VFP_FLO_(S) "vcmpe.f32 " S ", s24\n\t" "vmrs    APSR_nzcv, fpscr\n\t" \
     "it      mi\n\t" "vmovmi.f32 " S ", s24\n\t"
@@ -170,30 +170,76 @@ static inline void mtvm_f32_gemm_4x4_off_vfp(int32_t taps, const float* a, int32
 #define MTVM_VFP_FLO(S) MTVM_VFP_FLO_(S)
 #define MTVM_VFP_FLOHI(S) MTVM_VFP_FLO_(S) MTVM_VFP_FHI_(S)
 #define MTVM_VFP_FLOAT_4X4(CL) \
-    "vldr    s25, %[hi]\n\t" "vldr    s24, [%[zc]]\n\t" \
+    "vldr    s25, %[hi]\n\t" "vldr    s24, [%[z]]\n\t" \
     CL("s8") CL("s9") CL("s10") CL("s11") CL("s12") CL("s13") CL("s14") CL("s15") \
     CL("s16") CL("s17") CL("s18") CL("s19") CL("s20") CL("s21") CL("s22") CL("s23")
-/* the taps' loop, as mtvm_f32_gemm_4x4_vfp, and the bias */
-#define MTVM_VFP_TAPS_4X4 \
+/* the taps' loop, as mtvm_f32_gemm_4x4_vfp (LOAD_B: the activations of a tap into
+ * s0-s3), and the bias */
+#define MTVM_VFP_TAPS_(LOAD_B) \
     "vldmia  %[z], {s8-s23}\n\t" \
     "1:\n\t" \
     "vldmia  %[a], {s4-s7}\n\t" \
     "add     %[a], %[a], %[as]\n\t" \
-    "vldmia  %[b], {s0-s3}\n\t" \
-    "add     %[b], %[b], %[bs]\n\t" \
+    LOAD_B \
     MTVM_VFP_FMA_4X4 \
     "subs    %[t], %[t], #1\n\t" \
     "bne     1b\n\t" \
     MTVM_VFP_BIAS_4X4
-/* 9 registers (zc: the zeros again, for the exact path's 0.0) */
+#define MTVM_VFP_TAPS_4X4 MTVM_VFP_TAPS_("vldmia  %[b], {s0-s3}\n\t" \
+                                         "add     %[b], %[b], %[bs]\n\t")
+/* tap t at b + off[t] (mtvm_f32_gemm_4x4_off_vfp) */
+#define MTVM_VFP_TAPS_OFF_4X4 MTVM_VFP_TAPS_("ldr     %[o], [%[off]], #4\n\t" \
+                                             "add     %[bt], %[b], %[o], lsl #2\n\t" \
+                                             "vldmia  %[bt], {s0-s3}\n\t")
+/* 9 registers (z: the zeros, also the exact path's 0.0: it branches before z is
+ * borrowed) */
 #define MTVM_VFP_EPI_OPS \
     : [a] "+&r"(a), [b] "+&r"(b), [t] "+&r"(taps), [y] "+&r"(y), [z] "+&r"(zp), \
       [as] "+&r"(a_step), [bs] "+&r"(b_step), [bias] "+&r"(bias) \
-    : [ys] "r"(y_step), [zc] "r"(zeros), [hi] "m"(hi_bits) \
+    : [ys] "r"(y_step), [hi] "m"(hi_bits) \
     : MTVM_VFP_CLOBBERS, "s24", "s25"
+/* with offsets: 11 */
+#define MTVM_VFP_EPI_OFF_OPS \
+    : [a] "+&r"(a), [off] "+&r"(off), [t] "+&r"(taps), [y] "+&r"(y), [z] "+&r"(zp), \
+      [as] "+&r"(a_step), [o] "=&r"(o), [bt] "=&r"(bt), [bias] "+&r"(bias) \
+    : [b] "r"(b), [ys] "r"(y_step), [hi] "m"(hi_bits) \
+    : MTVM_VFP_CLOBBERS, "s24", "s25"
+/* The asm statement of a mode (a constant): TAPS, then the epilogue; OPS its operands,
+ * T0..T3 the registers the clamp borrows. */
+#define MTVM_VFP_EPI_STMT(TAPS, OPS, T0, T1, T2, T3)                                        \
+    do {                                                                                   \
+        if (mode == MTVM_F32_EPI_NONE) {                                                   \
+            __asm__ volatile(TAPS MTVM_VFP_STORE_4X4 OPS);                                 \
+        } else if (mode == MTVM_F32_EPI_RELU) {                                            \
+            __asm__ volatile(TAPS MTVM_VFP_NAN_TEST_4X4 "bvs     2f\n\t"                   \
+                             MTVM_VFP_BITS_4X4(MTVM_VFP_LO, T0, T1, T2, T3) "b       3f\n\t"   \
+                             "2:\n\t" MTVM_VFP_FLOAT_4X4(MTVM_VFP_FLO) MTVM_VFP_STORE_4X4     \
+                             "3:\n\t" OPS);                                                \
+        } else {                                                                           \
+            __asm__ volatile(TAPS MTVM_VFP_NAN_TEST_4X4 "bvs     2f\n\t"                   \
+                             MTVM_VFP_BITS_4X4(MTVM_VFP_LOHI, T0, T1, T2, T3) "b       3f\n\t" \
+                             "2:\n\t" MTVM_VFP_FLOAT_4X4(MTVM_VFP_FLOHI) MTVM_VFP_STORE_4X4   \
+                             "3:\n\t" OPS);                                                \
+        }                                                                                  \
+    } while (0)
+/* the portable form of both (-O0): the tile, then the C epilogue */
+#define MTVM_VFP_EPI_C(GEMM)                                                                \
+    do {                                                                                   \
+        float tile[16], hi;                                                                \
+        memcpy(&hi, &hi_bits, 4);                                                          \
+        GEMM;                                                                              \
+        for (int32_t r = 0; r < 4; ++r) {                                                  \
+            for (int32_t q = 0; q < 4; ++q) {                                              \
+                float v = tile[r * 4 + q] + bias[r];                                       \
+                if (mode != MTVM_F32_EPI_NONE) v = v < 0.0f ? 0.0f : v;                    \
+                if (mode == MTVM_F32_EPI_RELU_HI) v = v > hi ? hi : v;                     \
+                y[r * ldy + q] = v;                                                        \
+            }                                                                              \
+        }                                                                                  \
+    } while (0)
 
 /* taps >= 1, bias: 4 floats, hi > 0 (MTVM_F32_EPI_RELU_HI; its bits as an int32).
- * Optimized builds: at -O0 the ten registers are not found; the tile and C there. */
+ * Optimized builds: at -O0 the registers are not found; the tile and C there. */
 static inline __attribute__((always_inline)) void mtvm_f32_gemm_4x4_epi_vfp(
     int32_t taps, const float* a, int32_t lda, const float* b, int32_t ldb,
     const float* bias, int32_t mode, int32_t hi_bits, float* y, int32_t ldy)
@@ -203,39 +249,26 @@ static inline __attribute__((always_inline)) void mtvm_f32_gemm_4x4_epi_vfp(
     const float* zp = zeros;
     int32_t a_step = lda * 4, b_step = ldb * 4;
     const int32_t y_step = ldy * 4;
-    if (mode == MTVM_F32_EPI_NONE) {
-        __asm__ volatile(MTVM_VFP_TAPS_4X4 MTVM_VFP_STORE_4X4 MTVM_VFP_EPI_OPS);
-    } else if (mode == MTVM_F32_EPI_RELU) {
-        __asm__ volatile(MTVM_VFP_TAPS_4X4 MTVM_VFP_NAN_TEST_4X4
-                         "bvs     2f\n\t"
-                         MTVM_VFP_BITS_4X4(MTVM_VFP_LO)
-                         "b       3f\n\t"
-                         "2:\n\t"
-                         MTVM_VFP_FLOAT_4X4(MTVM_VFP_FLO) MTVM_VFP_STORE_4X4
-                         "3:\n\t"
-                         MTVM_VFP_EPI_OPS);
-    } else {
-        __asm__ volatile(MTVM_VFP_TAPS_4X4 MTVM_VFP_NAN_TEST_4X4
-                         "bvs     2f\n\t"
-                         MTVM_VFP_BITS_4X4(MTVM_VFP_LOHI)
-                         "b       3f\n\t"
-                         "2:\n\t"
-                         MTVM_VFP_FLOAT_4X4(MTVM_VFP_FLOHI) MTVM_VFP_STORE_4X4
-                         "3:\n\t"
-                         MTVM_VFP_EPI_OPS);
-    }
+    MTVM_VFP_EPI_STMT(MTVM_VFP_TAPS_4X4, MTVM_VFP_EPI_OPS, "z", "as", "bs", "bias");
 #else
-    float tile[16], hi;
-    memcpy(&hi, &hi_bits, 4);
-    mtvm_f32_gemm_4x4_vfp(taps, a, lda, b, ldb, tile);
-    for (int32_t r = 0; r < 4; ++r) {
-        for (int32_t q = 0; q < 4; ++q) {
-            float v = tile[r * 4 + q] + bias[r];
-            if (mode != MTVM_F32_EPI_NONE) v = v < 0.0f ? 0.0f : v;
-            if (mode == MTVM_F32_EPI_RELU_HI) v = v > hi ? hi : v;
-            y[r * ldy + q] = v;
-        }
-    }
+    MTVM_VFP_EPI_C(mtvm_f32_gemm_4x4_vfp(taps, a, lda, b, ldb, tile));
+#endif
+}
+
+/* The same with tap t reading b + off[t] (mtvm_f32_gemm_4x4_off_vfp). */
+static inline __attribute__((always_inline)) void mtvm_f32_gemm_4x4_off_epi_vfp(
+    int32_t taps, const float* a, int32_t lda, const float* b, const int32_t* off,
+    const float* bias, int32_t mode, int32_t hi_bits, float* y, int32_t ldy)
+{
+#if defined(__OPTIMIZE__)
+    static const float zeros[16];
+    const float* zp = zeros;
+    const float* bt;
+    int32_t a_step = lda * 4, o;
+    const int32_t y_step = ldy * 4;
+    MTVM_VFP_EPI_STMT(MTVM_VFP_TAPS_OFF_4X4, MTVM_VFP_EPI_OFF_OPS, "z", "as", "o", "bt");
+#else
+    MTVM_VFP_EPI_C(mtvm_f32_gemm_4x4_off_vfp(taps, a, lda, b, off, tile));
 #endif
 }
 #endif
