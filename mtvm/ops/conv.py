@@ -1381,10 +1381,9 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
 
 def _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width, offsets=False) -> list | None:
     """Statements computing a full tile of rows x 4 positions with the Arm VFP epilogue
-    kernel, four rows a call (mtvm_f32_gemm_4x4_epi_vfp, with offsets
-    mtvm_f32_gemm_4x4_off_epi_vfp: the bias and a Relu or Relu6 in registers, the rows
-    stored from them); epi_args: taps, a, b and ldb or the offsets. None where it does not
-    apply: not an Arm
+    kernel (mtvm_f32_gemm_rows_<mode>[_off]_vfp: four rows a block, the bias and a Relu or
+    Relu6 in registers, the rows stored from them); epi_args: taps, a, b and ldb or the
+    offsets. None where it does not apply: not an Arm
     target with an FPU, no bias, rows not a multiple of 4, a tail other than a Relu or a
     Clip from 0 (vfp_epi_mode)."""
     mode = vfp_epi_mode(k)
@@ -1395,11 +1394,10 @@ def _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width, offsets=False) ->
     k.library("mtvm_gemm_f32_vfp.h")
     m = lin((p["g"], p["mg"]), (m0e, 1))
     y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))
-    name = "mtvm_f32_gemm_4x4_off_epi_vfp" if offsets else "mtvm_f32_gemm_4x4_epi_vfp"
+    name = f"mtvm_f32_gemm_rows_{mode[0]}{'_off' if offsets else ''}_vfp"
     return [ExprStmt(c_call(name, *(RawExpr(str(e)) for e in (
-        taps, f"{a} + {4 * g}", rows, b, ldb, f"{bias.c} + {m} + {4 * g}", mode[0], mode[1],
-        f"out0 + {y0} + {pos} + {4 * g * p['out_plane']}", p["out_plane"]))))
-        for g in range(rows // 4)]
+        taps, a, rows, b, ldb, f"{bias.c} + {m}", mode[1], f"out0 + {y0} + {pos}",
+        p["out_plane"], rows))))]
 
 
 def _store_tile(w, k, bias, p, rows, m0e, pos, width="MTVM_F32_NR"):

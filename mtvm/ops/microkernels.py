@@ -99,16 +99,16 @@ def clamp_tail(k) -> tuple[str, str] | None:
 
 
 def vfp_epi_mode(k) -> tuple[str, int] | None:
-    """(mode, hi's bits) of the Arm VFP epilogue kernel (mtvm_f32_gemm_4x4_epi_vfp,
-    c_runtime/kernels/arm_dsp/mtvm_gemm_f32_vfp.h) for k's fused tail: no tail
-    (MTVM_F32_EPI_NONE), a Relu or a Clip at 0 without a maximum (MTVM_F32_EPI_RELU), a
-    Clip from 0 to a finite maximum above 0 (MTVM_F32_EPI_RELU_HI: Relu6). None for any
-    other tail, and for float types other than float32."""
+    """(mode, hi's bits) of the Arm VFP epilogue kernels (mtvm_f32_gemm_rows_<mode>_vfp,
+    c_runtime/kernels/arm_dsp/mtvm_gemm_f32_vfp.h) for k's fused tail: no tail ("none"),
+    a Relu or a Clip at 0 without a maximum ("relu"), a Clip from 0 to a finite maximum
+    above 0 ("relu_hi": Relu6). None for any other tail, and for float types other than
+    float32."""
     if np.dtype(k.graph.tensors[k.node.kernel_outputs[0]].dtype) != np.float32:
         return None
     tail = k.node.tail
     if not tail:
-        return "MTVM_F32_EPI_NONE", 0
+        return "none", 0
     t = tail[0]
     if len(tail) > 1 or t.domain or len([i for i in t.inputs if i]) != 1 or \
             t.op not in ("Relu", "Clip"):
@@ -117,11 +117,11 @@ def vfp_epi_mode(k) -> tuple[str, int] | None:
     if lo is None or float(lo) != 0.0:
         return None
     if hi is None:
-        return "MTVM_F32_EPI_RELU", 0
+        return "relu", 0
     hi = np.float32(hi)
     if not (np.isfinite(hi) and hi > 0):
         return None
-    return "MTVM_F32_EPI_RELU_HI", int(hi.view(np.int32))
+    return "relu_hi", int(hi.view(np.int32))
 
 
 def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int,

@@ -1,6 +1,6 @@
-"""The Arm VFP epilogue kernels of the float GEMM convolutions (mtvm_f32_gemm_4x4_epi_vfp and
-its window form mtvm_f32_gemm_4x4_off_epi_vfp,
-c_runtime/kernels/arm_dsp/mtvm_gemm_f32_vfp.h): the bias and a fused Relu or Relu6 applied
+"""The Arm VFP epilogue kernels of the float GEMM convolutions (mtvm_f32_gemm_rows_<mode>_vfp
+and the window form mtvm_f32_gemm_rows_<mode>_off_vfp, c_runtime/kernels/arm_dsp/
+mtvm_gemm_f32_vfp.h): the bias and a fused Relu or Relu6 applied
 to the 4 x 4 block in registers, on the floats' bits where the block holds no NaN and by
 exact float compares where it does. On mps2-an386 the pointwise (in place and not) and
 im2col convolutions with no tail, Relu, Relu6 and a Clip the kernel does not take, built
@@ -9,6 +9,8 @@ tile stored, then the C epilogue): the same values (the same fused multiply-adds
 one add of the bias; +0.0 for -0.0 compares equal), NaN, +inf and -inf where it has them,
 and both within tolerance of the host's build."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 import pytest
@@ -50,8 +52,8 @@ def _model(specials: bool):
 
 def _vfp_calls(lib) -> int:
     """Calls of the epilogue kernel in the generated kernels (not its header)."""
-    return sum(text.count("mtvm_f32_gemm_4x4_epi_vfp(") for name, text in lib.sources.items()
-               if name.endswith("_kernels.c"))
+    return sum(len(re.findall(r"mtvm_f32_gemm_rows_\w+_vfp\(", text))
+               for name, text in lib.sources.items() if name.endswith("_kernels.c"))
 
 
 def test_the_epilogue_kernel_is_emitted_for_arm_fpus_only():
@@ -70,7 +72,8 @@ def test_on_mps2_an386_as_the_tile_path(specials, tmp_path):
     lib = mtvm.compile(m, target=Target.resolve("cortex-m4"))
     assert _vfp_calls(lib) > 0
     src = "\n".join(t for n, t in lib.sources.items() if n.endswith("_kernels.c"))
-    assert "mtvm_f32_gemm_4x4_off_epi_vfp(" in src   # the 3x3 convs: window rows
+    for form in ("none", "relu", "relu_hi", "none_off", "relu_off", "relu_hi_off"):
+        assert f"mtvm_f32_gemm_rows_{form}_vfp(" in src, form   # the 3x3 convs: window rows
     dev = run_on_board(lib, {"x": x}, tmp_path / "vfp")
     tile = run_on_board(mtvm.compile(m), {"x": x}, tmp_path / "tile")
     for name, want in host.items():
