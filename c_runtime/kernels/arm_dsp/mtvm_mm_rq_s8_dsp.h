@@ -25,8 +25,9 @@
 #include "mtvm_mm_s8_dsp.h"
 #include "mtvm_depthwise_s8.h"
 
-/* Words of a column's parameter block: bias, mult, rnd, sh (and c, ia of the Add). */
-#define MTVM_MM_RQ_PRM(post) ((post) ? 6 : 4)
+/* Words of a column's parameter block: bias, mult, rnd, sh, and with the Add its c (post
+ * 1: the one ia of all columns after the last block) or c and ia (post 2). */
+#define MTVM_MM_RQ_PRM(post) ((post) == 2 ? 6 : (post) ? 5 : 4)
 
 #if defined(MTVM_MM_S8_DSP_THUMB2) && defined(__ARM_ARCH_7EM__)
 #define MTVM_MM_RQ_ASM 1
@@ -70,11 +71,12 @@
     "ldr    %[x0], %[yend]\n\t" \
     "cmp    %[y], %[x0]\n\t" \
     "bne    1b\n\t"
-#define MTVM_MM_RQ_LOAD_ADD "ldrd   %[p], %[x1], [%[prm]], #8\n\t"
+#define MTVM_MM_RQ_LOAD_ADD1 "ldr    %[p], [%[prm]], #4\n\t" "ldr    %[x1], %[ia]\n\t"
+#define MTVM_MM_RQ_LOAD_ADD2 "ldrd   %[p], %[x1], [%[prm]], #8\n\t"
 #define MTVM_MM_RQ_EPI4 \
     MTVM_MM_RQ_ONE("s0") MTVM_MM_RQ_ONE("s1") MTVM_MM_RQ_ONE("s2") MTVM_MM_RQ_ONE("s3")
 #define MTVM_MM_RQ_EPI5 MTVM_MM_RQ_EPI4 MTVM_MM_RQ_ONE("s4")
-#define MTVM_MM_RQ_ADD4 MTVM_MM_RQ_LOAD_ADD \
+#define MTVM_MM_RQ_ADD4 \
     MTVM_MM_RQ_ADD("s0") MTVM_MM_RQ_ADD("s1") MTVM_MM_RQ_ADD("s2") MTVM_MM_RQ_ADD("s3")
 #define MTVM_MM_RQ_ADD5 MTVM_MM_RQ_ADD4 MTVM_MM_RQ_ADD("s4")
 /* U groups a step (1, 2, 4 or 8) of V sums */
@@ -88,7 +90,8 @@
     [prm] "+r"(prm), [y] "+r"(y)
 #define MTVM_MM_RQ_OPS5 MTVM_MM_RQ_OPS4, [s4] "=&r"(s4)
 #define MTVM_MM_RQ_INS \
-    [p0] "m"(p0), [pend] "m"(pend), [yend] "m"(yend), [n] "i"(post_shift), [o1] "i"(nn), \
+    [p0] "m"(p0), [pend] "m"(pend), [yend] "m"(yend), [ia] "m"(ia), [n] "i"(post_shift), \
+    [o1] "i"(nn), \
     [o2] "i"(2 * nn), [o3] "i"(3 * nn), [o4] "i"(4 * nn)
 /* One asm statement for V, U and the Add (constants after inlining). */
 #define MTVM_MM_RQ_STMT(V, U, EPI)                                                          \
@@ -98,7 +101,7 @@
 #endif
 
 /* y[r * nn + o] (r < V, o < nn) = the requantized sum of bias_o and packed row r times
- * weight row o (w + o * kk, int8), then the folded bias Add when post is 1 (its shift
+ * weight row o (w + o * kk, int8), then the folded bias Add when post is 1 or 2 (its shift
  * post_shift, both clamps the whole int8 range); prm: the table (MTVM_MM_RQ_PRM words a
  * column); p0: the packed block (V rows of kk elements, kk a multiple of 4). V, kk, nn,
  * post and post_shift are constants at each call: the asm needs them as immediates. */
@@ -114,8 +117,11 @@
         const uint32_t* p;                                                                   \
         const int8_t* a = wt;                                                                \
         MTVM_MM_RQ_S4_##V;                                                                   \
-        if (post) {                                                                          \
-            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_ADD##V);                        \
+        const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;                      \
+        if (post == 1) {                                                                     \
+            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD1 MTVM_MM_RQ_ADD##V);   \
+        } else if (post == 2) {                                                              \
+            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD2 MTVM_MM_RQ_ADD##V);   \
         } else {                                                                             \
             MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V);                                          \
         }                                                                                    \
@@ -141,6 +147,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
                                                    int32_t nn, const int32_t* prm, int8_t* y,
                                                    int32_t post, int32_t post_shift)
 {
+    const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;
     for (int32_t o = 0; o < nn; ++o, wt += kk, prm += MTVM_MM_RQ_PRM(post)) {
         int32_t s[5];
         for (int32_t r = 0; r < 5; ++r) {
@@ -151,7 +158,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
         for (int32_t r = 0; r < V; ++r) {
             int32_t v = mtvm_requantize_s8(s[r], prm[1], prm[2], prm[3], -128, 127);
             if (post) {
-                v = (prm[4] + v * prm[5]) >> post_shift;
+                v = (prm[4] + v * (post == 2 ? prm[5] : ia)) >> post_shift;
                 v = v < -128 ? -128 : (v > 127 ? 127 : v);
             }
             y[r * nn + o] = (int8_t)v;
@@ -184,5 +191,16 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_5(const int8_t* wt, const uint3
 #endif
     mtvm_mm_rq_s8_dsp_c(5, wt, p0, kk, nn, prm, y, post, post_shift);
 }
+
+/* Defines NAME(w, p0, prm, y): mtvm_mm_rq_s8_dsp with these constants, out of line, so
+ * that the layers of one shape share one copy of the loop (a transformer's projections
+ * are of a few shapes: inlined in each, the loop and its epilogue took 6 KB of
+ * transformer_v12_int8's flash, 1.06 of emx-onnx-cgen's). */
+#define MTVM_DEFINE_MM_RQ_S8_DSP(NAME, V, KK, NN, POST, POST_SHIFT)                          \
+    static __attribute__((noinline)) void NAME(const int8_t* w, const uint32_t* p0,       \
+                                               const int32_t* prm, int8_t* y)             \
+    {                                                                                      \
+        mtvm_mm_rq_s8_dsp(V, w, p0, KK, NN, prm, y, POST, POST_SHIFT);                     \
+    }
 
 #endif  /* MTVM_MM_RQ_S8_DSP_H_ */

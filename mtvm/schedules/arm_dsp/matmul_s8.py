@@ -148,17 +148,32 @@ def fused_applies(k, attrs: dict) -> bool:
     return fast_requant_table(k, attrs.get("y_zp", 0)) is not None
 
 
+def fused_post(k) -> int:
+    """The fused kernel's `post`: 0 without a folded bias Add, 1 with one whose ia is one
+    value for all columns (the table holds it once, after the columns), 2 with an ia per
+    column."""
+    if not has_post_add(k):
+        return 0
+    return 1 if np.asarray(k.plain(6).const).ndim == 1 else 2
+
+
 def fused_table(k, y_zp: int) -> np.ndarray:
-    """The fused kernel's parameters, [N][4] or with a folded bias Add [N][6] int32: per
-    output channel bias, mult, rnd, sh (fast_requant_table) and the Add's c, ia."""
+    """The fused kernel's parameters (int32, flat): per output channel bias, mult, rnd, sh
+    (fast_requant_table) and with a folded bias Add its c and (post 2) ia; with post 1 the
+    one ia after the last channel."""
     nn = k.plain(1).shape[0]
     bias = np.broadcast_to(np.asarray(k.plain(2).const, np.int64).ravel(), (nn,))
     cols = [bias[:, None], fast_requant_table(k, y_zp).astype(np.int64)]
-    if has_post_add(k):
+    post = fused_post(k)
+    if post:
         c, ia = post_add_pairs(k.plain(6).const)
-        cols += [np.asarray(c, np.int64).reshape(nn, 1),
-                 np.broadcast_to(np.asarray(ia, np.int64).reshape(-1), (nn,))[:, None]]
-    return np.concatenate(cols, axis=1).astype(np.int32)
+        cols.append(np.asarray(c, np.int64).reshape(nn, 1))
+        if post == 2:
+            cols.append(np.asarray(ia, np.int64).reshape(nn, 1))
+    table = np.concatenate(cols, axis=1).ravel()
+    if post == 1:
+        table = np.append(table, int(np.asarray(ia).ravel()[0]))
+    return table.astype(np.int32)
 
 
 @register
@@ -187,7 +202,7 @@ class QMatMulDsp(Schedule):
     def weight_layout(self, k, /, **attrs):
         if fused_applies(k, attrs):   # one table: the bias, the requantization, the Add
             one = np.zeros(1, np.int32)
-            out = {2: one, 3: fused_table(k, attrs.get("y_zp", 0)).ravel(), 4: one}
+            out = {2: one, 3: fused_table(k, attrs.get("y_zp", 0)), 4: one}
             if has_post_add(k):
                 out[6] = one
             return out
@@ -251,23 +266,26 @@ class QMatMulDsp(Schedule):
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
         v = _fused_vectors(m, kk)
-        post = int(has_post_add(k))
+        post = fused_post(k)
         k.library("mtvm_mm_s8_dsp.h")
         k.library("mtvm_mm_rq_s8_dsp.h")
         pk = Var("pk", Type("uint32", pointer=True))
         xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
 
+        shift = int(post_shift) if post else 0
+        fn = f"mtvm_mm_rq_s8_dsp_{v}x{kk}x{nn}" + (f"_add{post}s{shift}" if post else "")
+        if fn not in k.helpers:   # one out-of-line copy per shape (mtvm_mm_rq_s8_dsp.h)
+            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {post}, {shift})")
+
         def block(row) -> list:
             return [ExprStmt(call("mtvm_packv_s8_dsp", xv + row * kk, kk, 1, v, v, kk, pk)),
-                    ExprStmt(call("mtvm_mm_rq_s8_dsp", v, Var(w.c), pk, kk, nn, Var(prm.c),
-                                  Var(k.out.c) + row * nn, post,
-                                  int(post_shift) if post else 0))]
+                    ExprStmt(call(fn, Var(w.c), pk, Var(prm.c), Var(k.out.c) + row * nn))]
         body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                         f"{v} rows of the input packed into int16 pairs (scratch), then per "
                         f"weight row their {v} sums, requantized"
                         + (" and through the folded bias Add" if post else "")
                         + f" and stored in one loop; {prm.c}: per channel bias, mult, rnd, sh"
-                        + (", c, ia" if post else "")),
+                        + {0: "", 1: ", c (then the Add's one ia)", 2: ", c, ia"}[post]),
                 Decl(pk, Cast(pk.type, Var("scratch")))]
         return render_c(body + _row_blocks(m, v, lambda row, _: block(row)))
 

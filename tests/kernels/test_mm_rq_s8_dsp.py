@@ -1,0 +1,88 @@
+"""C unit test of the fused int8 QMatMul loop of the Arm DSP cores
+(c_runtime/kernels/arm_dsp/mtvm_mm_rq_s8_dsp.h): the Thumb-2 loop (Cortex-M4F, mps2-an386)
+equals the header's own C form (mtvm_mm_rq_s8_dsp_c, the same file on the same board) and
+a NumPy model of it, for 4 and 5 rows, depths of one, two, four and eight groups a step,
+and the three forms of the folded bias Add: none, one ia for all columns (after the
+table), an ia per column. On the host the C form runs under ASan/UBSan."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .kernel_harness import c_array, run_c_test
+
+BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device)]
+# V, depth, columns, post
+CASES = [(5, 32, 12, 1), (4, 32, 8, 0), (5, 12, 7, 2), (4, 24, 9, 1), (5, 64, 6, 2),
+         (4, 128, 5, 0), (5, 8, 16, 0)]
+POST_SHIFT = 7
+
+TEST = r"""
+#include <stdio.h>
+#include "mtvm_mm_rq_s8_dsp.h"
+@ARRAYS@
+static uint32_t pk[MTVM_PACKV_WORDS(5, 128)];
+static int8_t ya[5 * 16], yc[5 * 16];
+#define CASE(V, KK, NN, POST) do { \
+        mtvm_packv_s8_dsp(x + xo, KK, 1, V, V, KK, pk); \
+        mtvm_mm_rq_s8_dsp(V, w + wo, pk, KK, NN, prm + po, ya, POST, @SHIFT@); \
+        mtvm_mm_rq_s8_dsp_c(V, w + wo, pk, KK, NN, prm + po, yc, POST, @SHIFT@); \
+        for (int i = 0; i < V * NN; ++i) printf(" %d %d", ya[i], yc[i]); \
+        printf("\n"); \
+        xo += V * KK; wo += NN * KK; po += MTVM_MM_RQ_PRM(POST) * NN + (POST == 1); \
+    } while (0)
+int main(void)
+{
+    int xo = 0, wo = 0, po = 0;
+@CASES@
+    return 0;
+}
+"""
+
+
+def _table(rng, nn, post):
+    m = rng.integers(1 << 29, (1 << 31) - 1, nn)
+    sh = rng.integers(2, 6, nn)
+    rnd = (1 << (sh - 1)) + rng.integers(-20, 20, nn) * (1 << sh)
+    bias = rng.integers(-4000, 4000, nn)
+    c = rng.integers(-3000, 3000, nn) * 16
+    ia = rng.integers(60, 200, nn if post == 2 else 1)
+    cols = [bias, m, rnd, sh] + ([c] if post else []) + ([ia] if post == 2 else [])
+    flat = np.stack(cols, axis=1).ravel()
+    return (np.append(flat, ia) if post == 1 else flat), bias, m, rnd, sh, c, ia
+
+
+def _model(x, w, bias, m, rnd, sh, post, c, ia):
+    acc = x.astype(np.int64) @ w.astype(np.int64).T + bias           # [V][N]
+    v = ((acc * m) >> 32) + rnd >> sh
+    v = np.clip(v, -128, 127)
+    if post:
+        v = np.clip((c + v * ia) >> POST_SHIFT, -128, 127)
+    return v
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_fused_loop_equals_its_c_form(target):
+    rng = np.random.default_rng(31)
+    xs, ws, tabs, want, cases = [], [], [], [], []
+    for v, kk, nn, post in CASES:
+        x = rng.integers(-128, 128, (v, kk))
+        w = rng.integers(-128, 128, (nn, kk))
+        table, bias, m, rnd, sh, c, ia = _table(rng, nn, post)
+        xs.append(x.ravel()), ws.append(w.ravel()), tabs.append(table)
+        want.append(_model(x, w, bias, m, rnd, sh, post, c, ia).ravel())
+        cases.append(f"    CASE({v}, {kk}, {nn}, {post});")
+    arrays = "\n".join([c_array("x", np.concatenate(xs), "int8_t"),
+                        c_array("w", np.concatenate(ws), "int8_t"),
+                        c_array("prm", np.concatenate(tabs), "int32_t")])
+    src = TEST.replace("@ARRAYS@", arrays).replace("@CASES@", "\n".join(cases)) \
+        .replace("@SHIFT@", str(POST_SHIFT))
+    out = run_c_test(src, name="mm_rq", target=target,
+                     library=("mtvm_mm_s8_dsp.h", "mtvm_mm_rq_s8_dsp.h"))
+    lines = out.strip().splitlines()
+    assert len(lines) == len(CASES)
+    for (v, kk, nn, post), line, exp in zip(CASES, lines, want):
+        got = np.array([int(t) for t in line.split()]).reshape(-1, 2)
+        # [r][o] in both: y[r * nn + o]
+        np.testing.assert_array_equal(got[:, 1], exp, err_msg=f"C form V={v} K={kk} post={post}")
+        np.testing.assert_array_equal(got[:, 0], exp, err_msg=f"loop V={v} K={kk} post={post}")
