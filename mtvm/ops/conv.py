@@ -1908,8 +1908,13 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
         tiles("32", lambda rows, a: f"{band_ukernel(k, rows)}({c_in}, 32, 1, tap0, {a}, xt, "
                                     "np, tile);")
         w.lines.append("#else")
+    # On Arm (4 positions a tile) the last, partial tile is computed whole: xt holds 4
+    # columns a channel (past np, the tile before's: finite, never stored), and the
+    # 4 x 4 assembly block runs where the partial tile's C loops took 4x the
+    # instructions -- a 13 x 3 map's 39 positions end in one (kws_dscnn-like layers)
+    n = "MTVM_F32_NR" if k.target.is_arm else "np"
     tiles("MTVM_F32_NR", lambda rows, a: f"{gemm_ukernel(k, rows)}({c_in}, {a}, xt, "
-                                         "MTVM_F32_NR, np, tile);")
+                                         f"MTVM_F32_NR, {n}, tile);")
     if wide:
         w.lines.append("#endif")
     return w.text()

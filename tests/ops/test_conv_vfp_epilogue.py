@@ -50,6 +50,41 @@ def _model(specials: bool):
     return graph_model(nodes, {"x": x}, outs, consts, opset=18), x
 
 
+def _dscnn_block(specials: bool):
+    """A depthwise-separable block on a 13 x 3 map (kws_dscnn's): depthwise 3x3 + Relu, the
+    pointwise conv + Relu6 in place over it (its input copied four positions at a time:
+    the 39 positions end in a partial tile, computed whole on Arm), a depthwise again."""
+    x = special((1, 16, 13, 3), nan=[5, 300] if specials else [],
+                pinf=[77] if specials else [], ninf=[401] if specials else [], seed=23)
+    r = np.random.default_rng(24)
+    consts = {"dw": r.standard_normal((16, 1, 3, 3)).astype(np.float32),
+              "db": r.standard_normal(16).astype(np.float32),
+              "pw": r.standard_normal((16, 16, 1, 1)).astype(np.float32),
+              "pb": r.standard_normal(16).astype(np.float32),
+              "zero": np.float32(0), "six": np.float32(6)}
+    nodes = [helper.make_node("Conv", ["x", "dw", "db"], ["d"], group=16, pads=[1] * 4),
+             helper.make_node("Relu", ["d"], ["dr"]),
+             helper.make_node("Conv", ["dr", "pw", "pb"], ["p"]),
+             helper.make_node("Clip", ["p", "zero", "six"], ["pc"]),
+             helper.make_node("Conv", ["pc", "dw", "db"], ["y"], group=16, pads=[1] * 4)]
+    return graph_model(nodes, {"x": x}, ["y"], consts, opset=18), x
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="needs qemu-system-arm and arm-none-eabi-gcc")
+@pytest.mark.parametrize("specials", [False, True], ids=["finite", "nan_inf"])
+def test_in_place_pointwise_partial_tile(specials, tmp_path):
+    m, x = _dscnn_block(specials)
+    lib = mtvm.compile(m, target=Target.resolve("cortex-m4"))
+    src = "\n".join(t for n, t in lib.sources.items() if n.endswith("_kernels.c"))
+    assert "pointwise GEMM in place" in src and "xt, MTVM_F32_NR, MTVM_F32_NR, tile)" in src
+    dev = run_on_board(lib, {"x": x}, tmp_path / "vfp")
+    tile = run_on_board(mtvm.compile(m), {"x": x}, tmp_path / "tile")
+    host = mtvm.compile(m).run_host({"x": x})
+    assert_same_specials(dev["y"], host["y"], "y on mps2-an386")
+    np.testing.assert_array_equal(dev["y"], tile["y"])
+
+
 def _vfp_calls(lib) -> int:
     """Calls of the epilogue kernel in the generated kernels (not its header)."""
     return sum(len(re.findall(r"mtvm_f32_gemm_rows_\w+_vfp\(", text))
