@@ -166,31 +166,27 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
     }
 }
 
-static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_4(const int8_t* wt, const uint32_t* p0,
-                                                   int32_t kk, int32_t nn, const int32_t* prm,
-                                                   int8_t* y, int32_t post, int32_t post_shift)
-{
+/* mtvm_mm_rq_s8_dsp_4 and _5: the loop where it applies (a depth of whole groups, the
+ * rows' stores within STRB's 12-bit offsets), else the C form. */
 #if defined(MTVM_MM_RQ_ASM)
-    if (kk % 4 == 0 && nn > 0 && 3 * nn < 4096 && post_shift >= 0 && post_shift < 32) {
-        MTVM_MM_RQ_BODY(4);
-        return;
+#define MTVM_MM_RQ_TRY(V)                                                                   \
+    if (kk % 4 == 0 && nn > 0 && (V - 1) * nn < 4096 && post_shift >= 0 && post_shift < 32) { \
+        MTVM_MM_RQ_BODY(V);                                                                 \
+        return;                                                                             \
     }
+#else
+#define MTVM_MM_RQ_TRY(V)
 #endif
-    mtvm_mm_rq_s8_dsp_c(4, wt, p0, kk, nn, prm, y, post, post_shift);
-}
-
-static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_5(const int8_t* wt, const uint32_t* p0,
-                                                   int32_t kk, int32_t nn, const int32_t* prm,
-                                                   int8_t* y, int32_t post, int32_t post_shift)
-{
-#if defined(MTVM_MM_RQ_ASM)
-    if (kk % 4 == 0 && nn > 0 && 4 * nn < 4096 && post_shift >= 0 && post_shift < 32) {
-        MTVM_MM_RQ_BODY(5);
-        return;
+#define MTVM_MM_RQ_FN(V)                                                                    \
+    static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_##V(                                  \
+        const int8_t* wt, const uint32_t* p0, int32_t kk, int32_t nn, const int32_t* prm,  \
+        int8_t* y, int32_t post, int32_t post_shift)                                       \
+    {                                                                                      \
+        MTVM_MM_RQ_TRY(V)                                                                  \
+        mtvm_mm_rq_s8_dsp_c(V, wt, p0, kk, nn, prm, y, post, post_shift);                  \
     }
-#endif
-    mtvm_mm_rq_s8_dsp_c(5, wt, p0, kk, nn, prm, y, post, post_shift);
-}
+MTVM_MM_RQ_FN(4)
+MTVM_MM_RQ_FN(5)
 
 /* Defines NAME(w, p0, prm, y): mtvm_mm_rq_s8_dsp with these constants, out of line, so
  * that the layers of one shape share one copy of the loop (a transformer's projections
