@@ -87,7 +87,7 @@ def test_in_place_pointwise_partial_tile(specials, tmp_path):
 
 def _vfp_calls(lib) -> int:
     """Calls of the epilogue kernel in the generated kernels (not its header)."""
-    return sum(len(re.findall(r"mtvm_f32_gemm_rows_\w+_vfp\(", text))
+    return sum(len(re.findall(r"mtvm_f32_gemm_(rows_\w+_vfp|4x4_(off_)?epi_vfp)\(", text))
                for name, text in lib.sources.items() if name.endswith("_kernels.c"))
 
 
@@ -107,8 +107,12 @@ def test_on_mps2_an386_as_the_tile_path(specials, tmp_path):
     lib = mtvm.compile(m, target=Target.resolve("cortex-m4"))
     assert _vfp_calls(lib) > 0
     src = "\n".join(t for n, t in lib.sources.items() if n.endswith("_kernels.c"))
-    for form in ("none", "relu", "relu_hi", "none_off", "relu_off", "relu_hi_off"):
-        assert f"mtvm_f32_gemm_rows_{form}_vfp(" in src, form   # the 3x3 convs: window rows
+    # the 1x1 convs (8 taps) inline their blocks, the 3x3 ones (72 taps, window rows) call
+    # the out-of-line functions, every mode
+    for mode in ("NONE", "RELU", "RELU_HI"):
+        assert f"MTVM_F32_EPI_{mode}," in src, mode
+    for form in ("none_off", "relu_off", "relu_hi_off"):
+        assert f"mtvm_f32_gemm_rows_{form}_vfp(" in src, form
     dev = run_on_board(lib, {"x": x}, tmp_path / "vfp")
     tile = run_on_board(mtvm.compile(m), {"x": x}, tmp_path / "tile")
     for name, want in host.items():

@@ -238,9 +238,17 @@ static inline void mtvm_f32_gemm_4x4_off_vfp(int32_t taps, const float* a, int32
         }                                                                                  \
     } while (0)
 
+/* Inlined where the schedules call a block directly (few taps: the constants fold), except
+ * in builds for size (-Os: one copy, the mode a branch). */
+#if defined(__OPTIMIZE_SIZE__)
+#define MTVM_VFP_BLOCK_QUALIFIERS static __attribute__((noinline, unused))
+#else
+#define MTVM_VFP_BLOCK_QUALIFIERS static inline __attribute__((always_inline))
+#endif
+
 /* One 4 x 4 block: taps >= 1, bias: 4 floats, hi > 0 (MTVM_F32_EPI_RELU_HI; its bits as an
  * int32). At -O0 the registers are not found: the tile and C there. */
-static inline __attribute__((always_inline)) void mtvm_f32_gemm_4x4_epi_vfp(
+MTVM_VFP_BLOCK_QUALIFIERS void mtvm_f32_gemm_4x4_epi_vfp(
     int32_t taps, const float* a, int32_t lda, const float* b, int32_t ldb,
     const float* bias, int32_t mode, int32_t hi_bits, float* y, int32_t ldy)
 {
@@ -256,7 +264,7 @@ static inline __attribute__((always_inline)) void mtvm_f32_gemm_4x4_epi_vfp(
 }
 
 /* The same with tap t reading b + off[t] (mtvm_f32_gemm_4x4_off_vfp). */
-static inline __attribute__((always_inline)) void mtvm_f32_gemm_4x4_off_epi_vfp(
+MTVM_VFP_BLOCK_QUALIFIERS void mtvm_f32_gemm_4x4_off_epi_vfp(
     int32_t taps, const float* a, int32_t lda, const float* b, const int32_t* off,
     const float* bias, int32_t mode, int32_t hi_bits, float* y, int32_t ldy)
 {
