@@ -1386,9 +1386,8 @@ def _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width, offsets=False) ->
     """Statements computing a full tile of rows x 4 positions with the Arm VFP epilogue
     kernel (mtvm_f32_gemm_rows_<mode>[_off]_vfp: four rows a block, the bias and a Relu or
     Relu6 in registers, the rows stored from them); epi_args: taps, a, b and ldb or the
-    offsets. None where it does not apply: not an Arm
-    target with an FPU, no bias, rows not a multiple of 4, a tail other than a Relu or a
-    Clip from 0 (vfp_epi_mode)."""
+    offsets. None where it does not apply: not an Arm target with an FPU, no bias, rows
+    not a multiple of 4, a tail other than a Relu or a Clip from 0 (vfp_epi_mode)."""
     mode = vfp_epi_mode(k)
     if mode is None or bias is None or rows % 4 or width != "MTVM_F32_NR" or \
             not (k.target.is_arm and k.target.fpu):
@@ -1923,8 +1922,9 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
                                     "np, tile);")
         w.lines.append("#else")
     # On Arm (4 positions a tile) the last, partial tile is computed whole: xt holds 4
-    # columns a channel (past np, the tile before's: finite, never stored), and the
-    # 4 x 4 assembly block runs where the partial tile's C loops took 4x the
+    # columns a channel (past np whatever the copy left there, the tile before's or, in
+    # a plane of fewer than 4 positions, unwritten scratch: computed, never stored), and
+    # the 4 x 4 assembly block runs where the partial tile's C loops took 4x the
     # instructions -- a 13 x 3 map's 39 positions end in one (kws_dscnn-like layers)
     n = "MTVM_F32_NR" if k.target.is_arm else "np"
     tiles("MTVM_F32_NR", lambda rows, a: f"{gemm_ukernel(k, rows)}({c_in}, {a}, xt, "
