@@ -1351,18 +1351,15 @@ def _tile_or_epi(w, k, bias, p, rows, m0e, pos, gemm_call, epi_args, width="MTVM
     if clamp is None:
         vfp = None if epi_args is None or band else \
             _vfp_epilogue(k, bias, p, rows, m0e, pos, epi_args, width, offsets)
-        tile = CWriter()
+        tile = w if vfp is None else CWriter()
         tile.line(f"float tile[{rows} * {width}];")
         tile.line(gemm_call)
         _store_tile(tile, k, bias, p, rows, m0e, pos, width)
-        if vfp is None:
-            w.lines += [("    " * w.depth + line) if line else "" for line in tile.lines]
-            return
-        # on Arm FPUs full tiles in registers, partial ones (and other builds) the tile
-        other = [Raw("\n".join(tile.lines))]
-        w.lines += render_c([PreIf("defined(MTVM_GEMM_F32_VFP)",
-                                   [If(eq(Var("np"), 4), vfp, [Block(other)])], other)],
-                            w.depth).splitlines()
+        if vfp is not None:   # Arm FPUs: full tiles in registers, partial ones the tile
+            other = [Raw(tile.text())]
+            w.lines += render_c([PreIf("defined(MTVM_GEMM_F32_VFP)",
+                                       [If(eq(Var("np"), 4), vfp, [Block(other)])], other)],
+                                w.depth).splitlines()
         return
     m = lin((p["g"], p["mg"]), (m0e, 1))
     y0 = lin((p["n"], p["m_out"] * p["out_plane"]), (m, p["out_plane"]))

@@ -78,24 +78,29 @@ def avx2_c(k) -> bool:
     return k.target.is_generic or k.target.has("avx2", "fma")
 
 
+def clamp_bounds(k) -> tuple | None:
+    """(lo, hi), the bounds of k's fused tail as its attributes give them (None:
+    unbounded), when the tail is nothing, one Relu or one Clip with constant bounds;
+    None for any other tail (a residual Add, a Sigmoid, ...)."""
+    tail = k.node.tail
+    if not tail:
+        return None, None
+    t = tail[0]
+    if len(tail) > 1 or t.domain or len([i for i in t.inputs if i]) != 1 or \
+            t.op not in ("Relu", "Clip"):
+        return None
+    return (0, None) if t.op == "Relu" else (t.attrs.get("min"), t.attrs.get("max"))
+
+
 def clamp_tail(k) -> tuple[str, str] | None:
     """(lo, hi), C expressions, when the fused tail is nothing, one Relu or one Clip with
-    constant bounds: what the AVX2 epilogue kernel applies in registers. None for any
-    other tail (a residual Add, a Sigmoid, ...): those keep the tile and its loop."""
-    tail = k.node.tail
-    lo, hi = "-INFINITY", "INFINITY"
-    if len(tail) > 1:
+    constant bounds (clamp_bounds): what the AVX2 epilogue kernel applies in registers.
+    None for any other tail: those keep the tile and its loop."""
+    bounds = clamp_bounds(k)
+    if bounds is None:
         return None
-    if tail:
-        t = tail[0]
-        if t.domain or len([i for i in t.inputs if i]) != 1 or t.op not in ("Relu", "Clip"):
-            return None
-        if t.op == "Relu":
-            lo = k.lit(0)
-        else:
-            lo = lo if t.attrs.get("min") is None else k.lit(t.attrs["min"])
-            hi = hi if t.attrs.get("max") is None else k.lit(t.attrs["max"])
-    return lo, hi
+    lo, hi = bounds
+    return ("-INFINITY" if lo is None else k.lit(lo), "INFINITY" if hi is None else k.lit(hi))
 
 
 def vfp_epi_mode(k) -> tuple[str, int] | None:
@@ -106,14 +111,12 @@ def vfp_epi_mode(k) -> tuple[str, int] | None:
     float32."""
     if np.dtype(k.graph.tensors[k.node.kernel_outputs[0]].dtype) != np.float32:
         return None
-    tail = k.node.tail
-    if not tail:
-        return "none", 0
-    t = tail[0]
-    if len(tail) > 1 or t.domain or len([i for i in t.inputs if i]) != 1 or \
-            t.op not in ("Relu", "Clip"):
+    bounds = clamp_bounds(k)
+    if bounds is None:
         return None
-    lo, hi = (0.0, None) if t.op == "Relu" else (t.attrs.get("min"), t.attrs.get("max"))
+    if not k.node.tail:
+        return "none", 0
+    lo, hi = bounds
     if lo is None or float(lo) != 0.0:
         return None
     if hi is None:

@@ -56,12 +56,12 @@ def im2col_single_channel_convs(graph: Graph, target) -> Graph:
     target's im2col kernel is the faster (Arm DSP cores without Helium)."""
     if target is None or not target.is_arm_dsp:
         return graph
-    if not any(_prefers_im2col(graph, n) for n in graph.nodes):
+    found = [i for i, n in enumerate(graph.nodes) if _prefers_im2col(graph, n)]
+    if not found:
         return graph
-    g = graph.copy()
-    for i, n in enumerate(g.nodes):
-        if not _prefers_im2col(g, n):
-            continue
+    g = graph.copy()   # the same nodes, in the same order
+    for i in found:
+        n = g.nodes[i]
         w = np.asarray(g.tensors[n.inputs[1]].data)
         w_zp = 0
         if len(n.inputs) > 5 and n.inputs[5]:

@@ -91,8 +91,7 @@
 #define MTVM_MM_RQ_OPS5 MTVM_MM_RQ_OPS4, [s4] "=&r"(s4)
 #define MTVM_MM_RQ_INS \
     [p0] "m"(p0), [pend] "m"(pend), [yend] "m"(yend), [ia] "m"(ia), [n] "i"(post_shift), \
-    [o1] "i"(nn), \
-    [o2] "i"(2 * nn), [o3] "i"(3 * nn), [o4] "i"(4 * nn)
+    [o1] "i"(nn), [o2] "i"(2 * nn), [o3] "i"(3 * nn), [o4] "i"(4 * nn)
 /* One asm statement for V, U and the Add (constants after inlining). */
 #define MTVM_MM_RQ_STMT(V, U, EPI)                                                          \
     __asm__ volatile(MTVM_MM_RQ_LOOP(MTVM_MM_RQ_INIT##V, MTVM_MM_RQ_G##U(V), EPI,          \
@@ -109,35 +108,33 @@
     mtvm_mm_rq_s8_dsp_##V(w, p0, kk, nn, prm, y, post, post_shift)
 
 #if defined(MTVM_MM_RQ_ASM)
-#define MTVM_MM_RQ_BODY(V)                                                            \
-    do {                                                                                     \
-        const int32_t* pend = (const int32_t*)p0 + 2 * V * (kk / 4);                         \
-        int8_t* yend = y + nn;                                                               \
-        int32_t s0, s1, s2, s3, w, h, x0, x1;                                                \
-        const uint32_t* p;                                                                   \
-        const int8_t* a = wt;                                                                \
-        MTVM_MM_RQ_S4_##V;                                                                   \
-        const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;                      \
-        if (post == 1) {                                                                     \
-            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD1 MTVM_MM_RQ_ADD##V);   \
-        } else if (post == 2) {                                                              \
-            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD2 MTVM_MM_RQ_ADD##V);   \
-        } else {                                                                             \
-            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V);                                          \
-        }                                                                                    \
+#define MTVM_MM_RQ_BODY(V)                                                                  \
+    do {                                                                                   \
+        const int32_t* pend = (const int32_t*)p0 + 2 * V * (kk / 4);                       \
+        int8_t* yend = y + nn;                                                             \
+        int32_t s0, s1, s2, s3, s4, w, h, x0, x1;   /* s4: with five rows only */          \
+        const uint32_t* p;                                                                 \
+        const int8_t* a = wt;                                                              \
+        const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;                    \
+        (void)s4;                                                                          \
+        if (post == 1) {                                                                   \
+            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD1 MTVM_MM_RQ_ADD##V); \
+        } else if (post == 2) {                                                            \
+            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD2 MTVM_MM_RQ_ADD##V); \
+        } else {                                                                           \
+            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V);                                        \
+        }                                                                                  \
     } while (0)
 /* Groups a step: eight where the depth has 16 groups or more (the loop's three
  * instructions per 144 or 120), else four, two or one -- the code of eight would add a
  * quarter KiB of flash per layer for 3 instructions a column at a depth of 32. */
-#define MTVM_MM_RQ_STEPS(V, EPI)                                                              \
+#define MTVM_MM_RQ_STEPS(V, EPI)                                                            \
     do {                                                                                     \
         if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, EPI);                   \
         else if ((kk / 4) % 4 == 0) MTVM_MM_RQ_STMT(V, 4, EPI);                              \
         else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, EPI);                              \
         else MTVM_MM_RQ_STMT(V, 1, EPI);                                                     \
     } while (0)
-#define MTVM_MM_RQ_S4_4 (void)0
-#define MTVM_MM_RQ_S4_5 int32_t s4
 #endif
 
 /* The same integers in C: per column the V sums (mtvm_dotvp_8_dsp), each requantized,
@@ -170,7 +167,8 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
  * rows' stores within STRB's 12-bit offsets), else the C form. */
 #if defined(MTVM_MM_RQ_ASM)
 #define MTVM_MM_RQ_TRY(V)                                                                   \
-    if (kk % 4 == 0 && nn > 0 && (V - 1) * nn < 4096 && post_shift >= 0 && post_shift < 32) { \
+    if (kk % 4 == 0 && nn > 0 && (V - 1) * nn < 4096 && post_shift >= 0 &&                 \
+        post_shift < 32) {                                                                  \
         MTVM_MM_RQ_BODY(V);                                                                 \
         return;                                                                             \
     }

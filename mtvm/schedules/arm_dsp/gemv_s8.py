@@ -9,9 +9,9 @@ matrices under 1024 bytes keep the dense kernel (the flash would outweigh the
 instructions saved; an autoencoder's 8 -> 128 layer, 1,024 bytes: 4,640 -> 2,920
 instructions on the M4) unless they have 32 rows or more, where the per-output
 requantization (SMMLA here, the dense kernel's 64-bit form there) outweighs it: an
-autoencoder's 8 -> 64 bottleneck, 512 bytes, 2,360 -> 1,520 instructions for 480 bytes
-more flash (a 64 -> 12 classifier keeps the dense kernel). The sums are the same exact integers, so the outputs are the
-portable kernel's bit for bit.
+autoencoder's 8 -> 64 bottleneck, 512 bytes, 2,360 -> 1,480 instructions for 356 bytes
+more flash (a 64 -> 12 classifier keeps the dense kernel). The sums are the same exact
+integers, so the outputs are the portable kernel's bit for bit.
 """
 from __future__ import annotations
 
