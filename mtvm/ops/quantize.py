@@ -77,10 +77,10 @@ _ROUND_LIMIT = 4194304.0    # 2^22
 _ROUND_SHIFT = 12582912.0   # 1.5 * 2^23
 
 
-def round_to_range(v: Var, zp: Expr, lo: int, hi: int) -> list:
+def round_to_range(v: Var, zp: Expr | None, lo: int, hi: int) -> list:
     """Statements rounding v (x / scale) in place as QuantizeLinear does: half to even,
-    plus the zero point zp (a float expression), clamped to [lo, hi]. Store the result
-    with `as_quantized`.
+    plus the zero point zp (a float expression; None: v has it already), clamped to
+    [lo, hi]. Store the result with `as_quantized`.
 
     Half to even by adding and subtracting 1.5 * 2^23, which leaves no fraction bits:
     what rintf does in the default rounding mode, without a libm call. It is exact for
@@ -92,7 +92,8 @@ def round_to_range(v: Var, zp: Expr, lo: int, hi: int) -> list:
     wide = max(-lo, hi) >= _ROUND_LIMIT   # int32: limit |v| first, or the cast overflows
     return [*([Assign(v, select(ge(v, -big), v, -big)), Assign(v, select(gt(v, big), big, v))]
               if wide else []),
-            Assign(v, v + _f(_ROUND_SHIFT) - _f(_ROUND_SHIFT) + zp),
+            Assign(v, v + _f(_ROUND_SHIFT) - _f(_ROUND_SHIFT) + zp if zp is not None else
+                   v + _f(_ROUND_SHIFT) - _f(_ROUND_SHIFT)),
             Assign(v, select(ge(v, _f(lo)), v, _f(lo))),
             Assign(v, select(gt(v, _f(hi)), _f(hi), v))]
 

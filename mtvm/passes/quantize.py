@@ -732,7 +732,7 @@ def rule_layernorm(ctx, p, acts, q, qy):
            for v in vals) or np.size(vals[0]) != np.size(vals[1] if vals[1] is not None
                                                        else vals[0]):
         return None
-    gain, offset = fold_params(vals[0], vals[1], np.float32(qy.s))
+    gain, offset = fold_params(vals[0], vals[1], np.float32(qy.s), qy.z)
     x_name, qx = xs
     lo, hi = clamp
     return [Node("QLayerNorm", p.name, [x_name, ctx.add_const(p.name + "_gain", gain),
