@@ -353,16 +353,29 @@ def _im2col_shapes_model(dtype):
 @pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
                     reason="QEMU or arm-none-eabi-gcc not installed")
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8], ids=["int8", "uint8"])
-@pytest.mark.parametrize("compact_border", [False, True], ids=["unrolled", "compact"])
-def test_im2col_conv_shapes_on_mps2_an386_bit_identical(dtype, compact_border, tmp_path):
+@pytest.mark.parametrize("knobs", [{"compact_border": False}, {"compact_border": True},
+                                   {"border_plane": True}],
+                         ids=["unrolled", "compact", "bordered"])
+def test_im2col_conv_shapes_on_mps2_an386_bit_identical(dtype, knobs, tmp_path):
     """The im2col kernel's special cases (odd channel and pixel counts, tap tails,
     padding masks, strides, dilations, groups, asymmetric weights) through the Cortex-M4
     DSP path (Thumb-2 micro-kernel) and the portable path: identical bytes, and equal
     to the bit-exact NumPy model (the interpreter); the padding pixels' columns both
-    unrolled and a channel at a time (knob compact_border)."""
+    unrolled and a channel at a time (knob compact_border), and read from the input
+    planes copied with their border into scratch (knob border_plane)."""
     model, feeds = _im2col_shapes_model(dtype)
-    lib = mtvm.compile(model, schedule_config={"qconv_s8.im2col":
-                                               {"compact_border": compact_border}})
+    if "border_plane" in knobs:
+        # for the Cortex-M4 itself: the host's C takes its own x86 schedules
+        lib = mtvm.compile(model, target="cortex-m4",
+                           schedule_config={"qconv_s8.im2col": knobs})
+        bordered = [lk for lk in lib.kernels if "plane" in lk.body]
+        assert len(bordered) == 10, len(bordered)   # every layer with padding
+        ref = interpret(lib.graph, feeds)
+        dev = run_on_board(lib, feeds, tmp_path / "proj")
+        for k in ref:
+            np.testing.assert_array_equal(dev[k], ref[k], err_msg=k)
+        return
+    lib = mtvm.compile(model, schedule_config={"qconv_s8.im2col": knobs})
     host = lib.run_host(feeds)
     ref = interpret(lib.graph, feeds)
     for k in host:

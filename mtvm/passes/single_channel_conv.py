@@ -14,8 +14,13 @@ kws_crnn_int8's 32-channel first conv 228 K -> 186 K, 32 channels 3x3 stride 2 o
 155 K -> 137 K, 16 channels 3x3 stride (2, 1) 168 K -> 149 K, 8 channels 1x9 on 128 30 K
 -> 22 K; the 2x2 loop stays ahead (16 channels 3x3 stride 1 on 32x32: 238 K against
 298 K; denoise_unet_int8's first conv), and so does the depthwise kernel at 8 channels
-3x3. Helium and RISC-V cores keep the depthwise kernel (on mps3-an547 and riscv32-virt
-it is the faster one at 16 channels).
+3x3. With 8 to 15 channels a window of more than nine taps takes im2col too where the
+im2col kernel copies the padded input plane into scratch by default (knob border_plane,
+schedules/generic/qconv_s8.py: a small plane), since then no pixel takes the masked
+gather: 8 channels 5x3 stride (2, 1) on 61x13 101 K -> 88 K (crnn_v13_int8's first
+layer), on 49x10 58 K -> 54 K; 8 channels 3x3 stride 2 or (2, 1) stay depthwise (40 K
+against 43 K, 34 K against 33 K). Helium and RISC-V cores keep the depthwise kernel (on
+mps3-an547 and riscv32-virt it is the faster one at 16 channels).
 
 So on those cores the pass folds the zero-point terms into the bias (folded=1, the
 im2col kernel's arithmetic: the same integers, QConv.reference)."""
@@ -27,7 +32,25 @@ from ..ir import Graph, Node
 from ..ops.quantized.common import DOMAIN
 from ..qparams import zero_point_terms
 
-MIN_CHANNELS = 16   # at least this many output channels, or a window not 3 wide
+MIN_CHANNELS = 16   # at least this many output channels, or a window not 3 wide...
+MIN_CHANNELS_BORDERED = 8   # ...or this many and a window over 3 x 3 taps, bordered plane
+
+
+def _bordered_by_default(g: Graph, n: Node, w) -> bool:
+    """Whether the im2col kernel copies the input plane with its padding into scratch by
+    default (schedules/generic/qconv_s8.py: one input channel, at most BORDER_MAX_BYTES)."""
+    from ..ops.quantized.conv import bordered_plane
+    from ..ops.quantized.common import conv_geometry
+    from ..schedules.generic.qconv_s8 import BORDER_MAX_BYTES
+    x = g.tensors.get(n.inputs[0])
+    if x is None or x.shape is None or len(x.shape) not in (3, 4):
+        return False
+    a = n.attrs
+    dims = len(x.shape) - 2
+    geometry = conv_geometry(x.shape, w.shape, a.get("strides", [1] * dims),
+                             a.get("pads", [0] * 2 * dims), a.get("dilations", [1] * dims))
+    plane = bordered_plane(*geometry)
+    return plane is not None and plane[0] * plane[1] * x.dtype.itemsize <= BORDER_MAX_BYTES
 
 
 def _depthwise_loop_runs(n: Node, w) -> bool:
@@ -48,7 +71,11 @@ def _prefers_im2col(g: Graph, n: Node) -> bool:
     w, bias = g.tensors.get(n.inputs[1]), g.tensors.get(n.inputs[2])
     if w is None or not w.is_const or bias is None or not bias.is_const:
         return False
-    return not _depthwise_loop_runs(n, w) and (w.shape[0] >= MIN_CHANNELS or w.shape[-1] != 3)
+    if _depthwise_loop_runs(n, w):
+        return False
+    taps = int(np.prod(w.shape[2:]))
+    return w.shape[0] >= MIN_CHANNELS or w.shape[-1] != 3 or \
+        (w.shape[0] >= MIN_CHANNELS_BORDERED and taps > 9 and _bordered_by_default(g, n, w))
 
 
 def im2col_single_channel_convs(graph: Graph, target) -> Graph:

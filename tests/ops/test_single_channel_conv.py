@@ -21,6 +21,8 @@ CONVS = [
     ("loop_3x3", np.int8, (8, 9), 16, (3, 3), (1, 1), (1, 1, 1, 1), False),
     ("taps_1x9", np.int8, (1, 40), 8, (1, 9), (1, 1), (0, 4, 0, 4), True),
     ("few_3x3", np.int8, (8, 9), 8, (3, 3), (1, 1), (1, 1, 1, 1), False),
+    ("few_5x3", np.int8, (13, 13), 8, (5, 3), (2, 1), (2, 1, 2, 1), True),   # bordered
+    ("few_3x3_s2", np.uint8, (9, 10), 8, (3, 3), (2, 2), (1, 1, 1, 1), False),
 ]
 
 
@@ -38,10 +40,14 @@ def folded(lib) -> list[int]:
 
 
 def test_im2col_on_arm_dsp_cores_only():
+    """And there, the padded layers' input plane copied with its border into scratch
+    (knob border_plane: the spectrogram's plane is small)."""
     m, _ = model()
     want = [int(im2col) for *_, im2col in CONVS]
     for target in ("cortex-m4", "cortex-m7"):
-        assert folded(mtvm.compile(m, target=Target.resolve(target))) == want, target
+        lib = mtvm.compile(m, target=Target.resolve(target))
+        assert folded(lib) == want, target
+        assert [bool(lk.kernel.knobs.get("border_plane")) for lk in lib.kernels] == want
     for target in ("c", "cortex-m55", "rv32imac", "cortex-m3"):
         assert folded(mtvm.compile(m, target=Target.resolve(target))) == [0] * len(CONVS), \
             target

@@ -317,10 +317,19 @@ def row_params(k, y_zp: int) -> bool:
     return fast_requant_bounded(k, bias, k.plain(1), None, k.plain(3), k.plain(4), y_zp, x)
 
 
+def bordered_plane(h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw) -> tuple[int, int] | None:
+    """(rows, columns) of the input planes with their zero-point border, as far as the
+    windows reach (from the top and left padding on), where the layer has padding; None
+    where it has none (every window inside the input)."""
+    if _inside(oh, sh, ph, kh, dh, h) == (0, oh) and _inside(ow, sw, pw, kw, dw, wd) == (0, ow):
+        return None
+    return (oh - 1) * sh + (kh - 1) * dh + 1, (ow - 1) * sw + (kw - 1) * dw + 1
+
+
 def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh,
                 sw, ph, pw, dh, dw, x_zp, mve: bool = False, quad: bool = False,
                 x86_direct: bool = True, compact_border: bool = False,
-                widen_weights: bool = False) -> list[str]:
+                widen_weights: bool = False, border_plane: bool = False) -> list[str]:
     """QConv (folded=1): pairs of output pixels (in flat order, so a row's last pixel
     pairs with the next row's first) gathered into an int16 column in scratch, then
     two pixels x two output channels at a time (mtvm_mm2x2). Column layout, per
@@ -334,7 +343,11 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     blocks: a 3x3 layer's code 1.8 -> 1.1 KB, for about 3 more instructions a tap
     on those pixels), widen_weights (on Arm DSP cores, where widen_applies: the weights
     widened to int16 in scratch after the column once per call, read by
-    mtvm_mm2x2_s16_w16: 12 instructions per 16 MACs instead of 15)."""
+    mtvm_mm2x2_s16_w16: 12 instructions per 16 MACs instead of 15), border_plane (the
+    group's input planes copied once per call into scratch with their zero-point border,
+    bordered_plane, so that every pixel takes the unrolled gather: a spectrogram's first
+    layer, where a third of the pixels touch the padding and their masked gather cost
+    several times the others')."""
     cg, mg = c // group, oc // group
     khw = kh * kw
     kk = cg * khw
@@ -343,6 +356,12 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         return emit_im2col_mve(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=h, wd=wd,
                                kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
                                dw=dw, x_zp=x_zp, pointwise=pointwise)
+    # the bordered copy: from here on the gather sees planes without padding
+    plane = bordered_plane(h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw) \
+        if border_plane and not pointwise and not quad else None
+    src_h, src_wd, top, left = h, wd, ph, pw
+    if plane:
+        h, wd, ph, pw = plane[0], plane[1], 0, 0
     hw, ohw = h * wd, oh * ow
     nb, tl = kk // 4, kk % 4
     ts = tail_stride(tl)
@@ -361,6 +380,9 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         k.library("mtvm_mm_s16_w16.h")
         k.scratch_bytes += widened_bytes(group, mg, kk, params)
     zx = c_literal(x_zp, np.int32)
+    plane_at = k.scratch_bytes
+    if plane:
+        k.scratch_bytes += cg * hw * x.dtype.itemsize
     oy_lo, oy_hi = _inside(oh, sh, ph, kh, dh, h)
     ox_lo, ox_hi = _inside(ow, sw, pw, kw, dw, wd)
     padded = (oy_lo, oy_hi, ox_lo, ox_hi) != (0, oh, 0, ow)
@@ -395,6 +417,10 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                 "mtvm_mm_w16_params", row_o, Var(bias.c)[o], Var(bias.c)[o + 1], *mults,
                 m_of("o"), m_of("o + 1"), int(store.y_zp)))], step=2))
         lines += render_c(prep).splitlines()
+    if plane:   # the border, once: each group's copy rewrites only the interior
+        k.library("mtvm_copy.h")
+        lines += [f"{xt}* plane = ({xt}*)(scratch + {plane_at});",
+                  f"memset(plane, (unsigned char)({xt}){zx}, {cg * hw});"]
     if tl % 2:   # the zero slot of each pixel's last tail word
         lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
         if quad:
@@ -697,8 +723,18 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                  f"    {mmx1}(col, wp, {nb}, {tl}, npx, a);"] + indent_c(st(0, "o", "yp[0]", 0))
         body += ["    if (npx == 2) {"] + indent_c(st(1, "o", "yp[1]", 1), 2) + ["    }", "}"]
     lines += [f"for (size_t b = 0; b < {n}; ++b) {{",
-              f"    for (size_t g = 0; g < {group}; ++g) {{",
-              f"        const {xt}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};"]
+              f"    for (size_t g = 0; g < {group}; ++g) {{"]
+    if plane:
+        rows, cols = min(src_h, h - top), min(src_wd, wd - left)
+        lines += [f"        const {xt}* xs = {x.c} + (b * {c} + g * {cg}) * {src_h * src_wd};",
+                  f"        for (size_t ci = 0; ci < {cg}; ++ci) {{",
+                  f"            for (size_t y = 0; y < {rows}; ++y) {{",
+                  f"                mtvm_copy(plane + (ci * {h} + y + {top}) * {wd} + {left}, "
+                  f"xs + (ci * {src_h} + y) * {src_wd}, {cols});",
+                  "            }", "        }",
+                  f"        const {xt}* xg = plane;"]
+    else:
+        lines += [f"        const {xt}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};"]
     if not pointwise:
         lines += ["        int32_t oy = 0, ox = 0;"]
     lines += [f"        for (int32_t q = 0; q < {ohw}; q += 2) {{",
@@ -719,7 +755,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     # the x86 kernels only where an x86 build can take them (portable C keeps every #if):
     # elsewhere the knob would change dead code only, and the tuner measure it for nothing
     direct_ok = x86_direct and (k.target.is_x86 or k.target.is_generic) and w_zp is None \
-        and k.inplace is None
+        and k.inplace is None and not plane
     direct = pointwise_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, hw=hw) \
         if pointwise and direct_ok else None
     kxk = direct_x86(k, x, w, bias, store, n=n, c=c, oc=oc, group=group, h=h, wd=wd, kh=kh,
@@ -1092,12 +1128,26 @@ class QConv(IntOp):
             y.shape[1] <= x.shape[1] else None
 
 
+def border_plane_bytes(k, *, strides, pads, dilations, group=1, **_attrs) -> int:
+    """Scratch of emit_im2col's bordered input planes (border_plane): 0 where the layer
+    has no padding."""
+    x, w = k.ins[0], k.ins[1]
+    h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw = conv_geometry(
+        x.shape, w.shape, strides, pads, dilations)
+    plane = bordered_plane(h, wd, kh, kw, oh, ow, sh, sw, ph, pw, dh, dw)
+    if plane is None:
+        return 0
+    return x.shape[1] // group * plane[0] * plane[1] * x.dtype.itemsize
+
+
 def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=False,
-                        quad=False, widen_weights=False, y_zp=0, **_attrs) -> int:
+                        quad=False, widen_weights=False, border_plane=False, y_zp=0,
+                        **_attrs) -> int:
     """Scratch of emit_qconv: im2col (folded), one int16 column of two pixels
-    (col_bytes; two columns for RV32's quad), or the Helium path's int8 column rows;
-    depthwise, the zero-point-padded input plane, when there is padding or the output
-    is written over the input (depthwise.padded_plane_bytes)."""
+    (col_bytes; two columns for RV32's quad), or the Helium path's int8 column rows, and
+    with border_plane the bordered input planes; depthwise, the zero-point-padded input
+    plane, when there is padding or the output is written over the input
+    (depthwise.padded_plane_bytes)."""
     x, w = k.ins[0], k.ins[1]
     if folded:
         kk = x.shape[1] // group * int(np.prod(w.shape[2:]))
@@ -1106,14 +1156,17 @@ def qconv_scratch_bytes(k, *, strides, pads, dilations, group=1, folded=1, mve=F
         mg = w.shape[0] // group
         widened = widened_bytes(group, mg, kk, row_params(k, int(y_zp))) \
             if widen_weights and widen_applies(k, mg, quad, mve) else 0
-        return col_bytes(kk) * (2 if quad else 1) + widened
+        bordered = border_plane_bytes(k, strides=strides, pads=pads, dilations=dilations,
+                                      group=group) if border_plane and not quad else 0
+        return col_bytes(kk) * (2 if quad else 1) + widened + bordered
     from .depthwise import padded_plane_bytes
     return padded_plane_bytes(k, x, strides, pads, dilations)
 
 
 def emit_qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=-128,
                act_max=127, folded=1, mve=False, quad=False, x86_direct=True,
-               rv32=False, compact_border=False, widen_weights=False) -> str:
+               rv32=False, compact_border=False, widen_weights=False,
+               border_plane=False) -> str:
     """The C of a QConv kernel (the schedules in mtvm/schedules/*/qconv_s8.py choose
     the variants, see emit_im2col); the im2col path reads its weights laid out by
     pack_conv_weights."""
@@ -1148,7 +1201,8 @@ def emit_qconv(k, *, strides, pads, dilations, group=1, x_zp=0, y_zp=0, act_min=
     lines += emit_im2col(k, x, w, bias, w_zp, store_fn, n=n, c=c, oc=oc, group=group, h=h,
                          wd=wd, kh=kh, kw=kw, oh=oh, ow=ow, sh=sh, sw=sw, ph=ph, pw=pw, dh=dh,
                          dw=dw, x_zp=x_zp, mve=mve, quad=quad, x86_direct=x86_direct,
-                         compact_border=compact_border, widen_weights=widen_weights)
+                         compact_border=compact_border, widen_weights=widen_weights,
+                         border_plane=border_plane)
     return "\n".join(lines)
 
 

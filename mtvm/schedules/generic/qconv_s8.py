@@ -19,13 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.quantized.common import narrow_shifts
-from ...ops.quantized.conv import (emit_qconv, pack_conv_weights, qconv_scratch_bytes,
-                                   shifts_as_m1, widened_bytes)
+from ...ops.quantized.conv import (border_plane_bytes, emit_qconv, pack_conv_weights,
+                                   qconv_scratch_bytes, shifts_as_m1, widened_bytes)
 from .. import Knob, Schedule, register
 
 
 WIDEN_MAX_BYTES = 4096    # the widened weights' scratch, default at most
 WIDEN_MIN_PIXELS = 8      # output pixels a channel, default at least
+BORDER_MAX_BYTES = 2048   # the bordered planes' scratch, default at most (one channel a group)
 
 
 class QConvIm2colBase(Schedule):
@@ -54,7 +55,8 @@ class QConvIm2colBase(Schedule):
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         return qconv_scratch_bytes(k, **attrs, **self.variant,
-                                   widen_weights=k.knobs.get("widen_weights", False))
+                                   widen_weights=k.knobs.get("widen_weights", False),
+                                   border_plane=k.knobs.get("border_plane", False))
 
     def emit(self, k, /, **attrs) -> str:
         return emit_qconv(k, **attrs, **self.variant, **k.knobs)
@@ -70,7 +72,9 @@ class QConvIm2colS8(QConvIm2colBase):
              Knob("compact_border", False, (False, True),
                   "the padding pixels' column a channel at a time (less code)"),
              Knob("widen_weights", False, (False, True),
-                  "Arm DSP cores: the weights widened to int16 in scratch once a call"))
+                  "Arm DSP cores: the weights widened to int16 in scratch once a call"),
+             Knob("border_plane", False, (False, True),
+                  "the input planes copied with their padding into scratch once a call"))
 
     def default_knobs(self, k=None) -> dict:
         """On microcontrollers the compact border: flash is the scarcer resource
@@ -80,7 +84,13 @@ class QConvIm2colS8(QConvIm2colBase):
         WIDEN_MAX_BYTES of scratch and the layer has at least WIDEN_MIN_PIXELS
         outputs a channel (the widening, about an instruction a weight, is paid
         back from three pixel pairs on; more scratch is RAM a board may not have,
-        the tuner and --memory-budget may trade it)."""
+        the tuner and --memory-budget may trade it). And there the input plane copied
+        with its padding (border_plane) where the layer reads one input channel a group
+        and the copy takes at most BORDER_MAX_BYTES: a spectrogram's first layer, a
+        third of whose pixels touched the padding (their masked gather costs several
+        times the others'); crnn_v13_int8's 8-channel 5x3 layer on the M4 101 K -> 88 K
+        instructions (with passes/single_channel_conv.py), kws_crnn_int8's 32-channel
+        one 186 K -> 177 K, for 975 and 636 bytes of scratch, at the same arena."""
         values = super().default_knobs(k)
         if k is not None and (k.target.is_arm or k.target.is_riscv):
             values["compact_border"] = True
@@ -90,18 +100,37 @@ class QConvIm2colS8(QConvIm2colBase):
             pixels = int(np.prod(k.out.shape[2:])) if len(k.out.shape) > 2 else 0
             values["widen_weights"] = widened <= WIDEN_MAX_BYTES and \
                 pixels >= WIDEN_MIN_PIXELS
+            values["border_plane"] = 0 < self.border_bytes(k) <= BORDER_MAX_BYTES and \
+                k.ins[0].shape[1] // k.node.attrs.get("group", 1) == 1
         return values
+
+    @staticmethod
+    def border_bytes(k) -> int:
+        """The bordered input planes' scratch (0: no padding, or not a conv)."""
+        a = k.node.attrs
+        if "strides" not in a or len(k.ins[0].shape) < 3:
+            return 0
+        return border_plane_bytes(k, strides=a["strides"], pads=a["pads"],
+                                  dilations=a["dilations"], group=a.get("group", 1))
 
     def faster_with_scratch(self, k, /, **attrs) -> dict:
         """The widened weights above WIDEN_MAX_BYTES, where the layer has the pixels to
         pay the widening back (and, as free_scratch checks, the widening applies: its
         scratch grows): a MobileNet's late pointwise layers, whose weights are large
         where the activations are small (vww_mobilenetv1_int8 on the Cortex-M4 about
-        9 % fewer instructions at the same arena, measured by the tuner)."""
-        if not k.target.is_arm_dsp or k.knobs.get("widen_weights", True) or k.out is None \
-                or len(k.out.shape) < 3 or int(np.prod(k.out.shape[2:])) < WIDEN_MIN_PIXELS:
+        9 % fewer instructions at the same arena, measured by the tuner). Where those
+        are on, the bordered planes of a layer with padding beyond the default's
+        (ic_resnet8_int8: one layer, 13.63 M -> 13.59 M instructions)."""
+        if not k.target.is_arm_dsp or k.out is None or len(k.out.shape) < 3:
             return {}
-        return {"widen_weights": True}
+        # one at a time (free_scratch takes a kernel's values together or not at all): the
+        # widened weights first, the larger gain; the bordered planes where those are on
+        if not k.knobs.get("widen_weights", True):
+            if int(np.prod(k.out.shape[2:])) >= WIDEN_MIN_PIXELS:
+                return {"widen_weights": True}
+        elif not k.knobs.get("border_plane", True) and self.border_bytes(k):
+            return {"border_plane": True}
+        return {}
 
 
 class QConvDepthwiseBase(Schedule):
