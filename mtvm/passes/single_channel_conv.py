@@ -1,4 +1,5 @@
-"""On Arm DSP cores, an int8 conv over one input channel goes through im2col.
+"""On Arm DSP cores and x86 hosts, an int8 conv over one input channel goes through
+im2col.
 
 The QDQ lowering gives every QConv with one input channel per group and at most 16
 taps the depthwise kernel's arithmetic (folded=0: the zero-point terms summed inside
@@ -22,7 +23,17 @@ layer), on 49x10 58 K -> 54 K; 8 channels 3x3 stride 2 or (2, 1) stay depthwise 
 against 43 K, 34 K against 33 K). Helium and RISC-V cores keep the depthwise kernel (on
 mps3-an547 and riscv32-virt it is the faster one at 16 channels).
 
-So on those cores the pass folds the zero-point terms into the bias (folded=1, the
+On x86 the im2col kernels vectorize over the output channels (VNNI or AVX2 pair sums)
+where the depthwise kernel has one channel's plane: with AVX-512 VNNI (bench/host.py, a
+Zen 5 host) every shape tried is faster, 72 channels 3x3 stride 2 on 49x10 (dscnn_v13_int8's
+first layer) 23.7 -> 1.5 us, 16 channels 3x3 stride 1 on 32x32 4.7 -> 2.7 us, 32 channels
+3x3 stride 2 4.2 -> 1.0 us; with AVX2 only at stride 2 and more (72 channels 25 -> 12 us,
+32 channels 11 -> 9 us; at stride 1 or (2, 1) the depthwise kernel stays ahead, 16
+channels 3x3 11 against 14 us, kws_crnn_int8 39 against 44 us). The portable C ("c"),
+whose ISA its compiler picks, follows the AVX2 rule. dscnn_v13_int8: 1.36 -> 0.98 of
+onnxruntime's time (AVX-512), 0.110 -> 0.089 ms (AVX2).
+
+So on those targets the pass folds the zero-point terms into the bias (folded=1, the
 im2col kernel's arithmetic: the same integers, QConv.reference)."""
 from __future__ import annotations
 
@@ -64,13 +75,17 @@ def _depthwise_loop_runs(n: Node, w) -> bool:
         all(v == 1 for v in a.get("dilations", [1, 1]))
 
 
-def _prefers_im2col(g: Graph, n: Node) -> bool:
+def _prefers_im2col(g: Graph, n: Node, target) -> bool:
     if n.domain != DOMAIN or n.op != "QConv" or n.attrs.get("folded", 1) or \
             n.attrs.get("group", 1) != 1 or len(n.inputs) < 3:
         return False
     w, bias = g.tensors.get(n.inputs[1]), g.tensors.get(n.inputs[2])
     if w is None or not w.is_const or bias is None or not bias.is_const:
         return False
+    if target.is_x86 or target.is_generic:
+        # x86: the VNNI kernels are ahead at every shape; without them (AVX2, or the
+        # portable C, whose ISA the C compiler picks) at strides of 2 and more
+        return target.has("avx512vnni") or all(v >= 2 for v in n.attrs.get("strides", [1]))
     if _depthwise_loop_runs(n, w):
         return False
     taps = int(np.prod(w.shape[2:]))
@@ -80,10 +95,10 @@ def _prefers_im2col(g: Graph, n: Node) -> bool:
 
 def im2col_single_channel_convs(graph: Graph, target) -> Graph:
     """graph with its one-input-channel, group-1 QConvs in the folded form where the
-    target's im2col kernel is the faster (Arm DSP cores without Helium)."""
-    if target is None or not target.is_arm_dsp:
+    target's im2col kernel is the faster (Arm DSP cores without Helium, x86 hosts)."""
+    if target is None or not (target.is_arm_dsp or target.is_x86 or target.is_generic):
         return graph
-    found = [i for i, n in enumerate(graph.nodes) if _prefers_im2col(graph, n)]
+    found = [i for i, n in enumerate(graph.nodes) if _prefers_im2col(graph, n, target)]
     if not found:
         return graph
     g = graph.copy()   # the same nodes, in the same order

@@ -1,5 +1,5 @@
 """An int8 conv over one input channel (group 1: a first layer on a spectrogram or a
-grey image) takes the im2col kernel on Arm DSP cores where that is faster
+grey image) takes the im2col kernel on Arm DSP cores and x86 where that is faster
 (mtvm/passes/single_channel_conv.py), with the zero-point terms folded into its bias:
 the same integers as the depthwise kernel the other targets keep."""
 from __future__ import annotations
@@ -48,9 +48,21 @@ def test_im2col_on_arm_dsp_cores_only():
         lib = mtvm.compile(m, target=Target.resolve(target))
         assert folded(lib) == want, target
         assert [bool(lk.kernel.knobs.get("border_plane")) for lk in lib.kernels] == want
-    for target in ("c", "cortex-m55", "rv32imac", "cortex-m3"):
+    for target in ("cortex-m55", "rv32imac", "cortex-m3"):
         assert folded(mtvm.compile(m, target=Target.resolve(target))) == [0] * len(CONVS), \
             target
+
+
+def test_im2col_on_x86():
+    """x86: with AVX-512 VNNI every such conv; with AVX2, and in the portable C, those
+    of stride 2 and more."""
+    m, _ = model()
+    strided = [int(min(strides) >= 2) for _, _, _, _, _, strides, _, _ in CONVS]
+    assert 0 < sum(strided) < len(CONVS)
+    for target in ("c", "x86-64-v3"):
+        assert folded(mtvm.compile(m, target=Target.resolve(target))) == strided, target
+    vnni = Target.resolve("x86-64-v4+avx512vnni")
+    assert folded(mtvm.compile(m, target=vnni)) == [1] * len(CONVS)
 
 
 def test_folded_graph_computes_the_same_integers():
