@@ -346,7 +346,7 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     mtvm_mm2x2_s16_w16: 12 instructions per 16 MACs instead of 15), border_plane (the
     group's input planes copied once per call into scratch with their zero-point border,
     bordered_plane, so that every pixel takes the unrolled gather: a spectrogram's first
-    layer, where a third of the pixels touch the padding and their masked gather cost
+    layer, where one pixel in five touches the padding and its masked gather costs
     several times the others')."""
     cg, mg = c // group, oc // group
     khw = kh * kw

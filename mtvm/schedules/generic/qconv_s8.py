@@ -86,8 +86,8 @@ class QConvIm2colS8(QConvIm2colBase):
         back from three pixel pairs on; more scratch is RAM a board may not have,
         the tuner and --memory-budget may trade it). And there the input plane copied
         with its padding (border_plane) where the layer reads one input channel a group
-        and the copy takes at most BORDER_MAX_BYTES: a spectrogram's first layer, a
-        third of whose pixels touched the padding (their masked gather costs several
+        and the copy takes at most BORDER_MAX_BYTES: a spectrogram's first layer, one
+        pixel in five of which touches the padding (its masked gather costs several
         times the others'); crnn_v13_int8's 8-channel 5x3 layer on the M4 101 K -> 88 K
         instructions (with passes/single_channel_conv.py), kws_crnn_int8's 32-channel
         one 186 K -> 177 K, for 975 and 636 bytes of scratch, at the same arena."""
