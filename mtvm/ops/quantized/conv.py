@@ -417,10 +417,13 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                 "mtvm_mm_w16_params", row_o, Var(bias.c)[o], Var(bias.c)[o + 1], *mults,
                 m_of("o"), m_of("o + 1"), int(store.y_zp)))], step=2))
         lines += render_c(prep).splitlines()
+    pv = Var("plane", Type(x.dtype.name, pointer=True))
     if plane:   # the border, once: each group's copy rewrites only the interior
         k.library("mtvm_copy.h")
-        lines += [f"{xt}* plane = ({xt}*)(scratch + {plane_at});",
-                  f"memset(plane, (unsigned char)({xt}){zx}, {cg * hw});"]
+        lines += render_c([
+            Decl(pv, Cast(pv.type, Var("scratch") + plane_at)),
+            ExprStmt(call("memset", pv, Cast(Type("uint8"), Cast(Type(x.dtype.name), RawExpr(zx))),
+                          cg * hw))]).splitlines()
     if tl % 2:   # the zero slot of each pixel's last tail word
         lines += [f"col[{8 * nb + ts - 1}] = 0;", f"col[{8 * nb + 2 * ts - 1}] = 0;"]
         if quad:
@@ -724,15 +727,16 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         body += ["    if (npx == 2) {"] + indent_c(st(1, "o", "yp[1]", 1), 2) + ["    }", "}"]
     lines += [f"for (size_t b = 0; b < {n}; ++b) {{",
               f"    for (size_t g = 0; g < {group}; ++g) {{"]
-    if plane:
+    if plane:   # the group's planes into the bordered copy
         rows, cols = min(src_h, h - top), min(src_wd, wd - left)
-        lines += [f"        const {xt}* xs = {x.c} + (b * {c} + g * {cg}) * {src_h * src_wd};",
-                  f"        for (size_t ci = 0; ci < {cg}; ++ci) {{",
-                  f"            for (size_t y = 0; y < {rows}; ++y) {{",
-                  f"                mtvm_copy(plane + (ci * {h} + y + {top}) * {wd} + {left}, "
-                  f"xs + (ci * {src_h} + y) * {src_wd}, {cols});",
-                  "            }", "        }",
-                  f"        const {xt}* xg = plane;"]
+        xs = Var("xs", Type(x.dtype.name, pointer=True, const=True))
+        ci, yy = Var("ci"), Var("y")
+        lines += render_c([
+            Decl(xs, Var(x.c) + (Var("b") * c + Var("g") * cg) * (src_h * src_wd)),
+            For(ci, cg, [For(yy, rows, [ExprStmt(call(
+                "mtvm_copy", pv + ((ci * h + yy + top) * wd + left),
+                xs + (ci * src_h + yy) * src_wd, cols))])]),
+            Decl(Var("xg", xs.type), pv)], 2).splitlines()
     else:
         lines += [f"        const {xt}* xg = {x.c} + (b * {c} + g * {cg}) * {hw};"]
     if not pointwise:
