@@ -23,8 +23,8 @@ layer), on 49x10 58 K -> 54 K; 8 channels 3x3 stride 2 or (2, 1) stay depthwise 
 against 43 K, 34 K against 33 K). Helium and RISC-V cores keep the depthwise kernel (on
 mps3-an547 and riscv32-virt it is the faster one at 16 channels).
 
-On x86 the im2col kernels vectorize over the output channels (VNNI or AVX2 pair sums)
-where the depthwise kernel has one channel's plane: with AVX-512 VNNI (bench/host.py, a
+On x86 the im2col kernels vectorize over the output channels (VNNI or AVX2 pair sums;
+8 or more of them) where the depthwise kernel has one channel's plane: with AVX-512 VNNI (bench/host.py, a
 Zen 5 host) every shape tried is faster, 72 channels 3x3 stride 2 on 49x10 (dscnn_v13_int8's
 first layer) 23.7 -> 1.5 us, 16 channels 3x3 stride 1 on 32x32 4.7 -> 2.7 us, 32 channels
 3x3 stride 2 4.2 -> 1.0 us; with AVX2 only at stride 2 and more (72 channels 25 -> 12 us,
@@ -45,6 +45,7 @@ from ..qparams import zero_point_terms
 
 MIN_CHANNELS = 16   # at least this many output channels, or a window not 3 wide...
 MIN_CHANNELS_BORDERED = 8   # ...or this many and a window over 3 x 3 taps, bordered plane
+MIN_CHANNELS_X86 = 8        # x86: at least this many output channels
 
 
 def _bordered_by_default(g: Graph, n: Node, w) -> bool:
@@ -83,9 +84,11 @@ def _prefers_im2col(g: Graph, n: Node, target) -> bool:
     if w is None or not w.is_const or bias is None or not bias.is_const:
         return False
     if target.is_x86 or target.is_generic:
-        # x86: the VNNI kernels are ahead at every shape; without them (AVX2, or the
-        # portable C, whose ISA the C compiler picks) at strides of 2 and more
-        return target.has("avx512vnni") or all(v >= 2 for v in n.attrs.get("strides", [1]))
+        # x86: the kernels vectorize over the output channels (a few leave them nothing to
+        # vectorize); with VNNI ahead at every shape tried, without (AVX2, or the portable
+        # C, whose ISA the C compiler picks) at strides of 2 and more
+        return w.shape[0] >= MIN_CHANNELS_X86 and (
+            target.has("avx512vnni") or all(v >= 2 for v in n.attrs.get("strides", [1])))
     if _depthwise_loop_runs(n, w):
         return False
     taps = int(np.prod(w.shape[2:]))
