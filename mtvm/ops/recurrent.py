@@ -462,7 +462,8 @@ class _Recurrent(Op):
 
     def emit(self, k, *, hidden_size, direction="forward", layout=0, activations=None,
              activation_alpha=None, activation_beta=None, clip=None, linear_before_reset=0,
-             input_forget=0, output_sequence=0, gemv=None, project=None, gemv_init=None):
+             input_forget=0, output_sequence=0, gemv=None, project=None, gemv_init=None,
+             gemv_packed=False):
         """gemv: None, the dot products as plain loops over W and R as the model
         gives them ([dirs][gates * H][I or H]); or the name of a C function
         gemv(taps, x, b, ldb, n, out) (out[q] = sum_t x[t] b[t * ldb + q], q < n)
@@ -479,7 +480,13 @@ class _Recurrent(Op):
         gemv_init(taps, x, b, ldb, n, init, out) (out[q] = init[q] + the same sum; init
         may be out): the gates as W x started from the bias, then R h added in place --
         no pass of their own over the gate rows. The bias input then holds Wb + Rb
-        ([dirs][gates * H], summed by the schedule: summed_bias) instead of the two."""
+        ([dirs][gates * H], summed by the schedule: summed_bias) instead of the two.
+
+        gemv_packed: with gemv and without project, W and R [dirs][I or H][gates * H] hold
+        each direction's columns in the packed layout of mtvm_f32_gemv16_packed_vfp
+        (mtvm/schedules/arm_dsp/recurrent_f32.py, packed16): gemv(taps, x, w, n, out) and
+        gemv_init(taps, x, w, n, init, out) without ldb, the columns from c of a direction
+        at taps * c (GRU without linear_before_reset: R's columns 2H.. packed apart)."""
         x, w, r = k.ins[:3]
         bias, seqlens, h0, c0, peep = (k.ins + [None] * 8)[3:8]
         op, H, GH = self.name, hidden_size, self.gates * hidden_size
@@ -495,6 +502,7 @@ class _Recurrent(Op):
                                              gemv=gemv, project=project, gemv_init=gemv_init)
         steps = self.projected_steps(k, gemv, project, layout)
         assert not gemv_init or (gemv and not steps and op != "GRU"), "gemv_init: RNN, LSTM"
+        assert not gemv_packed or (gemv and not steps), "gemv_packed: GEMVs per step"
         X, W, R = param(x), param(w), param(r)
         bias_v = param(bias) if bias is not None else None
         d, s_, b_, j, g, q = (Var(n) for n in ("d", "s", "b", "j", "g", "q"))
@@ -507,6 +515,14 @@ class _Recurrent(Op):
         y_at = ((b_ * S + tt) * dirs + d) * H + j if layout else ((tt * dirs + d) * B + b_) * H + j
         st_at = (b_ * dirs + d) * H + j if layout else (d * B + b_) * H + j
         state_at = (d * B + b_) * H + j
+
+        def mat(m, taps, column=0):   # direction d's matrix m from its column `column`
+            at = m + d * (taps * GH)
+            return at + (taps * column if gemv_packed else column) if column else at
+
+        def gemv_call(f, taps, vec, m, n, *rest):   # the GEMV f over n columns of m
+            return call(f, taps, vec, m, n, *rest) if gemv_packed else \
+                call(f, taps, vec, m, GH, n, *rest)
 
         def wb(row):   # input bias Wb of gate row `row`
             return bias_v[d * (2 * GH) + row] if bias is not None else zero
@@ -572,19 +588,19 @@ class _Recurrent(Op):
             # z and r only; its h gate multiplies R_h by r * h below).
             if gemv_init:
                 # gt = (Wb + Rb) + W x, then gt += R h in place: no pass over the gate rows
-                wx = call(gemv_init, I, X + xa, W + d * (I * GH), GH, GH, bias_v + d * GH,
-                          gt) if bias is not None else \
-                    call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt)
-                step += [ExprStmt(wx), ExprStmt(call(gemv_init, H, h, R + d * (H * GH), GH,
-                                                     GH, gt, gt))]
+                wx = gemv_call(gemv_init, I, X + xa, mat(W, I), GH, bias_v + d * GH,
+                               gt) if bias is not None else \
+                    gemv_call(gemv, I, X + xa, mat(W, I), GH, gt)
+                step += [ExprStmt(wx), ExprStmt(gemv_call(gemv_init, H, h, mat(R, H), GH,
+                                                          gt, gt))]
             else:
                 nr = 2 * H if op == "GRU" and not linear_before_reset else GH
                 gsum = gr[g] + wb(g) + rb(g) if bias is not None else gr[g]
                 wx = (call("memcpy", gt, xw + (s_ - Var("s0")) * GH,
                            GH * np.dtype(dt).itemsize)
-                      if steps else call(gemv, I, X + xa, W + d * (I * GH), GH, GH, gt))
+                      if steps else gemv_call(gemv, I, X + xa, mat(W, I), GH, gt))
                 step += [ExprStmt(wx),
-                         ExprStmt(call(gemv, H, h, R + d * (H * GH), GH, nr, gr)),
+                         ExprStmt(gemv_call(gemv, H, h, mat(R, H), nr, gr)),
                          For(g, full, [Assign(gt[g], gsum, "+=")])]
         else:
             step.append(For(g, full, [Decl(acc, wb(g) + rb(g)), dot(W, I, g, X[xa + q]),
@@ -601,8 +617,7 @@ class _Recurrent(Op):
             elif gemv:
                 # h~ = g(W_h x + R_h (r * h) + Wb_h + Rb_h)
                 step += [For(j, H, [Assign(rh[j], gt[H + j] * h[j])]),
-                         ExprStmt(call(gemv, H, rh, R + d * (H * GH) + 2 * H, GH, H,
-                                       gr + 2 * H))]
+                         ExprStmt(gemv_call(gemv, H, rh, mat(R, H, 2 * H), H, gr + 2 * H))]
                 hbody = [Decl(acc, gt[hrow] + gr[hrow] + wb(hrow) + rb(hrow))]
             elif linear_before_reset:
                 # h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)): Rb_h only inside the product.

@@ -1,16 +1,32 @@
 """C unit test of c_runtime/kernels/arm_dsp/mtvm_gemv_f32_vfp16.h (the recurrent ops'
 sixteen-column VFP GEMV on the M4F): bit for bit the results of mtvm_f32_gemv_blocked (the
 same fused multiply-adds in the same order), for column counts that are whole blocks of
-sixteen, blocks and a tail, and a tail only, and for 1, 3, 4, 5, 64 and 70 steps (the four-tap loop and its remainder); on the host (the
+sixteen, blocks and a tail, and a tail only, and for the tap counts in TAPS (the eight-tap
+loop, the step of four and the single taps after it, alone and together); on the host (the
 portable path: the same function), the emulated Cortex-M4F (the assembly) and Cortex-M3
 (soft float: the portable path). And mtvm_f32_gemv16_init_vfp, the same sums started from
-given values (in place too), against the sums in double."""
+given values (in place too), against the sums in double; and the packed variants
+(mtvm_f32_gemv16_packed_vfp, mtvm_f32_gemv16_packed_init_vfp, the weights a block's taps in
+a row) bit for bit those of the strided ones."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from .kernel_harness import run_c_test
+
+# every path of the assembly: taps & 7 (single taps 1-3, the step of four, both) with no,
+# one and several passes of the eight-tap loop
+TAPS = (1, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 33, 64, 70)
+COLS = (16, 24, 40, 192, 7)   # whole blocks, blocks and a tail, a tail only
+
+
+def _c_setup(source: str, arrays: str) -> str:
+    """The test source with the arrays and the tap and column lists filled in."""
+    return (source.replace("@ARRAYS@", arrays)
+            .replace("@TAPS@", ", ".join(map(str, TAPS))).replace("@NTAPS@", str(len(TAPS)))
+            .replace("@COLS@", ", ".join(map(str, COLS))).replace("@NCOLS@", str(len(COLS))))
+
 
 BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device),
           pytest.param("mps2-an385", marks=pytest.mark.device)]
@@ -23,11 +39,11 @@ TEST = r"""
 static float got[200], want[200];
 int main(void)
 {
-    static const int taps[] = { 1, 3, 4, 5, 64, 70 };
-    static const int cols[] = { 16, 24, 40, 192, 7 };
+    static const int taps[] = { @TAPS@ };
+    static const int cols[] = { @COLS@ };
     int bad = 0, runs = 0;
-    for (int i = 0; i < 6; ++i) {
-        for (int j = 0; j < 5; ++j) {
+    for (int i = 0; i < @NTAPS@; ++i) {
+        for (int j = 0; j < @NCOLS@; ++j) {
             const int n = cols[j], ldb = n + 3;   /* rows longer than n: the stride */
             mtvm_f32_gemv16_vfp(taps[i], x, w, ldb, n, got);
             mtvm_f32_gemv_blocked(taps[i], x, w, ldb, n, want);
@@ -49,10 +65,10 @@ def test_gemv16_is_bit_exact_with_the_blocked_gemv(target):
     arrays = "\n".join([
         f"static const float x[70] = {{{', '.join(repr(float(v)) + 'f' for v in x)}}};",
         f"static const float w[{w.size}] = {{{', '.join(repr(float(v)) + 'f' for v in w)}}};"])
-    out = run_c_test(TEST.replace("@ARRAYS@", arrays), name="gemv16", target=target,
+    out = run_c_test(_c_setup(TEST, arrays), name="gemv16", target=target,
                      library=("mtvm_gemv_f32_vfp16.h",))
     runs, bad, _ = (int(t) for t in out.split())
-    assert runs == 30 and bad == 0
+    assert runs == len(TAPS) * len(COLS) and bad == 0
 
 
 INIT_TEST = r"""
@@ -64,12 +80,12 @@ INIT_TEST = r"""
 static float got[200];
 int main(void)
 {
-    static const int taps[] = { 1, 3, 4, 5, 64, 70 };
-    static const int cols[] = { 16, 24, 40, 192, 7 };
+    static const int taps[] = { @TAPS@ };
+    static const int cols[] = { @COLS@ };
     double worst = 0.0;
     int runs = 0;
-    for (int i = 0; i < 6; ++i) {
-        for (int j = 0; j < 5; ++j) {
+    for (int i = 0; i < @NTAPS@; ++i) {
+        for (int j = 0; j < @NCOLS@; ++j) {
             for (int in_place = 0; in_place < 2; ++in_place) {
                 const int n = cols[j], ldb = n + 3;
                 if (in_place) {
@@ -110,7 +126,80 @@ def test_gemv16_from_init_adds_to_its_start_values_also_in_place(target):
         f"static const float x[70] = {{{', '.join(repr(float(v)) + 'f' for v in x)}}};",
         f"static const float w[{w.size}] = {{{', '.join(repr(float(v)) + 'f' for v in w)}}};",
         f"static const float init[200] = {{{', '.join(repr(float(v)) + 'f' for v in init)}}};"])
-    out = run_c_test(INIT_TEST.replace("@ARRAYS@", arrays), name="gemv16_init", target=target,
+    out = run_c_test(_c_setup(INIT_TEST, arrays), name="gemv16_init", target=target,
                      library=("mtvm_gemv_f32_vfp16.h",))
     runs, worst = (int(t) for t in out.split())
-    assert runs == 60 and worst <= 200   # 2e-7 of the terms' magnitude: a few ulps
+    # 2e-7 of the terms' magnitude: a few ulps
+    assert runs == 2 * len(TAPS) * len(COLS) and worst <= 200
+
+
+PACKED_TEST = r"""
+#include <stdio.h>
+#include <string.h>
+#include "mtvm_gemv_f32_vfp16.h"
+@ARRAYS@
+static float packed[70 * 195], got[200], want[200];
+
+/* w's [taps][n] (rows ldb long) in the packed layout: the whole blocks of sixteen columns
+ * [taps][16] each, then the columns past them [taps][n % 16]. */
+static void pack(int taps, int n, int ldb)
+{
+    const int whole = n - n % 16;
+    float* p = packed;
+    for (int j0 = 0; j0 < whole; j0 += 16) {
+        for (int t = 0; t < taps; ++t) {
+            for (int q = j0; q < j0 + 16; ++q) {
+                *p++ = w[t * ldb + q];
+            }
+        }
+    }
+    for (int t = 0; t < taps; ++t) {
+        for (int q = whole; q < n; ++q) {
+            *p++ = w[t * ldb + q];
+        }
+    }
+}
+
+int main(void)
+{
+    static const int taps[] = { @TAPS@ };
+    static const int cols[] = { @COLS@ };
+    int bad = 0, runs = 0;
+    for (int i = 0; i < @NTAPS@; ++i) {
+        for (int j = 0; j < @NCOLS@; ++j) {
+            const int n = cols[j], ldb = n + 3;
+            pack(taps[i], n, ldb);
+            mtvm_f32_gemv16_packed_vfp(taps[i], x, packed, n, got);
+            mtvm_f32_gemv16_vfp(taps[i], x, w, ldb, n, want);
+            bad += memcmp(got, want, sizeof(float) * (size_t)n) != 0;
+            mtvm_f32_gemv16_packed_init_vfp(taps[i], x, packed, n, init, got);
+            mtvm_f32_gemv16_init_vfp(taps[i], x, w, ldb, n, init, want);
+            bad += memcmp(got, want, sizeof(float) * (size_t)n) != 0;
+            memcpy(got, init, sizeof(float) * (size_t)n);   /* in place */
+            mtvm_f32_gemv16_packed_init_vfp(taps[i], x, packed, n, got, got);
+            bad += memcmp(got, want, sizeof(float) * (size_t)n) != 0;
+            runs += 3;
+        }
+    }
+    printf("%d %d\n", runs, bad);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_packed_gemv16_is_bit_exact_with_the_strided_one(target):
+    """The packed layout (each block's taps in a row: no step between rows) gives the same
+    bits as the strided GEMVs, from zero, from init and in place."""
+    rng = np.random.default_rng(18)
+    x = rng.standard_normal(70).astype(np.float32)
+    w = rng.standard_normal(70 * 195).astype(np.float32)
+    init = rng.standard_normal(200).astype(np.float32)
+    arrays = "\n".join([
+        f"static const float x[70] = {{{', '.join(repr(float(v)) + 'f' for v in x)}}};",
+        f"static const float w[{w.size}] = {{{', '.join(repr(float(v)) + 'f' for v in w)}}};",
+        f"static const float init[200] = {{{', '.join(repr(float(v)) + 'f' for v in init)}}};"])
+    out = run_c_test(_c_setup(PACKED_TEST, arrays), name="gemv16_packed", target=target,
+                     library=("mtvm_gemv_f32_vfp16.h",))
+    runs, bad = (int(t) for t in out.split())
+    assert runs == 3 * len(TAPS) * len(COLS) and bad == 0

@@ -419,23 +419,27 @@ def test_on_mps2_an386_matches_onnxruntime(what, tmp_path):
 def test_m4f_schedules_start_the_gates_from_the_bias_and_match_onnxruntime(tmp_path):
     """Built for the Cortex-M4F itself (the sixteen-column VFP GEMVs, mtvm/schedules/
     arm_dsp/recurrent_f32.py): RNN and LSTM gates as (Wb + Rb) + W x, then + R h in place
-    (mtvm_f32_gemv16_init_vfp; without a bias W x alone first), GRU with its pass over the
-    rows; hidden sizes with and without a partial block of sixteen gate rows, both
+    (mtvm_f32_gemv16_packed_init_vfp; without a bias W x alone first), GRU with its pass
+    over the rows, with and without linear_before_reset (R_h packed apart or not); the
+    weights packed; hidden sizes with and without a partial block of sixteen gate rows, both
     directions, peepholes, initial states, batch 2 with sequence lengths."""
     from mtvm.boards import load_board
     from mtvm.target import Target
     cases = []
-    for n, (op, H, bias) in enumerate([("LSTM", 16, 1), ("LSTM", 5, 1), ("LSTM", 6, 0),
-                                       ("RNN", 16, 1), ("RNN", 17, 0), ("GRU", 16, 1)]):
+    # GRU without linear_before_reset reads R's columns 2H.. apart: packed apart
+    for n, (op, H, bias, lbr) in enumerate([
+            ("LSTM", 16, 1, 0), ("LSTM", 5, 1, 0), ("LSTM", 6, 0, 0), ("RNN", 16, 1, 0),
+            ("RNN", 17, 0, 0), ("GRU", 16, 1, 0), ("GRU", 20, 1, 0), ("GRU", 21, 0, 1),
+            ("GRU", 24, 1, 1)]):
         cases.append(dict(op=op, direction=("bidirectional", "forward", "reverse")[n % 3],
-                          H=H, I=(12, 3)[n % 2], S=4, B=(1, 2)[n % 2], bias=bias,
+                          H=H, I=(12, 3)[n % 2], S=4, B=(1, 2)[n % 2], bias=bias, lbr=lbr,
                           init=n % 2, peep=op == "LSTM" and n == 1,
                           lens=[4, 2] if n % 2 else None))
     model, ort_model, feed = _models(cases, seed=21)
     expected = _onnxruntime(ort_model, feed)
     lib = mtvm.compile(model, target=Target.from_board(load_board("mps2-an386")))
     src = lib.sources["codegen/host/src/tvmgen_default_kernels.c"]
-    assert src.count("mtvm_f32_gemv16_init_vfp(") >= 5 + 2   # 5 RNN/LSTM, 2 with W x
+    assert src.count("mtvm_f32_gemv16_packed_init_vfp(") >= 5 + 2   # 5 RNN/LSTM, 2 with W x
     got = run_on_board(lib, feed, tmp_path / "proj")
     for name, e in expected.items():
         np.testing.assert_allclose(got[name], e, atol=TOL, rtol=0, err_msg=name)
