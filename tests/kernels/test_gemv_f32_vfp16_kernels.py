@@ -28,6 +28,16 @@ def _c_setup(source: str, arrays: str) -> str:
             .replace("@COLS@", ", ".join(map(str, COLS))).replace("@NCOLS@", str(len(COLS))))
 
 
+def _float_arrays(seed: int, init: bool = False) -> str:
+    """C arrays x[70] and w[70 * 195] (and init[200]) of standard normal floats."""
+    rng = np.random.default_rng(seed)
+    names = [("x", 70), ("w", 70 * 195)] + ([("init", 200)] if init else [])
+    return "\n".join(
+        f"static const float {name}[{n}] = "
+        f"{{{', '.join(repr(float(v)) + 'f' for v in rng.standard_normal(n).astype(np.float32))}}};"
+        for name, n in names)
+
+
 BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device),
           pytest.param("mps2-an385", marks=pytest.mark.device)]
 
@@ -59,12 +69,7 @@ int main(void)
 
 @pytest.mark.parametrize("target", ["host"] + BOARDS)
 def test_gemv16_is_bit_exact_with_the_blocked_gemv(target):
-    rng = np.random.default_rng(16)
-    x = rng.standard_normal(70).astype(np.float32)
-    w = rng.standard_normal(70 * 195).astype(np.float32)
-    arrays = "\n".join([
-        f"static const float x[70] = {{{', '.join(repr(float(v)) + 'f' for v in x)}}};",
-        f"static const float w[{w.size}] = {{{', '.join(repr(float(v)) + 'f' for v in w)}}};"])
+    arrays = _float_arrays(16)
     out = run_c_test(_c_setup(TEST, arrays), name="gemv16", target=target,
                      library=("mtvm_gemv_f32_vfp16.h",))
     runs, bad, _ = (int(t) for t in out.split())
@@ -118,14 +123,7 @@ def test_gemv16_from_init_adds_to_its_start_values_also_in_place(target):
     """mtvm_f32_gemv16_init_vfp (an LSTM's gates: bias + W x, then + R h into the same
     row): init plus the products, within float rounding of the sum in double, with init
     a separate array and init the output itself."""
-    rng = np.random.default_rng(17)
-    x = rng.standard_normal(70).astype(np.float32)
-    w = rng.standard_normal(70 * 195).astype(np.float32)
-    init = rng.standard_normal(200).astype(np.float32)
-    arrays = "\n".join([
-        f"static const float x[70] = {{{', '.join(repr(float(v)) + 'f' for v in x)}}};",
-        f"static const float w[{w.size}] = {{{', '.join(repr(float(v)) + 'f' for v in w)}}};",
-        f"static const float init[200] = {{{', '.join(repr(float(v)) + 'f' for v in init)}}};"])
+    arrays = _float_arrays(17, init=True)
     out = run_c_test(_c_setup(INIT_TEST, arrays), name="gemv16_init", target=target,
                      library=("mtvm_gemv_f32_vfp16.h",))
     runs, worst = (int(t) for t in out.split())
@@ -191,14 +189,7 @@ int main(void)
 def test_packed_gemv16_is_bit_exact_with_the_strided_one(target):
     """The packed layout (each block's taps in a row: no step between rows) gives the same
     bits as the strided GEMVs, from zero, from init and in place."""
-    rng = np.random.default_rng(18)
-    x = rng.standard_normal(70).astype(np.float32)
-    w = rng.standard_normal(70 * 195).astype(np.float32)
-    init = rng.standard_normal(200).astype(np.float32)
-    arrays = "\n".join([
-        f"static const float x[70] = {{{', '.join(repr(float(v)) + 'f' for v in x)}}};",
-        f"static const float w[{w.size}] = {{{', '.join(repr(float(v)) + 'f' for v in w)}}};",
-        f"static const float init[200] = {{{', '.join(repr(float(v)) + 'f' for v in init)}}};"])
+    arrays = _float_arrays(18, init=True)
     out = run_c_test(_c_setup(PACKED_TEST, arrays), name="gemv16_packed", target=target,
                      library=("mtvm_gemv_f32_vfp16.h",))
     runs, bad = (int(t) for t in out.split())
