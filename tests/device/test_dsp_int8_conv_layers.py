@@ -5,7 +5,8 @@ the cortex_m template's flags (-O2 -Werror: the assembly's register operands mus
 for every shape) and run once over the session -- bit-exact with the host build's portable
 C and within one output quantization step of onnxruntime. The branches cover the
 pointwise kernel of one to four groups of eight channels (mtvm_pw_s8_dsp.h, written over
-its input or not, pixels not a multiple of its block), the im2col path's widened weights
+its input or not, pixels not a multiple of its block; one shift for the layer or one per
+channel), the im2col path's widened weights
 (mtvm_mm_s16_w16.h: tails of 0-3 taps, an odd last pixel; requantized in the tile from
 each pair's parameters, with one shift for the layer or, for scales over 12 octaves, one
 per channel, or by the
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.device
 # point)
 BRANCHES = [
     ("pw8", 8, 12, 12, 48, 1, 1, 0, 1, True, -128),
+    ("pw8_spread", 8, 6, 6, 16, 1, 1, 0, 1, "spread", 5),
     ("pw16_inplace", 16, 10, 10, 8, 1, 1, 0, 1, True, -3),
     ("pw24", 24, 9, 9, 5, 1, 1, 0, 1, True, 7),
     ("pw32", 32, 12, 12, 96, 1, 1, 0, 1, True, -128),
@@ -113,6 +115,9 @@ def test_dsp_int8_conv_branches_on_the_m4(tmp_path):
                  "mtvm_pw8_last_s8_dsp(", "mtvm_mm2x2_s16_w16(", "mtvm_mm_s16_widen(",
                  "mtvm_mm2x2_w16_q8(", "mtvm_mm2x2_w16_q8s(", "mtvm_mm_w16_pair_scaled("):
         assert name in kernels, f"{name} not exercised"
+    # the pointwise kernels' two requantizations: the layer's one shift (a constant, the
+    # weights scaled per channel by kk) and, over 12 octaves of scales, sh per channel
+    assert "int32_t kk = " in kernels and "int32_t sh = " in kernels
     proj.build(progress=quiet)
     host = mtvm.compile(path).run_host(xs)
     proj.flash(progress=quiet)

@@ -19,7 +19,7 @@ from ...codegen.cwriter import (Cast, Comment, Decl, ExprStmt, For, RawExpr, Typ
                                 render_c)
 from ...ops.quantized.common import (narrow_shifts, operands, per_channel, right_shift,
                                       shift_table_m1)
-from ...ops.quantized.depthwise import fast_requant_bounded
+from ...ops.quantized.depthwise import common_shift, fast_requant_bounded
 from .. import Knob, Schedule, register
 from .matmul_s8 import _I32
 
@@ -39,6 +39,14 @@ def _block(k) -> int:
 def _sh1_table(k) -> np.ndarray | None:
     """The int8 table of sh - 1 = -2 - shift for per-channel shifts (constants), or None."""
     return shift_table_m1(k.plain(4) if len(k.ins) > 4 else None)
+
+
+def _common_shift(k, attrs) -> int | None:
+    """The layer's one right shift S (depthwise.common_shift: weights and biases scaled by
+    2^(S - sh) per channel), or None. (The model's shifts: weight_layout's table holds
+    sh - 1.)"""
+    x, w, bias, _, _, w_zp = operands(k)
+    return common_shift(bias, w, w_zp, k.plain(4), int(attrs.get("y_zp", 0)), x)
 
 
 @register
@@ -103,9 +111,16 @@ class QConvPointwise8Dsp(Schedule):
         groups = c // 8
         mult_o = per_channel(mult, "o")
         sh1 = _sh1_table(k) is not None   # the table holds sh - 1 (weight_layout)
-        # (written from sh: (uint32_t)(2 y_zp + 1) << (sh - 1), the same value from the
-        # table, left gcc without the registers of the assembly in a 16 -> 96 layer)
-        rnd = "(1 << (sh - 1))" + (f" + {y_zp} * (1 << sh)" if y_zp else "")
+        sh_c, S = right_shift(shift, "o", sh1), _common_shift(k, attrs)
+        if S is None:
+            # (written from sh: (uint32_t)(2 y_zp + 1) << (sh - 1), the same value from the
+            # table, left gcc without the registers of the assembly in a 16 -> 96 layer)
+            rnd = "(1 << (sh - 1))" + (f" + {y_zp} * (1 << sh)" if y_zp else "")
+            kk, sh_arg, channel_shift = 0, sh, Decl(sh, RawExpr(sh_c))
+        else:   # weights and bias times 2^kk, kk = S - sh: SSAT shifts by the constant S
+            rnd = str((1 << (S - 1)) + y_zp * (1 << S))
+            kk = Var("kk", _I32)
+            sh_arg, channel_shift = S, Decl(kk, RawExpr(f"{S} - ({sh_c})"))
         y = RawExpr(f"{k.out.c} + (b * {oc} + o) * {hw} + p")
 
         def xg(g):       # group g's packed pixels
@@ -116,17 +131,16 @@ class QConvPointwise8Dsp(Schedule):
 
         def wg(g):       # channel o's weights of group g
             return Var(w.c) + (o * c + 8 * g if g else o * c)
-        requant = [RawExpr(mult_o), RawExpr(rnd), sh, lo, hi]
+        requant = [RawExpr(mult_o), RawExpr(rnd), sh_arg, lo, hi]
         if groups == 1:
-            passes = [call("mtvm_pw8_s8_dsp", xp, y, npx, wg(0), Var(bias.c)[o], *requant)]
+            passes = [call("mtvm_pw8_s8_dsp", xp, y, npx, wg(0), kk, Var(bias.c)[o], *requant)]
         else:   # the sums in a row of 16-byte slots after the groups
-            passes = [call("mtvm_pw8_sum_s8_dsp", xg(g), npx, wg(g), sums(g),
+            passes = [call("mtvm_pw8_sum_s8_dsp", xg(g), npx, wg(g), kk, sums(g),
                            Var(bias.c)[o] if g == 0 else 0, int(g == 0))
                       for g in range(groups - 1)] + \
-                [call("mtvm_pw8_last_s8_dsp", xg(groups - 1), y, npx, wg(groups - 1),
+                [call("mtvm_pw8_last_s8_dsp", xg(groups - 1), y, npx, wg(groups - 1), kk,
                       sums(groups - 1), *requant)]
-        per_o = [Decl(sh, RawExpr(right_shift(shift, "o", sh1)))] + \
-            [ExprStmt(e) for e in passes]
+        per_o = [channel_shift] + [ExprStmt(e) for e in passes]
         per_p = [Decl(npx, RawExpr(f"{hw} - (int32_t)p < {blk} ? {hw} - (int32_t)p : {blk}"))] + \
             [ExprStmt(call("mtvm_pw8_pack_s8_dsp",
                            RawExpr(f"{x.c} + b * {c * hw} + {g * 8 * hw} + p" if g else
@@ -135,7 +149,8 @@ class QConvPointwise8Dsp(Schedule):
         body = [Comment(f"pointwise: {x.c} [{n}][{c}][{hw}] packed {blk} pixels a pass, eight "
                         f"channels a group (int16 pairs in scratch), {w.c} [{oc}][{c}] eight "
                         "weights a group in registers; requantized as (high word of acc * "
-                        "mult + rnd) >> sh (no ties, no overflow)"),
+                        "mult + rnd) >> sh (no ties, no overflow)" +
+                        (f", sh = {S} for every channel" if S is not None else "")),
                 Decl(xp, Cast(xp.type, Var("scratch")))]
         body.append(For(b, n, [For(p, hw, per_p, step=blk)]))
         return render_c(body)
