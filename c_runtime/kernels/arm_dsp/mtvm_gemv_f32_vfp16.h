@@ -1,13 +1,15 @@
 /* mtvm_gemv_f32_vfp16.h: The float GEMV of the recurrent ops on Cortex-M cores with a
- * fused-multiply-add FPU (M4F, M7, M33): sixteen columns a block in Thumb-2 VFP -- per tap
- * two VLDMs of the row's sixteen weights and sixteen VFMAs into s16-s31, one VLDM of
- * x[t..t+7] into s8-s15 and the loop's two instructions per eight taps, then a step of
- * four taps and single ones for the rest. With the weights packed (each block's taps in a
- * row: mtvm_f32_gemv16_packed_vfp, what the recurrent ops use) that is 147 instructions
- * per eight taps, 18.4 per 16 MACs; with rows ldb apart one ADD more per tap, 19.4 (the
+ * fused-multiply-add FPU (M4F, M7, M33): sixteen columns a block in Thumb-2 VFP, the
+ * weights packed (mtvm/schedules/arm_dsp/recurrent_f32.py, packed16: a [taps][n] matrix as
+ * its whole blocks of sixteen columns, each [taps][16] -- a tap's sixteen weights
+ * contiguous, the block's taps in a row -- then the columns past them [taps][n % 16]; the
+ * same floats, so the same flash). Per tap two VLDMs of its sixteen weights and sixteen
+ * VFMAs into s16-s31, one VLDM of x[t..t+7] into s8-s15 and the loop's two instructions per
+ * eight taps, then a step of four taps and single ones for the rest: 147 instructions per
+ * eight taps, 18.4 per 16 MACs (with rows a stride apart, one ADD more per tap: 19.4; a
  * loop of four taps took 19.75, one VLDM of x per tap 22; mtvm_f32_gemv's block of eight
  * takes 13 per 8). On crnn_v12_int8's GRU (32 taps, 96 columns) the kernel went from
- * 307,040 instructions to 293,720 on QEMU's Cortex-M4.
+ * 307,040 instructions to 293,720 on QEMU's Cortex-M4, and packed 4-5 % fewer again.
  * Each column is the same chain of fused multiply-adds from its start in the order of t as
  * in mtvm_f32_gemv, so the results are the same bits; the columns past the last whole
  * block of sixteen go through mtvm_f32_gemv_blocked (or a C loop from given starts).
@@ -35,48 +37,39 @@
 #define MTVM_GEMV16_HIGH(X) \
     MTVM_GEMV16_FMA8(X, "s24", "s25", "s26", "s27", "s28", "s29", "s30", "s31")
 
-/* One tap t of a block: x[t] (in register X) times the row's sixteen weights, into
- * s16-s31; b advances to the next row. */
+/* One tap of a block: x[t] (in register X) times its sixteen weights (contiguous: both
+ * VLDMs step b), into s16-s31. */
 #define MTVM_GEMV16_TAP(X) \
     "vldmia  %[b]!, {s0-s7}\n\t" \
     MTVM_GEMV16_LOW(X) \
-    "vldmia  %[b], {s0-s7}\n\t" \
-    "add     %[b], %[b], %[st]\n\t" \
-    MTVM_GEMV16_HIGH(X)
-
-/* One tap of a block in the packed layout (below): the tap's sixteen weights are
- * contiguous, so both VLDMs step b and no ADD is needed. */
-#define MTVM_GEMV16_TAP_PACKED(X) \
-    "vldmia  %[b]!, {s0-s7}\n\t" \
-    MTVM_GEMV16_LOW(X) \
     "vldmia  %[b]!, {s0-s7}\n\t" \
     MTVM_GEMV16_HIGH(X)
 
-/* One block of sixteen columns, TAP one of the two above: the sums from start (%[z])
- * into s16-s31, the taps eight at a time (one VLDM of x[t..t+7] into s8-s15), then one
- * step of four if taps & 4, then single taps; stored to %[o]. Every column is one chain
+/* One block of sixteen columns: the sums from start (%[z]) into s16-s31, the taps eight
+ * at a time (one VLDM of x[t..t+7] into s8-s15), then one step of four if taps & 4, then
+ * single taps; stored to %[o]. Every column is one chain
  * of fused multiply-adds in the order of t whatever the path. */
-#define MTVM_GEMV16_BLOCK_ASM(TAP) \
+#define MTVM_GEMV16_BLOCK_ASM \
     "vldmia  %[z], {s16-s31}\n\t" \
     "cmp     %[t8], #0\n\t" \
     "beq     2f\n\t" \
     "1:\n\t" \
     "vldmia  %[x]!, {s8-s15}\n\t" \
-    TAP("s8") TAP("s9") TAP("s10") TAP("s11") \
-    TAP("s12") TAP("s13") TAP("s14") TAP("s15") \
+    MTVM_GEMV16_TAP("s8") MTVM_GEMV16_TAP("s9") MTVM_GEMV16_TAP("s10") MTVM_GEMV16_TAP("s11") \
+    MTVM_GEMV16_TAP("s12") MTVM_GEMV16_TAP("s13") MTVM_GEMV16_TAP("s14") MTVM_GEMV16_TAP("s15") \
     "subs    %[t8], %[t8], #1\n\t" \
     "bne     1b\n\t" \
     "2:\n\t" \
     "tst     %[t1], #4\n\t" \
     "beq     3f\n\t" \
     "vldmia  %[x]!, {s8-s11}\n\t" \
-    TAP("s8") TAP("s9") TAP("s10") TAP("s11") \
+    MTVM_GEMV16_TAP("s8") MTVM_GEMV16_TAP("s9") MTVM_GEMV16_TAP("s10") MTVM_GEMV16_TAP("s11") \
     "3:\n\t" \
     "ands    %[t1], %[t1], #3\n\t" \
     "beq     5f\n\t" \
     "4:\n\t" \
     "vldmia  %[x]!, {s8}\n\t" \
-    TAP("s8") \
+    MTVM_GEMV16_TAP("s8") \
     "subs    %[t1], %[t1], #1\n\t" \
     "bne     4b\n\t" \
     "5:\n\t" \
@@ -95,75 +88,9 @@
 #define MTVM_GEMV16_HAVE_VFP 0
 #endif
 
-/* The whole blocks of sixteen columns: out[q] = start[q] + sum_t x[t] * b[t * ldb + q]
- * (start: sixteen zeros, or the sums to continue, which may be out itself); returns the
- * first column not computed (n when the core has no such FPU: none). */
-static inline int mtvm_f32_gemv16_blocks_vfp(int taps, const float* restrict x,
-                                             const float* restrict b, int ldb, int n,
-                                             const float* start, int start_step, float* out)
-{
-    int j0 = 0;
-#if MTVM_GEMV16_HAVE_VFP
-    const int32_t stride = ldb * 4 - 32;
-    for (; taps > 0 && j0 + 16 <= n; j0 += 16) {
-        const float* xp = x;
-        const float* bp = b + j0;
-        int32_t t8 = taps >> 3;
-        int32_t t1 = taps & 7;
-        __asm__ volatile(
-            MTVM_GEMV16_BLOCK_ASM(MTVM_GEMV16_TAP)
-            : [x] "+r"(xp), [b] "+r"(bp), [t8] "+r"(t8), [t1] "+r"(t1)
-            : [z] "r"(start + j0 * start_step), [o] "r"(out + j0), [st] "r"(stride)
-            : MTVM_GEMV16_CLOBBERS);
-    }
-#else
-    (void)x; (void)b; (void)ldb; (void)n; (void)start; (void)start_step; (void)out;
-    (void)taps;
-#endif
-    return j0;
-}
-
-/* out[q] = sum_t x[t] * b[t * ldb + q], q < n (as mtvm_f32_gemv_blocked). */
-static inline void mtvm_f32_gemv16_vfp(int taps, const float* restrict x,
-                                       const float* restrict b, int ldb, int n,
-                                       float* restrict out)
-{
-    static const float zeros[16];
-    const int j0 = mtvm_f32_gemv16_blocks_vfp(taps, x, b, ldb, n, zeros, 0, out);
-    if (j0 < n) {
-        mtvm_f32_gemv_blocked(taps, x, b + j0, ldb, n - j0, out + j0);
-    }
-}
-
-/* out[q] = init[q] + sum_t x[t] * b[t * ldb + q], q < n; init may be out (a second
- * product added to the first): an LSTM's gates as bias + W x + R h without a pass of
- * their own over the gate rows (each column one chain of fused multiply-adds from init). */
-static inline void mtvm_f32_gemv16_init_vfp(int taps, const float* restrict x,
-                                            const float* restrict b, int ldb, int n,
-                                            const float* init, float* out)
-{
-    const int j0 = mtvm_f32_gemv16_blocks_vfp(taps, x, b, ldb, n, init, 1, out);
-    const float* start = init + j0;
-    const float* column = b + j0;
-    float* o = out + j0;
-    for (int q = j0; q < n; ++q, ++start, ++column, ++o) {   /* the columns past the blocks */
-        float acc = *start;
-        const float* bq = column;
-        for (const float* xt = x; xt < x + taps; ++xt, bq += ldb) {
-            acc += *xt * *bq;
-        }
-        *o = acc;
-    }
-}
-
-/* The packed layout (mtvm/schedules/arm_dsp/recurrent_f32.py, packed16): a [taps][n]
- * matrix as its whole blocks of sixteen columns, each [taps][16] -- a tap's sixteen weights
- * contiguous, the block's taps in a row -- then the columns past them [taps][n % 16]; the
- * same floats, so the same flash. The sums are the same chains as in the functions above:
- * the same bits. */
-
-/* The whole blocks of sixteen columns of a packed matrix (as mtvm_f32_gemv16_blocks_vfp);
- * returns the first column not computed (0 when the core has no such FPU). */
+/* The whole blocks of sixteen columns of a packed matrix: out[q] = start[q] + sum_t x[t] *
+ * w[t][q] (start: sixteen zeros, or the sums to continue, which may be out itself); returns
+ * the first column not computed (0 when the core has no such FPU). */
 static inline int mtvm_f32_gemv16_packed_blocks_vfp(int taps, const float* restrict x,
                                                     const float* restrict packed, int n,
                                                     const float* start, int start_step,
@@ -177,7 +104,7 @@ static inline int mtvm_f32_gemv16_packed_blocks_vfp(int taps, const float* restr
         int32_t t8 = taps >> 3;
         int32_t t1 = taps & 7;
         __asm__ volatile(
-            MTVM_GEMV16_BLOCK_ASM(MTVM_GEMV16_TAP_PACKED)
+            MTVM_GEMV16_BLOCK_ASM
             : [x] "+r"(xp), [b] "+r"(bp), [t8] "+r"(t8), [t1] "+r"(t1)
             : [z] "r"(start + j0 * start_step), [o] "r"(out + j0)
             : MTVM_GEMV16_CLOBBERS);
@@ -189,7 +116,7 @@ static inline int mtvm_f32_gemv16_packed_blocks_vfp(int taps, const float* restr
     return j0;
 }
 
-/* out[q] = sum_t x[t] * w[t][q], q < n, w packed (as mtvm_f32_gemv16_vfp). */
+/* out[q] = sum_t x[t] * w[t][q], q < n, w packed (as mtvm_f32_gemv_blocked). */
 static inline void mtvm_f32_gemv16_packed_vfp(int taps, const float* restrict x,
                                               const float* restrict packed, int n,
                                               float* restrict out)
@@ -205,8 +132,9 @@ static inline void mtvm_f32_gemv16_packed_vfp(int taps, const float* restrict x,
     }
 }
 
-/* out[q] = init[q] + sum_t x[t] * w[t][q], q < n, w packed; init may be out (as
- * mtvm_f32_gemv16_init_vfp). */
+/* out[q] = init[q] + sum_t x[t] * w[t][q], q < n, w packed; init may be out (a second
+ * product added to the first): an LSTM's gates as bias + W x + R h without a pass of their
+ * own over the gate rows (each column one chain of fused multiply-adds from init). */
 static inline void mtvm_f32_gemv16_packed_init_vfp(int taps, const float* restrict x,
                                                    const float* restrict packed, int n,
                                                    const float* init, float* out)
