@@ -3,7 +3,8 @@
 equals the header's own C form (mtvm_mm_rq_s8_dsp_c, the same file on the same board) and
 a NumPy model of it, for 4 and 5 rows, depths of one, two, four and eight groups a step,
 and the three forms of the folded bias Add: none, one ia for all columns (after the
-table), an ia per column. On the host the C form runs under ASan/UBSan."""
+table), an ia per column; with the weights read as int8 and widened beforehand
+(mtvm_mm_rq_widen_s8: the wide form). On the host the C form runs under ASan/UBSan."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,12 +23,17 @@ TEST = r"""
 #include "mtvm_mm_rq_s8_dsp.h"
 @ARRAYS@
 static uint32_t pk[MTVM_PACKV_WORDS(5, 128)];
-static int8_t ya[5 * 16], yc[5 * 16];
+static uint32_t wide[128 * 16 / 2];
+static int8_t ya[5 * 16], yc[5 * 16], yw[5 * 16], ywc[5 * 16];
 #define CASE(V, KK, NN, POST) do { \
         mtvm_packv_s8_dsp(x + xo, KK, 1, V, V, KK, pk); \
-        mtvm_mm_rq_s8_dsp(V, w + wo, pk, KK, NN, prm + po, ya, POST, @SHIFT@); \
-        mtvm_mm_rq_s8_dsp_c(V, w + wo, pk, KK, NN, prm + po, yc, POST, @SHIFT@); \
-        for (int i = 0; i < V * NN; ++i) printf(" %d %d", ya[i], yc[i]); \
+        mtvm_mm_rq_s8_dsp(V, w + wo, pk, KK, NN, prm + po, ya, POST, @SHIFT@, 0); \
+        mtvm_mm_rq_s8_dsp_c(V, w + wo, pk, KK, NN, prm + po, yc, POST, @SHIFT@, 0); \
+        mtvm_mm_rq_widen_s8(w + wo, NN * KK, wide); \
+        mtvm_mm_rq_s8_dsp(V, (const int8_t*)wide, pk, KK, NN, prm + po, yw, POST, @SHIFT@, 1); \
+        mtvm_mm_rq_s8_dsp_c(V, (const int8_t*)wide, pk, KK, NN, prm + po, ywc, POST, @SHIFT@, \
+                            1); \
+        for (int i = 0; i < V * NN; ++i) printf(" %d %d %d %d", ya[i], yc[i], yw[i], ywc[i]); \
         printf("\n"); \
         xo += V * KK; wo += NN * KK; po += MTVM_MM_RQ_PRM(POST) * NN + (POST == 1); \
     } while (0)
@@ -82,7 +88,8 @@ def test_fused_loop_equals_its_c_form(target):
     lines = out.strip().splitlines()
     assert len(lines) == len(CASES)
     for (v, kk, nn, post), line, exp in zip(CASES, lines, want):
-        got = np.array([int(t) for t in line.split()]).reshape(-1, 2)
-        # [r][o] in both: y[r * nn + o]
-        np.testing.assert_array_equal(got[:, 1], exp, err_msg=f"C form V={v} K={kk} post={post}")
-        np.testing.assert_array_equal(got[:, 0], exp, err_msg=f"loop V={v} K={kk} post={post}")
+        got = np.array([int(t) for t in line.split()]).reshape(-1, 4)
+        # [r][o] in all: y[r * nn + o]
+        for col, form in enumerate(("loop", "C form", "wide loop", "wide C form")):
+            np.testing.assert_array_equal(got[:, col], exp,
+                                          err_msg=f"{form} V={v} K={kk} post={post}")

@@ -4,7 +4,8 @@ the requantization, the folded bias Add and the stores in one Thumb-2 loop. A mo
 our own runs it with four and five rows a block, a last block overlapping the one before,
 one, two, four and eight groups of four a step, and with and without the Add (13 and 8 rows); on the emulated
 Cortex-M4F (assembly) and Cortex-M33 (its C: Armv8-M cannot give the registers) it equals
-the host build of target "c" bit for bit."""
+the host build of target "c" bit for bit, with the weights widened in scratch (the
+default where the arena has the room) and read as int8 (the knob off)."""
 from __future__ import annotations
 
 import re
@@ -58,22 +59,31 @@ def _calls(lib) -> list[str]:
     return re.findall(r"^\s*(mtvm_mm_rq_s8_dsp_\w+)\(", src, re.M)
 
 
+NARROW = {"qmatmul_s8.dsp_packed": {"widen_weights": False}}
+
+
 def test_every_layer_takes_the_fused_kernel_on_dsp_cores(model):
     calls = _calls(mtvm.compile(model, target=Target.resolve("cortex-m4")))
     assert len(calls) == 4, calls
     assert sum("_add1s" in c for c in calls) == 2, calls     # the two with a folded Add
+    # the widened weights where their scratch does not grow the arena (some layers here)
+    assert any(c.endswith("_w") for c in calls), calls
+    narrow = _calls(mtvm.compile(model, target=Target.resolve("cortex-m4"),
+                                 schedule_config=NARROW))
+    assert len(narrow) == 4 and not any(c.endswith("_w") for c in narrow), narrow
     assert not _calls(mtvm.compile(model, target=Target.resolve("cortex-m55")))
     assert not _calls(mtvm.compile(model))
 
 
 @pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
                     reason="QEMU or arm-none-eabi-gcc not installed")
+@pytest.mark.parametrize("config", [None, NARROW], ids=["widened", "int8"])
 @pytest.mark.parametrize("board,target", [("mps2-an386", "cortex-m4"),
                                           ("mps2-an505", "cortex-m33")])
-def test_on_the_board_bit_identical(model, board, target, tmp_path):
+def test_on_the_board_bit_identical(model, board, target, config, tmp_path):
     with np.load(model[:-5] + ".npz") as z:
         x = z["in_0"]
-    lib = mtvm.compile(model, target=Target.resolve(target))
+    lib = mtvm.compile(model, target=Target.resolve(target), schedule_config=config)
     assert _calls(lib)
     dev = run_on_board(lib, [x], tmp_path, board=board)
     host = mtvm.compile(model).run_host([x])

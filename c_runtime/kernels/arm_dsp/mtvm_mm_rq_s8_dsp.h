@@ -79,11 +79,20 @@
 #define MTVM_MM_RQ_ADD4 \
     MTVM_MM_RQ_ADD("s0") MTVM_MM_RQ_ADD("s1") MTVM_MM_RQ_ADD("s2") MTVM_MM_RQ_ADD("s3")
 #define MTVM_MM_RQ_ADD5 MTVM_MM_RQ_ADD4 MTVM_MM_RQ_ADD("s4")
-/* U groups a step (1, 2, 4 or 8) of V sums */
-#define MTVM_MM_RQ_G1(V) MTVM_DOTVP_GROUP##V("sxtb16")
-#define MTVM_MM_RQ_G2(V) MTVM_MM_RQ_G1(V) MTVM_MM_RQ_G1(V)
-#define MTVM_MM_RQ_G4(V) MTVM_MM_RQ_G2(V) MTVM_MM_RQ_G2(V)
-#define MTVM_MM_RQ_G8(V) MTVM_MM_RQ_G4(V) MTVM_MM_RQ_G4(V)
+/* One group of V sums: the weights' four bytes read and widened (N), or already widened
+ * into the two words (w0, w2), (w1, w3) (W: one LDRD where N takes an LDR and two SXTB16) */
+#define MTVM_MM_RQ_GROUP_N4 MTVM_DOTVP_GROUP4("sxtb16")
+#define MTVM_MM_RQ_GROUP_N5 MTVM_DOTVP_GROUP5("sxtb16")
+#define MTVM_MM_RQ_GROUP_W4 \
+    "ldrd   %[w], %[h], [%[a]], #8\n\t" \
+    MTVM_DOTVP_SMLAD2("s0") MTVM_DOTVP_SMLAD2("s1") MTVM_DOTVP_SMLAD2("s2") \
+    MTVM_DOTVP_SMLAD2("s3")
+#define MTVM_MM_RQ_GROUP_W5 MTVM_MM_RQ_GROUP_W4 MTVM_DOTVP_SMLAD2("s4")
+/* U groups a step (1, 2, 4 or 8) of V sums, F the weights' form (N or W) */
+#define MTVM_MM_RQ_G1(V, F) MTVM_MM_RQ_GROUP_##F##V
+#define MTVM_MM_RQ_G2(V, F) MTVM_MM_RQ_G1(V, F) MTVM_MM_RQ_G1(V, F)
+#define MTVM_MM_RQ_G4(V, F) MTVM_MM_RQ_G2(V, F) MTVM_MM_RQ_G2(V, F)
+#define MTVM_MM_RQ_G8(V, F) MTVM_MM_RQ_G4(V, F) MTVM_MM_RQ_G4(V, F)
 #define MTVM_MM_RQ_OPS4 \
     [s0] "=&r"(s0), [s1] "=&r"(s1), [s2] "=&r"(s2), [s3] "=&r"(s3), [w] "=&r"(w), \
     [h] "=&r"(h), [x0] "=&r"(x0), [x1] "=&r"(x1), [p] "=&r"(p), [a] "+r"(a), \
@@ -92,20 +101,30 @@
 #define MTVM_MM_RQ_INS \
     [p0] "m"(p0), [pend] "m"(pend), [yend] "m"(yend), [ia] "m"(ia), [n] "i"(post_shift), \
     [o1] "i"(nn), [o2] "i"(2 * nn), [o3] "i"(3 * nn), [o4] "i"(4 * nn)
-/* One asm statement for V, U and the Add (constants after inlining). */
-#define MTVM_MM_RQ_STMT(V, U, EPI)                                                          \
-    __asm__ volatile(MTVM_MM_RQ_LOOP(MTVM_MM_RQ_INIT##V, MTVM_MM_RQ_G##U(V), EPI,          \
+/* One asm statement for V, U, F and the Add (constants after inlining). */
+#define MTVM_MM_RQ_STMT(V, U, F, EPI)                                                       \
+    __asm__ volatile(MTVM_MM_RQ_LOOP(MTVM_MM_RQ_INIT##V, MTVM_MM_RQ_G##U(V, F), EPI,       \
                                      MTVM_MM_RQ_STORE##V)                                   \
                      : MTVM_MM_RQ_OPS##V : MTVM_MM_RQ_INS : "cc", "memory")
 #endif
 
 /* y[r * nn + o] (r < V, o < nn) = the requantized sum of bias_o and packed row r times
- * weight row o (w + o * kk, int8), then the folded bias Add when post is 1 or 2 (its shift
- * post_shift, both clamps the whole int8 range); prm: the table (MTVM_MM_RQ_PRM words a
- * column); p0: the packed block (V rows of kk elements, kk a multiple of 4). V, kk, nn,
- * post and post_shift are constants at each call: the asm needs them as immediates. */
-#define mtvm_mm_rq_s8_dsp(V, w, p0, kk, nn, prm, y, post, post_shift) \
-    mtvm_mm_rq_s8_dsp_##V(w, p0, kk, nn, prm, y, post, post_shift)
+ * weight row o (w + o * kk, int8; wide: the rows widened by mtvm_mm_rq_widen_s8, 2 kk
+ * bytes each), then the folded bias Add when post is 1 or 2 (its shift post_shift, both
+ * clamps the whole int8 range); prm: the table (MTVM_MM_RQ_PRM words a column); p0: the
+ * packed block (V rows of kk elements, kk a multiple of 4). V, kk, nn, post, post_shift
+ * and wide are constants at each call: the asm needs them as immediates. */
+#define mtvm_mm_rq_s8_dsp(V, w, p0, kk, nn, prm, y, post, post_shift, wide) \
+    mtvm_mm_rq_s8_dsp_##V(w, p0, kk, nn, prm, y, post, post_shift, wide)
+
+/* The weights' n bytes (n a multiple of 4) widened for the wide form: per four bytes the
+ * words (w0, w2), (w1, w3) as int16 lanes -- what the narrow form's SXTB16s make of them
+ * each time a block of rows reads them (mtvm_packv_8_dsp of one vector). dst: 2 n bytes,
+ * word-aligned. */
+static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, uint32_t* dst)
+{
+    mtvm_packv_8_dsp((const uint8_t*)w, 0, 0, 1, 1, 1, n, dst);
+}
 
 #if defined(MTVM_MM_RQ_ASM)
 #define MTVM_MM_RQ_BODY(V)                                                                  \
@@ -117,41 +136,70 @@
         const int8_t* a = wt;                                                              \
         const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;                    \
         (void)s4;                                                                          \
-        if (post == 1) {                                                                   \
-            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD1 MTVM_MM_RQ_ADD##V); \
-        } else if (post == 2) {                                                            \
-            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD2 MTVM_MM_RQ_ADD##V); \
+        if (wide) {                                                                        \
+            MTVM_MM_RQ_POSTS(V, W);                                                        \
         } else {                                                                           \
-            MTVM_MM_RQ_STEPS(V, MTVM_MM_RQ_EPI##V);                                        \
+            MTVM_MM_RQ_POSTS(V, N);                                                        \
+        }                                                                                  \
+    } while (0)
+#define MTVM_MM_RQ_POSTS(V, F)                                                              \
+    do {                                                                                   \
+        if (post == 1) {                                                                   \
+            MTVM_MM_RQ_STEPS(V, F,                                                         \
+                             MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD1 MTVM_MM_RQ_ADD##V);    \
+        } else if (post == 2) {                                                            \
+            MTVM_MM_RQ_STEPS(V, F,                                                         \
+                             MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD2 MTVM_MM_RQ_ADD##V);    \
+        } else {                                                                           \
+            MTVM_MM_RQ_STEPS(V, F, MTVM_MM_RQ_EPI##V);                                     \
         }                                                                                  \
     } while (0)
 /* Groups a step: eight where the depth has 16 groups or more (the loop's three
  * instructions per 144 or 120), else four, two or one -- the code of eight would add a
  * quarter KiB of flash per layer for 3 instructions a column at a depth of 32. */
-#define MTVM_MM_RQ_STEPS(V, EPI)                                                            \
+#define MTVM_MM_RQ_STEPS(V, F, EPI)                                                         \
     do {                                                                                     \
-        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, EPI);                   \
-        else if ((kk / 4) % 4 == 0) MTVM_MM_RQ_STMT(V, 4, EPI);                              \
-        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, EPI);                              \
-        else MTVM_MM_RQ_STMT(V, 1, EPI);                                                     \
+        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, F, EPI);                \
+        else if ((kk / 4) % 4 == 0) MTVM_MM_RQ_STMT(V, 4, F, EPI);                           \
+        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, F, EPI);                           \
+        else MTVM_MM_RQ_STMT(V, 1, F, EPI);                                                  \
     } while (0)
 #endif
+
+/* Lane l (0, 1) of an int16-pair word. */
+static MTVM_ALWAYS_INLINE int32_t mtvm_mm_rq_lane(uint32_t v, int l)
+{
+    return (int32_t)(int16_t)(uint16_t)(l ? v >> 16 : v);
+}
 
 /* The same integers in C: per column the V sums (mtvm_dotvp_8_dsp), each requantized,
  * saturated, through the Add, stored. */
 static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
                                                    const uint32_t* p0, int32_t kk,
                                                    int32_t nn, const int32_t* prm, int8_t* y,
-                                                   int32_t post, int32_t post_shift)
+                                                   int32_t post, int32_t post_shift, int wide)
 {
     const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;
-    for (int32_t o = 0; o < nn; ++o, wt += kk, prm += MTVM_MM_RQ_PRM(post)) {
+    for (int32_t o = 0; o < nn; ++o, wt += wide ? 2 * kk : kk, prm += MTVM_MM_RQ_PRM(post)) {
         int32_t s[5];
         for (int32_t r = 0; r < 5; ++r) {
             s[r] = prm[0];
         }
-        mtvm_dotvp_8_dsp((const uint8_t*)wt, 0, p0, kk, V, &s[0], &s[1], &s[2], &s[3], &s[4],
-                         &s[4]);
+        if (wide) {   /* the widened words against the packed rows' words */
+            const uint32_t* ww = (const uint32_t*)(const void*)wt;
+            for (int32_t g = 0; g < kk / 4; ++g) {
+                for (int32_t r = 0; r < V; ++r) {
+                    const uint32_t* pr = p0 + 2 * (g * V + r);
+                    for (int32_t l = 0; l < 2; ++l) {
+                        s[r] += mtvm_mm_rq_lane(ww[2 * g], l) * mtvm_mm_rq_lane(pr[0], l) +
+                                mtvm_mm_rq_lane(ww[2 * g + 1], l) * mtvm_mm_rq_lane(pr[1], l);
+                    }
+                }
+            }
+        } else {
+            mtvm_dotvp_8_dsp((const uint8_t*)wt, 0, p0, kk, V, &s[0], &s[1], &s[2], &s[3],
+                             &s[4], &s[4]);
+        }
         for (int32_t r = 0; r < V; ++r) {
             int32_t v = mtvm_requantize_s8(s[r], prm[1], prm[2], prm[3], -128, 127);
             if (post) {
@@ -178,10 +226,10 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
 #define MTVM_MM_RQ_FN(V)                                                                    \
     static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_##V(                                  \
         const int8_t* wt, const uint32_t* p0, int32_t kk, int32_t nn, const int32_t* prm,  \
-        int8_t* y, int32_t post, int32_t post_shift)                                       \
+        int8_t* y, int32_t post, int32_t post_shift, int wide)                             \
     {                                                                                      \
         MTVM_MM_RQ_TRY(V)                                                                  \
-        mtvm_mm_rq_s8_dsp_c(V, wt, p0, kk, nn, prm, y, post, post_shift);                  \
+        mtvm_mm_rq_s8_dsp_c(V, wt, p0, kk, nn, prm, y, post, post_shift, wide);            \
     }
 MTVM_MM_RQ_FN(4)
 MTVM_MM_RQ_FN(5)
@@ -190,11 +238,11 @@ MTVM_MM_RQ_FN(5)
  * that the layers of one shape share one copy of the loop (a transformer's projections
  * are of a few shapes: inlined in each, the loop and its epilogue took 6 KB of
  * transformer_v12_int8's flash, 1.06 of emx-onnx-cgen's). */
-#define MTVM_DEFINE_MM_RQ_S8_DSP(NAME, V, KK, NN, POST, POST_SHIFT)                          \
+#define MTVM_DEFINE_MM_RQ_S8_DSP(NAME, V, KK, NN, POST, POST_SHIFT, WIDE)                    \
     static __attribute__((noinline)) void NAME(const int8_t* w, const uint32_t* p0,       \
                                                const int32_t* prm, int8_t* y)             \
     {                                                                                      \
-        mtvm_mm_rq_s8_dsp(V, w, p0, KK, NN, prm, y, POST, POST_SHIFT);                     \
+        mtvm_mm_rq_s8_dsp(V, w, p0, KK, NN, prm, y, POST, POST_SHIFT, WIDE);               \
     }
 
 #endif  /* MTVM_MM_RQ_S8_DSP_H_ */

@@ -19,7 +19,7 @@ from ...codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, Fo
                                 RawExpr, Type, Var, call, lt, render_c, select)
 from ...ops.quantized.common import (INT8_EXT, clamp_store_lines, has_post_add, operands,
                                      per_channel, post_add_pairs, store_lines)
-from .. import Schedule, register
+from .. import Knob, Schedule, register
 
 _I32 = Type("int32")
 
@@ -183,6 +183,8 @@ class QMatMulDsp(Schedule):
     name = "qmatmul_s8.dsp_packed"
     family = "arm_dsp"
     priority = 10
+    knobs = (Knob("widen_weights", False, (False, True),
+                  "the fused kernel's weights widened to int16 pairs in scratch once a call"),)
 
     def applies(self, k, /, **attrs) -> bool:
         x, w = k.ins[0], k.ins[1]
@@ -192,12 +194,32 @@ class QMatMulDsp(Schedule):
             return False
         return x.size // x.shape[-1] >= 4    # a row at a time stays with the dense kernel
 
+    @staticmethod
+    def _widened(k, attrs) -> int:
+        """Bytes of the widened weights (2 per weight; 0 where the knob is off or the
+        fused kernel does not apply)."""
+        if not k.knobs.get("widen_weights", False) or not fused_applies(k, attrs):
+            return 0
+        return 2 * k.plain(1).size
+
     def scratch_bytes(self, k, /, **attrs) -> int:
         x = k.ins[0]
         kk = x.shape[-1]
         v = _fused_vectors(x.size // kk, kk) if fused_applies(k, attrs) else \
             vectors(x.size // kk, kk)
-        return 4 * _words(v, kk)
+        return 4 * _words(v, kk) + self._widened(k, attrs)
+
+    def faster_with_scratch(self, k, /, **attrs) -> dict:
+        """The widened weights where the fused kernel runs (one LDRD a group of four
+        weights per block of rows where it takes an LDR and two SXTB16; the widening, about
+        two instructions a weight, is paid back from the second block): taken where the
+        planned arena does not grow. transformer_v11_int8's 32 x 32 projections on the
+        Cortex-M4: measured in the results of the sixteenth session."""
+        if not fused_applies(k, attrs) or k.knobs.get("widen_weights", False):
+            return {}
+        kk = k.plain(0).shape[-1]
+        blocks = -(-(k.plain(0).size // kk) // _fused_vectors(k.plain(0).size // kk, kk))
+        return {"widen_weights": True} if blocks >= 2 else {}
 
     def weight_layout(self, k, /, **attrs):
         if fused_applies(k, attrs):   # one table: the bias, the requantization, the Add
@@ -214,7 +236,7 @@ class QMatMulDsp(Schedule):
         attrs = dict(y_zp=y_zp, act_min=act_min, act_max=act_max, post_shift=post_shift,
                      post_min=post_min, post_max=post_max)
         if fused_applies(k, attrs):
-            return self._emit_fused(k, post_shift)
+            return self._emit_fused(k, post_shift, attrs)
         x, w, bias, mult, shift, w_zp = operands(k)
         kk, nn = x.shape[-1], w.shape[0]
         m = x.size // kk
@@ -259,7 +281,7 @@ class QMatMulDsp(Schedule):
         assert v <= m, (v, m)
         return render_c(body + _row_blocks(m, v, block))
 
-    def _emit_fused(self, k, post_shift) -> str:
+    def _emit_fused(self, k, post_shift, attrs) -> str:
         """Per block of v rows: the rows packed, then one call of the fused kernel over
         every weight row (mtvm_mm_rq_s8_dsp.h)."""
         x, w, prm = k.ins[0], k.ins[1], k.ins[3]
@@ -273,20 +295,31 @@ class QMatMulDsp(Schedule):
         xv = Var(x.c, Type(x.dtype, pointer=True, const=True))
 
         shift = int(post_shift) if post else 0
-        fn = f"mtvm_mm_rq_s8_dsp_{v}x{kk}x{nn}" + (f"_add{post}s{shift}" if post else "")
+        wide = 1 if self._widened(k, attrs) else 0
+        fn = f"mtvm_mm_rq_s8_dsp_{v}x{kk}x{nn}" + (f"_add{post}s{shift}" if post else "") + \
+            ("_w" if wide else "")
         if fn not in k.helpers:   # one out-of-line copy per shape (mtvm_mm_rq_s8_dsp.h)
-            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {post}, {shift})")
+            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {post}, {shift}, "
+                     f"{wide})")
+        # the widened weights after the packed rows (word-aligned: whole groups of words)
+        ww = Var("ww", Type("uint32", pointer=True))
+        weights = Cast(Type("int8", pointer=True, const=True), ww) if wide else Var(w.c)
 
         def block(row) -> list:
             return [ExprStmt(call("mtvm_packv_s8_dsp", xv + row * kk, kk, 1, v, v, kk, pk)),
-                    ExprStmt(call(fn, Var(w.c), pk, Var(prm.c), Var(k.out.c) + row * nn))]
+                    ExprStmt(call(fn, weights, pk, Var(prm.c), Var(k.out.c) + row * nn))]
         body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                         f"{v} rows of the input packed into int16 pairs (scratch), then per "
                         f"weight row their {v} sums, requantized"
                         + (" and through the folded bias Add" if post else "")
                         + f" and stored in one loop; {prm.c}: per channel bias, mult, rnd, sh"
-                        + {0: "", 1: ", c (then the Add's one ia)", 2: ", c, ia"}[post]),
+                        + {0: "", 1: ", c (then the Add's one ia)", 2: ", c, ia"}[post]
+                + ("; the weights widened to int16 pairs once a call (scratch after the rows)"
+                   if wide else "")),
                 Decl(pk, Cast(pk.type, Var("scratch")))]
+        if wide:
+            body += [Decl(ww, pk + _words(v, kk)),
+                     ExprStmt(call("mtvm_mm_rq_widen_s8", Var(w.c), nn * kk, ww))]
         return render_c(body + _row_blocks(m, v, lambda row, _: block(row)))
 
 
