@@ -1,7 +1,8 @@
 """C unit test of the fused int8 QMatMul loop of the Arm DSP cores
 (c_runtime/kernels/arm_dsp/mtvm_mm_rq_s8_dsp.h): the Thumb-2 loop (Cortex-M4F, mps2-an386)
 equals the header's own C form (mtvm_mm_rq_s8_dsp_c, the same file on the same board) and
-a NumPy model of it, for 4 and 5 rows, depths of one, two, four and eight groups a step,
+a NumPy model of it, for 4 and 5 rows, depths of one, two, four and eight groups a step
+(four with one, two and three groups after the loop: 52, 24, 28, 20),
 and the three forms of the folded bias Add: none, one ia for all columns (after the
 table), an ia per column; with the weights read as int8 and widened beforehand
 (mtvm_mm_rq_widen_s8: the wide form). On the host the C form runs under ASan/UBSan."""
@@ -15,7 +16,7 @@ from .kernel_harness import c_array, run_c_test
 BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device)]
 # V, depth, columns, post
 CASES = [(5, 32, 12, 1), (4, 32, 8, 0), (5, 12, 7, 2), (4, 24, 9, 1), (5, 64, 6, 2),
-         (4, 128, 5, 0), (5, 8, 16, 0)]
+         (4, 128, 5, 0), (5, 8, 16, 0), (5, 52, 7, 0), (4, 28, 6, 2), (5, 20, 5, 1)]
 POST_SHIFT = 7
 
 TEST = r"""
@@ -93,3 +94,58 @@ def test_fused_loop_equals_its_c_form(target):
         for col, form in enumerate(("loop", "C form", "wide loop", "wide C form")):
             np.testing.assert_array_equal(got[:, col], exp,
                                           err_msg=f"{form} V={v} K={kk} post={post}")
+
+
+# QBatchMatMul's fused form: b [K][N] widened per column less zb (mtvm_mm_rq_cols_s8), a's
+# rows packed, the wide loop: sum (a - za)(b - zb) requantized. (V, K, N, za, zb)
+BMM_CASES = [(5, 49, 7, -128, 6), (4, 22, 11, 3, -5), (5, 32, 9, 0, 17), (5, 8, 5, -7, 0)]
+
+BMM_TEST = r"""
+#include <stdio.h>
+#include "mtvm_mm_rq_s8_dsp.h"
+@ARRAYS@
+static uint32_t pk[MTVM_PACKV_WORDS(5, 52)], bw[52 * 11 / 2];
+static int32_t prm[4 * 11];
+static int8_t y[5 * 11];
+#define CASE(V, K, N, ZA, ZB, MULT, RND, SH) do { \
+        mtvm_mm_rq_cols_s8(b + bo, K, N, (K + 3) / 4 * 4, ZB, ZA, MULT, RND, SH, bw, prm); \
+        mtvm_packv_s8_dsp(a + ao, K, 1, V, V, K, pk); \
+        mtvm_mm_rq_s8_dsp(V, (const int8_t*)bw, pk, (K + 3) / 4 * 4, N, prm, y, 0, 0, 1); \
+        for (int i = 0; i < V * N; ++i) printf(" %d", y[i]); \
+        printf("\n"); \
+        ao += V * K; bo += K * N; \
+    } while (0)
+int main(void)
+{
+    int ao = 0, bo = 0;
+@CASES@
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)
+def test_fused_batch_matmul_form_against_its_definition(target):
+    """Depths of 49 (13 groups, the last three values zeros), 22, 32 and 8, zero points on
+    either side, both and neither."""
+    rng = np.random.default_rng(37)
+    As, Bs, want, cases = [], [], [], []
+    for v, kk, nn, za, zb in BMM_CASES:
+        a = rng.integers(-128, 128, (v, kk))
+        b = rng.integers(-128, 128, (kk, nn))
+        a[0, :], b[:, 0] = -128, 127
+        m, sh = int(rng.integers(1 << 30, (1 << 31) - 1)), int(rng.integers(8, 12))
+        rnd = (1 << (sh - 1)) + int(rng.integers(-20, 20)) * (1 << sh)
+        acc = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+        want.append(np.clip(((acc * m) >> 32) + rnd >> sh, -128, 127).ravel())
+        As.append(a.ravel()), Bs.append(b.ravel())
+        cases.append(f"    CASE({v}, {kk}, {nn}, {za}, {zb}, {m}, {rnd}, {sh});")
+    arrays = "\n".join([c_array("a", np.concatenate(As), "int8_t"),
+                        c_array("b", np.concatenate(Bs), "int8_t")])
+    src = BMM_TEST.replace("@ARRAYS@", arrays).replace("@CASES@", "\n".join(cases))
+    out = run_c_test(src, name="mm_rq_bmm", target=target,
+                     library=("mtvm_mm_s8_dsp.h", "mtvm_mm_rq_s8_dsp.h"))
+    lines = out.strip().splitlines()
+    assert len(lines) == len(BMM_CASES)
+    for case, line, exp in zip(BMM_CASES, lines, want):
+        np.testing.assert_array_equal([int(t) for t in line.split()], exp, err_msg=str(case))

@@ -4,7 +4,7 @@ other target keeps its C), and on the emulated Cortex-M4F (mps2-an386) bit-exact
 host build of target "c" -- a small attention block of our own with awkward sizes (rows,
 depth and columns not multiples of four) and the shared kwt_tiny_int8 and kws_crnn_int8,
 each run through a host-driven session under -icount (instructions per MAC printed:
-`pytest -s`)."""
+`pytest -s`); and QBatchMatMul's fused form on the M4 and the M33."""
 from __future__ import annotations
 
 import os
@@ -157,3 +157,29 @@ def test_the_recurrent_vfp16_gemv_is_chosen_on_dsp_cores_with_an_fpu_only(target
     want = "gru_f32.gemv_vfp16" if tg.is_arm and tg.has("dsp") and not tg.has("mve") \
         else "gru_f32.gemv"
     assert want in chosen and not ({"gru_f32.gemv", "gru_f32.gemv_vfp16"} - {want}) & chosen
+
+
+FUSED = {"qbatchmatmul_s8.dsp_packed": {"fused": True}}
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("board,target", [("mps2-an386", "cortex-m4"),
+                                          ("mps2-an505", "cortex-m33")])
+def test_fused_batch_matmul_on_the_board_bit_identical(attention_model, board, target,
+                                                       tmp_path):
+    """QBatchMatMul's fused form (b's columns widened less their zero point, a's rows
+    through the fused QMatMul loop: knob `fused`, taken by default only where the planned
+    arena does not grow), forced: the attention scores at a depth of 22 with zero points
+    on both sides, on the M4 (assembly) and the M33 (its C) as the host build computes."""
+    from mtvm.testing import have, run_on_board
+    if not (have("qemu-system-arm") and have("arm-none-eabi-gcc")):
+        pytest.skip("QEMU or arm-none-eabi-gcc not installed")
+    lib = mtvm.compile(attention_model, target=Target.resolve(target), schedule_config=FUSED)
+    src = lib.sources["codegen/host/src/tvmgen_default_kernels.c"]
+    assert "mtvm_mm_rq_cols_s8(" in src
+    with np.load(attention_model[:-5] + ".npz") as z:
+        x = z["in_0"]
+    dev = run_on_board(lib, [x], tmp_path, board=board)
+    host = mtvm.compile(attention_model).run_host([x])
+    for (name, a), b in zip(dev.items(), host.values()):
+        np.testing.assert_array_equal(a, b, err_msg=name)

@@ -52,9 +52,10 @@
     "strb   %[s2], [%[y], %[o2]]\n\t" \
     "strb   %[s3], [%[y], %[o3]]\n\t"
 #define MTVM_MM_RQ_STORE5 MTVM_MM_RQ_STORE4 "strb   %[s4], [%[y], %[o4]]\n\t"
-/* The loop over the columns: INIT, the groups (GROUPS a step until p reaches pend),
- * the parameters, EPI (requantization and the Add), the stores (row 0 post-incremented). */
-#define MTVM_MM_RQ_LOOP(INIT, GROUPS, EPI, STORES) \
+/* The loop over the columns: INIT, the groups (GROUPS a step until p reaches pend, then
+ * TAIL: the groups past the last whole step), the parameters, EPI (requantization and the
+ * Add), the stores (row 0 post-incremented). */
+#define MTVM_MM_RQ_LOOP(INIT, GROUPS, TAIL, EPI, STORES) \
     "1:\n\t" \
     "ldr    %[p], %[p0]\n\t" \
     INIT \
@@ -63,6 +64,7 @@
     "ldr    %[x0], %[pend]\n\t" \
     "cmp    %[p], %[x0]\n\t" \
     "bne    2b\n\t" \
+    TAIL \
     "ldrd   %[w], %[h], [%[prm]], #8\n\t" \
     "ldr    %[x0], [%[prm]], #4\n\t" \
     EPI \
@@ -101,10 +103,13 @@
 #define MTVM_MM_RQ_INS \
     [p0] "m"(p0), [pend] "m"(pend), [yend] "m"(yend), [ia] "m"(ia), [n] "i"(post_shift), \
     [o1] "i"(nn), [o2] "i"(2 * nn), [o3] "i"(3 * nn), [o4] "i"(4 * nn)
-/* One asm statement for V, U, F and the Add (constants after inlining). */
-#define MTVM_MM_RQ_STMT(V, U, F, EPI)                                                       \
-    __asm__ volatile(MTVM_MM_RQ_LOOP(MTVM_MM_RQ_INIT##V, MTVM_MM_RQ_G##U(V, F), EPI,       \
-                                     MTVM_MM_RQ_STORE##V)                                   \
+#define MTVM_MM_RQ_G0(V, F) ""
+#define MTVM_MM_RQ_G3(V, F) MTVM_MM_RQ_G2(V, F) MTVM_MM_RQ_G1(V, F)
+/* One asm statement for V, U, the T tail groups, F and the Add (constants after
+ * inlining). */
+#define MTVM_MM_RQ_STMT(V, U, T, F, EPI)                                                    \
+    __asm__ volatile(MTVM_MM_RQ_LOOP(MTVM_MM_RQ_INIT##V, MTVM_MM_RQ_G##U(V, F),            \
+                                     MTVM_MM_RQ_G##T(V, F), EPI, MTVM_MM_RQ_STORE##V)      \
                      : MTVM_MM_RQ_OPS##V : MTVM_MM_RQ_INS : "cc", "memory")
 #endif
 
@@ -129,7 +134,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, u
 #if defined(MTVM_MM_RQ_ASM)
 #define MTVM_MM_RQ_BODY(V)                                                                  \
     do {                                                                                   \
-        const int32_t* pend = (const int32_t*)p0 + 2 * V * (kk / 4);                       \
+        const int32_t* pend = (const int32_t*)p0 + 2 * V * (kk / 4 - MTVM_MM_RQ_TAIL(kk));  \
         int8_t* yend = y + nn;                                                             \
         int32_t s0, s1, s2, s3, s4, w, h, x0, x1;   /* s4: with five rows only */          \
         const uint32_t* p;                                                                 \
@@ -154,17 +159,59 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, u
             MTVM_MM_RQ_STEPS(V, F, MTVM_MM_RQ_EPI##V);                                     \
         }                                                                                  \
     } while (0)
-/* Groups a step: eight where the depth has 16 groups or more (the loop's three
- * instructions per 144 or 120), else four, two or one -- the code of eight would add a
- * quarter KiB of flash per layer for 3 instructions a column at a depth of 32. */
+/* Groups a step: eight where the depth has 16 groups or more and a multiple of eight
+ * (the loop's three instructions per 144 or 120), else four with the 0-3 groups past the
+ * last step after the loop (a depth of 49 tokens: 13 groups, one a step took a fifth more
+ * instructions), else two or one -- the code of eight would add a quarter KiB of flash
+ * per layer for 3 instructions a column at a depth of 32. */
+#define MTVM_MM_RQ_TAIL(kk) \
+    (((kk) / 4) % 8 == 0 && (kk) / 4 >= 16 ? 0 : (kk) / 4 >= 4 ? ((kk) / 4) % 4 : 0)
 #define MTVM_MM_RQ_STEPS(V, F, EPI)                                                         \
     do {                                                                                     \
-        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, F, EPI);                \
-        else if ((kk / 4) % 4 == 0) MTVM_MM_RQ_STMT(V, 4, F, EPI);                           \
-        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, F, EPI);                           \
-        else MTVM_MM_RQ_STMT(V, 1, F, EPI);                                                  \
+        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, 0, F, EPI);             \
+        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 0) MTVM_MM_RQ_STMT(V, 4, 0, F, EPI);  \
+        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 1) MTVM_MM_RQ_STMT(V, 4, 1, F, EPI);  \
+        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 2) MTVM_MM_RQ_STMT(V, 4, 2, F, EPI);  \
+        else if (kk / 4 >= 4) MTVM_MM_RQ_STMT(V, 4, 3, F, EPI);                              \
+        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, 0, F, EPI);                        \
+        else MTVM_MM_RQ_STMT(V, 1, 0, F, EPI);                                               \
     } while (0)
 #endif
+
+/* QBatchMatMul's right operand b [K][n] (int8, rows n apart) as the wide form's weight
+ * rows, for a left operand read as it is: per column j its K values minus zb, zeros past K
+ * up to kk (K rounded up to four), in groups of four as the int16 pairs (b0, b2), (b1, b3);
+ * and its parameter block {-za sum_k (b - zb), mult, rnd, sh}, so that the fused loop's
+ * sums are sum_k a (b - zb) - za sum_k (b - zb) = sum_k (a - za)(b - zb), with no per-row
+ * term. dst: n kk / 2 words; prm: 4 n words. */
+static inline void mtvm_mm_rq_cols_s8(const int8_t* b, int32_t K, int32_t n, int32_t kk,
+                                      int32_t zb, int32_t za, int32_t mult, int32_t rnd,
+                                      int32_t sh, uint32_t* dst, int32_t* prm)
+{
+    for (int32_t j = 0; j < n; ++j, prm += 4) {
+        const int8_t* c = b + j;
+        int32_t sum = 0, g = 0;
+        for (; g + 4 <= K; g += 4, dst += 2, c += 4 * n) {
+            const int32_t v0 = c[0] - zb, v1 = c[n] - zb, v2 = c[2 * n] - zb, v3 = c[3 * n] - zb;
+            sum += v0 + v1 + v2 + v3;
+            dst[0] = (uint32_t)(uint16_t)v0 | ((uint32_t)(uint16_t)v2 << 16);
+            dst[1] = (uint32_t)(uint16_t)v1 | ((uint32_t)(uint16_t)v3 << 16);
+        }
+        for (; g < kk; g += 4, dst += 2) {   /* the last values and the zeros after them */
+            int32_t v[4];
+            for (int32_t e = 0; e < 4; ++e) {
+                v[e] = g + e < K ? b[(g + e) * n + j] - zb : 0;
+                sum += v[e];
+            }
+            dst[0] = (uint32_t)(uint16_t)v[0] | ((uint32_t)(uint16_t)v[2] << 16);
+            dst[1] = (uint32_t)(uint16_t)v[1] | ((uint32_t)(uint16_t)v[3] << 16);
+        }
+        prm[0] = -za * sum;
+        prm[1] = mult;
+        prm[2] = rnd;
+        prm[3] = sh;
+    }
+}
 
 /* Lane l (0, 1) of an int16-pair word. */
 static MTVM_ALWAYS_INLINE int32_t mtvm_mm_rq_lane(uint32_t v, int l)

@@ -357,19 +357,60 @@ class QBatchMatMulDsp(Schedule):
     name = "qbatchmatmul_s8.dsp_packed"
     family = "arm_dsp"
     priority = 10
+    knobs = (Knob("fused", False, (False, True),
+                  "b's columns widened without their zero point and a's rows through the "
+                  "fused QMatMul loop (more scratch)"),)
 
     def applies(self, k, /, **attrs) -> bool:
         a, b = k.ins[0], k.ins[1]
         return (k.target.is_arm_dsp and k.inplace is None and _ext(a) is not None
                 and _ext(b) is not None)
 
+    @staticmethod
+    def _fused_form(k, attrs) -> tuple[int, int] | None:
+        """(rows a block, depth rounded up to four) of the fused form -- a's rows packed
+        V at a time against b's columns widened per batch entry with b's zero point taken
+        off (mtvm_mm_rq_cols_s8), through the fused QMatMul loop (mtvm_mm_rq_s8_dsp.h):
+        its epilogue in the loop, where the generated C spilled the sums -- or None where
+        it does not apply (int8 operands, the SMMLA requantization, the whole int8 range
+        out, four rows or more, the rows' stores within STRB's offsets)."""
+        a, b = k.ins[0], k.ins[1]
+        mult, shift = (list(k.ins) + [None, None])[2:4]
+        if _ext(a) != "s8" or _ext(b) != "s8" or \
+                (attrs.get("act_min", -128), attrs.get("act_max", 127)) != (-128, 127):
+            return None
+        if _batch_requant_form(mult, shift, attrs.get("y_zp", 0)) is None:
+            return None
+        m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        kp = (kk + 3) // 4 * 4
+        if m < 4:
+            return None
+        v = _fused_vectors(m, kp)
+        return (v, kp) if (v - 1) * n < 4096 else None
+
+    def _fused(self, k, attrs) -> tuple[int, int] | None:
+        return self._fused_form(k, attrs) if k.knobs.get("fused", False) else None
+
     def scratch_bytes(self, k, /, **attrs) -> int:
         """b's columns packed (`vectors` a block), with a's zero point their sums, and
-        with a depth not a multiple of four a copy of a's row (_row_copy)."""
+        with a depth not a multiple of four a copy of a's row (_row_copy); fused: a
+        block of a's rows packed, b's columns widened and their parameter blocks."""
         kk, n = k.ins[0].shape[-1], k.ins[1].shape[-1]
+        fused = self._fused(k, attrs)
+        if fused:
+            v, kp = fused
+            return 4 * _words(v, kp) + 2 * n * kp + 16 * n
         v = vectors(n, kk)
         return 4 * _words(v, kk) * -(-n // v) + (4 * n if attrs.get("a_zp", 0) else 0) + \
             _row_copy(kk)
+
+    def faster_with_scratch(self, k, /, **attrs) -> dict:
+        """The fused form, where it applies and the planned arena does not grow:
+        transformer_v11_int8's attention scores (49 x 32 x 49) on the Cortex-M4 108 K ->
+        see the results of the sixteenth session."""
+        if k.knobs.get("fused", False) or self._fused_form(k, attrs) is None:
+            return {}
+        return {"fused": True}
 
     def emit(self, k, /, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
         from ...ops.quantized.matmul import batch_offset_c
@@ -382,6 +423,10 @@ class QBatchMatMulDsp(Schedule):
 
         def offset(buf):
             return batch_offset_c(buf.shape, batch)
+
+        fused = self._fused(k, dict(y_zp=y_zp, act_min=act_min, act_max=act_max))
+        if fused:
+            return self._emit_fused(k, fused, a_zp, b_zp, y_zp, nb, offset)
 
         v = vectors(n, kk)
         nblk = -(-n // v)
@@ -464,4 +509,45 @@ class QBatchMatMulDsp(Schedule):
                      Decl(arow, Cast(arow.type, Var("scratch") + 4 * _words(v, kk) * nblk +
                                      (4 * n if a_zp else 0)))]
         body.append(For(t, nb, per_t))
+        return render_c(body)
+
+    def _emit_fused(self, k, fused, a_zp, b_zp, y_zp, nb, offset) -> str:
+        """Per batch entry b's columns widened (their zero point off) with their parameter
+        blocks, then per block of v rows of a: the rows packed and one call of the fused
+        QMatMul loop over every column."""
+        a, b = k.ins[:2]
+        mult, shift = (list(k.ins) + [None, None])[2:4]
+        m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        v, kp = fused
+        k.library("mtvm_mm_rq_s8_dsp.h")
+        mq, rnd, sh = _batch_requant_form(mult, shift, y_zp)
+        fn = f"mtvm_mm_rq_s8_dsp_{v}x{kp}x{n}_w"
+        if fn not in k.helpers:   # one out-of-line copy per shape (shared with QMatMul's)
+            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kp}, {n}, 0, 0, 1)")
+        pk = Var("pk", Type("uint32", pointer=True))
+        bw = Var("bw", Type("uint32", pointer=True))
+        prm = Var("prm", Type("int32", pointer=True))
+        t = Var("t")
+        pa = Var("pa", Type(a.dtype, pointer=True, const=True))
+        pb = Var("pb", Type(b.dtype, pointer=True, const=True))
+        yt = Var("yt", Type(k.out.dtype, pointer=True))
+
+        def block(row) -> list:
+            return [ExprStmt(call("mtvm_packv_s8_dsp", pa + row * kk, kk, 1, v, v, kk, pk)),
+                    ExprStmt(call(fn, Cast(Type("int8", pointer=True, const=True), bw), pk,
+                                  prm, yt + row * n))]
+        per_t = [Decl(pa, Var(a.c) + RawExpr(offset(a))), Decl(pb, Var(b.c) + RawExpr(offset(b))),
+                 Decl(yt, Var(k.out.c) + t * (m * n)),
+                 ExprStmt(call("mtvm_mm_rq_cols_s8", pb, kk, n, kp, b_zp, a_zp, mq, rnd, sh,
+                               bw, prm))] + _row_blocks(m, v, lambda row, _: block(row))
+        body = [Comment(f"per batch entry b's {n} columns widened to int16 pairs less their "
+                        f"zero point ({kp} values each, zeros past {kk}) with per column "
+                        "-za sum (b - zb) and the requantization, then per block of "
+                        f"{v} rows of a: the rows packed, the fused QMatMul loop over the "
+                        "columns"),
+                Comment("sum a (b - zb) - za sum (b - zb) = sum (a - za)(b - zb)"),
+                Decl(pk, Cast(pk.type, Var("scratch"))),
+                Decl(bw, pk + _words(v, kp)),
+                Decl(prm, Cast(prm.type, bw + n * kp // 2)),
+                For(t, nb, per_t)]
         return render_c(body)
