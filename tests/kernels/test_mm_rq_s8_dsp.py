@@ -28,12 +28,13 @@ static uint32_t wide[128 * 16 / 2];
 static int8_t ya[5 * 16], yc[5 * 16], yw[5 * 16], ywc[5 * 16];
 #define CASE(V, KK, NN, POST) do { \
         mtvm_packv_s8_dsp(x + xo, KK, 1, V, V, KK, pk); \
-        mtvm_mm_rq_s8_dsp(V, w + wo, pk, KK, NN, prm + po, ya, POST, @SHIFT@, 0); \
-        mtvm_mm_rq_s8_dsp_c(V, w + wo, pk, KK, NN, prm + po, yc, POST, @SHIFT@, 0); \
+        mtvm_mm_rq_s8_dsp(V, w + wo, pk, KK, NN, NN, prm + po, ya, POST, @SHIFT@, 0); \
+        mtvm_mm_rq_s8_dsp_c(V, w + wo, pk, KK, NN, NN, prm + po, yc, POST, @SHIFT@, 0); \
         mtvm_mm_rq_widen_s8(w + wo, NN * KK, wide); \
-        mtvm_mm_rq_s8_dsp(V, (const int8_t*)wide, pk, KK, NN, prm + po, yw, POST, @SHIFT@, 1); \
-        mtvm_mm_rq_s8_dsp_c(V, (const int8_t*)wide, pk, KK, NN, prm + po, ywc, POST, @SHIFT@, \
-                            1); \
+        mtvm_mm_rq_s8_dsp(V, (const int8_t*)wide, pk, KK, NN, NN, prm + po, yw, POST, @SHIFT@, \
+                          1); \
+        mtvm_mm_rq_s8_dsp_c(V, (const int8_t*)wide, pk, KK, NN, NN, prm + po, ywc, POST, \
+                            @SHIFT@, 1); \
         for (int i = 0; i < V * NN; ++i) printf(" %d %d %d %d", ya[i], yc[i], yw[i], ywc[i]); \
         printf("\n"); \
         xo += V * KK; wo += NN * KK; po += MTVM_MM_RQ_PRM(POST) * NN + (POST == 1); \
@@ -106,12 +107,20 @@ BMM_TEST = r"""
 @ARRAYS@
 static uint32_t pk[MTVM_PACKV_WORDS(5, 52)], bw[52 * 11 / 2];
 static int32_t prm[4 * 11];
-static int8_t y[5 * 11];
+static int8_t y[5 * 11], y2[5 * 11];
+/* all N columns at once, then in two chunks of CW columns (the second overlapping the
+ * first where N is odd), the rows N apart in y2 */
 #define CASE(V, K, N, ZA, ZB, MULT, RND, SH) do { \
-        mtvm_mm_rq_cols_s8(b + bo, K, N, (K + 3) / 4 * 4, ZB, ZA, MULT, RND, SH, bw, prm); \
+        const int kp = (K + 3) / 4 * 4, CW = (N + 1) / 2; \
+        mtvm_mm_rq_cols_s8(b + bo, K, N, N, kp, ZB, ZA, MULT, RND, SH, bw, prm); \
         mtvm_packv_s8_dsp(a + ao, K, 1, V, V, K, pk); \
-        mtvm_mm_rq_s8_dsp(V, (const int8_t*)bw, pk, (K + 3) / 4 * 4, N, prm, y, 0, 0, 1); \
-        for (int i = 0; i < V * N; ++i) printf(" %d", y[i]); \
+        mtvm_mm_rq_s8_dsp(V, (const int8_t*)bw, pk, kp, N, N, prm, y, 0, 0, 1); \
+        for (int j0 = 0; j0 < N; j0 += CW) { \
+            const int c0 = j0 + CW <= N ? j0 : N - CW; \
+            mtvm_mm_rq_cols_s8(b + bo + c0, K, CW, N, kp, ZB, ZA, MULT, RND, SH, bw, prm); \
+            mtvm_mm_rq_s8_dsp(V, (const int8_t*)bw, pk, kp, CW, N, prm, y2 + c0, 0, 0, 1); \
+        } \
+        for (int i = 0; i < V * N; ++i) printf(" %d %d", y[i], y2[i]); \
         printf("\n"); \
         ao += V * K; bo += K * N; \
     } while (0)
@@ -127,7 +136,8 @@ int main(void)
 @pytest.mark.parametrize("target", ["host"] + BOARDS)
 def test_fused_batch_matmul_form_against_its_definition(target):
     """Depths of 49 (13 groups, the last three values zeros), 22, 32 and 8, zero points on
-    either side, both and neither."""
+    either side, both and neither; every column at once and in two chunks (the rows'
+    stride then the whole width)."""
     rng = np.random.default_rng(37)
     As, Bs, want, cases = [], [], [], []
     for v, kk, nn, za, zb in BMM_CASES:
@@ -148,4 +158,6 @@ def test_fused_batch_matmul_form_against_its_definition(target):
     lines = out.strip().splitlines()
     assert len(lines) == len(BMM_CASES)
     for case, line, exp in zip(BMM_CASES, lines, want):
-        np.testing.assert_array_equal([int(t) for t in line.split()], exp, err_msg=str(case))
+        got = np.array([int(t) for t in line.split()]).reshape(-1, 2)
+        np.testing.assert_array_equal(got[:, 0], exp, err_msg=f"{case}, one pass")
+        np.testing.assert_array_equal(got[:, 1], exp, err_msg=f"{case}, two chunks")

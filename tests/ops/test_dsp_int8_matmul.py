@@ -94,8 +94,11 @@ def test_the_dsp_schedules_are_chosen_on_dsp_cores_only(attention_model, target)
     if tg.is_arm and tg.has("dsp") and not tg.has("mve"):
         assert chosen == DSP_SCHEDULES
         assert "mtvm_packv_s8_dsp" in src and "mtvm_qadd_s8_dsp" in src
-        # 11 rows, 11 and 22 columns: the last block overlaps, one copy of its code each
-        assert src.count("overlapping the one before") == 2 and "j0 = j < 16 ? j : 16" in src
+        # 11 rows, 11 and 22 columns: the last block overlaps, one copy of its code each;
+        # the scores (11 columns) in QBatchMatMul's fused form, two chunks of 6 columns
+        # (their scratch within the packed columns'), the last chunk overlapping too
+        assert src.count("overlapping the one before") == 3 and "j0 = j < 16 ? j : 16" in src
+        assert src.count("mtvm_mm_rq_cols_s8(") == 1 and "_4x24x6l11_w" in src
         # the scalar Add and Mul: tables (passes.quantize.scalar_operand_lut), no QAdd/QMul
         assert [lk.kernel.node.op for lk in lib.kernels].count("QLut") == 2
     else:
@@ -159,7 +162,7 @@ def test_the_recurrent_vfp16_gemv_is_chosen_on_dsp_cores_with_an_fpu_only(target
     assert want in chosen and not ({"gru_f32.gemv", "gru_f32.gemv_vfp16"} - {want}) & chosen
 
 
-FUSED = {"qbatchmatmul_s8.dsp_packed": {"fused": True}}
+FUSED = {"qbatchmatmul_s8.dsp_packed": {"fused_chunks": 1}}
 
 
 @pytest.mark.device

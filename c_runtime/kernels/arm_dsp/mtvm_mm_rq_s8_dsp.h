@@ -102,7 +102,7 @@
 #define MTVM_MM_RQ_OPS5 MTVM_MM_RQ_OPS4, [s4] "=&r"(s4)
 #define MTVM_MM_RQ_INS \
     [p0] "m"(p0), [pend] "m"(pend), [yend] "m"(yend), [ia] "m"(ia), [n] "i"(post_shift), \
-    [o1] "i"(nn), [o2] "i"(2 * nn), [o3] "i"(3 * nn), [o4] "i"(4 * nn)
+    [o1] "i"(ldy), [o2] "i"(2 * ldy), [o3] "i"(3 * ldy), [o4] "i"(4 * ldy)
 #define MTVM_MM_RQ_G0(V, F) ""
 #define MTVM_MM_RQ_G3(V, F) MTVM_MM_RQ_G2(V, F) MTVM_MM_RQ_G1(V, F)
 /* One asm statement for V, U, the T tail groups, F and the Add (constants after
@@ -113,14 +113,15 @@
                      : MTVM_MM_RQ_OPS##V : MTVM_MM_RQ_INS : "cc", "memory")
 #endif
 
-/* y[r * nn + o] (r < V, o < nn) = the requantized sum of bias_o and packed row r times
+/* y[r * ldy + o] (r < V, o < nn; ldy: the rows' stride, nn where y holds these columns
+ * only) = the requantized sum of bias_o and packed row r times
  * weight row o (w + o * kk, int8; wide: the rows widened by mtvm_mm_rq_widen_s8, 2 kk
  * bytes each), then the folded bias Add when post is 1 or 2 (its shift post_shift, both
  * clamps the whole int8 range); prm: the table (MTVM_MM_RQ_PRM words a column); p0: the
  * packed block (V rows of kk elements, kk a multiple of 4). V, kk, nn, post, post_shift
  * and wide are constants at each call: the asm needs them as immediates. */
-#define mtvm_mm_rq_s8_dsp(V, w, p0, kk, nn, prm, y, post, post_shift, wide) \
-    mtvm_mm_rq_s8_dsp_##V(w, p0, kk, nn, prm, y, post, post_shift, wide)
+#define mtvm_mm_rq_s8_dsp(V, w, p0, kk, nn, ldy, prm, y, post, post_shift, wide) \
+    mtvm_mm_rq_s8_dsp_##V(w, p0, kk, nn, ldy, prm, y, post, post_shift, wide)
 
 /* The weights' n bytes (n a multiple of 4) widened for the wide form: per four bytes the
  * words (w0, w2), (w1, w3) as int16 lanes -- what the narrow form's SXTB16s make of them
@@ -178,21 +179,22 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, u
     } while (0)
 #endif
 
-/* QBatchMatMul's right operand b [K][n] (int8, rows n apart) as the wide form's weight
+/* QBatchMatMul's right operand b [K][n] (int8, rows ldb apart) as the wide form's weight
  * rows, for a left operand read as it is: per column j its K values minus zb, zeros past K
  * up to kk (K rounded up to four), in groups of four as the int16 pairs (b0, b2), (b1, b3);
  * and its parameter block {-za sum_k (b - zb), mult, rnd, sh}, so that the fused loop's
  * sums are sum_k a (b - zb) - za sum_k (b - zb) = sum_k (a - za)(b - zb), with no per-row
  * term. dst: n kk / 2 words; prm: 4 n words. */
-static inline void mtvm_mm_rq_cols_s8(const int8_t* b, int32_t K, int32_t n, int32_t kk,
-                                      int32_t zb, int32_t za, int32_t mult, int32_t rnd,
-                                      int32_t sh, uint32_t* dst, int32_t* prm)
+static inline void mtvm_mm_rq_cols_s8(const int8_t* b, int32_t K, int32_t n, int32_t ldb,
+                                      int32_t kk, int32_t zb, int32_t za, int32_t mult,
+                                      int32_t rnd, int32_t sh, uint32_t* dst, int32_t* prm)
 {
     for (int32_t j = 0; j < n; ++j, prm += 4) {
         const int8_t* c = b + j;
         int32_t sum = 0, g = 0;
-        for (; g + 4 <= K; g += 4, dst += 2, c += 4 * n) {
-            const int32_t v0 = c[0] - zb, v1 = c[n] - zb, v2 = c[2 * n] - zb, v3 = c[3 * n] - zb;
+        for (; g + 4 <= K; g += 4, dst += 2, c += 4 * ldb) {
+            const int32_t v0 = c[0] - zb, v1 = c[ldb] - zb, v2 = c[2 * ldb] - zb,
+                          v3 = c[3 * ldb] - zb;
             sum += v0 + v1 + v2 + v3;
             dst[0] = (uint32_t)(uint16_t)v0 | ((uint32_t)(uint16_t)v2 << 16);
             dst[1] = (uint32_t)(uint16_t)v1 | ((uint32_t)(uint16_t)v3 << 16);
@@ -200,7 +202,7 @@ static inline void mtvm_mm_rq_cols_s8(const int8_t* b, int32_t K, int32_t n, int
         for (; g < kk; g += 4, dst += 2) {   /* the last values and the zeros after them */
             int32_t v[4];
             for (int32_t e = 0; e < 4; ++e) {
-                v[e] = g + e < K ? b[(g + e) * n + j] - zb : 0;
+                v[e] = g + e < K ? b[(g + e) * ldb + j] - zb : 0;
                 sum += v[e];
             }
             dst[0] = (uint32_t)(uint16_t)v[0] | ((uint32_t)(uint16_t)v[2] << 16);
@@ -223,7 +225,8 @@ static MTVM_ALWAYS_INLINE int32_t mtvm_mm_rq_lane(uint32_t v, int l)
  * saturated, through the Add, stored. */
 static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
                                                    const uint32_t* p0, int32_t kk,
-                                                   int32_t nn, const int32_t* prm, int8_t* y,
+                                                   int32_t nn, int32_t ldy,
+                                                   const int32_t* prm, int8_t* y,
                                                    int32_t post, int32_t post_shift, int wide)
 {
     const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;
@@ -253,7 +256,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
                 v = (prm[4] + v * (post == 2 ? prm[5] : ia)) >> post_shift;
                 v = v < -128 ? -128 : (v > 127 ? 127 : v);
             }
-            y[r * nn + o] = (int8_t)v;
+            y[r * ldy + o] = (int8_t)v;
         }
     }
 }
@@ -262,7 +265,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
  * rows' stores within STRB's 12-bit offsets), else the C form. */
 #if defined(MTVM_MM_RQ_ASM)
 #define MTVM_MM_RQ_TRY(V)                                                                   \
-    if (kk % 4 == 0 && nn > 0 && (V - 1) * nn < 4096 && post_shift >= 0 &&                 \
+    if (kk % 4 == 0 && nn > 0 && (V - 1) * ldy < 4096 && post_shift >= 0 &&               \
         post_shift < 32) {                                                                  \
         MTVM_MM_RQ_BODY(V);                                                                 \
         return;                                                                             \
@@ -272,11 +275,12 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
 #endif
 #define MTVM_MM_RQ_FN(V)                                                                    \
     static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_##V(                                  \
-        const int8_t* wt, const uint32_t* p0, int32_t kk, int32_t nn, const int32_t* prm,  \
+        const int8_t* wt, const uint32_t* p0, int32_t kk, int32_t nn, int32_t ldy,         \
+        const int32_t* prm,                                                                \
         int8_t* y, int32_t post, int32_t post_shift, int wide)                             \
     {                                                                                      \
         MTVM_MM_RQ_TRY(V)                                                                  \
-        mtvm_mm_rq_s8_dsp_c(V, wt, p0, kk, nn, prm, y, post, post_shift, wide);            \
+        mtvm_mm_rq_s8_dsp_c(V, wt, p0, kk, nn, ldy, prm, y, post, post_shift, wide);       \
     }
 MTVM_MM_RQ_FN(4)
 MTVM_MM_RQ_FN(5)
@@ -285,11 +289,11 @@ MTVM_MM_RQ_FN(5)
  * that the layers of one shape share one copy of the loop (a transformer's projections
  * are of a few shapes: inlined in each, the loop and its epilogue took 6 KB of
  * transformer_v12_int8's flash, 1.06 of emx-onnx-cgen's). */
-#define MTVM_DEFINE_MM_RQ_S8_DSP(NAME, V, KK, NN, POST, POST_SHIFT, WIDE)                    \
+#define MTVM_DEFINE_MM_RQ_S8_DSP(NAME, V, KK, NN, LDY, POST, POST_SHIFT, WIDE)               \
     static __attribute__((noinline)) void NAME(const int8_t* w, const uint32_t* p0,       \
                                                const int32_t* prm, int8_t* y)             \
     {                                                                                      \
-        mtvm_mm_rq_s8_dsp(V, w, p0, KK, NN, prm, y, POST, POST_SHIFT, WIDE);               \
+        mtvm_mm_rq_s8_dsp(V, w, p0, KK, NN, LDY, prm, y, POST, POST_SHIFT, WIDE);          \
     }
 
 #endif  /* MTVM_MM_RQ_S8_DSP_H_ */

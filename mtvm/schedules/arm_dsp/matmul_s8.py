@@ -299,8 +299,8 @@ class QMatMulDsp(Schedule):
         fn = f"mtvm_mm_rq_s8_dsp_{v}x{kk}x{nn}" + (f"_add{post}s{shift}" if post else "") + \
             ("_w" if wide else "")
         if fn not in k.helpers:   # one out-of-line copy per shape (mtvm_mm_rq_s8_dsp.h)
-            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {post}, {shift}, "
-                     f"{wide})")
+            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {nn}, {post}, "
+                     f"{shift}, {wide})")
         # the widened weights after the packed rows (word-aligned: whole groups of words)
         ww = Var("ww", Type("uint32", pointer=True))
         weights = Cast(Type("int8", pointer=True, const=True), ww) if wide else Var(w.c)
@@ -357,9 +357,19 @@ class QBatchMatMulDsp(Schedule):
     name = "qbatchmatmul_s8.dsp_packed"
     family = "arm_dsp"
     priority = 10
-    knobs = (Knob("fused", False, (False, True),
-                  "b's columns widened without their zero point and a's rows through the "
-                  "fused QMatMul loop (more scratch)"),)
+    knobs = (Knob("fused_chunks", 0, (0, 1, 2, 3),
+                  "b's columns widened without their zero point (in this many chunks) and "
+                  "a's rows through the fused QMatMul loop; 0: the packed columns"),)
+
+    def default_knobs(self, k=None) -> dict:
+        """The fused form in the fewest chunks whose scratch is no more than the packed
+        columns' (so the arena cannot grow); faster_with_scratch offers one chunk."""
+        values = super().default_knobs(k)
+        if k is not None and self._fused_form(k, dict(k.node.attrs)) is not None:
+            unfused = self._scratch(k, k.node.attrs, 0)
+            values["fused_chunks"] = next(
+                (c for c in (1, 2, 3) if self._scratch(k, k.node.attrs, c) <= unfused), 0)
+        return values
 
     def applies(self, k, /, **attrs) -> bool:
         a, b = k.ins[0], k.ins[1]
@@ -388,29 +398,37 @@ class QBatchMatMulDsp(Schedule):
         v = _fused_vectors(m, kp)
         return (v, kp) if (v - 1) * n < 4096 else None
 
-    def _fused(self, k, attrs) -> tuple[int, int] | None:
-        return self._fused_form(k, attrs) if k.knobs.get("fused", False) else None
+    def _fused(self, k, attrs) -> tuple[int, int, int] | None:
+        """(rows a block, depth rounded up, columns a chunk) of the fused form the knob
+        asks for, or None."""
+        chunks = int(k.knobs.get("fused_chunks", 0))
+        form = self._fused_form(k, attrs) if chunks else None
+        return (*form, -(-k.ins[1].shape[-1] // chunks)) if form else None
 
-    def scratch_bytes(self, k, /, **attrs) -> int:
+    def _scratch(self, k, attrs, chunks: int) -> int:
         """b's columns packed (`vectors` a block), with a's zero point their sums, and
-        with a depth not a multiple of four a copy of a's row (_row_copy); fused: a
-        block of a's rows packed, b's columns widened and their parameter blocks."""
+        with a depth not a multiple of four a copy of a's row (_row_copy); fused (chunks
+        > 0): a block of a's rows packed, a chunk of b's columns widened and their
+        parameter blocks."""
         kk, n = k.ins[0].shape[-1], k.ins[1].shape[-1]
-        fused = self._fused(k, attrs)
-        if fused:
-            v, kp = fused
-            return 4 * _words(v, kp) + 2 * n * kp + 16 * n
+        form = self._fused_form(k, attrs) if chunks else None
+        if form:
+            v, kp = form
+            cw = -(-n // chunks)
+            return 4 * _words(v, kp) + 2 * cw * kp + 16 * cw
         v = vectors(n, kk)
         return 4 * _words(v, kk) * -(-n // v) + (4 * n if attrs.get("a_zp", 0) else 0) + \
             _row_copy(kk)
 
+    def scratch_bytes(self, k, /, **attrs) -> int:
+        return self._scratch(k, attrs, int(k.knobs.get("fused_chunks", 0)))
+
     def faster_with_scratch(self, k, /, **attrs) -> dict:
-        """The fused form, where it applies and the planned arena does not grow:
-        transformer_v11_int8's attention scores (49 x 32 x 49) on the Cortex-M4 108 K ->
-        see the results of the sixteenth session."""
-        if k.knobs.get("fused", False) or self._fused_form(k, attrs) is None:
+        """The fused form in one chunk (a's rows packed once), where it applies and the
+        planned arena does not grow."""
+        if k.knobs.get("fused_chunks", 0) == 1 or self._fused_form(k, attrs) is None:
             return {}
-        return {"fused": True}
+        return {"fused_chunks": 1}
 
     def emit(self, k, /, *, a_zp=0, b_zp=0, y_zp=0, act_min=-128, act_max=127):
         from ...ops.quantized.matmul import batch_offset_c
@@ -518,12 +536,12 @@ class QBatchMatMulDsp(Schedule):
         a, b = k.ins[:2]
         mult, shift = (list(k.ins) + [None, None])[2:4]
         m, kk, n = a.shape[-2], a.shape[-1], b.shape[-1]
-        v, kp = fused
+        v, kp, cw = fused
         k.library("mtvm_mm_rq_s8_dsp.h")
         mq, rnd, sh = _batch_requant_form(mult, shift, y_zp)
-        fn = f"mtvm_mm_rq_s8_dsp_{v}x{kp}x{n}_w"
+        fn = f"mtvm_mm_rq_s8_dsp_{v}x{kp}x{cw}" + (f"l{n}" if cw != n else "") + "_w"
         if fn not in k.helpers:   # one out-of-line copy per shape (shared with QMatMul's)
-            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kp}, {n}, 0, 0, 1)")
+            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kp}, {cw}, {n}, 0, 0, 1)")
         pk = Var("pk", Type("uint32", pointer=True))
         bw = Var("bw", Type("uint32", pointer=True))
         prm = Var("prm", Type("int32", pointer=True))
@@ -532,22 +550,28 @@ class QBatchMatMulDsp(Schedule):
         pb = Var("pb", Type(b.dtype, pointer=True, const=True))
         yt = Var("yt", Type(k.out.dtype, pointer=True))
 
+        j, j0 = Var("j"), Var("j0")
+        col0 = j0 if cw < n else 0
+
         def block(row) -> list:
             return [ExprStmt(call("mtvm_packv_s8_dsp", pa + row * kk, kk, 1, v, v, kk, pk)),
                     ExprStmt(call(fn, Cast(Type("int8", pointer=True, const=True), bw), pk,
-                                  prm, yt + row * n))]
+                                  prm, yt + row * n + col0))]
+        chunk = [ExprStmt(call("mtvm_mm_rq_cols_s8", pb + col0, kk, cw, n, kp, b_zp, a_zp, mq,
+                               rnd, sh, bw, prm))] + _row_blocks(m, v, lambda row, _: block(row))
+        if cw < n:   # the last chunk overlapping the one before: one copy of the code
+            chunk = [For(j, n, [Decl(j0, select(lt(j, n - cw), j, n - cw))] + chunk, step=cw)]
         per_t = [Decl(pa, Var(a.c) + RawExpr(offset(a))), Decl(pb, Var(b.c) + RawExpr(offset(b))),
-                 Decl(yt, Var(k.out.c) + t * (m * n)),
-                 ExprStmt(call("mtvm_mm_rq_cols_s8", pb, kk, n, kp, b_zp, a_zp, mq, rnd, sh,
-                               bw, prm))] + _row_blocks(m, v, lambda row, _: block(row))
+                 Decl(yt, Var(k.out.c) + t * (m * n))] + chunk
         body = [Comment(f"per batch entry b's {n} columns widened to int16 pairs less their "
                         f"zero point ({kp} values each, zeros past {kk}) with per column "
-                        "-za sum (b - zb) and the requantization, then per block of "
+                        "-za sum (b - zb) and the requantization"
+                        + (f", {cw} columns a chunk" if cw < n else "") + ", then per block of "
                         f"{v} rows of a: the rows packed, the fused QMatMul loop over the "
                         "columns"),
                 Comment("sum a (b - zb) - za sum (b - zb) = sum (a - za)(b - zb)"),
                 Decl(pk, Cast(pk.type, Var("scratch"))),
                 Decl(bw, pk + _words(v, kp)),
-                Decl(prm, Cast(prm.type, bw + n * kp // 2)),
+                Decl(prm, Cast(prm.type, bw + cw * kp // 2)),
                 For(t, nb, per_t)]
         return render_c(body)
