@@ -114,6 +114,23 @@ def test_reshape_to_output_is_not_an_alias():
     assert not passes.mark_aliases(g).nodes[1].alias
 
 
+def test_a_transpose_of_unit_axes_only_is_an_alias():
+    """[1, 5, 1, 3] -> [1, 1, 5, 3] keeps the bytes' order (a view); [1, 5, 3] -> [1, 3, 5]
+    does not, nor the same Transpose writing a graph output."""
+    g = graph_of([helper.make_node("Relu", ["x"], ["r"]),
+                  helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Relu", ["t"], ["y"]),
+                  helper.make_node("Transpose", ["r"], ["y2"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", ["r", "shape"], ["r3"]),
+                  helper.make_node("Transpose", ["r3"], ["t3"], perm=[0, 2, 1]),
+                  helper.make_node("Relu", ["t3"], ["y3"])],
+                 [("x", [1, 5, 1, 3])], ["y", "y2", "y3"],
+                 [("shape", np.array([1, 5, 3], np.int64))])
+    after = passes.mark_aliases(g)
+    assert [n.alias for n in after.nodes if n.op == "Transpose"] == [True, False, False]
+    same_meaning(g, after)
+
+
 def test_fusion_of_conv_tail(g):
     before = passes.optimize(g, fuse=False)
     after = passes.fuse_elementwise_tails(before)

@@ -93,12 +93,25 @@ def eliminate_dead(graph: Graph) -> Graph:
     return g
 
 
+def moves_only_unit_axes(n, g: Graph) -> bool:
+    """A Transpose whose permutation keeps its axes of more than one element in order
+    (it moves only axes of size 1: an attention head split with one head, [1, T, 1, D]
+    -> [1, 1, T, D]): its bytes are the input's, in the same order."""
+    if n.op != "Transpose" or n.domain or not n.inputs or n.inputs[0] not in g.tensors:
+        return False
+    shape = g.tensors[n.inputs[0]].shape
+    perm = n.attrs.get("perm") or list(reversed(range(len(shape))))
+    kept = [p for p in perm if shape[p] != 1]
+    return kept == sorted(kept)
+
+
 def mark_aliases(graph: Graph) -> Graph:
-    """Reshape/Flatten/Squeeze/Unsqueeze keep the bytes: their output is a view
-    of the input, unless it must be a distinct buffer (a graph output)."""
+    """Reshape/Flatten/Squeeze/Unsqueeze keep the bytes, and so does a Transpose that
+    moves only axes of size 1: their output is a view of the input, unless it must be a
+    distinct buffer (a graph output)."""
     g = graph.copy()
     for n in g.nodes:
         op = get_op(n.op, n.domain)
-        n.alias = bool(op.alias and n.outputs[0] not in g.outputs
-                       and not g.tensors[n.inputs[0]].is_const)
+        n.alias = bool((op.alias or moves_only_unit_axes(n, g)) and
+                       n.outputs[0] not in g.outputs and not g.tensors[n.inputs[0]].is_const)
     return g
