@@ -52,6 +52,23 @@ def _store(k, value: str, idx: str) -> list[str]:
 
 # -- Transpose ----------------------------------------------------------------------
 
+def transpose_dims(shape, perm) -> list[list[int]]:
+    """A Transpose's output dims as [size, input stride], outermost first: size-1 dims
+    dropped, dims that stay adjacent in the input merged ([[1, 1]] for one element)."""
+    perm = list(perm) if perm else list(reversed(range(len(shape))))
+    in_st = _strides(shape)
+    dims: list[list[int]] = []
+    for p in perm:
+        size, st = shape[p], in_st[p]
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == size * st:
+            dims[-1] = [dims[-1][0] * size, st]
+        else:
+            dims.append([size, st])
+    return dims or [[1, 1]]
+
+
 @register("Transpose")
 class Transpose(Op):
     """out[i0, i1, ...] = x[... indexed by perm ...]; perm defaults to reversed."""
@@ -69,22 +86,7 @@ class Transpose(Op):
 
     def emit(self, k, *, perm=None):
         x = k.ins[0]
-        rank = len(x.shape)
-        perm = list(perm) if perm else list(reversed(range(rank)))
-        in_st = _strides(x.shape)
-        # Output dims as (size, input stride); size-1 dims dropped, dims that
-        # stay adjacent in the input merged.
-        dims: list[list[int]] = []
-        for p in perm:
-            size, st = x.shape[p], in_st[p]
-            if size == 1:
-                continue
-            if dims and dims[-1][1] == size * st:
-                dims[-1] = [dims[-1][0] * size, st]
-            else:
-                dims.append([size, st])
-        if not dims:
-            dims = [[1, 1]]
+        dims = transpose_dims(x.shape, perm)
         sizes = [d[0] for d in dims]
         names = [f"i{d}" for d in range(len(dims))]
         out_idx = _index(list(zip(names, _strides(sizes))))
