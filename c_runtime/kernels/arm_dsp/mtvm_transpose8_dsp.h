@@ -12,6 +12,7 @@
 #ifndef MTVM_TRANSPOSE8_DSP_H_
 #define MTVM_TRANSPOSE8_DSP_H_
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include "mtvm_dsp.h"
@@ -43,17 +44,18 @@ static MTVM_ALWAYS_INLINE uint32_t mtvm_pk_highs(uint32_t lo, uint32_t hi)
 }
 #endif
 
-/* dst[c * rows + r] = src[r * cols + c], r < rows, c < cols. */
-static inline void mtvm_transpose8_dsp(const uint8_t* src, int32_t rows, int32_t cols,
+/* dst[c * rows + r] = src[r * cols + c], r < rows, c < cols. (Each loop starts from its
+ * own bound, not from where the one before stopped: gcc 12 warned, wrongly, of undefined
+ * behaviour in the loops past the blocks.) */
+static inline void mtvm_transpose8_dsp(const uint8_t* src, size_t rows, size_t cols,
                                        uint8_t* dst)
 {
-    int32_t r = 0;
 #if defined(__ARM_FEATURE_DSP)
-    const int32_t cols4 = cols & ~3;
-    for (; r + 4 <= rows; r += 4) {
+    const size_t rows4 = rows & ~(size_t)3, cols4 = cols & ~(size_t)3;
+    for (size_t r = 0; r < rows4; r += 4) {
         const uint8_t* s = src + r * cols;
         uint8_t* d = dst + r;
-        for (int32_t c = 0; c < cols4; c += 4, s += 4, d += 4 * rows) {
+        for (size_t c = 0; c < cols4; c += 4, s += 4, d += 4 * rows) {
             uint32_t a, b, e, f;
             memcpy(&a, s, 4);
             memcpy(&b, s + cols, 4);
@@ -71,15 +73,17 @@ static inline void mtvm_transpose8_dsp(const uint8_t* src, int32_t rows, int32_t
             memcpy(d + 2 * rows, &c2, 4);
             memcpy(d + 3 * rows, &c3, 4);
         }
-        for (int32_t c = cols4; c < cols; ++c) {   /* the last columns of these rows */
-            for (int32_t i = 0; i < 4; ++i) {
+        for (size_t c = cols4; c < cols; ++c) {   /* the last columns of these rows */
+            for (size_t i = 0; i < 4; ++i) {
                 dst[c * rows + r + i] = src[(r + i) * cols + c];
             }
         }
     }
+#else
+    const size_t rows4 = 0;
 #endif
-    for (; r < rows; ++r) {   /* the last rows (every row without the DSP extension) */
-        for (int32_t c = 0; c < cols; ++c) {
+    for (size_t r = rows4; r < rows; ++r) {   /* the last rows (all without the DSP) */
+        for (size_t c = 0; c < cols; ++c) {
             dst[c * rows + r] = src[r * cols + c];
         }
     }
