@@ -19,27 +19,20 @@
 #include "mtvm_int8_bytes.h"
 
 #if defined(__ARM_FEATURE_DSP)
-/* (lo's low half, hi's low half) and (lo's high half, hi's high half) as one word each:
- * PKHBT and PKHTB (gcc builds them with UXTH or AND and an ORR). */
-static MTVM_ALWAYS_INLINE uint32_t mtvm_pk_lows(uint32_t lo, uint32_t hi)
+/* high 0: (lo's low half, hi's low half) as one word, PKHBT; high 1: (lo's high half,
+ * hi's high half), PKHTB (gcc builds them with UXTH or AND and an ORR). */
+static MTVM_ALWAYS_INLINE uint32_t mtvm_pk_halves(uint32_t lo, uint32_t hi, int high)
 {
 #if defined(__GNUC__) && defined(__thumb2__)
     uint32_t r;
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+    if (high) {
+        __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
+    } else {
+        __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(r) : "r"(lo), "r"(hi));
+    }
     return r;
 #else
-    return (lo & 0xFFFFu) | (hi << 16);
-#endif
-}
-
-static MTVM_ALWAYS_INLINE uint32_t mtvm_pk_highs(uint32_t lo, uint32_t hi)
-{
-#if defined(__GNUC__) && defined(__thumb2__)
-    uint32_t r;
-    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(r) : "r"(hi), "r"(lo));
-    return r;
-#else
-    return (lo >> 16) | (hi & 0xFFFF0000u);
+    return high ? (lo >> 16) | (hi & 0xFFFF0000u) : (lo & 0xFFFFu) | (hi << 16);
 #endif
 }
 #endif
@@ -66,8 +59,10 @@ static inline void mtvm_transpose8_dsp(const uint8_t* src, size_t rows, size_t c
             const uint32_t ab13 = __uxtb16((a >> 8) | (a << 24)) | (b & 0xFF00FF00u);
             const uint32_t ef02 = __uxtb16(e) | (__uxtb16(f) << 8);
             const uint32_t ef13 = __uxtb16((e >> 8) | (e << 24)) | (f & 0xFF00FF00u);
-            const uint32_t c0 = mtvm_pk_lows(ab02, ef02), c1 = mtvm_pk_lows(ab13, ef13);
-            const uint32_t c2 = mtvm_pk_highs(ab02, ef02), c3 = mtvm_pk_highs(ab13, ef13);
+            const uint32_t c0 = mtvm_pk_halves(ab02, ef02, 0);
+            const uint32_t c1 = mtvm_pk_halves(ab13, ef13, 0);
+            const uint32_t c2 = mtvm_pk_halves(ab02, ef02, 1);
+            const uint32_t c3 = mtvm_pk_halves(ab13, ef13, 1);
             memcpy(d, &c0, 4);
             memcpy(d + rows, &c1, 4);
             memcpy(d + 2 * rows, &c2, 4);
