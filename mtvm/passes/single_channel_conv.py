@@ -24,14 +24,14 @@ against 43 K, 34 K against 33 K). Helium and RISC-V cores keep the depthwise ker
 mps3-an547 and riscv32-virt it is the faster one at 16 channels).
 
 On x86 the im2col kernels vectorize over the output channels (VNNI or AVX2 pair sums;
-8 or more of them) where the depthwise kernel has one channel's plane: with AVX-512 VNNI (bench/host.py, a
-Zen 5 host) every shape tried is faster, 72 channels 3x3 stride 2 on 49x10 (dscnn_v13_int8's
-first layer) 23.7 -> 1.5 us, 16 channels 3x3 stride 1 on 32x32 4.7 -> 2.7 us, 32 channels
-3x3 stride 2 4.2 -> 1.0 us; with AVX2 only at stride 2 and more (72 channels 25 -> 12 us,
-32 channels 11 -> 9 us; at stride 1 or (2, 1) the depthwise kernel stays ahead, 16
-channels 3x3 11 against 14 us, kws_crnn_int8 39 against 44 us). The portable C ("c"),
-whose ISA its compiler picks, follows the AVX2 rule. dscnn_v13_int8: 1.36 -> 0.98 of
-onnxruntime's time (AVX-512), 0.110 -> 0.089 ms (AVX2).
+8 or more of them) where the depthwise kernel has one channel's plane: with AVX-512 VNNI
+(bench/host.py, a Zen 5 host) every shape tried is faster, 72 channels 3x3 stride 2 on
+49x10 (dscnn_v13_int8's first layer) 23.7 -> 1.5 us, 16 channels 3x3 stride 1 on 32x32
+4.7 -> 2.7 us, 32 channels 3x3 stride 2 4.2 -> 1.0 us; with AVX2 only at stride 2 and
+more (72 channels 25 -> 12 us, 32 channels 11 -> 9 us; at stride 1 or (2, 1) the
+depthwise kernel stays ahead, 16 channels 3x3 11 against 14 us, kws_crnn_int8 39 against
+44 us). The portable C ("c"), whose ISA its compiler picks, follows the AVX2 rule.
+dscnn_v13_int8: 1.36 -> 0.98 of onnxruntime's time (AVX-512), 0.110 -> 0.089 ms (AVX2).
 
 So on those targets the pass folds the zero-point terms into the bias (folded=1, the
 im2col kernel's arithmetic: the same integers, QConv.reference)."""

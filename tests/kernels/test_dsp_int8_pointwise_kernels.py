@@ -117,7 +117,8 @@ static int8_t y[HW];
         for (int g = 0; g < (N); ++g) \
             mtvm_pw8_pack_s8_dsp(xc + 8 * g * HW, HW, np[c], xp + 4 * HW * g); \
         mtvm_pw8_sum_s8_dsp(xp, np[c], wc, KK, 4 * HW * (N), bias[c], 1); \
-        if ((N) > 2) mtvm_pw8_sum_s8_dsp(xp + 4 * HW, np[c], wc + 8, KK, 4 * HW * ((N) - 1), 0, 0); \
+        if ((N) > 2) mtvm_pw8_sum_s8_dsp(xp + 4 * HW, np[c], wc + 8, KK, 4 * HW * ((N) - 1), 0, \
+                                         0); \
         if ((N) > 3) mtvm_pw8_sum_s8_dsp(xp + 8 * HW, np[c], wc + 16, KK, 4 * HW * ((N) - 2), 0, \
                                          0); \
         mtvm_pw8_last_s8_dsp(xp + 4 * HW * ((N) - 1), y, np[c], wc + 8 * ((N) - 1), KK, 4 * HW, \

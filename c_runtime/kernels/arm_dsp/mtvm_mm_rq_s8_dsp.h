@@ -215,12 +215,6 @@ static inline void mtvm_mm_rq_cols_s8(const int8_t* b, int32_t K, int32_t n, int
     }
 }
 
-/* Lane l (0, 1) of an int16-pair word. */
-static MTVM_ALWAYS_INLINE int32_t mtvm_mm_rq_lane(uint32_t v, int l)
-{
-    return (int32_t)(int16_t)(uint16_t)(l ? v >> 16 : v);
-}
-
 /* The same integers in C: per column the V sums (mtvm_dotvp_8_dsp), each requantized,
  * saturated, through the Add, stored. */
 static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
@@ -241,8 +235,8 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
                 for (int32_t r = 0; r < V; ++r) {
                     const uint32_t* pr = p0 + 2 * (g * V + r);
                     for (int32_t l = 0; l < 2; ++l) {
-                        s[r] += mtvm_mm_rq_lane(ww[2 * g], l) * mtvm_mm_rq_lane(pr[0], l) +
-                                mtvm_mm_rq_lane(ww[2 * g + 1], l) * mtvm_mm_rq_lane(pr[1], l);
+                        s[r] += mtvm_packv_lane(ww[2 * g], l) * mtvm_packv_lane(pr[0], l) +
+                                mtvm_packv_lane(ww[2 * g + 1], l) * mtvm_packv_lane(pr[1], l);
                     }
                 }
             }

@@ -65,13 +65,12 @@ static MTVM_ALWAYS_INLINE void mtvm_packv_8_dsp(const uint8_t* src, int is_unsig
     }
 }
 
-#if !defined(__ARM_FEATURE_DSP)
-/* Portable: lane l (0, 1) of a packed word. */
+/* Lane l (0, 1) of a packed word (the portable dot products; mtvm_mm_rq_s8_dsp.h's C form
+ * of the wide weights). */
 static inline int32_t mtvm_packv_lane(uint32_t w, int l)
 {
     return (int32_t)(int16_t)(uint16_t)(l ? w >> 16 : w);
 }
-#endif
 
 /* Optimized builds only: at -O0 V is not a constant, all three statements are kept, and
  * gcc 12's register allocator did not come back from the six-sum one (twelve operands
