@@ -463,7 +463,7 @@ class _Recurrent(Op):
     def emit(self, k, *, hidden_size, direction="forward", layout=0, activations=None,
              activation_alpha=None, activation_beta=None, clip=None, linear_before_reset=0,
              input_forget=0, output_sequence=0, gemv=None, project=None, gemv_init=None,
-             gemv_packed=False):
+             gemv_packed=False, act_arrays=None):
         """gemv: None, the dot products as plain loops over W and R as the model
         gives them ([dirs][gates * H][I or H]); or the name of a C function
         gemv(taps, x, b, ldb, n, out) (out[q] = sum_t x[t] b[t * ldb + q], q < n)
@@ -476,17 +476,24 @@ class _Recurrent(Op):
         rows (mtvm.ops.microkernels.gemm_ukernel), each step then copying its row. Only
         R h stays a GEMV per step (batch 1 without sequence_lens; else per step).
 
-        gemv_init: with gemv and without project, for RNN and LSTM, a C function
-        gemv_init(taps, x, b, ldb, n, init, out) (out[q] = init[q] + the same sum; init
-        may be out): the gates as W x started from the bias, then R h added in place --
-        no pass of their own over the gate rows. The bias input then holds Wb + Rb
-        ([dirs][gates * H], summed by the schedule: summed_bias) instead of the two.
+        gemv_init: with gemv and without project, for RNN, LSTM and GRU with
+        linear_before_reset, a C function gemv_init(taps, x, b, ldb, n, init, out) (out[q] =
+        init[q] + the same sum; init may be out): the gates as W x started from the bias,
+        then R h added in place -- no pass of their own over the gate rows. The bias input
+        then holds Wb + Rb ([dirs][gates * H], summed by the schedule: summed_bias) instead
+        of the two; GRU's [dirs][4H] keeps Wb_h and Rb_h apart (Wb + Rb of z and r, Wb_h,
+        Rb_h): its R_h h starts from Rb_h in a row of its own, which r then multiplies.
 
         gemv_packed: with gemv and without project, W and R [dirs][I or H][gates * H] hold
         each direction's columns in the packed layout of mtvm_f32_gemv16_packed_vfp
         (mtvm/schedules/arm_dsp/recurrent_f32.py, packed16): gemv(taps, x, w, n, out) and
         gemv_init(taps, x, w, n, init, out) without ldb, the columns from c of a direction
-        at taps * c (GRU without linear_before_reset: R's columns 2H.. packed apart)."""
+        at taps * c (GRU without linear_before_reset: R's columns 2H.. packed apart).
+
+        act_arrays: None, or {activation name: C function f(v, n)} applying it in place to
+        n values (mtvm_sigmoid_f32_inplace, ...): the gate rows' activations as one call
+        per row range where every direction's is one of these and there is no clip; the
+        same values as the activation applied value by value."""
         x, w, r = k.ins[:3]
         bias, seqlens, h0, c0, peep = (k.ins + [None] * 8)[3:8]
         op, H, GH = self.name, hidden_size, self.gates * hidden_size
@@ -501,7 +508,8 @@ class _Recurrent(Op):
         k.scratch_bytes = self.scratch_bytes(k, hidden_size=H, direction=direction, layout=layout,
                                              gemv=gemv, project=project, gemv_init=gemv_init)
         steps = self.projected_steps(k, gemv, project, layout)
-        assert not gemv_init or (gemv and not steps and op != "GRU"), "gemv_init: RNN, LSTM"
+        assert not gemv_init or (gemv and not steps and (op != "GRU" or linear_before_reset)), \
+            "gemv_init: RNN, LSTM, GRU with linear_before_reset"
         assert not gemv_packed or (gemv and not steps), "gemv_packed: GEMVs per step"
         X, W, R = param(x), param(w), param(r)
         bias_v = param(bias) if bias is not None else None
@@ -541,6 +549,14 @@ class _Recurrent(Op):
                                                               select(greater(v_, c_), c_, v_)))],
                 ret=T, static=True, inline=True)))
 
+        def act_array(n: int, at: Expr, count: int):
+            """Activation n in place over `count` values from `at`, where act_arrays has it
+            (the same for every direction, no clip); else None."""
+            names = {A[dd][n][0] for dd in range(dirs)}
+            f = (act_arrays or {}).get(names.pop()) if len(names) == 1 and clip is None \
+                else None
+            return ExprStmt(call(f, at, count)) if f else None
+
         def act(n: int, pre: Expr, clipped: bool = True) -> Expr:
             """Activation n (f, g, h) of direction d of `pre` (clipped: a gate's input)."""
             text = render_c(pre)
@@ -558,6 +574,8 @@ class _Recurrent(Op):
             lines += [Comment("r * h, or R_h h + Rb_h"), Decl(rh, gt + GH)]
         if gemv and not gemv_init:
             lines += [Comment("R h of one step"), Decl(gr, gt + (GH + H))]
+        elif gemv_init and op == "GRU":
+            lines += [Comment("R_h h + Rb_h of one step"), Decl(gr, gt + GH)]
         xw, xp = Var("xw", TP), Var("xp", TP)
         if steps:
             lines += [Comment(f"W x of {steps} steps [{steps}][{GH}], their inputs [{I}][{steps}]"),
@@ -588,11 +606,18 @@ class _Recurrent(Op):
             # z and r only; its h gate multiplies R_h by r * h below).
             if gemv_init:
                 # gt = (Wb + Rb) + W x, then gt += R h in place: no pass over the gate rows
-                wx = gemv_call(gemv_init, I, X + xa, mat(W, I), GH, bias_v + d * GH,
+                # (GRU: z and r; its h gate takes R_h h + Rb_h apart, into gr)
+                bs = GH + (H if op == "GRU" else 0)   # the summed bias row of a direction
+                wx = gemv_call(gemv_init, I, X + xa, mat(W, I), GH, bias_v + d * bs,
                                gt) if bias is not None else \
                     gemv_call(gemv, I, X + xa, mat(W, I), GH, gt)
-                step += [ExprStmt(wx), ExprStmt(gemv_call(gemv_init, H, h, mat(R, H), GH,
+                step += [ExprStmt(wx), ExprStmt(gemv_call(gemv_init, H, h, mat(R, H), full,
                                                           gt, gt))]
+                if op == "GRU":
+                    rhh = gemv_call(gemv_init, H, h, mat(R, H, 2 * H), H,
+                                    bias_v + (d * bs + GH), gr) if bias is not None else \
+                        gemv_call(gemv, H, h, mat(R, H, 2 * H), H, gr)
+                    step.append(ExprStmt(rhh))
             else:
                 nr = 2 * H if op == "GRU" and not linear_before_reset else GH
                 gsum = gr[g] + wb(g) + rb(g) if bias is not None else gr[g]
@@ -606,12 +631,17 @@ class _Recurrent(Op):
             step.append(For(g, full, [Decl(acc, wb(g) + rb(g)), dot(W, I, g, X[xa + q]),
                                       dot(R, H, g, h[q]), Assign(gt[g], acc)]))
         if op == "RNN":
-            step.append(For(j, H, [Assign(h[j], act(0, gt[j]))]))
+            arr = act_array(0, gt, H)
+            step += [arr, For(j, H, [Assign(h[j], gt[j])])] if arr else \
+                [For(j, H, [Assign(h[j], act(0, gt[j]))])]
         elif op == "GRU":
             # z, r = f(...); h~ = g(...) into gt[2H..3H); h = (1 - z) h~ + z h.
-            step.append(For(j, 2 * H, [Assign(gt[j], act(0, gt[j]))]))
+            step.append(act_array(0, gt, 2 * H) or For(j, 2 * H, [Assign(gt[j], act(0, gt[j]))]))
             hrow = 2 * H + j
-            if gemv and linear_before_reset:
+            if gemv_init:
+                # h~ = g((Wb_h + W_h x) + r * (Rb_h + R_h h)): the bias already in both
+                hbody = [Decl(acc, gt[hrow] + gt[H + j] * gr[j])]
+            elif gemv and linear_before_reset:
                 # h~ = g(W_h x + Wb_h + r * (R_h h + Rb_h)): gt and gr hold the products.
                 hbody = [Decl(acc, gt[hrow] + wb(hrow) + gt[H + j] * (gr[hrow] + rb(hrow)))]
             elif gemv:
@@ -629,8 +659,10 @@ class _Recurrent(Op):
                 step.append(For(j, H, [Assign(rh[j], gt[H + j] * h[j])]))
                 hbody = [Decl(acc, wb(hrow) + rb(hrow)), dot(W, I, hrow, X[xa + q]),
                          dot(R, H, hrow, rh[q])]
-            step += [For(j, H, hbody + [Assign(gt[hrow], act(1, acc))]),
-                     For(j, H, [Assign(h[j], (one - gt[j]) * gt[hrow] + gt[j] * h[j])])]
+            harr = act_array(1, gt + 2 * H, H)
+            step += [For(j, H, hbody + [Assign(gt[hrow], acc)]), harr] if harr else \
+                [For(j, H, hbody + [Assign(gt[hrow], act(1, acc))])]
+            step.append(For(j, H, [Assign(h[j], (one - gt[j]) * gt[hrow] + gt[j] * h[j])]))
         else:
             # LSTM, gate rows i, o, f, c; peepholes P i, o, f. c = f c + i g(.);
             # o sees the new c; h = o h(c).
@@ -640,11 +672,21 @@ class _Recurrent(Op):
                     e = e + param(peep)[d * (3 * H) + peep_row * H + j] * c[j]
                 return e
             ig, fg = Var("ig", Type(dt, const=True)), Var("fg", Type(dt, const=True))
-            step.append(For(j, H, [
-                Decl(ig, act(0, pre(0, 0))),
-                Decl(fg, one - ig if input_forget else act(0, pre(2, 2))),
-                Assign(c[j], fg * c[j] + ig * act(1, pre(3))),
-                Assign(h[j], act(0, pre(1, 1)) * act(2, c[j], clipped=False))]))
+            arrays = [act_array(0, gt, 3 * H), act_array(1, gt + 3 * H, H),
+                      act_array(2, gt + 3 * H, H)]
+            if peep is None and not input_forget and all(arrays):
+                # i, o, f = f(...) and g(c row) in place; c = f c + i g, kept in the c row
+                # for h(c) in place; h = o h(c)
+                step += arrays[:2] + [
+                    For(j, H, [Assign(c[j], gt[2 * H + j] * c[j] + gt[j] * gt[3 * H + j]),
+                               Assign(gt[3 * H + j], c[j])]),
+                    arrays[2], For(j, H, [Assign(h[j], gt[H + j] * gt[3 * H + j])])]
+            else:
+                step.append(For(j, H, [
+                    Decl(ig, act(0, pre(0, 0))),
+                    Decl(fg, one - ig if input_forget else act(0, pre(2, 2))),
+                    Assign(c[j], fg * c[j] + ig * act(1, pre(3))),
+                    Assign(h[j], act(0, pre(1, 1)) * act(2, c[j], clipped=False))]))
         if y is not None:
             step.append(For(j, H, [Assign(param(y, output=True)[y_at], h[j])]))
         if steps:

@@ -224,6 +224,64 @@ def test_tanh_and_sigmoid_stay_in_their_range_where_they_saturate(target):
     assert tmax <= 1.0 and tmin >= -1.0 and smax <= 1.0 and smin >= 0.0
     assert tmax == 1.0 and tmin == -1.0 and smax == 1.0 and smin == 0.0   # saturated
 
+INPLACE_TEST = r"""
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "mtvm_activation_f32_vfp.h"
+@ARRAYS@
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+int main(void)
+{
+    static float t[@N@ + 1], s[@N@ + 1];
+    volatile float zero = 0.0f;
+    long bad = 0;
+    for (int n = 0; n <= @N@; n += (n < 5 ? 1 : @N@ - 5)) {   /* 0-5 values, and all */
+        memcpy(t, v, sizeof v);
+        memcpy(s, v, sizeof v);
+        t[n] = s[n] = 12345.0f;    /* past the end: untouched */
+        mtvm_tanh_f32_inplace(t, n);
+        mtvm_sigmoid_f32_inplace(s, n);
+        for (int i = 0; i < n; ++i) {
+            bad += bits(t[i]) != bits(mtvm_tanh_f32(v[i]));
+            bad += bits(s[i]) != bits(mtvm_sigmoid_f32(v[i]));
+        }
+        bad += t[n] != 12345.0f || s[n] != 12345.0f;
+    }
+    t[0] = t[1] = s[0] = s[1] = zero / zero;
+    mtvm_tanh_f32_inplace(t, 2);
+    mtvm_sigmoid_f32_inplace(s, 2);
+    printf("%ld %d %d\n", bad, t[1] != t[1], s[0] != s[0]);
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("target", ["host"] + BOARDS)   # an arm_dsp header: not x86's
+def test_tanh_and_sigmoid_in_place_are_the_scalar_functions_bit_for_bit(target):
+    """The array forms of the recurrent gates (on the M4F two values a step in VFP
+    assembly, the bound tested on x * x) give the scalar functions' bits on every value:
+    both sides of each bound by one unit in the last place, the bounds themselves, zeros of
+    both signs, infinities, and any length (the odd last value in C); NaN propagates."""
+    edges = []
+    for b in (8.0, 16.0):
+        for e in (b, np.nextafter(np.float32(b), np.float32(0)),
+                  np.nextafter(np.float32(b), np.float32(100))):
+            edges += [e, -e]
+    v = np.concatenate([np.linspace(-20, 20, 401), edges,
+                        [0.0, -0.0, 1e-30, -1e-30, np.inf, -np.inf, 3e38, -3e38]])
+    program = (INPLACE_TEST.replace("@ARRAYS@", _floats("v", v))
+               .replace("@N@", str(v.size)))
+    out = _run(program, "act_inplace", target, ["mtvm_activation_f32_vfp.h"]).split()
+    assert out == ["0", "1", "1"]
+
+
 EXP_TEST = r"""
 #define MTVM_EXP_F32_PORTABLE   /* the polynomial on a glibc host too */
 #include <math.h>

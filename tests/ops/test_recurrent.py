@@ -418,11 +418,13 @@ def test_on_mps2_an386_matches_onnxruntime(what, tmp_path):
                     reason="QEMU or arm-none-eabi-gcc not installed")
 def test_m4f_schedules_start_the_gates_from_the_bias_and_match_onnxruntime(tmp_path):
     """Built for the Cortex-M4F itself (the sixteen-column VFP GEMVs, mtvm/schedules/
-    arm_dsp/recurrent_f32.py): RNN and LSTM gates as (Wb + Rb) + W x, then + R h in place
-    (mtvm_f32_gemv16_packed_init_vfp; without a bias W x alone first), GRU with its pass
-    over the rows, with and without linear_before_reset (R_h packed apart or not); the
-    weights packed; hidden sizes with and without a partial block of sixteen gate rows, both
-    directions, peepholes, initial states, batch 2 with sequence lengths."""
+    arm_dsp/recurrent_f32.py): RNN, LSTM and GRU with linear_before_reset gates as
+    (Wb + Rb) + W x, then + R h in place (mtvm_f32_gemv16_packed_init_vfp; without a bias
+    W x alone first), GRU's R_h h from Rb_h apart (R_h packed apart); GRU without
+    linear_before_reset with its pass over the rows; the activations a row range at a time
+    (odd counts: the last value in C), an LSTM with peepholes value by value; the weights
+    packed; hidden sizes with and without a partial block of sixteen gate rows, both
+    directions, initial states, batch 2 with sequence lengths."""
     from mtvm.boards import load_board
     from mtvm.target import Target
     cases = []
@@ -439,7 +441,11 @@ def test_m4f_schedules_start_the_gates_from_the_bias_and_match_onnxruntime(tmp_p
     expected = _onnxruntime(ort_model, feed)
     lib = mtvm.compile(model, target=Target.from_board(load_board("mps2-an386")))
     src = lib.sources["codegen/host/src/tvmgen_default_kernels.c"]
-    assert src.count("mtvm_f32_gemv16_packed_init_vfp(") >= 5 + 2   # 5 RNN/LSTM, 2 with W x
+    # R h in place in the 5 RNN/LSTM, W x from the bias in the 3 with one; GRU with
+    # linear_before_reset: R_zr h in place in both, W x and R_h h from the bias in one
+    assert src.count("mtvm_f32_gemv16_packed_init_vfp(") == 5 + 3 + 2 + 2
+    assert src.count("mtvm_sigmoid_f32_inplace(") == 2 + 4    # LSTM without peepholes, GRU
+    assert src.count("mtvm_tanh_f32_inplace(") == 2 * 2 + 2 + 4
     got = run_on_board(lib, feed, tmp_path / "proj")
     for name, e in expected.items():
         np.testing.assert_allclose(got[name], e, atol=TOL, rtol=0, err_msg=name)

@@ -40,11 +40,16 @@ static inline float mtvm_act_rational(float x, float p4, float p3, float p2, flo
  * one of the result took twice the comparisons (VCMP, VMRS, IT, VMOV each on the
  * Cortex-M4F, where a 16-unit LSTM spent half its time in these functions). Large |x|
  * overflows P and Q, which the select discards; NaN propagates. */
+#define MTVM_TANH_F32_COEFFS(F) \
+    F(1.37056677e-08f, 2.08651527e-05f, 3.51127703e-03f, 1.33942828e-01f, 1.0f, \
+      7.92102014e-07f, 3.31120042e-04f, 2.59368103e-02f, 4.67276037e-01f, 1.0f)
+/* The coefficients as arguments (p4, ..., p0, q4, ..., q0): MTVM_..._COEFFS(MTVM_ACT_ARGS);
+ * the array forms (arm_dsp/mtvm_activation_f32_vfp.h) lay the same out as a table. */
+#define MTVM_ACT_ARGS(...) __VA_ARGS__
+
 static inline float mtvm_tanh_f32(float x)
 {
-    const float t = mtvm_act_rational(x, 1.37056677e-08f, 2.08651527e-05f, 3.51127703e-03f,
-                                      1.33942828e-01f, 1.0f, 7.92102014e-07f,
-                                      3.31120042e-04f, 2.59368103e-02f, 4.67276037e-01f, 1.0f);
+    const float t = mtvm_act_rational(x, MTVM_TANH_F32_COEFFS(MTVM_ACT_ARGS));
     /* a NaN x fails both comparisons: NaN out */
     return x > 8.0f ? 1.0f : (x < -8.0f ? -1.0f : t);
 }
@@ -54,12 +59,13 @@ static inline float mtvm_tanh_f32(float x)
  * every intermediate is the tanh's scaled exactly and the result is bit for bit
  * 0.5f + 0.5f * mtvm_tanh_f32(0.5f * x), in [0, 1] (1 and 0 exactly beyond +-16), with two
  * multiplies fewer. Absolute error below 2e-7. */
+#define MTVM_SIGMOID_F32_COEFFS(F) \
+    F(1.3384441e-11f, 8.15045e-08f, 5.4863704e-05f, 8.371427e-03f, 0.25f, \
+      3.0941485e-09f, 5.1737507e-06f, 1.6210506e-03f, 1.1681901e-01f, 1.0f)
+
 static inline float mtvm_sigmoid_f32(float x)
 {
-    const float s = 0.5f + mtvm_act_rational(x, 1.3384441e-11f, 8.15045e-08f, 5.4863704e-05f,
-                                             8.371427e-03f, 0.25f, 3.0941485e-09f,
-                                             5.1737507e-06f, 1.6210506e-03f, 1.1681901e-01f,
-                                             1.0f);
+    const float s = 0.5f + mtvm_act_rational(x, MTVM_SIGMOID_F32_COEFFS(MTVM_ACT_ARGS));
     return x > 16.0f ? 1.0f : (x < -16.0f ? 0.0f : s);
 }
 

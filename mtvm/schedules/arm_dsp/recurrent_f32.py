@@ -6,11 +6,12 @@ per 16 MACs instead of 13 per 8, the same fused multiply-adds in the same order 
 bits). W and R are packed at compile time (packed16: each block of sixteen columns with its
 taps in a row, the same floats) so that the block needs no step between rows.
 
-RNN and LSTM go one step further: W x starts from the bias (Wb + Rb, summed at compile
-time) and R h is added to it in place, so the gate rows need no pass of their own (about
-eight instructions a row and step: a tenth of a 16-unit LSTM's time). The sums are then
-taken in another order than onnxruntime's, within float rounding. GRU keeps the pass (its
-h gate needs R_h h apart).
+RNN, LSTM and GRU with linear_before_reset go one step further: W x starts from the bias
+(Wb + Rb, summed at compile time) and R h is added to it in place, so the gate rows need no
+pass of their own (about eight instructions a row and step: a tenth of a 16-unit LSTM's
+time). GRU's h gate keeps Wb_h and Rb_h apart: R_h h starts from Rb_h in a row of its own,
+as r multiplies it. The sums are then taken in another order than onnxruntime's, within
+float rounding. GRU without linear_before_reset keeps the pass (R_h multiplies r * h).
 """
 from __future__ import annotations
 
@@ -25,24 +26,31 @@ from ..generic.recurrent_f32 import GruGemvF32, LstmGemvF32, RnnGemvF32
 
 GEMV = "mtvm_f32_gemv16_packed_vfp"
 GEMV_INIT = "mtvm_f32_gemv16_packed_init_vfp"
+# The gates' activations a row range at a time (c_runtime/kernels/arm_dsp/
+# mtvm_activation_f32_vfp.h: two values a step, 17.5 instructions a sigmoid against 31)
+ACT_ARRAYS = {"sigmoid": "mtvm_sigmoid_f32_inplace", "tanh": "mtvm_tanh_f32_inplace"}
 
 
-def starts_from_bias(op: str, k) -> bool:
-    """Whether the gates can start from the bias: RNN and LSTM, with a constant bias or
-    none (one given at run time keeps the pass over the rows)."""
+def starts_from_bias(op: str, k, linear_before_reset: int = 0) -> bool:
+    """Whether the gates can start from the bias: RNN, LSTM and GRU with
+    linear_before_reset, with a constant bias or none (one given at run time keeps the
+    pass over the rows)."""
     bias = k.ins[3] if len(k.ins) > 3 else None
-    return op != "GRU" and (bias is None or bias.const is not None)
+    return (op != "GRU" or bool(linear_before_reset)) and (bias is None or bias.const is not None)
 
 
-def summed_bias(k) -> None:
+def summed_bias(k, apart: int = 0) -> None:
     """Replace a constant bias input [dirs][2 * gates * H] (Wb, then Rb) by Wb + Rb
-    [dirs][gates * H], a new constant of the graph."""
+    [dirs][gates * H], a new constant of the graph; the last `apart` gate rows (GRU's h
+    gate: H) keep Rb apart, after them: [dirs][gates * H + apart]."""
     buf = k.ins[3] if len(k.ins) > 3 else None
     if buf is None:
         return
     b = np.asarray(buf.const, np.float32)
     gh = b.shape[-1] // 2
-    value = np.ascontiguousarray(b[..., :gh] + b[..., gh:])
+    summed = b[..., :gh - apart] + b[..., gh:2 * gh - apart]
+    value = np.ascontiguousarray(np.concatenate(
+        [summed, b[..., gh - apart:gh], b[..., 2 * gh - apart:]], axis=-1))
     name = k.graph.add_const(f"{buf.name}_summed", value)
     k.ins[3] = replace(buf, name=name, shape=value.shape, const=value)
 
@@ -72,10 +80,12 @@ def packed16(k, index: int, segments) -> None:
                            const=flat.reshape(dirs, taps, cols))
 
 
-def gemv_segments(op: str, cols: int, hidden_size: int, linear_before_reset: int):
-    """R's column ranges that the op's GEMVs read apart: GRU without linear_before_reset
-    takes R_h (r * h) on its own (mtvm/ops/recurrent.py)."""
-    if op == "GRU" and not linear_before_reset:
+def gemv_segments(op: str, cols: int, hidden_size: int, linear_before_reset: int,
+                  from_bias: bool = False):
+    """R's column ranges that the op's GEMVs read apart: GRU takes R_h on its own (times
+    r * h without linear_before_reset; from Rb_h where the gates start from the bias)
+    (mtvm/ops/recurrent.py)."""
+    if op == "GRU" and (from_bias or not linear_before_reset):
         return [(0, 2 * hidden_size), (2 * hidden_size, cols)]
     return [(0, cols)]
 
@@ -93,20 +103,24 @@ class _Vfp16:
 
     def scratch_bytes(self, k, /, **attrs) -> int:
         """Without R h's row where the gates start from the bias (it adds in place)."""
-        init = GEMV_INIT if starts_from_bias(self.op, k) else None
+        lbr = attrs.get("linear_before_reset", 0)
+        init = GEMV_INIT if starts_from_bias(self.op, k, lbr) else None
         return get_op(self.op).scratch_bytes(k, gemv=True, gemv_init=init, **attrs)
 
     def emit(self, k, /, **attrs) -> str:
         k.library("mtvm_gemv_f32_vfp16.h")
         cols = k.ins[1].shape[1]
+        H, lbr = attrs["hidden_size"], attrs.get("linear_before_reset", 0)
+        from_bias = starts_from_bias(self.op, k, lbr)
         packed16(k, 1, [(0, cols)])
-        packed16(k, 2, gemv_segments(self.op, cols, attrs["hidden_size"],
-                                     attrs.get("linear_before_reset", 0)))
+        packed16(k, 2, gemv_segments(self.op, cols, H, lbr, from_bias))
         init = None
-        if starts_from_bias(self.op, k):
-            summed_bias(k)
+        if from_bias:
+            summed_bias(k, H if self.op == "GRU" else 0)
             init = GEMV_INIT
-        return get_op(self.op).emit(k, gemv=GEMV, gemv_init=init, gemv_packed=True, **attrs)
+        k.library("mtvm_activation_f32_vfp.h")
+        return get_op(self.op).emit(k, gemv=GEMV, gemv_init=init, gemv_packed=True,
+                                    act_arrays=ACT_ARRAYS, **attrs)
 
 
 @register
