@@ -2,9 +2,10 @@
 plane on AVX2 hosts): the vector requantization equals mtvm_requantize on every path
 (m = 0 and m > 0, ties to even, products of both signs), and mtvm_dw_plane_x86 equals a
 NumPy model of the plane for both strides, dilations, widths that are and are not
-multiples of eight, rows narrower than a vector (at stride 1 the plane as one flat row:
-a DS-CNN's 25 x 5 planes, one-pixel rows, dilations, a 5x5 window; one by one below eight
-flat pixels and at stride 2), int8 and uint8 activations, both
+multiples of eight, rows narrower than a vector (at stride 1 or 2 both ways the plane as
+one flat row: a DS-CNN's 25 x 5 planes and its stride-2 layer, one-pixel rows, odd row
+lengths, dilations, a 5x5 window; one by one below eight flat pixels and where the strides
+differ), int8 and uint8 activations, both
 requantization modes. Built with -march=native under ASan/UBSan: a read past the plane
 (the input is its own heap-sized array here) fails the test."""
 from __future__ import annotations
@@ -92,7 +93,13 @@ PLANES = [
     ("flat_8", 4, 5, 3, 3, 1, 1, 1, 1),         # exactly one vector of flat pixels
     ("flat_1x3", 6, 5, 1, 3, 1, 1, 1, 1),
     ("short", 3, 5, 3, 3, 1, 1, 1, 1),           # three flat pixels: one by one
-    ("narrow_s2", 9, 9, 3, 3, 2, 2, 1, 1),       # stride 2: one by one
+    # and at stride 2 both ways (flat pixel q reads from 2 q)
+    ("flat_s2_16x5", 33, 12, 3, 3, 2, 2, 1, 1),  # a DS-CNN's stride-2 layer, padded
+    ("flat_s2_odd", 10, 9, 3, 3, 2, 2, 1, 1),    # odd row length
+    ("flat_s2_k5", 11, 11, 5, 5, 2, 2, 1, 1),
+    ("flat_s2_dil2", 13, 13, 3, 3, 2, 2, 2, 2),
+    ("short_s2", 5, 5, 3, 3, 2, 2, 1, 1),        # seven flat pixels: one by one
+    ("s2_rows_only", 9, 9, 3, 3, 2, 1, 1, 1),    # strides differ: one by one
 ]
 
 

@@ -133,19 +133,21 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_plane_x86(const uint8_t* xc, int x_u, int
     /* multipliers >= 1 (shift >= 0): the C routine, one pixel at a time */
     const int32_t vector_ok = !(rq.exact && rq.shift >= 0);
     const int32_t vector = ow >= 8 && vector_ok;
-    /* Rows narrower than eight pixels at stride 1 (a keyword-spotting DS-CNN's 25 x 5
-     * planes): the plane as one flat row of (oh - 1) row_w + ow pixels, eight a vector --
-     * the row_w - ow pixels past each row's end computed too and not stored (the window
-     * of flat pixel q is that of pixel q with the rows joined; no block reads past the
-     * last pixel's window, the last block overlapping the one before). Pixel by pixel
+    /* Rows narrower than eight pixels at stride 1 or 2 both ways (a keyword-spotting
+     * DS-CNN's 25 x 5 planes, and its stride-2 layer onto 16 x 5): the plane as one flat
+     * row of (oh - 1) row_w + ow pixels, eight a vector -- the row_w - ow pixels past each
+     * row's end computed too and not stored. Flat pixel q reads from xc + s q, s the
+     * stride: pixel (oy, ox) = q - oy row_w reads row s oy, column s ox, as it should. No
+     * block reads past the last pixel's window: a tap's reads grow with q, and no block
+     * goes past the last pixel (the last one overlaps the one before). Pixel by pixel
      * these planes ran at 3 MACs a nanosecond. */
     const int32_t flat = (oh - 1) * row_w + ow;
-    if (vector_ok && ow < 8 && sh == 1 && sw == 1 && flat >= 8) {
+    if (vector_ok && ow < 8 && sh == sw && (sw == 1 || sw == 2) && flat >= 8) {
         for (int32_t q0 = 0; q0 < flat; q0 += 8) {
             if (q0 + 8 > flat) q0 = flat - 8;
             uint8_t t[8];
-            mtvm_dw_store8_x86(t, mtvm_dw_window8_x86(vbias, xc + q0, x_u, row_w, kh, kw, 1, dh,
-                                                      dw, w), &rq);
+            mtvm_dw_store8_x86(t, mtvm_dw_window8_x86(vbias, xc + (size_t)q0 * (size_t)sw, x_u,
+                                                      row_w, kh, kw, sw, dh, dw, w), &rq);
             int32_t row = q0 / row_w, col = q0 - row * row_w;
             for (int32_t j = 0; j < 8; ++j) {
                 if (col < ow) {

@@ -574,9 +574,10 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         return indent_c(out, indent)
 
     # x86 hosts: eight pixels per vector (mtvm_depthwise_x86.h): along rows of eight or
-    # more, or, at stride 1, along the plane taken as one flat row (narrower rows)
+    # more, or, at stride 1 or 2 both ways, along the plane taken as one flat row
+    # (narrower rows)
     x86 = mult is not None and shift is not None and (
-        (sw in (1, 2) and ow >= 8) or (sw == 1 and sh == 1 and (oh - 1) * row_w + ow >= 8))
+        (sw in (1, 2) and ow >= 8) or (sw == sh and sw in (1, 2) and (oh - 1) * row_w + ow >= 8))
     if x86:
         k.library("mtvm_depthwise_x86.h")
         if fast:
