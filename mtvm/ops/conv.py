@@ -1608,15 +1608,17 @@ def emit_conv_window(k, x, wt, bias, axes, group, header: bool = True) -> str:
 
 def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call, epi_args=None,
                     band=False):
-    """The window schedule's loop over tiles of `width` columns of output row oh. Where
-    the row is at least a tile wide and the fused tail reads nothing (clamp_bounds), the
-    last tile is the row's last `width` columns, overlapping the one before -- the columns
-    it computes again get the same bits (each column's own sum) -- so that every tile is
-    whole: a partial one takes the C micro-kernel and the tile's loop (a 10-column row on
-    the Cortex-M4F: its last two columns at 13 instructions a MAC, against 1.2)."""
+    """The window schedule's loop over tiles of `width` columns of output row oh. On Arm
+    FPUs, where the row is at least a tile wide and the fused tail reads nothing
+    (clamp_bounds), the last tile is the row's last `width` columns, overlapping the one
+    before -- the columns it computes again get the same bits (each column's own sum) -- so
+    that every tile is whole: a partial one takes the C micro-kernel and the tile's loop (a
+    10-column row on the Cortex-M4F: its last two columns at 13 instructions a MAC,
+    against 1.2). On x86 a partial tile is a masked vector, no slower than a whole one."""
     w.line(f"for (int ow = 0; ow < {ow_n}; ow += {width}) {{  /* columns */")
     w.depth += 1
-    if clamp_bounds(k) is not None:
+    if k.target.is_arm and k.target.fpu and width == "MTVM_F32_NR" and \
+            clamp_bounds(k) is not None:
         w.line(f"if (ow + {width} > {ow_n} && {ow_n} >= {width}) ow = {ow_n} - {width};"
                "  /* the last tile overlaps */")
     w.line(f"const int np = {ow_n} - ow < {width} ? {ow_n} - ow : {width};")
