@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.kernel import epilogue_mode
 from ..errors import ShapeError
 from .base import Op, register
 from .elementwise import broadcast_strides
@@ -212,9 +213,21 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
     16 taps give each tile little work (kwt_tiny's, AVX2: 12.7 -> 4.3 us)."""
     from .microkernels import column_tiles, row_blocks
     lines = ["float* at = (float*)scratch;   /* mr rows of A transposed: [k][mr] */"]
+    cbias = vfp_column_bias(k, n) if plain else None
 
     def epi(m0: str):
         return (f"out0 + {_offset(o_base, _term(m0, n), 'q0')}", n) if plain else None
+
+    def vfp(m0: str, r_count: int) -> list[str] | None:
+        """Arm FPUs: a whole tile stored from the registers, with the bias along the
+        columns where the tail is one (mtvm_f32_gemm_rows_cbias_vfp)."""
+        if cbias is None or r_count % 4:
+            return None
+        k.library("mtvm_gemm_f32_vfp.h")
+        b = f"{cbias} + q0" if cbias else "NULL"
+        return [f"mtvm_f32_gemm_rows_cbias_vfp({kk}, at, {r_count}, "
+                f"in1 + {_offset(b_base, 'q0')}, {n}, {b}, "
+                f"out0 + {_offset(o_base, _term(m0, n), 'q0')}, {n}, {r_count});"]
 
     def block(m0: str, r_count: int) -> list[str]:
         a_at = _offset(a_base, _term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))
@@ -229,8 +242,30 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
                 f"    for (size_t r = 0; r < {r_count}; ++r) at[t * {r_count} + r] = in0[{a_at}];",
                 "}"] + column_tiles(k, rows=r_count, taps=kk, a="at",
                                     b=f"in1 + {_offset(b_base, 'q0')}", ldb=n, cols=n,
-                                    store=store, epi=epi(m0))
+                                    store=store, epi=epi(m0), vfp=vfp(m0, r_count))
     return "\n".join(lines + row_blocks(rows, mr, block))
+
+
+def vfp_column_bias(k, n: int) -> str | None:
+    """For a MatMul on an Arm FPU (its whole tiles stored from registers): "" where it has
+    no tail, the C name of the bias where the tail is one Add of a float vector along the
+    output's last axis (a Linear layer), None otherwise."""
+    if not (k.target.is_arm and k.target.fpu) or k.ctype != "float":
+        return None
+    tail = k.node.tail
+    if not tail:
+        return ""
+    t = tail[0]
+    if len(tail) > 1 or t.op != "Add" or t.domain or len(k.eps) != 1 or \
+            len([i for i in t.inputs if i]) != 2:
+        return None
+    out_shape = k.graph.tensors[k.node.kernel_outputs[0]].shape
+    operand = k.graph.tensors[t.inputs[1]]
+    mode = epilogue_mode(out_shape, operand.shape)
+    along_last = mode == "last" or (mode == "channel" and len(out_shape) == 2)
+    if not along_last or operand.shape[-1] != n or np.dtype(operand.dtype) != np.float32:
+        return None
+    return k.eps[0].c
 
 
 # -- MatMul --------------------------------------------------------------------

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codegen.cwriter import Block, ExprStmt, For, PreIf, Raw, RawExpr, Var, call, render_c
+from ..codegen.cwriter import (Block, ExprStmt, For, If, PreIf, Raw, RawExpr, Var, call, eq,
+                               render_c)
 from ..errors import MtvmError
 
 # Schedule knobs of the micro-kernel (the tuning issue will search them).
@@ -128,7 +129,8 @@ def vfp_epi_mode(k) -> tuple[str, int] | None:
 
 
 def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int,
-                 store: list[str], epi: tuple[str, int] | None = None) -> list[str]:
+                 store: list[str], epi: tuple[str, int] | None = None,
+                 vfp: list[str] | None = None) -> list[str]:
     """C lines: the rows x MTVM_F32_NR tiles of the micro-kernel across `cols`
     columns (the last one partial), tile[r][q] = sum_t a[t * rows + r] *
     b[t * ldb + q] where `b` is a C expression of the block's first column q0;
@@ -136,7 +138,8 @@ def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int
     the C expression of the tile's first output (of q0) and the output's row
     stride, where the kernel's tail is at most a clamp (clamp_tail) and its C may
     be built for AVX2 (avx2_c): then AVX2 builds store the tile from registers
-    (gemm_epi_ukernel), the rest as above."""
+    (gemm_epi_ukernel), the rest as above. vfp: C lines computing and storing a whole
+    tile on Arm FPUs (where MTVM_GEMM_F32_VFP), the partial ones as above."""
     tile = [f"float tile[{rows} * MTVM_F32_NR];",
             f"{gemm_ukernel(k, rows)}({taps}, {a}, {b}, {ldb}, nq, tile);",
             f"for (size_t r = 0; r < {rows}; ++r) {{",
@@ -145,7 +148,12 @@ def column_tiles(k, *, rows: int, taps: int, a: str, b: str, ldb: int, cols: int
             "    }",
             "}"]
     clamp = clamp_tail(k) if epi is not None and avx2_c(k) else None
-    if clamp is not None:
+    if vfp is not None:
+        other = [Raw("\n".join(tile))]
+        tile = render_c([PreIf("defined(MTVM_GEMM_F32_VFP)",
+                               [If(eq(Var("nq"), 4), [Raw(v) for v in vfp], [Block(other)])],
+                               other)]).splitlines()
+    elif clamp is not None:
         args = [taps, a, b, ldb, "nq", "NULL", *clamp, *epi]
         tile = render_c([PreIf("MTVM_F32_AVX2", [ExprStmt(call(
             gemm_epi_ukernel(k, rows), *(RawExpr(str(v)) for v in args)))],

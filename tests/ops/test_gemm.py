@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-from mtvm.testing import check_model, cpu_has, make_model
+from mtvm.testing import check_model, cpu_has, have, make_model, run_on_board
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # test_conv's helpers
 
@@ -271,3 +271,44 @@ def test_matmul_tiles_with_the_epilogue_kernel(a_shape, b_shape, tail, monkeypat
     src = next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
     assert re.search(r"mtvm_f32_gemm_\dxNR_epi\(", src), src[:800]
     _check_avx2_and_sanitized(m, lib, {"a": a, "b": b}, monkeypatch)
+
+
+@pytest.mark.device
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="needs qemu-system-arm and arm-none-eabi-gcc")
+def test_matmul_whole_tiles_from_vfp_registers_on_mps2_an386(tmp_path):
+    """On an Arm FPU a MatMul's whole 4 x 4 blocks are stored from the registers, with a
+    Linear layer's bias along the last axis added there (mtvm_f32_gemm_rows_cbias_vfp):
+    rows of 8- and 4-row blocks with a remainder, columns with a partial tile; a 2-D
+    product (the bias then along axis 1), a batched one with a bias, attention's product of
+    two computed operands (no tail); a bias along the rows and a residual Add keep the
+    tile. The same bits as target "c" built for the board (sum from 0, then one add),
+    within tolerance of onnxruntime."""
+    import mtvm
+    from mtvm.target import Target
+    feeds = {"a2": randn(13, 24), "a3": randn(2, 9, 16), "q": randn(1, 2, 9, 8),
+             "k": randn(1, 2, 8, 9), "r": randn(13, 10)}
+    consts = {"w2": randn(24, 10), "b2": randn(10), "w3": randn(16, 6), "b3": randn(6),
+              "bcol": randn(13, 1)}
+    nodes = [helper.make_node("MatMul", ["a2", "w2"], ["m2"]),
+             helper.make_node("Add", ["m2", "b2"], ["y2"]),            # bias along axis 1
+             helper.make_node("MatMul", ["a3", "w3"], ["m3"]),
+             helper.make_node("Add", ["m3", "b3"], ["y3"]),            # along the last axis
+             helper.make_node("MatMul", ["q", "k"], ["y4"]),           # no tail
+             helper.make_node("MatMul", ["a2", "w2"], ["m5"]),
+             helper.make_node("Add", ["m5", "bcol"], ["y5"]),          # along the rows
+             helper.make_node("MatMul", ["a2", "w2"], ["m6"]),
+             helper.make_node("Add", ["m6", "r"], ["y6"])]             # a residual
+    from test_nan import graph_model
+    m = graph_model(nodes, feeds, ["y2", "y3", "y4", "y5", "y6"], consts)
+    lib = mtvm.compile(m, target=Target.resolve("cortex-m4"))
+    src = next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
+    calls = re.findall(r"mtvm_f32_gemm_rows_cbias_vfp\([^;]*;", src)
+    assert len([c for c in calls if "NULL" in c]) >= 1          # y4
+    assert len([c for c in calls if "ep0 + q0" in c]) >= 2      # y2, y3 (8- and 4-row blocks)
+    dev = run_on_board(lib, feeds, tmp_path / "vfp")
+    tile = run_on_board(mtvm.compile(m), feeds, tmp_path / "tile")
+    ref = mtvm.compile(m).run_host(feeds)
+    for name in ("y2", "y3", "y4", "y5", "y6"):
+        np.testing.assert_array_equal(dev[name], tile[name], err_msg=name)
+        np.testing.assert_allclose(dev[name], ref[name], rtol=1e-4, atol=1e-4, err_msg=name)
