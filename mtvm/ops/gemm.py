@@ -213,21 +213,23 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
     16 taps give each tile little work (kwt_tiny's, AVX2: 12.7 -> 4.3 us)."""
     from .microkernels import column_tiles, row_blocks
     lines = ["float* at = (float*)scratch;   /* mr rows of A transposed: [k][mr] */"]
-    cbias = vfp_column_bias(k, n) if plain else None
+    tail = vfp_tail(k, n) if plain else None
 
     def epi(m0: str):
         return (f"out0 + {_offset(o_base, _term(m0, n), 'q0')}", n) if plain else None
 
     def vfp(m0: str, r_count: int) -> list[str] | None:
-        """Arm FPUs: a whole tile stored from the registers, with the bias along the
-        columns where the tail is one (mtvm_f32_gemm_rows_cbias_vfp)."""
-        if cbias is None or r_count % 4:
+        """Arm FPUs: a whole tile stored from the registers, with the tail's bias along
+        the columns and residual (mtvm_f32_gemm_rows_cbias_vfp)."""
+        if tail is None or r_count % 4:
             return None
         k.library("mtvm_gemm_f32_vfp.h")
-        b = f"{cbias} + q0" if cbias else "NULL"
+        at_tile = _offset(o_base, _term(m0, n), "q0")
+        bias = f"{tail[0]} + q0" if tail[0] else "NULL"
+        res = f"{tail[1]} + {at_tile}" if tail[1] else "NULL"
         return [f"mtvm_f32_gemm_rows_cbias_vfp({kk}, at, {r_count}, "
-                f"in1 + {_offset(b_base, 'q0')}, {n}, {b}, "
-                f"out0 + {_offset(o_base, _term(m0, n), 'q0')}, {n}, {r_count});"]
+                f"in1 + {_offset(b_base, 'q0')}, {n}, {bias}, {res}, out0 + {at_tile}, {n}, "
+                f"{r_count});"]
 
     def block(m0: str, r_count: int) -> list[str]:
         a_at = _offset(a_base, _term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))
@@ -246,26 +248,32 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
     return "\n".join(lines + row_blocks(rows, mr, block))
 
 
-def vfp_column_bias(k, n: int) -> str | None:
-    """For a MatMul on an Arm FPU (its whole tiles stored from registers): "" where it has
-    no tail, the C name of the bias where the tail is one Add of a float vector along the
-    output's last axis (a Linear layer), None otherwise."""
+def vfp_tail(k, n: int) -> tuple[str, str] | None:
+    """For a MatMul on an Arm FPU (its whole tiles stored from registers,
+    mtvm_f32_gemm_rows_cbias_vfp): the C names of the tail's bias along the output's last
+    axis (a Linear layer's) and of its residual (an Add of a tensor of the output's shape),
+    "" for either it lacks; None where the tail is anything else (or in that order not)."""
     if not (k.target.is_arm and k.target.fpu) or k.ctype != "float":
         return None
-    tail = k.node.tail
-    if not tail:
-        return ""
-    t = tail[0]
-    if len(tail) > 1 or t.op != "Add" or t.domain or len(k.eps) != 1 or \
-            len([i for i in t.inputs if i]) != 2:
-        return None
     out_shape = k.graph.tensors[k.node.kernel_outputs[0]].shape
-    operand = k.graph.tensors[t.inputs[1]]
-    mode = epilogue_mode(out_shape, operand.shape)
-    along_last = mode == "last" or (mode == "channel" and len(out_shape) == 2)
-    if not along_last or operand.shape[-1] != n or np.dtype(operand.dtype) != np.float32:
-        return None
-    return k.eps[0].c
+    found, eps = {"bias": "", "res": ""}, iter(k.eps)
+    for t in k.node.tail:
+        operand = k.graph.tensors[t.inputs[1]] if len(t.inputs) == 2 and t.inputs[1] else None
+        if t.op != "Add" or t.domain or operand is None or \
+                (operand.data is not None and operand.size == 1):   # a literal in the C
+            return None
+        buf = next(eps)
+        mode = epilogue_mode(out_shape, operand.shape)
+        if np.dtype(operand.dtype) != np.float32:
+            return None
+        if (mode == "last" or (mode == "channel" and len(out_shape) == 2)) and \
+                operand.shape[-1] == n and not found["bias"] and not found["res"]:
+            found["bias"] = buf.c
+        elif mode == "full" and not found["res"]:
+            found["res"] = buf.c
+        else:
+            return None
+    return found["bias"], found["res"]
 
 
 # -- MatMul --------------------------------------------------------------------

@@ -278,12 +278,12 @@ def test_matmul_tiles_with_the_epilogue_kernel(a_shape, b_shape, tail, monkeypat
                     reason="needs qemu-system-arm and arm-none-eabi-gcc")
 def test_matmul_whole_tiles_from_vfp_registers_on_mps2_an386(tmp_path):
     """On an Arm FPU a MatMul's whole 4 x 4 blocks are stored from the registers, with a
-    Linear layer's bias along the last axis added there (mtvm_f32_gemm_rows_cbias_vfp):
-    rows of 8- and 4-row blocks with a remainder, columns with a partial tile; a 2-D
-    product (the bias then along axis 1), a batched one with a bias, attention's product of
-    two computed operands (no tail); a bias along the rows and a residual Add keep the
-    tile. The same bits as target "c" built for the board (sum from 0, then one add),
-    within tolerance of onnxruntime."""
+    Linear layer's bias along the last axis and a residual Add after it added there
+    (mtvm_f32_gemm_rows_cbias_vfp): rows of 8- and 4-row blocks with a remainder, columns
+    with a partial tile; a 2-D product (the bias then along axis 1), a batched one with a
+    bias and a residual, attention's product of two computed operands (no tail), a residual
+    alone; a bias along the rows keeps the tile. The same bits as target "c" built for the
+    board (sum from 0, then the adds in order), within tolerance of the host build."""
     import mtvm
     from mtvm.target import Target
     feeds = {"a2": randn(13, 24), "a3": randn(2, 9, 16), "q": randn(1, 2, 9, 8),
@@ -298,17 +298,24 @@ def test_matmul_whole_tiles_from_vfp_registers_on_mps2_an386(tmp_path):
              helper.make_node("MatMul", ["a2", "w2"], ["m5"]),
              helper.make_node("Add", ["m5", "bcol"], ["y5"]),          # along the rows
              helper.make_node("MatMul", ["a2", "w2"], ["m6"]),
-             helper.make_node("Add", ["m6", "r"], ["y6"])]             # a residual
+             helper.make_node("Add", ["m6", "r"], ["y6"]),             # a residual
+             helper.make_node("MatMul", ["a3", "w3"], ["m7"]),
+             helper.make_node("Add", ["m7", "b3"], ["s7"]),
+             helper.make_node("Add", ["s7", "r3"], ["y7"])]            # bias, then residual
+    feeds["r3"] = randn(2, 9, 6)
     from test_nan import graph_model
-    m = graph_model(nodes, feeds, ["y2", "y3", "y4", "y5", "y6"], consts)
+    outs = ["y2", "y3", "y4", "y5", "y6", "y7"]
+    m = graph_model(nodes, feeds, outs, consts)
     lib = mtvm.compile(m, target=Target.resolve("cortex-m4"))
     src = next(t for p, t in lib.sources.items() if p.endswith("_kernels.c"))
     calls = re.findall(r"mtvm_f32_gemm_rows_cbias_vfp\([^;]*;", src)
-    assert len([c for c in calls if "NULL" in c]) >= 1          # y4
-    assert len([c for c in calls if "ep0 + q0" in c]) >= 2      # y2, y3 (8- and 4-row blocks)
+    assert len([c for c in calls if "NULL, NULL" in c]) >= 1              # y4
+    assert len([c for c in calls if "ep0 + q0, NULL" in c]) >= 2          # y2, y3
+    assert len([c for c in calls if re.search(r"NULL, ep0 \+ ", c)]) >= 1  # y6
+    assert len([c for c in calls if re.search(r"ep0 \+ q0, ep1 \+ ", c)]) >= 1  # y7
     dev = run_on_board(lib, feeds, tmp_path / "vfp")
     tile = run_on_board(mtvm.compile(m), feeds, tmp_path / "tile")
     ref = mtvm.compile(m).run_host(feeds)
-    for name in ("y2", "y3", "y4", "y5", "y6"):
+    for name in outs:
         np.testing.assert_array_equal(dev[name], tile[name], err_msg=name)
         np.testing.assert_allclose(dev[name], ref[name], rtol=1e-4, atol=1e-4, err_msg=name)

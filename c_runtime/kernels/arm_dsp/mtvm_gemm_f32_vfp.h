@@ -282,11 +282,12 @@ MTVM_VFP_BLOCK_QUALIFIERS void mtvm_f32_gemm_4x4_off_epi_vfp(
 
 /* MatMul's tiles (mtvm.ops.gemm.emit_matmul_tiles): y[r * ldy + q] = the sum of
  * mtvm_f32_gemm_4x4_vfp, plus cbias[q] where cbias is given (a bias along the columns: a
- * Linear layer's MatMul + Add), stored from the registers, r < rows (a multiple of 4), q <
- * 4. The same fused multiply-adds from 0 and then one add, as the tile and its C epilogue
- * (v = tile + bias): the same values, without the tile's round trip through memory and
- * the C loop over it (about 6 instructions an output: at a depth of 32 a fifth of the
- * product). Out of line: one copy per file. */
+ * Linear layer's MatMul + Add), plus res[r * ldy + q] where res is given (a residual Add
+ * after it; res may be y itself), stored from the registers, r < rows (a multiple of 4),
+ * q < 4. The same fused multiply-adds from 0 and then the adds in the tail's order, as the
+ * tile and its C epilogue (v = tile + bias; v = v + res): the same values, without the
+ * tile's round trip through memory and the C loop over it (about 6 instructions an
+ * output: at a depth of 32 a fifth of the product). Out of line: one copy per file. */
 #define MTVM_VFP_CBIAS_4X4 \
     "vldmia  %[cb], {s0-s3}\n\t" \
     "vadd.f32 s8, s8, s0\n\t" "vadd.f32 s9, s9, s1\n\t" \
@@ -297,6 +298,14 @@ MTVM_VFP_BLOCK_QUALIFIERS void mtvm_f32_gemm_4x4_off_epi_vfp(
     "vadd.f32 s18, s18, s2\n\t" "vadd.f32 s19, s19, s3\n\t" \
     "vadd.f32 s20, s20, s0\n\t" "vadd.f32 s21, s21, s1\n\t" \
     "vadd.f32 s22, s22, s2\n\t" "vadd.f32 s23, s23, s3\n\t"
+/* one row of the residual (%[rs] stepped by a row) added to the sums from S0 */
+#define MTVM_VFP_RES_ROW_(S0, S1, S2, S3) \
+    "vldmia  %[rs], {s0-s3}\n\t" "add     %[rs], %[rs], %[ys]\n\t" \
+    "vadd.f32 " S0 ", " S0 ", s0\n\t" "vadd.f32 " S1 ", " S1 ", s1\n\t" \
+    "vadd.f32 " S2 ", " S2 ", s2\n\t" "vadd.f32 " S3 ", " S3 ", s3\n\t"
+#define MTVM_VFP_RES_4X4 \
+    MTVM_VFP_RES_ROW_("s8", "s9", "s10", "s11") MTVM_VFP_RES_ROW_("s12", "s13", "s14", "s15") \
+    MTVM_VFP_RES_ROW_("s16", "s17", "s18", "s19") MTVM_VFP_RES_ROW_("s20", "s21", "s22", "s23")
 #define MTVM_VFP_PLAIN_TAPS_4X4 \
     "vldmia  %[z], {s8-s23}\n\t" \
     "1:\n\t" \
@@ -308,12 +317,12 @@ MTVM_VFP_BLOCK_QUALIFIERS void mtvm_f32_gemm_4x4_off_epi_vfp(
     "subs    %[t], %[t], #1\n\t" \
     "bne     1b\n\t"
 #define MTVM_VFP_PLAIN_OPS \
-    : [a] "+&r"(ag), [b] "+&r"(bg), [t] "+&r"(t), [y] "+&r"(yg) \
+    : [a] "+&r"(ag), [b] "+&r"(bg), [t] "+&r"(t), [y] "+&r"(yg), [rs] "+&r"(rg) \
     : [z] "r"(zeros), [as] "r"(a_step), [bs] "r"(b_step), [ys] "r"(y_step), [cb] "r"(cbias) \
     : MTVM_VFP_CLOBBERS
 static __attribute__((noinline, unused)) void mtvm_f32_gemm_rows_cbias_vfp(
     int32_t taps, const float* a, int32_t lda, const float* b, int32_t ldb,
-    const float* cbias, float* y, int32_t ldy, int32_t rows)
+    const float* cbias, const float* res, float* y, int32_t ldy, int32_t rows)
 {
     static const float zeros[16];
     const int32_t a_step = lda * 4, b_step = ldb * 4, y_step = ldy * 4;
@@ -321,13 +330,23 @@ static __attribute__((noinline, unused)) void mtvm_f32_gemm_rows_cbias_vfp(
         const float* ag = a + g;
         const float* bg = b;
         float* yg = y + g * ldy;
+        const float* rg = res ? res + g * ldy : res;
         int32_t t = taps;
-        if (t <= 0) {   /* no taps: the bias (or 0) */
+        if (t <= 0) {   /* no taps: the tail's adds to 0 */
             for (int32_t i = 0; i < 16; ++i) {
-                yg[i / 4 * ldy + i % 4] = cbias ? 0.0f + cbias[i % 4] : 0.0f;
+                float v = 0.0f;
+                if (cbias) v = v + cbias[i % 4];
+                if (res) v = v + rg[i / 4 * ldy + i % 4];
+                yg[i / 4 * ldy + i % 4] = v;
             }
+        } else if (cbias && res) {
+            __asm__ volatile(MTVM_VFP_PLAIN_TAPS_4X4 MTVM_VFP_CBIAS_4X4 MTVM_VFP_RES_4X4
+                             MTVM_VFP_STORE_4X4 MTVM_VFP_PLAIN_OPS);
         } else if (cbias) {
             __asm__ volatile(MTVM_VFP_PLAIN_TAPS_4X4 MTVM_VFP_CBIAS_4X4 MTVM_VFP_STORE_4X4
+                             MTVM_VFP_PLAIN_OPS);
+        } else if (res) {
+            __asm__ volatile(MTVM_VFP_PLAIN_TAPS_4X4 MTVM_VFP_RES_4X4 MTVM_VFP_STORE_4X4
                              MTVM_VFP_PLAIN_OPS);
         } else {
             __asm__ volatile(MTVM_VFP_PLAIN_TAPS_4X4 MTVM_VFP_STORE_4X4 MTVM_VFP_PLAIN_OPS);
