@@ -41,7 +41,7 @@ from ..ir import Graph, Node, Tensor
 from ..ops.base import get_op
 from ..ops.quantized.common import DOMAIN, quantize_multiplier
 from ..ops.quantized.elementwise import add_multipliers
-from ..ops.quantized.softmax import softmax_table
+from ..ops.quantized.softmax import softmax_bits, softmax_table
 from ..ops.quantize import dequantize_ref, qrange, quantize_ref
 from ..ops.reduce import reduced_axes
 from ..qparams import QP, dense_node, requant_node, usable_scale
@@ -761,7 +761,7 @@ def rule_softmax(ctx, p, acts, q, qy):
     if inv >= 1 << 32 or shape[axis] > 1 << 11:
         return None
     lo, hi = clamp
-    table = ctx.add_const(p.name + "_exp", softmax_table(qx.s))
+    table = ctx.add_const(p.name + "_exp", softmax_table(qx.s, softmax_bits(shape[axis], qy.s)))
     return [Node("QSoftmax", p.name, [x_name, table], [q.outputs[0]],
                  dict(inv=inv, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)]
 

@@ -2182,7 +2182,7 @@ def qsoftmax(k, *, inv, y_zp, act_min=-128, act_max=127):
             For(i, d, [Assign(m, select(gt(Cast(_I32, xr(i)), m), Cast(_I32, xr(i)), m))],
                 begin=Const(1)),
             Decl(total, Const(0, "uint32")),
-            For(i, d, [Assign(total, T[at(i)], "+=")]),
+            For(i, d, [Assign(total, Cast(U32, T[at(i)]), "+=")]),
             den_decl,
             For(i, d, [Decl(num, Cast(U64, T[at(i)]) * Const(int(inv), "uint64")),
                        Decl(v, q + _i(y_zp)), Assign(v, _clamp(v, act_min, act_max)),

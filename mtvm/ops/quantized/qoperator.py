@@ -20,7 +20,7 @@ from ..base import Op, register
 from ..quantize import dequantize_ref, qrange, quantize_ref
 from .common import DOMAIN, conv_acc, quantize_multiplier
 from .elementwise import add_multipliers
-from .softmax import softmax_table
+from .softmax import softmax_bits, softmax_table
 
 MS = "com.microsoft"
 
@@ -545,7 +545,9 @@ class QLinearSoftmax(MsOp):
         lo, hi = qrange(qy.dtype)
         self.annotate(ctx, out, qy)
         return [Node("QSoftmax", node.name,
-                     [x, ctx.add_const(node.name + "_exp", softmax_table(qx.s))], [out],
+                     [x, ctx.add_const(node.name + "_exp",
+                                       softmax_table(qx.s, softmax_bits(shape[axis], qy.s)))],
+                     [out],
                      dict(inv=inv, y_zp=qy.z, act_min=lo, act_max=hi), domain=DOMAIN)]
 
 

@@ -8,12 +8,24 @@ from ..base import register
 from .common import DOMAIN, IntOp, plus
 
 SOFTMAX_BITS = 20     # exp table entries are exp(sx * d) in units of 2^-20
+SHORT_BITS = 15       # or, for short rows, of 2^-15: uint16 entries, half the table's flash
 
 
-def softmax_table(x_scale: float) -> np.ndarray:
-    """uint32 exp(sx * d) * 2^20 for d = x - max(x) in [-255, 0] (index d + 255)."""
+def softmax_bits(d: int, y_scale: float) -> int:
+    """The table's fractional bits B for rows of d values and output scale sy. The
+    computed probability e_i / sum e is within (d + 1) 2^-(B + 1) of the exact one (each
+    entry rounded by at most half a unit, the largest exactly 2^B); B = 15 where that is
+    at most a tenth of an output step -- a classifier's last Softmax over a few classes,
+    whose 1 KiB uint32 table was a twentieth of a small model's flash -- else 20."""
+    return SHORT_BITS if (d + 1) * 2.0 ** -(SHORT_BITS + 1) <= y_scale / 10 else SOFTMAX_BITS
+
+
+def softmax_table(x_scale: float, bits: int = SOFTMAX_BITS) -> np.ndarray:
+    """exp(sx * d) * 2^bits for d = x - max(x) in [-255, 0] (index d + 255): uint32, or
+    uint16 for bits <= 15 (at most 2^15)."""
     d = np.arange(-255, 1, dtype=np.float64)
-    return np.rint(np.exp(x_scale * d) * (1 << SOFTMAX_BITS)).astype(np.uint32)
+    return np.rint(np.exp(x_scale * d) * (1 << bits)).astype(
+        np.uint16 if bits <= 15 else np.uint32)
 
 
 def _table_max(table) -> int:
@@ -45,7 +57,7 @@ def softmax_recip_ok(table, d: int, inv: int) -> bool:
 class QSoftmax(IntOp):
     """Softmax over the last axis of an 8-bit tensor, in integers: e = table[x - max],
     y = zy + round(e * inv / (sum(e) * 2^16)) with inv = round(2^16 / sy).
-    inputs: x, table uint32[256]."""
+    inputs: x, table uint32[256] (uint16 for short rows: softmax_bits)."""
     elementwise_inplace = True
 
     def reference(self, x, table, *, inv, y_zp, act_min=-128, act_max=127):

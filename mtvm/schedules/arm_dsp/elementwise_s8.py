@@ -285,6 +285,7 @@ class QSoftmaxDsp(Schedule):
         from ...ops.quantized.softmax import softmax_fits_32
         x, table = k.ins[:2]
         return (k.target.is_arm_dsp and _ext(x) == "s8" and _ext(k.out) is not None
+                and np.dtype(table.dtype) == np.uint32   # uint16 (short rows): the C kernel
                 and softmax_fits_32(table, x.shape[-1], int(attrs.get("inv", 0))))
 
     def emit(self, k, /, *, inv, y_zp, act_min=-128, act_max=127):
