@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..codegen.cwriter import (VOID, Assign, Block, Cast, Comment, Decl, ExprStmt, For, If,
-                               Index, PreIf, Raw, RawExpr, Type, Var, call, eq, lt, render_c,
-                               select)
+from ..codegen.cwriter import (VOID, Assign, Block, Cast, Comment, Const, Decl, ExprStmt, For,
+                               If, Index, PreIf, Raw, RawExpr, Type, Var, and_, call, eq, ge,
+                               gt, lt, render_c, select)
 from ..codegen.cwriter import call as c_call   # emitters below have a parameter `call`
 from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
@@ -1619,8 +1619,9 @@ def _window_columns(w, k, bias, p, rows, m0e, oh, ow_n, width, call, epi_args=No
     w.depth += 1
     if k.target.is_arm and k.target.fpu and width == "MTVM_F32_NR" and \
             clamp_bounds(k) is not None:
-        w.line(f"if (ow + {width} > {ow_n} && {ow_n} >= {width}) ow = {ow_n} - {width};"
-               "  /* the last tile overlaps */")
+        ow, wd = Var("ow"), RawExpr(width)
+        w.line(render_c(If(and_(gt(ow + wd, ow_n), ge(Const(ow_n), wd)),
+                           [Comment("the last tile overlaps"), Assign(ow, Const(ow_n) - wd)])))
     w.line(f"const int np = {ow_n} - ow < {width} ? {ow_n} - ow : {width};")
     _tile_or_epi(w, k, bias, p, rows, m0e, lin((oh, ow_n), ("ow", 1)), call, epi_args, width,
                  offsets=True, band=band)

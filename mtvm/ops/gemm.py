@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..codegen.cwriter import ExprStmt, RawExpr, call, render_c
 from ..codegen.kernel import epilogue_mode
 from ..errors import ShapeError
 from .base import Op, register
@@ -227,9 +228,10 @@ def emit_matmul_tiles(k, *, rows: int, kk: int, n: int, a_strides: tuple[int, in
         at_tile = _offset(o_base, _term(m0, n), "q0")
         bias = f"{tail[0]} + q0" if tail[0] else "NULL"
         res = f"{tail[1]} + {at_tile}" if tail[1] else "NULL"
-        return [f"mtvm_f32_gemm_rows_cbias_vfp({kk}, at, {r_count}, "
-                f"in1 + {_offset(b_base, 'q0')}, {n}, {bias}, {res}, out0 + {at_tile}, {n}, "
-                f"{r_count});"]
+        args = (kk, "at", r_count, f"in1 + {_offset(b_base, 'q0')}", n, bias, res,
+                f"out0 + {at_tile}", n, r_count)
+        return [render_c(ExprStmt(call("mtvm_f32_gemm_rows_cbias_vfp",
+                                       *(RawExpr(str(a)) for a in args))))]
 
     def block(m0: str, r_count: int) -> list[str]:
         a_at = _offset(a_base, _term(f"({m0} + r)", a_strides[0]), _term("t", a_strides[1]))
