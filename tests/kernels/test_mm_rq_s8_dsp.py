@@ -5,7 +5,9 @@ a NumPy model of it, for 4 and 5 rows, depths of one, two, four and eight groups
 (four with one, two and three groups after the loop: 52, 24, 28, 20),
 and the three forms of the folded bias Add: none, one ia for all columns (after the
 table), an ia per column; with the weights read as int8 and widened beforehand
-(mtvm_mm_rq_widen_s8: the wide form). On the host the C form runs under ASan/UBSan."""
+(mtvm_mm_rq_widen_s8: the wide form); each column's rnd and sh in two words, or packed in
+one (post | 4, MTVM_MM_RQ_PACKED: shifts 6 to 11, rnd | sh). On the host the C form runs
+under ASan/UBSan."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +18,8 @@ from .kernel_harness import c_array, run_c_test
 BOARDS = [pytest.param("mps2-an386", marks=pytest.mark.device)]
 # V, depth, columns, post
 CASES = [(5, 32, 12, 1), (4, 32, 8, 0), (5, 12, 7, 2), (4, 24, 9, 1), (5, 64, 6, 2),
-         (4, 128, 5, 0), (5, 8, 16, 0), (5, 52, 7, 0), (4, 28, 6, 2), (5, 20, 5, 1)]
+         (4, 128, 5, 0), (5, 8, 16, 0), (5, 52, 7, 0), (4, 28, 6, 2), (5, 20, 5, 1),
+         (5, 32, 12, 5), (4, 48, 8, 4), (5, 28, 7, 6), (4, 12, 9, 4), (5, 64, 6, 5)]
 POST_SHIFT = 7
 
 TEST = r"""
@@ -37,7 +40,8 @@ static int8_t ya[5 * 16], yc[5 * 16], yw[5 * 16], ywc[5 * 16];
                             @SHIFT@, 1); \
         for (int i = 0; i < V * NN; ++i) printf(" %d %d %d %d", ya[i], yc[i], yw[i], ywc[i]); \
         printf("\n"); \
-        xo += V * KK; wo += NN * KK; po += MTVM_MM_RQ_PRM(POST) * NN + (POST == 1); \
+        xo += V * KK; wo += NN * KK; \
+        po += MTVM_MM_RQ_PRM(POST) * NN + (MTVM_MM_RQ_ADD_FORM(POST) == 1); \
     } while (0)
 int main(void)
 {
@@ -49,13 +53,15 @@ int main(void)
 
 
 def _table(rng, nn, post):
+    packed, post = post & 4, post & 3
     m = rng.integers(1 << 29, (1 << 31) - 1, nn)
-    sh = rng.integers(2, 6, nn)
+    sh = rng.integers(6, 12, nn) if packed else rng.integers(2, 6, nn)
     rnd = (1 << (sh - 1)) + rng.integers(-20, 20, nn) * (1 << sh)
-    bias = rng.integers(-4000, 4000, nn)
+    bias = rng.integers(-4000, 4000, nn) * (64 if packed else 1)
     c = rng.integers(-3000, 3000, nn) * 16
     ia = rng.integers(60, 200, nn if post == 2 else 1)
-    cols = [bias, m, rnd, sh] + ([c] if post else []) + ([ia] if post == 2 else [])
+    cols = [bias, m] + ([rnd | sh] if packed else [rnd, sh]) + ([c] if post else []) + \
+        ([ia] if post == 2 else [])
     flat = np.stack(cols, axis=1).ravel()
     return (np.append(flat, ia) if post == 1 else flat), bias, m, rnd, sh, c, ia
 
@@ -64,7 +70,7 @@ def _model(x, w, bias, m, rnd, sh, post, c, ia):
     acc = x.astype(np.int64) @ w.astype(np.int64).T + bias           # [V][N]
     v = ((acc * m) >> 32) + rnd >> sh
     v = np.clip(v, -128, 127)
-    if post:
+    if post & 3:
         v = np.clip((c + v * ia) >> POST_SHIFT, -128, 127)
     return v
 

@@ -54,7 +54,7 @@ def model(request, tmp_path_factory):
 
 def _calls(lib) -> list[str]:
     """The kernels' calls of the fused loop (one out-of-line function per shape:
-    mtvm_mm_rq_s8_dsp_<rows>x<depth>x<columns>[_add<post>s<shift>])."""
+    mtvm_mm_rq_s8_dsp_<rows>x<depth>x<columns>[_add<post>s<shift>][_w][_p])."""
     src = "\n".join(t for n, t in lib.sources.items() if n.endswith("_kernels.c"))
     return re.findall(r"^\s*(mtvm_mm_rq_s8_dsp_\w+)\(", src, re.M)
 
@@ -67,10 +67,12 @@ def test_every_layer_takes_the_fused_kernel_on_dsp_cores(model):
     assert len(calls) == 4, calls
     assert sum("_add1s" in c for c in calls) == 2, calls     # the two with a folded Add
     # the widened weights where their scratch does not grow the arena (some layers here)
-    assert any(c.endswith("_w") for c in calls), calls
+    assert any(re.search(r"_w(_p)?$", c) for c in calls), calls
+    # rnd | sh in one word of the table where every shift is 6 or more (all layers here)
+    assert any(c.endswith("_p") for c in calls), calls
     narrow = _calls(mtvm.compile(model, target=Target.resolve("cortex-m4"),
                                  schedule_config=NARROW))
-    assert len(narrow) == 4 and not any(c.endswith("_w") for c in narrow), narrow
+    assert len(narrow) == 4 and not any(re.search(r"_w(_p)?$", c) for c in narrow), narrow
     assert not _calls(mtvm.compile(model, target=Target.resolve("cortex-m55")))
     assert not _calls(mtvm.compile(model))
 

@@ -82,3 +82,73 @@ def test_pair_pools_on_the_cortex_m4_give_the_host_bytes(uint8, tmp_path):
     assert dev.keys() == host.keys()
     for name, d in dev.items():
         np.testing.assert_array_equal(d, host[name], err_msg=name)
+
+
+# QAvgPool's column means (qavgpool_s8.dsp_columns): ReduceMean over a transformer's tokens
+# ([1, T, D], axis 1), then the windows it leaves: D not a multiple of 4, more than 255 rows
+COLUMNS = "qavgpool_s8.dsp_columns"
+MEANS = [(1, 49, 32), (1, 7, 8), (2, 128, 12), (1, 9, 6), (1, 300, 8)]
+MEANS_TAKEN = 3
+
+
+def mean_model(uint8: bool):
+    dt = np.uint8 if uint8 else np.int8
+    inits = [numpy_helper.from_array(np.float32(0.05), "s"),
+             numpy_helper.from_array(np.asarray(131 if uint8 else 3, dt), "z"),
+             numpy_helper.from_array(np.float32(0.011), "so"),
+             numpy_helper.from_array(np.asarray(120 if uint8 else -7, dt), "zo")]
+    nodes, ins, outs = [], [], []
+    for i, shape in enumerate(MEANS):
+        nodes += [helper.make_node("QuantizeLinear", [f"x{i}", "s", "z"], [f"q{i}"]),
+                  helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [f"d{i}"]),
+                  helper.make_node("ReduceMean", [f"d{i}"], [f"m{i}"], axes=[1], keepdims=0),
+                  helper.make_node("QuantizeLinear", [f"m{i}", "so", "zo"], [f"mq{i}"]),
+                  helper.make_node("DequantizeLinear", [f"mq{i}", "so", "zo"], [f"y{i}"])]
+        ins.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, list(shape)))
+        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
+    model = helper.make_model(helper.make_graph(nodes, "means", ins, outs, inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    rng = np.random.default_rng(5)
+    xs = [(rng.standard_normal(shape) * 3).astype(np.float32) for shape in MEANS]
+    return model, xs
+
+
+def _pool_schedules(lib) -> list:
+    return [getattr(lk.kernel, "schedule", None) for lk in lib.kernels
+            if lk.kernel.node.op == "QAvgPool"]
+
+
+@pytest.mark.parametrize("target", ["c", "cortex-m3", "cortex-m4", "x86-64-v3"])
+def test_column_means_take_the_column_sums_on_dsp_cores(target):
+    model, _ = mean_model(False)
+    chosen = _pool_schedules(mtvm.compile(model, target=target))
+    assert len(chosen) == len(MEANS)
+    if Target.resolve(target).is_arm_dsp:
+        assert chosen == [COLUMNS] * MEANS_TAKEN + [None] * (len(MEANS) - MEANS_TAKEN)
+    else:
+        assert COLUMNS not in chosen
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("uint8", [False, True])
+def test_column_means_on_the_cortex_m4_give_the_host_bytes(uint8, tmp_path):
+    """Every form on the board (int8 and uint8; 128 rows: the uint8 lanes. limit) equals
+    the host build of target c bit for bit, and the float reference within one step."""
+    from mtvm.testing import have, run_on_board
+    if not (have("arm-none-eabi-gcc") and have("qemu-system-arm")):
+        pytest.skip("no Arm toolchain or QEMU")
+    model, xs = mean_model(uint8)
+    lib = mtvm.compile(model, target="cortex-m4")
+    assert _pool_schedules(lib)[:MEANS_TAKEN] == [COLUMNS] * MEANS_TAKEN
+    dev = run_on_board(lib, {f"x{i}": x for i, x in enumerate(xs)}, str(tmp_path / "m4"))
+    host = mtvm.compile(model, target="c").run_host(xs)
+    assert dev.keys() == host.keys()
+    for i, (name, d) in enumerate(dev.items()):
+        np.testing.assert_array_equal(d, host[name], err_msg=name)
+        q = np.clip(np.round(xs[i] / 0.05) + (131 if uint8 else 3), *((0, 255) if uint8
+                                                                      else (-128, 127)))
+        mean = (q - (131 if uint8 else 3)).mean(axis=1) * 0.05
+        zo, (lo, hi) = (120, (0, 255)) if uint8 else (-7, (-128, 127))
+        mean = np.clip(mean, (lo - zo) * 0.011, (hi - zo) * 0.011)   # the output's range
+        assert np.max(np.abs(d - mean)) <= 0.011 * 1.01, name

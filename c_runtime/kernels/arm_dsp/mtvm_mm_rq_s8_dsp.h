@@ -26,8 +26,16 @@
 #include "mtvm_depthwise_s8.h"
 
 /* Words of a column's parameter block: bias, mult, rnd, sh, and with the Add its c (post
- * 1: the one ia of all columns after the last block) or c and ia (post 2). */
-#define MTVM_MM_RQ_PRM(post) ((post) == 2 ? 6 : (post) ? 5 : 4)
+ * 1: the one ia of all columns after the last block) or c and ia (post 2). post | 4
+ * (MTVM_MM_RQ_PACKED): rnd and sh in one word, rnd | sh -- rnd = 2^(sh - 1) + zp 2^sh
+ * has its low five bits clear where every sh is 6 or more -- a word fewer a column (a
+ * small transformer's projections: 192 bytes of flash per 48 columns), one instruction
+ * more a column and block of rows to take them apart. */
+#define MTVM_MM_RQ_PACKED 4
+#define MTVM_MM_RQ_ADD_FORM(post) ((post) & 3)
+#define MTVM_MM_RQ_PRM(post) \
+    (((post) & MTVM_MM_RQ_PACKED ? 3 : 4) + \
+     (MTVM_MM_RQ_ADD_FORM(post) == 2 ? 2 : MTVM_MM_RQ_ADD_FORM(post) ? 1 : 0))
 
 #if defined(MTVM_MM_S8_DSP_THUMB2) && defined(__ARM_ARCH_7EM__)
 #define MTVM_MM_RQ_ASM 1
@@ -52,10 +60,18 @@
     "strb   %[s2], [%[y], %[o2]]\n\t" \
     "strb   %[s3], [%[y], %[o3]]\n\t"
 #define MTVM_MM_RQ_STORE5 MTVM_MM_RQ_STORE4 "strb   %[s4], [%[y], %[o4]]\n\t"
+/* A column's mult (w), rnd (h) and sh (x0): three words, or (packed) rnd | sh in one */
+#define MTVM_MM_RQ_PARAMS3 \
+    "ldrd   %[w], %[h], [%[prm]], #8\n\t" \
+    "ldr    %[x0], [%[prm]], #4\n\t"
+#define MTVM_MM_RQ_PARAMS2 \
+    "ldrd   %[w], %[h], [%[prm]], #8\n\t" \
+    "and    %[x0], %[h], #31\n\t" \
+    "bic    %[h], %[h], #31\n\t"
 /* The loop over the columns: INIT, the groups (GROUPS a step until p reaches pend, then
- * TAIL: the groups past the last whole step), the parameters, EPI (requantization and the
- * Add), the stores (row 0 post-incremented). */
-#define MTVM_MM_RQ_LOOP(INIT, GROUPS, TAIL, EPI, STORES) \
+ * TAIL: the groups past the last whole step), the parameters (PARAMS), EPI (requantization
+ * and the Add), the stores (row 0 post-incremented). */
+#define MTVM_MM_RQ_LOOP(INIT, GROUPS, TAIL, PARAMS, EPI, STORES) \
     "1:\n\t" \
     "ldr    %[p], %[p0]\n\t" \
     INIT \
@@ -65,8 +81,7 @@
     "cmp    %[p], %[x0]\n\t" \
     "bne    2b\n\t" \
     TAIL \
-    "ldrd   %[w], %[h], [%[prm]], #8\n\t" \
-    "ldr    %[x0], [%[prm]], #4\n\t" \
+    PARAMS \
     EPI \
     STORES \
     "strb   %[s0], [%[y]], #1\n\t" \
@@ -105,19 +120,21 @@
     [o1] "i"(ldy), [o2] "i"(2 * ldy), [o3] "i"(3 * ldy), [o4] "i"(4 * ldy)
 #define MTVM_MM_RQ_G0(V, F) ""
 #define MTVM_MM_RQ_G3(V, F) MTVM_MM_RQ_G2(V, F) MTVM_MM_RQ_G1(V, F)
-/* One asm statement for V, U, the T tail groups, F and the Add (constants after
- * inlining). */
-#define MTVM_MM_RQ_STMT(V, U, T, F, EPI)                                                    \
+/* One asm statement for V, U, the T tail groups, F, the parameters' form P (3 or 2 words)
+ * and the Add (constants after inlining). */
+#define MTVM_MM_RQ_STMT(V, U, T, F, P, EPI)                                                 \
     __asm__ volatile(MTVM_MM_RQ_LOOP(MTVM_MM_RQ_INIT##V, MTVM_MM_RQ_G##U(V, F),            \
-                                     MTVM_MM_RQ_G##T(V, F), EPI, MTVM_MM_RQ_STORE##V)      \
+                                     MTVM_MM_RQ_G##T(V, F), MTVM_MM_RQ_PARAMS##P, EPI,     \
+                                     MTVM_MM_RQ_STORE##V)                                  \
                      : MTVM_MM_RQ_OPS##V : MTVM_MM_RQ_INS : "cc", "memory")
 #endif
 
 /* y[r * ldy + o] (r < V, o < nn; ldy: the rows' stride, nn where y holds these columns
  * only) = the requantized sum of bias_o and packed row r times
  * weight row o (w + o * kk, int8; wide: the rows widened by mtvm_mm_rq_widen_s8, 2 kk
- * bytes each), then the folded bias Add when post is 1 or 2 (its shift post_shift, both
- * clamps the whole int8 range); prm: the table (MTVM_MM_RQ_PRM words a column); p0: the
+ * bytes each), then the folded bias Add when post & 3 is 1 or 2 (its shift post_shift,
+ * both clamps the whole int8 range); prm: the table (MTVM_MM_RQ_PRM words a column, rnd
+ * and sh packed in one with post | MTVM_MM_RQ_PACKED); p0: the
  * packed block (V rows of kk elements, kk a multiple of 4). V, kk, nn, post, post_shift
  * and wide are constants at each call: the asm needs them as immediates. */
 #define mtvm_mm_rq_s8_dsp(V, w, p0, kk, nn, ldy, prm, y, post, post_shift, wide) \
@@ -140,24 +157,29 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, u
         int32_t s0, s1, s2, s3, s4, w, h, x0, x1;   /* s4: with five rows only */          \
         const uint32_t* p;                                                                 \
         const int8_t* a = wt;                                                              \
-        const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;                    \
+        const int32_t ia =                                                                 \
+            MTVM_MM_RQ_ADD_FORM(post) == 1 ? prm[MTVM_MM_RQ_PRM(post) * nn] : 0;           \
         (void)s4;                                                                          \
-        if (wide) {                                                                        \
-            MTVM_MM_RQ_POSTS(V, W);                                                        \
+        if (wide && (post & MTVM_MM_RQ_PACKED)) {                                          \
+            MTVM_MM_RQ_POSTS(V, W, 2);                                                     \
+        } else if (wide) {                                                                 \
+            MTVM_MM_RQ_POSTS(V, W, 3);                                                     \
+        } else if (post & MTVM_MM_RQ_PACKED) {                                             \
+            MTVM_MM_RQ_POSTS(V, N, 2);                                                     \
         } else {                                                                           \
-            MTVM_MM_RQ_POSTS(V, N);                                                        \
+            MTVM_MM_RQ_POSTS(V, N, 3);                                                     \
         }                                                                                  \
     } while (0)
-#define MTVM_MM_RQ_POSTS(V, F)                                                              \
+#define MTVM_MM_RQ_POSTS(V, F, P)                                                           \
     do {                                                                                   \
-        if (post == 1) {                                                                   \
-            MTVM_MM_RQ_STEPS(V, F,                                                         \
+        if (MTVM_MM_RQ_ADD_FORM(post) == 1) {                                              \
+            MTVM_MM_RQ_STEPS(V, F, P,                                                      \
                              MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD1 MTVM_MM_RQ_ADD##V);    \
-        } else if (post == 2) {                                                            \
-            MTVM_MM_RQ_STEPS(V, F,                                                         \
+        } else if (MTVM_MM_RQ_ADD_FORM(post) == 2) {                                       \
+            MTVM_MM_RQ_STEPS(V, F, P,                                                      \
                              MTVM_MM_RQ_EPI##V MTVM_MM_RQ_LOAD_ADD2 MTVM_MM_RQ_ADD##V);    \
         } else {                                                                           \
-            MTVM_MM_RQ_STEPS(V, F, MTVM_MM_RQ_EPI##V);                                     \
+            MTVM_MM_RQ_STEPS(V, F, P, MTVM_MM_RQ_EPI##V);                                  \
         }                                                                                  \
     } while (0)
 /* Groups a step: eight where the depth has 16 groups or more and a multiple of eight
@@ -167,15 +189,15 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, u
  * per layer for 3 instructions a column at a depth of 32. */
 #define MTVM_MM_RQ_TAIL(kk) \
     (((kk) / 4) % 8 == 0 && (kk) / 4 >= 16 ? 0 : (kk) / 4 >= 4 ? ((kk) / 4) % 4 : 0)
-#define MTVM_MM_RQ_STEPS(V, F, EPI)                                                         \
-    do {                                                                                     \
-        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, 0, F, EPI);             \
-        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 0) MTVM_MM_RQ_STMT(V, 4, 0, F, EPI);  \
-        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 1) MTVM_MM_RQ_STMT(V, 4, 1, F, EPI);  \
-        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 2) MTVM_MM_RQ_STMT(V, 4, 2, F, EPI);  \
-        else if (kk / 4 >= 4) MTVM_MM_RQ_STMT(V, 4, 3, F, EPI);                              \
-        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, 0, F, EPI);                        \
-        else MTVM_MM_RQ_STMT(V, 1, 0, F, EPI);                                               \
+#define MTVM_MM_RQ_STEPS(V, F, P, EPI)                                                        \
+    do {                                                                                      \
+        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, 0, F, P, EPI);           \
+        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 0) MTVM_MM_RQ_STMT(V, 4, 0, F, P, EPI);\
+        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 1) MTVM_MM_RQ_STMT(V, 4, 1, F, P, EPI);\
+        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 2) MTVM_MM_RQ_STMT(V, 4, 2, F, P, EPI);\
+        else if (kk / 4 >= 4) MTVM_MM_RQ_STMT(V, 4, 3, F, P, EPI);                            \
+        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, 0, F, P, EPI);                      \
+        else MTVM_MM_RQ_STMT(V, 1, 0, F, P, EPI);                                             \
     } while (0)
 #endif
 
@@ -223,8 +245,12 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
                                                    const int32_t* prm, int8_t* y,
                                                    int32_t post, int32_t post_shift, int wide)
 {
-    const int32_t ia = post == 1 ? prm[MTVM_MM_RQ_PRM(1) * nn] : 0;
+    const int32_t form = MTVM_MM_RQ_ADD_FORM(post), packed = post & MTVM_MM_RQ_PACKED;
+    const int32_t ia = form == 1 ? prm[MTVM_MM_RQ_PRM(post) * nn] : 0;
     for (int32_t o = 0; o < nn; ++o, wt += wide ? 2 * kk : kk, prm += MTVM_MM_RQ_PRM(post)) {
+        const int32_t rnd = packed ? (int32_t)((uint32_t)prm[2] & ~31u) : prm[2];
+        const int32_t sh = packed ? prm[2] & 31 : prm[3];
+        const int32_t* add = prm + (packed ? 3 : 4);   /* the Add's c (and ia) */
         int32_t s[5];
         for (int32_t r = 0; r < 5; ++r) {
             s[r] = prm[0];
@@ -245,9 +271,9 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
                              &s[4], &s[4]);
         }
         for (int32_t r = 0; r < V; ++r) {
-            int32_t v = mtvm_requantize_s8(s[r], prm[1], prm[2], prm[3], -128, 127);
-            if (post) {
-                v = (prm[4] + v * (post == 2 ? prm[5] : ia)) >> post_shift;
+            int32_t v = mtvm_requantize_s8(s[r], prm[1], rnd, sh, -128, 127);
+            if (form) {
+                v = (add[0] + v * (form == 2 ? add[1] : ia)) >> post_shift;
                 v = v < -128 ? -128 : (v > 127 ? 127 : v);
             }
             y[r * ldy + o] = (int8_t)v;

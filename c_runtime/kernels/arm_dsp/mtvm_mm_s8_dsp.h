@@ -263,6 +263,35 @@ static MTVM_ALWAYS_INLINE int32_t mtvm_sum_u8_dsp(const uint8_t* x, int32_t n)
 {
     return mtvm_sum_8_dsp(x, 1, n);
 }
+/* s[q] = sum of column q < 4 of the rows x 4 block at b (rows `stride` bytes apart; int8:
+ * u 0, uint8: 1): as mtvm_colsum_8_dsp's step of four columns, where no int16 lane can
+ * overflow (rows <= 255 for int8, <= 128 for uint8), else one column at a time. */
+static MTVM_ALWAYS_INLINE void mtvm_colsum4_8_dsp(const uint8_t* b, int u, int32_t rows,
+                                                  int32_t stride, int32_t* s)
+{
+#if defined(__ARM_FEATURE_DSP)
+    if (rows <= (u ? 128 : 255)) {
+        int32_t even = 0, odd = 0;   /* lanes: columns (0, 2) and (1, 3) */
+        for (int32_t r = 0; r < rows; ++r, b += stride) {
+            uint32_t w;
+            memcpy(&w, b, 4);
+            even = __sadd16(even, mtvm_widen_02(w, u));
+            odd = __sadd16(odd, mtvm_widen_13(w, u));
+        }
+        s[0] = (int16_t)even;
+        s[1] = (int16_t)odd;
+        s[2] = even >> 16;
+        s[3] = odd >> 16;
+        return;
+    }
+#endif
+    for (int32_t q = 0; q < 4; ++q) {
+        s[q] = 0;
+        for (int32_t r = 0; r < rows; ++r) {
+            s[q] += mtvm_byte_at(b, r * stride + q, u);
+        }
+    }
+}
 static MTVM_ALWAYS_INLINE void mtvm_colsum_s8_dsp(const int8_t* b, int32_t rows, int32_t cols,
                                                   int32_t* colsum)
 {

@@ -157,13 +157,34 @@ def fused_post(k) -> int:
     return 1 if np.asarray(k.plain(6).const).ndim == 1 else 2
 
 
+PACKED = 4   # MTVM_MM_RQ_PACKED of mtvm_mm_rq_s8_dsp.h: rnd | sh in one word
+# The least depth whose layers pack rnd | sh by default: the unpacking's one instruction a
+# column and block of 4-5 rows is then at most 0.5 % of the layer (at a depth of 32, 0.7 %:
+# transformer_v11_int8 would go from 1.4995 instructions a MAC to 1.503), for 4 bytes of
+# flash a column (transformer_v14_int8, depth 48: 1.08 -> 1.04 of emx-onnx-cgen's).
+PACK_MIN_DEPTH = 48
+
+
+def fused_packed(k, y_zp: int) -> bool:
+    """Whether the fused kernel's table holds rnd | sh in one word: the knob pack_shifts on
+    and every sh from 6 to 31 (rnd = 2^(sh - 1) + zp 2^sh then has its low five bits
+    clear)."""
+    if not k.knobs.get("pack_shifts", False):
+        return False
+    sh = fast_requant_table(k, y_zp)[:, 2]
+    return bool(np.all((sh >= 6) & (sh <= 31)))
+
+
 def fused_table(k, y_zp: int) -> np.ndarray:
     """The fused kernel's parameters (int32, flat): per output channel bias, mult, rnd, sh
-    (fast_requant_table) and with a folded bias Add its c and (post 2) ia; with post 1 the
-    one ia after the last channel."""
+    (fast_requant_table; rnd | sh in one word where fused_packed) and with a folded bias
+    Add its c and (post 2) ia; with post 1 the one ia after the last channel."""
     nn = k.plain(1).shape[0]
     bias = np.broadcast_to(np.asarray(k.plain(2).const, np.int64).ravel(), (nn,))
-    cols = [bias[:, None], fast_requant_table(k, y_zp).astype(np.int64)]
+    rq = fast_requant_table(k, y_zp).astype(np.int64)
+    if fused_packed(k, y_zp):
+        rq = np.stack([rq[:, 0], rq[:, 1] | rq[:, 2]], axis=1)
+    cols = [bias[:, None], rq]
     post = fused_post(k)
     if post:
         c, ia = post_add_pairs(k.plain(6).const)
@@ -184,7 +205,17 @@ class QMatMulDsp(Schedule):
     family = "arm_dsp"
     priority = 10
     knobs = (Knob("widen_weights", False, (False, True),
-                  "the fused kernel's weights widened to int16 pairs in scratch once a call"),)
+                  "the fused kernel's weights widened to int16 pairs in scratch once a call"),
+             Knob("pack_shifts", False, (False, True),
+                  "the fused kernel's table with rnd | sh in one word (less flash, an "
+                  "instruction more a column and block of rows)"))
+
+    def default_knobs(self, k=None) -> dict:
+        """pack_shifts from a depth of PACK_MIN_DEPTH on."""
+        values = super().default_knobs(k)
+        if k is not None and k.ins and k.ins[0] is not None and len(k.ins[0].shape):
+            values["pack_shifts"] = k.ins[0].shape[-1] >= PACK_MIN_DEPTH
+        return values
 
     def applies(self, k, /, **attrs) -> bool:
         x, w = k.ins[0], k.ins[1]
@@ -296,11 +327,12 @@ class QMatMulDsp(Schedule):
 
         shift = int(post_shift) if post else 0
         wide = 1 if self._widened(k, attrs) else 0
+        packed = fused_packed(k, attrs.get("y_zp", 0))
         fn = f"mtvm_mm_rq_s8_dsp_{v}x{kk}x{nn}" + (f"_add{post}s{shift}" if post else "") + \
-            ("_w" if wide else "")
+            ("_w" if wide else "") + ("_p" if packed else "")
         if fn not in k.helpers:   # one out-of-line copy per shape (mtvm_mm_rq_s8_dsp.h)
-            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {nn}, {post}, "
-                     f"{shift}, {wide})")
+            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {nn}, "
+                     f"{post | (PACKED if packed else 0)}, {shift}, {wide})")
         # the widened weights after the packed rows (word-aligned: whole groups of words)
         ww = Var("ww", Type("uint32", pointer=True))
         weights = Cast(Type("int8", pointer=True, const=True), ww) if wide else Var(w.c)
@@ -312,7 +344,8 @@ class QMatMulDsp(Schedule):
                         f"{v} rows of the input packed into int16 pairs (scratch), then per "
                         f"weight row their {v} sums, requantized"
                         + (" and through the folded bias Add" if post else "")
-                        + f" and stored in one loop; {prm.c}: per channel bias, mult, rnd, sh"
+                        + f" and stored in one loop; {prm.c}: per channel bias, mult, "
+                        + ("rnd | sh" if packed else "rnd, sh")
                         + {0: "", 1: ", c (then the Add's one ia)", 2: ", c, ia"}[post]
                 + ("; the weights widened to int16 pairs once a call (scratch after the rows)"
                    if wide else "")),
