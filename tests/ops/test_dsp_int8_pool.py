@@ -1,8 +1,9 @@
-"""QMaxPool's Arm DSP schedule (mtvm/schedules/arm_dsp/pool_s8.py): unpadded 2-wide windows
-at stride 2 -- 1-D MaxPool 2, 1x2 and 2x2 in 2-D, over rows of even and odd widths and
-planes of odd heights -- chosen on DSP cores only and for no other window; on the
-emulated Cortex-M4 (one firmware, every form, int8 and uint8) the bytes of the host build
-of target c."""
+"""The pools' Arm DSP schedules (mtvm/schedules/arm_dsp/pool_s8.py). QMaxPool: unpadded
+2-wide windows at stride 2 -- 1-D MaxPool 2, 1x2 and 2x2 in 2-D, over rows of even and odd
+widths and planes of odd heights. QAvgPool: column means (a plane's whole height, one
+column: ReduceMean over a transformer's tokens). Each chosen on DSP cores only and for no
+other window; on the emulated Cortex-M4 (one firmware, every form, int8 and uint8) the
+bytes of the host build of target c."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,31 +27,40 @@ POOLS = [((1, 5, 38), [2], [2], [0, 0]),            # 1-D, even rows: one run
 TAKEN = 5
 
 
-def pool_model(uint8: bool):
-    dt = np.uint8 if uint8 else np.int8
-    inits = [numpy_helper.from_array(np.float32(0.04), "s"),
-             numpy_helper.from_array(np.asarray(17 if uint8 else -9, dt), "z")]
+def qdq_models(name, shapes, op, dt, s, z, so=None, zo=None, seed=4):
+    """Per input shape i: x{i} quantized (s, z) and dequantized, op(i, d{i}, m{i}) (the float
+    node from d{i} to m{i}), m{i} quantized (so, zo; s, z by default) and dequantized into
+    y{i}. Returns the model and random inputs."""
+    so, zo = (s, z) if so is None else (so, zo)
+    inits = [numpy_helper.from_array(np.float32(v), n) for n, v in (("s", s), ("so", so))] + \
+        [numpy_helper.from_array(np.asarray(v, dt), n) for n, v in (("z", z), ("zo", zo))]
     nodes, ins, outs = [], [], []
-    for i, (shape, ks, st, pads) in enumerate(POOLS):
+    for i, shape in enumerate(shapes):
         nodes += [helper.make_node("QuantizeLinear", [f"x{i}", "s", "z"], [f"q{i}"]),
                   helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [f"d{i}"]),
-                  helper.make_node("MaxPool", [f"d{i}"], [f"m{i}"], kernel_shape=ks,
-                                   strides=st, pads=pads),
-                  helper.make_node("QuantizeLinear", [f"m{i}", "s", "z"], [f"mq{i}"]),
-                  helper.make_node("DequantizeLinear", [f"mq{i}", "s", "z"], [f"y{i}"])]
+                  op(i, f"d{i}", f"m{i}"),
+                  helper.make_node("QuantizeLinear", [f"m{i}", "so", "zo"], [f"mq{i}"]),
+                  helper.make_node("DequantizeLinear", [f"mq{i}", "so", "zo"], [f"y{i}"])]
         ins.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, list(shape)))
         outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
-    model = helper.make_model(helper.make_graph(nodes, "pools", ins, outs, inits),
+    model = helper.make_model(helper.make_graph(nodes, name, ins, outs, inits),
                               opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    rng = np.random.default_rng(4)
-    xs = [(rng.standard_normal(shape) * 3).astype(np.float32) for shape, *_ in POOLS]
-    return model, xs
+    rng = np.random.default_rng(seed)
+    return model, [(rng.standard_normal(shape) * 3).astype(np.float32) for shape in shapes]
 
 
-def _chosen(lib) -> list:
+def pool_model(uint8: bool):
+    def maxpool(i, d, m):
+        _, ks, st, pads = POOLS[i]
+        return helper.make_node("MaxPool", [d], [m], kernel_shape=ks, strides=st, pads=pads)
+    return qdq_models("pools", [p[0] for p in POOLS], maxpool, np.uint8 if uint8 else np.int8,
+                      0.04, 17 if uint8 else -9)
+
+
+def _chosen(lib, op="QMaxPool") -> list:
     return [getattr(lk.kernel, "schedule", None) for lk in lib.kernels
-            if lk.kernel.node.op == "QMaxPool"]
+            if lk.kernel.node.op == op]
 
 
 @pytest.mark.parametrize("target", ["c", "cortex-m3", "cortex-m4", "cortex-m33",
@@ -92,37 +102,16 @@ MEANS_TAKEN = 3
 
 
 def mean_model(uint8: bool):
-    dt = np.uint8 if uint8 else np.int8
-    inits = [numpy_helper.from_array(np.float32(0.05), "s"),
-             numpy_helper.from_array(np.asarray(131 if uint8 else 3, dt), "z"),
-             numpy_helper.from_array(np.float32(0.011), "so"),
-             numpy_helper.from_array(np.asarray(120 if uint8 else -7, dt), "zo")]
-    nodes, ins, outs = [], [], []
-    for i, shape in enumerate(MEANS):
-        nodes += [helper.make_node("QuantizeLinear", [f"x{i}", "s", "z"], [f"q{i}"]),
-                  helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [f"d{i}"]),
-                  helper.make_node("ReduceMean", [f"d{i}"], [f"m{i}"], axes=[1], keepdims=0),
-                  helper.make_node("QuantizeLinear", [f"m{i}", "so", "zo"], [f"mq{i}"]),
-                  helper.make_node("DequantizeLinear", [f"mq{i}", "so", "zo"], [f"y{i}"])]
-        ins.append(helper.make_tensor_value_info(f"x{i}", TensorProto.FLOAT, list(shape)))
-        outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
-    model = helper.make_model(helper.make_graph(nodes, "means", ins, outs, inits),
-                              opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    rng = np.random.default_rng(5)
-    xs = [(rng.standard_normal(shape) * 3).astype(np.float32) for shape in MEANS]
-    return model, xs
-
-
-def _pool_schedules(lib) -> list:
-    return [getattr(lk.kernel, "schedule", None) for lk in lib.kernels
-            if lk.kernel.node.op == "QAvgPool"]
+    def mean(i, d, m):
+        return helper.make_node("ReduceMean", [d], [m], axes=[1], keepdims=0)
+    return qdq_models("means", MEANS, mean, np.uint8 if uint8 else np.int8, 0.05,
+                      131 if uint8 else 3, 0.011, 120 if uint8 else -7, seed=5)
 
 
 @pytest.mark.parametrize("target", ["c", "cortex-m3", "cortex-m4", "x86-64-v3"])
 def test_column_means_take_the_column_sums_on_dsp_cores(target):
     model, _ = mean_model(False)
-    chosen = _pool_schedules(mtvm.compile(model, target=target))
+    chosen = _chosen(mtvm.compile(model, target=target), "QAvgPool")
     assert len(chosen) == len(MEANS)
     if Target.resolve(target).is_arm_dsp:
         assert chosen == [COLUMNS] * MEANS_TAKEN + [None] * (len(MEANS) - MEANS_TAKEN)
@@ -140,7 +129,7 @@ def test_column_means_on_the_cortex_m4_give_the_host_bytes(uint8, tmp_path):
         pytest.skip("no Arm toolchain or QEMU")
     model, xs = mean_model(uint8)
     lib = mtvm.compile(model, target="cortex-m4")
-    assert _pool_schedules(lib)[:MEANS_TAKEN] == [COLUMNS] * MEANS_TAKEN
+    assert _chosen(lib, "QAvgPool")[:MEANS_TAKEN] == [COLUMNS] * MEANS_TAKEN
     dev = run_on_board(lib, {f"x{i}": x for i, x in enumerate(xs)}, str(tmp_path / "m4"))
     host = mtvm.compile(model, target="c").run_host(xs)
     assert dev.keys() == host.keys()
