@@ -34,6 +34,26 @@
     "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "s12", "s13", \
     "s14", "s15", "s16", "s17", "s18", "s19", "s20", "s21", "s22", "s23", "cc", "memory"
 
+/* The taps' loop of a 4 x 4 block from 0 (%[z]: sixteen zeros): per tap the 4 weights
+ * (%[a], stepped by %[as]), LOAD_B the 4 activations into s0-s3, 16 VFMAs into s8-s23. */
+#define MTVM_VFP_TAPS_LOOP_(LOAD_B) \
+    "vldmia  %[z], {s8-s23}\n\t" \
+    "1:\n\t" \
+    "vldmia  %[a], {s4-s7}\n\t" \
+    "add     %[a], %[a], %[as]\n\t" \
+    LOAD_B \
+    MTVM_VFP_FMA_4X4 \
+    "subs    %[t], %[t], #1\n\t" \
+    "bne     1b\n\t"
+/* the activations of tap t at b + t ldb (%[b] stepped by %[bs]) */
+#define MTVM_VFP_LOAD_B_ROWS "vldmia  %[b], {s0-s3}\n\t" "add     %[b], %[b], %[bs]\n\t"
+#define MTVM_VFP_PLAIN_TAPS_4X4 MTVM_VFP_TAPS_LOOP_(MTVM_VFP_LOAD_B_ROWS)
+/* the activations of tap t at b + off[t] (%[off] stepped; %[o], %[bt] borrowed) */
+#define MTVM_VFP_LOAD_B_OFF \
+    "ldr     %[o], [%[off]], #4\n\t" \
+    "add     %[bt], %[b], %[o], lsl #2\n\t" \
+    "vldmia  %[bt], {s0-s3}\n\t"
+
 /* tile[r * 4 + q] = sum_t a[t * lda + r] * b[t * ldb + q] for r, q < 4:
  * per tap one VLDM of the 4 weights, one of the 4 activations and 16 VFMAs into
  * s8-s23 (22 instructions per 16 MACs with the loop; gcc's code for the same C
@@ -49,15 +69,7 @@ static inline void mtvm_f32_gemm_4x4_vfp(int32_t taps, const float* a, int32_t l
         return;
     }
     __asm__ volatile(
-        "vldmia  %[z], {s8-s23}\n\t"
-        "1:\n\t"
-        "vldmia  %[a], {s4-s7}\n\t"
-        "add     %[a], %[a], %[as]\n\t"
-        "vldmia  %[b], {s0-s3}\n\t"
-        "add     %[b], %[b], %[bs]\n\t"
-        MTVM_VFP_FMA_4X4
-        "subs    %[t], %[t], #1\n\t"
-        "bne     1b\n\t"
+        MTVM_VFP_PLAIN_TAPS_4X4
         "vstmia  %[o], {s8-s23}\n\t"
         /* early clobbers: the loop writes them while the inputs are still read
          * (gcc may otherwise give an input with the same value their register) */
@@ -79,16 +91,7 @@ static inline void mtvm_f32_gemm_4x4_off_vfp(int32_t taps, const float* a, int32
         return;
     }
     __asm__ volatile(
-        "vldmia  %[z], {s8-s23}\n\t"
-        "1:\n\t"
-        "ldr     %[o], [%[off]], #4\n\t"
-        "vldmia  %[a], {s4-s7}\n\t"
-        "add     %[a], %[a], %[as]\n\t"
-        "add     %[bt], %[b], %[o], lsl #2\n\t"
-        "vldmia  %[bt], {s0-s3}\n\t"
-        MTVM_VFP_FMA_4X4
-        "subs    %[t], %[t], #1\n\t"
-        "bne     1b\n\t"
+        MTVM_VFP_TAPS_LOOP_(MTVM_VFP_LOAD_B_OFF)
         "vstmia  %[tile], {s8-s23}\n\t"
         /* early clobbers, as above */
         : [a] "+&r"(a), [off] "+&r"(off), [t] "+&r"(taps), [o] "=&r"(o), [bt] "=&r"(bt)
@@ -173,24 +176,11 @@ static inline void mtvm_f32_gemm_4x4_off_vfp(int32_t taps, const float* a, int32
     "vldr    s25, %[hi]\n\t" "vldr    s24, [%[z]]\n\t" \
     CL("s8") CL("s9") CL("s10") CL("s11") CL("s12") CL("s13") CL("s14") CL("s15") \
     CL("s16") CL("s17") CL("s18") CL("s19") CL("s20") CL("s21") CL("s22") CL("s23")
-/* the taps' loop, as mtvm_f32_gemm_4x4_vfp (LOAD_B: the activations of a tap into
- * s0-s3), and the bias */
-#define MTVM_VFP_TAPS_(LOAD_B) \
-    "vldmia  %[z], {s8-s23}\n\t" \
-    "1:\n\t" \
-    "vldmia  %[a], {s4-s7}\n\t" \
-    "add     %[a], %[a], %[as]\n\t" \
-    LOAD_B \
-    MTVM_VFP_FMA_4X4 \
-    "subs    %[t], %[t], #1\n\t" \
-    "bne     1b\n\t" \
-    MTVM_VFP_BIAS_4X4
-#define MTVM_VFP_TAPS_4X4 MTVM_VFP_TAPS_("vldmia  %[b], {s0-s3}\n\t" \
-                                         "add     %[b], %[b], %[bs]\n\t")
+/* the taps' loop (LOAD_B: the activations of a tap into s0-s3), and the bias */
+#define MTVM_VFP_TAPS_(LOAD_B) MTVM_VFP_TAPS_LOOP_(LOAD_B) MTVM_VFP_BIAS_4X4
+#define MTVM_VFP_TAPS_4X4 MTVM_VFP_TAPS_(MTVM_VFP_LOAD_B_ROWS)
 /* tap t at b + off[t] (mtvm_f32_gemm_4x4_off_vfp) */
-#define MTVM_VFP_TAPS_OFF_4X4 MTVM_VFP_TAPS_("ldr     %[o], [%[off]], #4\n\t" \
-                                             "add     %[bt], %[b], %[o], lsl #2\n\t" \
-                                             "vldmia  %[bt], {s0-s3}\n\t")
+#define MTVM_VFP_TAPS_OFF_4X4 MTVM_VFP_TAPS_(MTVM_VFP_LOAD_B_OFF)
 /* 9 registers (z: the zeros, also the exact path's 0.0: it branches before z is
  * borrowed) */
 #define MTVM_VFP_EPI_OPS \
@@ -306,16 +296,6 @@ MTVM_VFP_BLOCK_QUALIFIERS void mtvm_f32_gemm_4x4_off_epi_vfp(
 #define MTVM_VFP_RES_4X4 \
     MTVM_VFP_RES_ROW_("s8", "s9", "s10", "s11") MTVM_VFP_RES_ROW_("s12", "s13", "s14", "s15") \
     MTVM_VFP_RES_ROW_("s16", "s17", "s18", "s19") MTVM_VFP_RES_ROW_("s20", "s21", "s22", "s23")
-#define MTVM_VFP_PLAIN_TAPS_4X4 \
-    "vldmia  %[z], {s8-s23}\n\t" \
-    "1:\n\t" \
-    "vldmia  %[a], {s4-s7}\n\t" \
-    "add     %[a], %[a], %[as]\n\t" \
-    "vldmia  %[b], {s0-s3}\n\t" \
-    "add     %[b], %[b], %[bs]\n\t" \
-    MTVM_VFP_FMA_4X4 \
-    "subs    %[t], %[t], #1\n\t" \
-    "bne     1b\n\t"
 #define MTVM_VFP_PLAIN_OPS \
     : [a] "+&r"(ag), [b] "+&r"(bg), [t] "+&r"(t), [y] "+&r"(yg), [rs] "+&r"(rg) \
     : [z] "r"(zeros), [as] "r"(a_step), [bs] "r"(b_step), [ys] "r"(y_step), [cb] "r"(cbias) \

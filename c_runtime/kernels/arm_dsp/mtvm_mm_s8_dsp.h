@@ -215,57 +215,10 @@ static MTVM_ALWAYS_INLINE int32_t mtvm_sum_8_dsp(const uint8_t* x, int u, int32_
     return s;
 }
 
-/* colsum[j] = sum of column j of the rows x rows x cols matrix b (int8: u 0; uint8: 1),
- * j < cols. On a DSP core four columns a step where no int16 lane can overflow (rows
- * <= 255 for int8, <= 128 for uint8): per row one LDR, two extends and two SADD16s
- * (about 1.75 instructions a byte where the column loop took four); the other columns
- * one at a time. */
-static MTVM_ALWAYS_INLINE void mtvm_colsum_8_dsp(const uint8_t* b, int u, int32_t rows,
-                                                 int32_t cols, int32_t* colsum)
-{
-    int32_t j = 0;
-#if defined(__ARM_FEATURE_DSP)
-    if (rows <= (u ? 128 : 255)) {
-        for (; j + 4 <= cols; j += 4) {
-            int32_t even = 0, odd = 0;   /* lanes: columns (j, j + 2) and (j + 1, j + 3) */
-            const uint8_t* p = b + j;
-            for (int32_t r = 0; r < rows; ++r, p += cols) {
-                uint32_t w;
-                memcpy(&w, p, 4);
-                even = __sadd16(even, mtvm_widen_02(w, u));
-                odd = __sadd16(odd, mtvm_widen_13(w, u));
-            }
-            colsum[j] = (int16_t)even;
-            colsum[j + 1] = (int16_t)odd;
-            colsum[j + 2] = even >> 16;
-            colsum[j + 3] = odd >> 16;
-        }
-    }
-#endif
-    for (; j < cols; ++j) {
-        int32_t s = 0;
-        for (int32_t r = 0; r < rows; ++r) {
-            s += mtvm_byte_at(b, r * cols + j, u);
-        }
-        colsum[j] = s;
-    }
-}
-
-/* The named forms the generated kernels call: mtvm_sum_<t>_dsp, mtvm_packv_<t>_dsp
- * (vectors of type t) and mtvm_dot<V>p_<t>_dsp(a, p, n, s0, .., s<V-1>) (a byte vector of
- * type t; s0..: int32 variables, the V sums, updated in place -- a macro, so they stay in
- * registers). */
-static MTVM_ALWAYS_INLINE int32_t mtvm_sum_s8_dsp(const int8_t* x, int32_t n)
-{
-    return mtvm_sum_8_dsp((const uint8_t*)x, 0, n);
-}
-static MTVM_ALWAYS_INLINE int32_t mtvm_sum_u8_dsp(const uint8_t* x, int32_t n)
-{
-    return mtvm_sum_8_dsp(x, 1, n);
-}
 /* s[q] = sum of column q < 4 of the rows x 4 block at b (rows `stride` bytes apart; int8:
- * u 0, uint8: 1): as mtvm_colsum_8_dsp's step of four columns, where no int16 lane can
- * overflow (rows <= 255 for int8, <= 128 for uint8), else one column at a time. */
+ * u 0, uint8: 1). On a DSP core in int16 lanes where none can overflow (rows <= 255 for
+ * int8, <= 128 for uint8): per row one LDR, two extends and two SADD16s (about 1.75
+ * instructions a byte where the column loop took four); else one column at a time. */
 static MTVM_ALWAYS_INLINE void mtvm_colsum4_8_dsp(const uint8_t* b, int u, int32_t rows,
                                                   int32_t stride, int32_t* s)
 {
@@ -291,6 +244,36 @@ static MTVM_ALWAYS_INLINE void mtvm_colsum4_8_dsp(const uint8_t* b, int u, int32
             s[q] += mtvm_byte_at(b, r * stride + q, u);
         }
     }
+}
+/* colsum[j] = sum of column j of the rows x cols matrix b (int8: u 0; uint8: 1), j < cols:
+ * four columns a step (mtvm_colsum4_8_dsp), the last ones one at a time. */
+static MTVM_ALWAYS_INLINE void mtvm_colsum_8_dsp(const uint8_t* b, int u, int32_t rows,
+                                                 int32_t cols, int32_t* colsum)
+{
+    int32_t j = 0;
+    for (; j + 4 <= cols; j += 4) {
+        mtvm_colsum4_8_dsp(b + j, u, rows, cols, colsum + j);
+    }
+    for (; j < cols; ++j) {
+        int32_t s = 0;
+        for (int32_t r = 0; r < rows; ++r) {
+            s += mtvm_byte_at(b, r * cols + j, u);
+        }
+        colsum[j] = s;
+    }
+}
+
+/* The named forms the generated kernels call: mtvm_sum_<t>_dsp, mtvm_packv_<t>_dsp
+ * (vectors of type t) and mtvm_dot<V>p_<t>_dsp(a, p, n, s0, .., s<V-1>) (a byte vector of
+ * type t; s0..: int32 variables, the V sums, updated in place -- a macro, so they stay in
+ * registers). */
+static MTVM_ALWAYS_INLINE int32_t mtvm_sum_s8_dsp(const int8_t* x, int32_t n)
+{
+    return mtvm_sum_8_dsp((const uint8_t*)x, 0, n);
+}
+static MTVM_ALWAYS_INLINE int32_t mtvm_sum_u8_dsp(const uint8_t* x, int32_t n)
+{
+    return mtvm_sum_8_dsp(x, 1, n);
 }
 static MTVM_ALWAYS_INLINE void mtvm_colsum_s8_dsp(const int8_t* b, int32_t rows, int32_t cols,
                                                   int32_t* colsum)
