@@ -20,9 +20,10 @@ TOOL = os.path.join(HERE, "..", "tools", "count_c_in_strings.py")
 # pool, layout and Det ops and the AOT entry's run function in the C writer (-498),
 # 969 with the int8 depthwise row micro-kernels in c_runtime/kernels/
 # (generic/mtvm_dw_row_s8.h: -42) and QAvgPool/QMaxPool, QBatchMatMul's transposition and
-# QConv's tap-by-tap gather, window masks and weight-zero-point sums in the C writer (-86).
+# QConv's tap-by-tap gather, window masks and weight-zero-point sums in the C writer (-86),
+# 965 with the border pixels' im2col column in c_runtime/kernels/ (mtvm_im2col_border_s8.h).
 # Lower it as more C moves out. The goal of issue 12 is 1,000.
-BUDGET = 969
+BUDGET = 965
 
 sys.path.insert(0, os.path.dirname(TOOL))
 from count_c_in_strings import count_source  # noqa: E402

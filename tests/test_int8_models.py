@@ -360,8 +360,8 @@ def test_im2col_conv_shapes_on_mps2_an386_bit_identical(dtype, knobs, tmp_path):
     """The im2col kernel's special cases (odd channel and pixel counts, tap tails,
     padding masks, strides, dilations, groups, asymmetric weights) through the Cortex-M4
     DSP path (Thumb-2 micro-kernel), and the host's build, equal to the bit-exact NumPy
-    model (the interpreter); the padding pixels' columns both unrolled and a channel at a
-    time (knob compact_border), and read from the input planes copied with their border
+    model (the interpreter); the padding pixels' columns both unrolled and by the shared
+    border function (knob compact_border), and read from the input planes copied with their border
     into scratch (knob border_plane)."""
     model, feeds = _im2col_shapes_model(dtype)
     # compiled for the Cortex-M4 itself: a host build takes its own x86 schedules,

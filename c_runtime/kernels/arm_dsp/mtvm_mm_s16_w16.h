@@ -234,10 +234,11 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_w16_scale(int16_t* d, int32_t n, int32_t 
  * the weights still int16, the sums far from overflow), then the words bias o, bias o + 1,
  * mult o, mult o + 1 (rnd and S are the layer's constants): the tile's requantization is
  * then SMMLA and SSAT with the shift folded in, and no per-channel shift is loaded. w: the
- * pair's rb packed bytes. */
-static inline void mtvm_mm_w16_pair_scaled(int16_t* row, const uint8_t* w, int w_u, int32_t rb,
-                                           int32_t bias0, int32_t bias1, int32_t mult0,
-                                           int32_t mult1, int32_t k0, int32_t k1)
+ * pair's rb packed bytes. Out of line: it runs once a channel pair and call, and inlined
+ * it was some 250 bytes of flash in every layer that widens. */
+static __attribute__((noinline, unused)) void mtvm_mm_w16_pair_scaled(
+    int16_t* row, const uint8_t* w, int w_u, int32_t rb, int32_t bias0, int32_t bias1,
+    int32_t mult0, int32_t mult1, int32_t k0, int32_t k1)
 {
     const int32_t q[4] = { (int32_t)((uint32_t)bias0 << k0), (int32_t)((uint32_t)bias1 << k1),
                            mult0, mult1 };

@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from ...codegen.cwriter import (Assign, Binary, Cast, Comment, Const, Decl, ExprStmt, For, If,
-                                RawExpr, Type, Var, and_, call, ge, index_type, lt, render_c,
-                                select)
+from ...codegen.cwriter import (ArrayDecl, Assign, Binary, Cast, Comment, Const, Decl, ExprStmt,
+                                For, If, RawExpr, Type, Var, and_, call, ge, index_type, lt,
+                                render_c, select)
 from ..base import c_literal, register
 from .common import (
     DOMAIN,
@@ -339,9 +339,10 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
     The schedule chooses the variants: mve (emit_im2col_mve, where mve_applies), quad
     (RV32's four pixels, where rv32_quad_applies), x86_direct (the x86 kernels without
     the column, where they apply), compact_border (the pixels whose window crosses the
-    padding gathered a channel at a time rather than unrolled over a whole number of
-    blocks: a 3x3 layer's code 1.8 -> 1.1 KB, for about 3 more instructions a tap
-    on those pixels), widen_weights (on Arm DSP cores, where widen_applies: the weights
+    padding gathered by the model's one shared function, mtvm_im2col_border_s8.h,
+    rather than unrolled over a whole number of blocks in each layer: a 3x3 layer's
+    code 1.4 -> 0.8 KB on the Cortex-M4, and those pixels read only their taps inside
+    the input), widen_weights (on Arm DSP cores, where widen_applies: the weights
     widened to int16 in scratch after the column once per call, read by
     mtvm_mm2x2_s16_w16: 12 instructions per 16 MACs instead of 15), border_plane (the
     group's input planes copied once per call into scratch with their zero-point border,
@@ -456,10 +457,6 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         """C expression of tail_slot for a tail tap index expression r."""
         return f"({r} ? 3 - {r} : 0)" if tl == 3 else r
 
-    # where tap i of a pixel's column goes: the blocks of four, then the tail slots
-    tap_pos = "((i >> 2) << 3) + (i & 3)"
-    tap_dst = f"t[{tap_pos}]" if not tl else \
-        f"(i < {4 * nb} ? t + {tap_pos} : tt + {slot_c(f'(i - {4 * nb})')})[0]"
     iy0, ix0, base = Var("iy0", CI32), Var("ix0", CI32), Var("base", CI32)
 
     def window_origin(mt: Type, *first) -> list:
@@ -476,12 +473,6 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                                                                                 lt(iw, wd))),
                                                                kx)))])]
 
-    def column_start(px: str) -> list[str]:
-        """p at the group's first input plane; t at pixel px's column (tt its tail)."""
-        t = Var("t", Type("int16", pointer=True))
-        return render_c([Decl(Var("p", Type(x.dtype.name, pointer=True, const=True)), Var("xg")),
-                         Decl(t, Var("col") + 4 * Var(px))]).splitlines() + tail_ptr(px)
-
     def mask_lines() -> list[str]:
         """Bit j of `m` (khw <= 64): tap j of a channel's window lies inside the input."""
         mt = Type(mtype[:-2])
@@ -491,34 +482,19 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                          If(and_(ge(ih, 0), lt(ih, h)),
                             [Assign(m, Binary("|", m, Binary("<<", cm, ky * kw)))])])]).splitlines()
 
-    def masked(px: str) -> list[str]:
-        """A pixel whose window crosses the padding, when the window is too large to
-        unroll over `per` channels: a channel's taps unrolled, the taps not inside the
-        input (bit clear in `m`) read as zx, the column position computed per tap."""
-        offs = [ky * dh * wd + kx * dw for ky in range(kh) for kx in range(kw)]
-        out = mask_lines() + column_start(px)
-        out += [f"for (size_t ci = 0, i = 0; ci < {cg}; ++ci, p += {hw}) {{"]
-        out += [f"    {tap_dst} = (m & {1 << j}{msuf}) ? (int32_t)p[base + {offs[j]}] : {zx}; "
-                "++i;" for j in range(khw)]
-        return out + ["}"]
+    border_table = Var("border", Type("int32", const=True))   # MTVM_BORDER_FIELDS words
 
-    def masked_rows(px: str) -> list[str]:
-        """As masked(), for few channels of a tall window (a 10 x 4 first layer on
-        a spectrogram): one kernel row's kw taps unrolled, looped over the rows and
-        channels; a row outside the input reads zx at every tap. A quarter of the
-        code of the unrolled border, for a few instructions a tap on border pixels."""
-        u32 = Type("uint32")
-        cm, bits = Var("cm", u32), Var("bits", u32)
-        ky, ci, i, ih, p = Var("ky", I32), Var("ci"), Var("i"), Var("ih", CI32), Var("p")
-        row = [Decl(ih, iy0 + (ky * dh if dh != 1 else ky)),
-               Decl(bits, select(and_(ge(ih, 0), lt(ih, h)), cm, 0))]
-        for j in range(kw):
-            at = p[base + ky * (dh * wd) + j * dw]
-            inside = Binary("&", bits, RawExpr(f"{1 << j}u"))
-            row += [Assign(RawExpr(tap_dst), select(inside, Cast(I32, at), RawExpr(zx))),
-                    Assign(i, 1, "+=")]
-        return render_c(window_origin(u32)).splitlines() + column_start(px) + render_c(
-            [Decl(i, 0), For(ci, cg, [For(ky, kh, row), Assign(p, hw, "+=")])]).splitlines()
+    def shared_border(px: str) -> list[str]:
+        """A pixel whose window crosses the padding, in the model's one border function
+        (mtvm_im2col_border_s8.h; border_table: the layer's window and column): a few
+        hundred bytes less code a layer than the taps unrolled, for the few pixels whose
+        windows cross the padding, and it reads only the taps inside the input."""
+        k.library("mtvm_im2col_border_s8.h")
+        fn = "mtvm_im2col_border_u8" if x.dtype == np.uint8 else "mtvm_im2col_border_s8"
+        return render_c([ExprStmt(call(fn, Var("col"), Var(px, I32),
+                                       Var("xg"), RawExpr(coord("oy", sh, ph, "0", 1)[:-4]),
+                                       RawExpr(coord("ox", sw, pw, "0", 1)[:-4]),
+                                       border_table))]).splitlines()
 
     per = 4 // math.gcd(khw, 4)            # channels per whole number of blocks
     unroll = per * khw <= 64
@@ -602,18 +578,16 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
         gather = fast("px") if unroll else slow("px")
         if padded:
             # fast(masked) unrolls `per` channels when there are that many, then the
-            # rest: compact only where that is several channels' taps (with fewer
-            # input channels than `per` it saves no code and costs 3-10 % on the
-            # layer); a tall window of one or two channels loops over its rows instead
+            # rest; compact_border calls the shared function instead where that is more
+            # than 16 taps (for fewer it saves no code), and so does any window too large
+            # to unroll
             unrolled = (per if cg >= per else 0) * khw + (cg % per) * khw
-            compact = compact_border and unrolled > 16 and unrolled >= 2 * khw
-            by_rows = compact_border and not compact and unrolled > 16 and kh >= 4 and kw <= 32
-            if khw > 64:
-                border = slow("px")
-            elif by_rows:
-                border = masked_rows("px")
+            if unroll and not (compact_border and unrolled > 16):
+                border = fast("px", masked=True)
             else:
-                border = fast("px", masked=True) if unroll and not compact else masked("px")
+                border = shared_border("px")
+                lines += render_c(ArrayDecl(border_table, (
+                    h, wd, kh, kw, dh, dw, cg, nb, tl, ts, int(x_zp)))).splitlines()
             gather = [f"if (oy >= {oy_lo} && oy < {oy_hi} && ox >= {ox_lo} && ox < {ox_hi}) {{"] \
                 + indent_c(gather) + ["} else {"] + indent_c(border) + ["}"]
         body += ["for (int32_t px = 0; px < npx; ++px) {"] + indent_c(gather) + \

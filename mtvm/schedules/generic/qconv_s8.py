@@ -70,7 +70,7 @@ class QConvIm2colS8(QConvIm2colBase):
     knobs = (Knob("x86_direct", True, (True, False),
                   "x86: the direct AVX2/VNNI kernels (no column) where they apply"),
              Knob("compact_border", False, (False, True),
-                  "the padding pixels' column a channel at a time (less code)"),
+                  "the padding pixels' column by the model's shared function (less code)"),
              Knob("widen_weights", False, (False, True),
                   "Arm DSP cores: the weights widened to int16 in scratch once a call"),
              Knob("border_plane", False, (False, True),
@@ -78,8 +78,10 @@ class QConvIm2colS8(QConvIm2colBase):
 
     def default_knobs(self, k=None) -> dict:
         """On microcontrollers the compact border: flash is the scarcer resource
-        there, and it costs ic_resnet8_int8 on the Cortex-M4 2.5 % more instructions
-        for 2.8 KB (3 %) less model flash; hosts keep the unrolled one.
+        there, and the shared border function takes ic_resnet8_int8 on the Cortex-M4
+        1.6 KB (2 %) less model flash and 2 % fewer instructions than the taps unrolled
+        in each layer (a 1-D model with few border pixels up to 0.7 % more); hosts keep
+        the unrolled one.
         On Arm DSP cores the weights widened to int16 where that takes at most
         WIDEN_MAX_BYTES of scratch and the layer has at least WIDEN_MIN_PIXELS
         outputs a channel (the widening, about an instruction a weight, is paid
