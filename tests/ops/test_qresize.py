@@ -25,6 +25,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import mtvm
+from mtvm.testing import have, run_on_board
 
 rng = np.random.default_rng(11)
 
@@ -373,3 +374,56 @@ def test_linear_resize_of_an_8bit_tensor_truncates(dtype, ctm):
         assert_q_close(got, expected, ctm)
     else:
         np.testing.assert_array_equal(got, expected)
+
+
+# (mode, ctm, shape, sizing, integer path expected): weights that are multiples of 2^-m
+# (x2 / x4 bilinear, x2 asymmetric) take it; align_corners' (n - 1) / (2 n - 1) do not
+INT_CASES = [
+    ("linear", "half_pixel", (1, 3, 6, 7), dict(scales=[1, 1, 2, 2]), True),
+    ("linear", "half_pixel", (1, 2, 5, 6), dict(scales=[1, 1, 4, 4]), True),
+    ("linear", "asymmetric", (1, 3, 6, 7), dict(scales=[1, 1, 2, 2]), True),
+    ("linear", "half_pixel", (1, 4, 9), dict(scales=[1, 1, 2]), True),
+    ("linear", "pytorch_half_pixel", (1, 5, 6, 8), dict(scales=[1, 2, 2, 1]), True),
+    ("linear", "align_corners", (1, 3, 6, 7), dict(scales=[1, 1, 2, 2]), False),
+]
+
+
+@pytest.mark.parametrize("i", range(len(INT_CASES)))
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_integer_path_is_the_float_computation(i, dtype, monkeypatch):
+    """Where the taps' bytes are read directly (Cortex-M, RISC-V; row_plan None here) and
+    the weights are dyadic with one scale in and out, QResize sums in int32 and takes the
+    float computation only at the ties: bit-exact with the reference (the float DQ ->
+    Resize -> Q) on inputs of a narrow range, where ties are frequent, and within a step
+    of onnxruntime."""
+    from mtvm.interp import interpret
+    import mtvm.ops.quantized.resize as R
+    monkeypatch.setattr(R, "row_plan", lambda shape, a, target: None)
+    mode, ctm, shape, kw, integer = INT_CASES[i]
+    m = resize_model(shape, dtype, True, mode=mode, coordinate_transformation_mode=ctm, **kw)
+    lib = mtvm.compile(m)
+    src = lib.sources["codegen/host/src/tvmgen_default_kernels.c"]
+    assert ("int32_t S" in src) == integer
+    zp = qp(dtype, True)[1]
+    for lo, hi in ((zp - 6, zp + 7), (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max) + 1)):
+        x = rng.integers(lo, hi, shape).astype(dtype)
+        got = lib.run_host({"x": x})["y"]
+        np.testing.assert_array_equal(got, interpret(lib.graph, {"x": x})["y"])
+        assert_q_close(got, run_ort(m, {"x": x}), "onnxruntime")
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="needs qemu-system-arm and arm-none-eabi-gcc")
+def test_integer_path_on_mps2_an386(tmp_path):
+    """The U-Net's x2 bilinear layer on the Cortex-M4 (the integer path with its float
+    ties): bit-exact with the host build and the reference."""
+    from mtvm.interp import interpret
+    shape = (1, 4, 6, 8)
+    m = resize_model(shape, np.int8, True, scales=[1, 1, 2, 2], mode="linear",
+                     coordinate_transformation_mode="half_pixel")
+    lib = mtvm.compile(m, target="cortex-m4")
+    assert "int32_t S" in lib.sources["codegen/host/src/tvmgen_default_kernels.c"]
+    x = rng.integers(-3, 10, shape).astype(np.int8)
+    dev = run_on_board(lib, {"x": x}, tmp_path / "proj")["y"]
+    np.testing.assert_array_equal(dev, interpret(lib.graph, {"x": x})["y"])
+    np.testing.assert_array_equal(dev, mtvm.compile(m).run_host({"x": x})["y"])
