@@ -55,7 +55,8 @@ def run_c_test(test_c: str, *, name: str, target: str = "host", sanitize: bool =
         with open(src, "w") as f:
             f.write(test_c)
         if target == "host":
-            t = Target.parse("host") if march else GENERIC
+            # the library specialized for the -march it is built with (native: this host)
+            t = Target.parse("host" if march == "native" else march) if march else GENERIC
             _write_library(tmp, library, t)
             cc = os.environ.get("CC", "cc")
             flags = ["-O2"] + WARN + (SANITIZE if sanitize else []) + \

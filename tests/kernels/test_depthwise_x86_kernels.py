@@ -6,7 +6,8 @@ multiples of eight, rows narrower than a vector (at stride 1 or 2 both ways the 
 one flat row: a DS-CNN's 25 x 5 planes and its stride-2 layer, one-pixel rows, odd row
 lengths, dilations, a 5x5 window; one by one below eight flat pixels and where the strides
 differ), int8 and uint8 activations, both
-requantization modes. Built with -march=native under ASan/UBSan: a read past the plane
+requantization modes; the widened-pair form's chunks. Built with -march=native (AVX-512
+where the host has it) and -march=x86-64-v3 (AVX2) under ASan/UBSan: a read past the plane
 (the input is its own heap-sized array here) fails the test."""
 from __future__ import annotations
 
@@ -100,6 +101,14 @@ PLANES = [
     ("flat_s2_dil2", 13, 13, 3, 3, 2, 2, 2, 2),
     ("short_s2", 5, 5, 3, 3, 2, 2, 1, 1),        # seven flat pixels: one by one
     ("s2_rows_only", 9, 9, 3, 3, 2, 1, 1, 1),    # strides differ: one by one
+    # the widened-pair form's chunks (MTVM_DW_W16_ELEMS int16 of input a chunk): several,
+    # a last one shorter than a block (at both vector widths), at stride 2; a row dilation;
+    # a window of more than 32 tap pairs (the byte form)
+    ("chunks", 70, 66, 3, 3, 1, 1, 1, 1),
+    ("chunk_tail", 62, 66, 3, 3, 1, 1, 1, 1),
+    ("chunks_s2", 101, 99, 3, 3, 2, 2, 1, 1),
+    ("rows_dil3", 12, 40, 3, 3, 1, 1, 3, 1),
+    ("k9x9", 12, 20, 9, 9, 1, 1, 1, 1),
 ]
 
 
@@ -128,7 +137,8 @@ def _plane_case(rng, spec, x_u: int, exact: int):
     return x, w, bias, rq, (oh, ow), np.clip(y, lo, hi)
 
 
-def test_plane_matches_numpy():
+@pytest.mark.parametrize("march", ["native", "x86-64-v3"])
+def test_plane_matches_numpy(march):
     rng = np.random.default_rng(5)
     arrays, calls, expected = [], [], []
     for i, spec in enumerate(s for s in PLANES for _ in range(2)):
@@ -150,7 +160,7 @@ def test_plane_matches_numpy():
     program = "\n".join(["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
                          '#include "mtvm_depthwise_x86.h"', *arrays, "int main(void)", "{",
                          *calls, "    return 0;", "}"])
-    out = run_c_test(program, name="dw_plane_x86", library=LIB, march="native")
+    out = run_c_test(program, name="dw_plane_x86", library=LIB, march=march)
     got = [np.array([int(v) for v in line.split()]) for line in out.splitlines() if line.strip()]
     assert len(got) == len(expected)
     for i, (g, e) in enumerate(zip(got, expected)):

@@ -1,5 +1,6 @@
 /* mtvm_depthwise_x86.h: One channel plane of QConv's int8 depthwise kernel on x86 hosts
- * (AVX2): eight output pixels of a row per vector, int32 sums of int16 tap pairs.
+ * (AVX2, AVX-512 where the build has it): int32 sums of int16 tap pairs, from the input
+ * widened once (mtvm_dw_flat_w16_x86) or from its bytes a tap pair at a time.
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_DEPTHWISE_X86_H_
 #define MTVM_DEPTHWISE_X86_H_
@@ -48,9 +49,9 @@ static MTVM_ALWAYS_INLINE __m256i mtvm_requantize_x86(__m256i acc, __m256i mult,
     }
 }
 
-/* Requantizes eight sums as rq says and stores their low bytes at y. */
-static MTVM_ALWAYS_INLINE void mtvm_dw_store8_x86(uint8_t* y, __m256i acc,
-                                                  const mtvm_dw_requant_x86_t* rq)
+/* Eight sums requantized as rq says and clamped, as int32 lanes. */
+static MTVM_ALWAYS_INLINE __m256i mtvm_dw_requant8_x86(__m256i acc,
+                                                       const mtvm_dw_requant_x86_t* rq)
 {
     const __m256i mult = _mm256_set1_epi32(rq->mult);
     __m256i v;
@@ -62,8 +63,15 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_store8_x86(uint8_t* y, __m256i acc,
                                               _mm256_set1_epi32(rq->rnd)),
                              _mm_cvtsi32_si128(rq->shr));
     }
-    v = _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(rq->lo)), _mm256_set1_epi32(rq->hi));
-    mtvm_store_low_bytes8_x86(y, v);
+    return _mm256_min_epi32(_mm256_max_epi32(v, _mm256_set1_epi32(rq->lo)),
+                            _mm256_set1_epi32(rq->hi));
+}
+
+/* Requantizes eight sums as rq says and stores their low bytes at y. */
+static MTVM_ALWAYS_INLINE void mtvm_dw_store8_x86(uint8_t* y, __m256i acc,
+                                                  const mtvm_dw_requant_x86_t* rq)
+{
+    mtvm_store_low_bytes8_x86(y, mtvm_dw_requant8_x86(acc, rq));
 }
 
 /* One sum, as mtvm_dw_store8_x86 requantizes and clamps it. */
@@ -115,6 +123,247 @@ static MTVM_ALWAYS_INLINE __m256i mtvm_dw_window8_x86(__m256i acc, const uint8_t
     return acc;
 }
 
+/* The widened-pair form of a plane (mtvm_dw_plane_x86's first choice where it applies:
+ * column dilation 1, both strides 1 or 2). The input, widened to int16 once, read as
+ * int32 lanes holds tap pairs: at stride 1 lane j of the int16 row from x + q + kx is
+ * (x[q + 2j + kx], x[q + 2j + kx + 1]), taps kx and kx + 1 of pixel q + 2j, so one
+ * VPMADDWD with the weight pair gives eight pixels two taps each, the odd pixels from
+ * x + q + 1 + kx; at stride 2 the row from x + 2q + kx gives pixels q .. q + 7. No byte
+ * interleave a tap pair: the shuffles, on one port, bounded the form above (two for
+ * eight pixels and two taps). An odd kw's last tap pairs with the next input, weight 0.
+ * The plane goes as one flat row (as the narrow planes below), in chunks whose widened
+ * input fits MTVM_DW_W16_ELEMS int16 on the stack; a chunk's outputs, sixteen (stride
+ * 2: eight) a block, the last block overlapping, land in a staging row and their rows'
+ * first ow columns are copied out (12 KB of stack in all). With AVX-512 (BW) a block is
+ * sixteen sums a vector, with VNNI VPDPWSSD (the add in it). Returns 0 where it does not
+ * apply. */
+#define MTVM_DW_W16_ELEMS 4096
+
+/* n bytes from src to dst (buffers that do not overlap) by 16-, 8- or 4-byte moves, the
+ * last overlapping the one before: a row of a small plane, where a call of memcpy cost
+ * more than the row's sums. */
+static MTVM_ALWAYS_INLINE void mtvm_dw_copy_short_x86(uint8_t* dst, const uint8_t* src, int32_t n)
+{
+    if (n >= 16) {
+        for (int32_t i = 0;; i += 16) {
+            if (i + 16 > n) i = n - 16;
+            _mm_storeu_si128((__m128i*)(void*)(dst + i),
+                             _mm_loadu_si128((const __m128i*)(const void*)(src + i)));
+            if (i + 16 >= n) break;
+        }
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, src, 4);
+        memcpy(&b, src + n - 4, 4);
+        memcpy(dst, &a, 4);
+        memcpy(dst + n - 4, &b, 4);
+    } else {
+        for (int32_t i = 0; i < n; ++i) dst[i] = src[i];
+    }
+}
+
+#if defined(__AVX512BW__)
+#define MTVM_DW_W16_LANES 16   /* int32 sums a vector */
+#define MTVM_DW_W16_RQ_EXACT 16   /* instructions of a vector's exact requantization */
+
+/* mtvm_requantize_x86 on sixteen lanes (the conditions as masks). */
+static MTVM_ALWAYS_INLINE __m512i mtvm_requantize16_x86(__m512i acc, __m512i mult, int32_t m)
+{
+    const __m512i one = _mm512_set1_epi32(1), zero = _mm512_setzero_si512();
+    const __m512i even = _mm512_mul_epi32(acc, mult);                        /* lanes 0, 2, .. */
+    const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), _mm512_srli_epi64(mult, 32));
+    const __m512i hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+    const __m512i lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+    if (m == 0) {
+        /* + 1 where lo > 2^31 (unsigned), or lo == 2^31 and hi is odd */
+        const __m512i lo_c = _mm512_xor_si512(lo, _mm512_set1_epi32(INT32_MIN));
+        const __mmask16 up = _mm512_cmpgt_epi32_mask(lo_c, zero) |
+                             (_mm512_cmpeq_epi32_mask(lo_c, zero) & _mm512_test_epi32_mask(hi, one));
+        return _mm512_mask_add_epi32(hi, up, hi, one);
+    }
+    /* (hi + 2^(m-1) - 1) >> m where hi >> m is even and lo is 0, else (hi + 2^(m-1)) >> m */
+    const __m128i n = _mm_cvtsi32_si128(m);
+    const __mmask16 down = _mm512_testn_epi32_mask(_mm512_sra_epi32(hi, n), one) &
+                           _mm512_cmpeq_epi32_mask(lo, zero);
+    const __m512i t = _mm512_add_epi32(hi, _mm512_set1_epi32(1 << (m - 1)));
+    return _mm512_sra_epi32(_mm512_mask_sub_epi32(t, down, t, one), n);
+}
+
+/* Sixteen sums requantized and clamped as mtvm_dw_requant8_x86 does. */
+static MTVM_ALWAYS_INLINE __m512i mtvm_dw_requant16_x86(__m512i acc,
+                                                        const mtvm_dw_requant_x86_t* rq)
+{
+    const __m512i mult = _mm512_set1_epi32(rq->mult);
+    __m512i v;
+    if (rq->exact) {
+        v = _mm512_add_epi32(mtvm_requantize16_x86(acc, mult, -1 - rq->shift),
+                             _mm512_set1_epi32(rq->y_zp));
+    } else {
+        const __m512i even = _mm512_srli_epi64(_mm512_mul_epi32(acc, mult), 32);
+        const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult);
+        v = _mm512_sra_epi32(_mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, even, odd),
+                                              _mm512_set1_epi32(rq->rnd)),
+                             _mm_cvtsi32_si128(rq->shr));
+    }
+    return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(rq->lo)),
+                            _mm512_set1_epi32(rq->hi));
+}
+
+/* One block: the 32 / s pixels whose widened input starts at b, requantized into out. */
+static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t* b, int32_t s,
+                                                     int32_t row_w, int32_t kh, int32_t kp,
+                                                     int32_t dh, const int32_t* wp,
+                                                     int32_t bias_in,
+                                                     const mtvm_dw_requant_x86_t* rq)
+{
+    __m512i e = _mm512_set1_epi32(bias_in), o = e;
+    for (int32_t ky = 0; ky < kh; ++ky) {
+        const int16_t* r = b + ky * dh * row_w;
+        for (int32_t j = 0; j < kp; ++j) {
+            const __m512i pair = _mm512_set1_epi32(wp[ky * kp + j]);
+            const __m512i xe = _mm512_loadu_si512((const void*)(r + 2 * j));
+#if defined(__AVX512VNNI__)
+            e = _mm512_dpwssd_epi32(e, xe, pair);
+#else
+            e = _mm512_add_epi32(e, _mm512_madd_epi16(xe, pair));
+#endif
+            if (s == 1) {
+                const __m512i xo = _mm512_loadu_si512((const void*)(r + 2 * j + 1));
+#if defined(__AVX512VNNI__)
+                o = _mm512_dpwssd_epi32(o, xo, pair);
+#else
+                o = _mm512_add_epi32(o, _mm512_madd_epi16(xo, pair));
+#endif
+            }
+        }
+    }
+    if (s == 1) {   /* int16 lane j: even pixel j's output, then odd pixel j's */
+        const __m512i v = _mm512_or_si512(
+            _mm512_and_si512(mtvm_dw_requant16_x86(e, rq), _mm512_set1_epi32(0xFF)),
+            _mm512_slli_epi32(mtvm_dw_requant16_x86(o, rq), 8));
+        _mm256_storeu_si256((__m256i*)(void*)out, _mm512_cvtepi32_epi16(v));
+    } else {
+        _mm_storeu_si128((__m128i*)(void*)out, _mm512_cvtepi32_epi8(mtvm_dw_requant16_x86(e, rq)));
+    }
+}
+#else
+#define MTVM_DW_W16_LANES 8
+#define MTVM_DW_W16_RQ_EXACT 20
+
+/* One block: the 16 / s pixels whose widened input starts at b, requantized into out. */
+static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t* b, int32_t s,
+                                                     int32_t row_w, int32_t kh, int32_t kp,
+                                                     int32_t dh, const int32_t* wp,
+                                                     int32_t bias_in,
+                                                     const mtvm_dw_requant_x86_t* rq)
+{
+    __m256i e = _mm256_set1_epi32(bias_in), o = e;
+    for (int32_t ky = 0; ky < kh; ++ky) {
+        const int16_t* r = b + ky * dh * row_w;
+        for (int32_t j = 0; j < kp; ++j) {
+            const __m256i pair = _mm256_set1_epi32(wp[ky * kp + j]);
+            e = _mm256_add_epi32(e, _mm256_madd_epi16(
+                _mm256_loadu_si256((const __m256i*)(const void*)(r + 2 * j)), pair));
+            if (s == 1) {
+                o = _mm256_add_epi32(o, _mm256_madd_epi16(
+                    _mm256_loadu_si256((const __m256i*)(const void*)(r + 2 * j + 1)), pair));
+            }
+        }
+    }
+    if (s == 1) {   /* byte 2j: even pixel j's output, 2j + 1: odd pixel j's */
+        const __m256i v = _mm256_or_si256(
+            _mm256_and_si256(mtvm_dw_requant8_x86(e, rq), _mm256_set1_epi32(0xFF)),
+            _mm256_slli_epi32(mtvm_dw_requant8_x86(o, rq), 8));
+        const __m256i lo16 = _mm256_shuffle_epi8(v, _mm256_setr_epi8(
+            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1,
+            0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
+        _mm_storeu_si128((__m128i*)(void*)out,
+                         _mm_unpacklo_epi64(_mm256_castsi256_si128(lo16),
+                                            _mm256_extracti128_si256(lo16, 1)));
+    } else {
+        mtvm_dw_store8_x86(out, e, rq);
+    }
+}
+#endif
+
+static MTVM_ALWAYS_INLINE int mtvm_dw_flat_w16_x86(const uint8_t* xc, int x_u, int32_t row_w,
+                                                   uint8_t* yc, int32_t oh, int32_t ow,
+                                                   int32_t kh, int32_t kw, int32_t s,
+                                                   int32_t dh, const int32_t* w,
+                                                   int32_t bias_in, const mtvm_dw_requant_x86_t* rq)
+{
+    const int32_t flat = (oh - 1) * row_w + ow, blk = 2 * MTVM_DW_W16_LANES / s;
+    const int32_t kp = (kw + 1) / 2;
+    /* input elements past s q a pixel's pairs read (the last one of an odd kw: one more) */
+    const int32_t halo = (kh - 1) * dh * row_w + 2 * kp;
+    const int32_t per = (MTVM_DW_W16_ELEMS - halo) / s / blk * blk;   /* pixels a chunk */
+    if (flat < blk || per < blk || kh * kp > 32) return 0;
+    /* Whether it pays: vector instructions counted per block, with its per-plane work
+     * (the widening, a copy a row, some 120 more: measured on 8 x 8 planes), against the
+     * byte form's below. A plane of few
+     * pixels (MobileNetV2's 8 x 8), or at stride 2 one whose flat row is half past its
+     * rows' ends, keeps the byte form; the exact requantization (about 20 instructions a
+     * vector) weighs on both. Constants at each call: the choice folds. */
+    {
+        const int32_t rq8 = rq->exact ? 20 : 8, taps = kh * kw;
+        const int32_t byte_block = (taps + 1) / 2 * 6 + rq8 + 2;
+        const int32_t byte_cost = ow >= 8 ? oh * ((ow + 7) / 8) * byte_block
+                                          : (flat + 7) / 8 * (byte_block + 16);
+        const int32_t w16_block = kh * kp * (s == 1 ? 2 : 1) * 3 +
+                                  (s == 1 ? 2 : 1) * (rq->exact ? MTVM_DW_W16_RQ_EXACT : 8) + 4;
+        const int32_t w16_cost = (flat + blk - 1) / blk * w16_block +
+                                 (s * flat + halo) / 16 * 3 + 12 * oh + 2 * kh * kp + 120;
+        if (w16_cost >= byte_cost) return 0;
+    }
+    /* the input elements the windows read: the rest of the last pair reads 0 */
+    const int32_t extent = s * (flat - 1) + (kh - 1) * dh * row_w + kw;
+    int32_t wp[32];
+    for (int32_t ky = 0; ky < kh; ++ky) {
+        for (int32_t i = 0; i < kp; ++i) {
+            const int32_t t = ky * kw + 2 * i;
+            const uint32_t hi = 2 * i + 1 < kw ? (uint32_t)w[t + 1] : 0u;
+            wp[ky * kp + i] = (int32_t)((hi << 16) | ((uint32_t)w[t] & 0xFFFFu));
+        }
+    }
+    int16_t buf[MTVM_DW_W16_ELEMS];
+    uint8_t stage[MTVM_DW_W16_ELEMS + 32];
+    for (int32_t q0 = 0; q0 < flat; q0 += per) {
+        const int32_t q1 = q0 + per < flat ? q0 + per : flat;
+        /* a last chunk shorter than a block starts a block before its end */
+        const int32_t base = q1 - q0 < blk ? q1 - blk : q0;
+        const int32_t n = s * (q1 - 1 - base) + halo, from = s * base;   /* <= s per + halo */
+        const int32_t valid = extent - from < n ? extent - from : n;
+        int32_t i = 0;
+        for (; i + 16 <= valid; i += 16) {
+            const __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(xc + from + i));
+            _mm256_storeu_si256((__m256i*)(void*)(buf + i),
+                                x_u ? _mm256_cvtepu8_epi16(b) : _mm256_cvtepi8_epi16(b));
+        }
+        for (; i < n; ++i) buf[i] = i < valid ? (int16_t)mtvm_byte_at(xc + from, i, x_u) : 0;
+        for (int32_t q = base; q < q1; q += blk) {
+            if (q + blk > q1) q = q1 - blk;   /* the last, overlapping block */
+            mtvm_dw_w16_block_x86(stage + (q - base), buf + s * (q - base), s, row_w, kh, kp,
+                                  dh, wp, bias_in, rq);
+        }
+        /* the rows' columns below ow of flat pixels [q0, q1) */
+        for (int32_t r = q0 / row_w; r * row_w < q1; ++r) {
+            const int32_t lo = q0 > r * row_w ? q0 - r * row_w : 0;
+            const int32_t hi = q1 - r * row_w < ow ? q1 - r * row_w : ow;
+            if (hi > lo) {
+                mtvm_dw_copy_short_x86(yc + (size_t)r * (size_t)ow + (size_t)lo,
+                                       stage + (r * row_w + lo - base), hi - lo);
+            }
+        }
+    }
+    return 1;
+}
+
 /* One output channel: yc[oh][ow] from the plane xc (rows row_w bytes apart; padded
  * already, or the window fits). Output row oy reads input rows oy * sh + ky * dh, pixel
  * ox columns ox * sw + kx * dw. The sums start at bias_in (the zero-point terms folded
@@ -142,6 +391,10 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_plane_x86(const uint8_t* xc, int x_u, int
      * goes past the last pixel (the last one overlaps the one before). Pixel by pixel
      * these planes ran at 3 MACs a nanosecond. */
     const int32_t flat = (oh - 1) * row_w + ow;
+    if (vector_ok && dw == 1 && sh == sw && (sw == 1 || sw == 2) &&
+        mtvm_dw_flat_w16_x86(xc, x_u, row_w, yc, oh, ow, kh, kw, sw, dh, w, bias_in, &rq)) {
+        return;
+    }
     if (vector_ok && ow < 8 && sh == sw && (sw == 1 || sw == 2) && flat >= 8) {
         for (int32_t q0 = 0; q0 < flat; q0 += 8) {
             if (q0 + 8 > flat) q0 = flat - 8;
