@@ -391,14 +391,14 @@ INT_CASES = [
 @pytest.mark.parametrize("i", range(len(INT_CASES)))
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 def test_integer_path_is_the_float_computation(i, dtype, monkeypatch):
-    """Where the taps' bytes are read directly (Cortex-M, RISC-V; row_plan None here) and
+    """Where the taps' bytes are read directly (Cortex-M, RISC-V; the host as one here) and
     the weights are dyadic with one scale in and out, QResize sums in int32 and takes the
     float computation only at the ties: bit-exact with the reference (the float DQ ->
     Resize -> Q) on inputs of a narrow range, where ties are frequent, and within a step
     of onnxruntime."""
     from mtvm.interp import interpret
     import mtvm.ops.quantized.resize as R
-    monkeypatch.setattr(R, "row_plan", lambda shape, a, target: None)
+    monkeypatch.setattr(R, "scalar_fpu", lambda target: True)   # the host as a scalar core
     mode, ctm, shape, kw, integer = INT_CASES[i]
     m = resize_model(shape, dtype, True, mode=mode, coordinate_transformation_mode=ctm, **kw)
     lib = mtvm.compile(m)

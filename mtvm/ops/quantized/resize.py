@@ -33,15 +33,15 @@ on the U-Net's layer, x86-64 with AVX-512). The remap is a last pass over each
 finished row. Points outside the input (tf_crop_and_resize) store
 `ext_q`, the extrapolation value quantized (and remapped).
 
-Where the kernel reads the taps' bytes directly (Cortex-M, RISC-V) and the float
+On the cores that read the taps' bytes directly (Cortex-M, RISC-V: scalar_fpu), where the float
 computation is an exact integer one in disguise -- equal input and output scales, and
 weights that are multiples of 2^-m (a x2 or x4 bilinear: 0.75, 0.25; m <= DYADIC_MAX_BITS
 over the axes) -- it computes S = sum W (x - x_zp) in int32 with W = w 2^m, and y =
 floor((S + 2^(m-1)) / 2^m) + y_zp clamped (int_plan). The float sum is within 2^-12 of the
 exact S / 2^m, so it rounds to the same integer unless S / 2^m is a tie (S = 2^(m-1) mod
 2^m): those outputs take the float computation above, whose rounding noise decides a tie
--- the result stays the float one bit for bit, for about a third of its instructions (the
-U-Net's x2 bilinear layer on the Cortex-M4: 47 -> 15 a value).
+-- the result stays the float one bit for bit, for fewer instructions (unet_v15_int8's x2
+bilinear layer on the Cortex-M4, with its ties and its plain period loop: 47 -> 31 a value).
 """
 from __future__ import annotations
 
@@ -187,6 +187,11 @@ def periodic(idx, w, bad, max_period: int = 8, min_cover: int = 8):
     return best
 
 
+def scalar_fpu(target) -> bool:
+    """Cortex-M and RISC-V cores: no vectors to fill, the taps' bytes read directly."""
+    return target.is_arm or target.is_riscv
+
+
 def row_plan(shape, a, target):
     """(outer tap combinations, input row length, P, periods) when the kernel runs
     its last axis through scratch rows (interpolation with a repeating last axis,
@@ -194,7 +199,7 @@ def row_plan(shape, a, target):
     of Cortex-M and RISC-V cores reading the taps' bytes directly takes fewer
     instructions (0.4 M fewer on the denoising U-Net's layer, Cortex-M4)."""
     if a.get("mode", "nearest") == "nearest" or not len(shape) or \
-            target.is_arm or target.is_riscv:
+            scalar_fpu(target):
         return None
     _, taps = _axes(shape, a)
     L = len(shape) - 1
@@ -289,7 +294,7 @@ def qresize_nest(k, *, float_io: bool = False, **a) -> list:
     plan = None if float_io else row_plan(x.shape, a, k.target)
     # the integer path (int_plan) where the taps' bytes are read directly: per axis the
     # weights times 2^m as int32 tables beside the float ones (a tie's float fallback)
-    bits = int_plan(taps, a) if plan is None and not float_io else None
+    bits = int_plan(taps, a) if scalar_fpu(k.target) and not float_io else None
     iw_v, iw_of = {}, {}   # int32 weight tables; float weight variable -> its int32 one
     if bits is not None:
         for ax, wv in w_v.items():
@@ -462,7 +467,7 @@ def qresize_nest(k, *, float_io: bool = False, **a) -> list:
             B = 1 << min(5, nper.bit_length() - 1)
             # (on the scalar cores of row_plan a plain loop: the block moved back
             # recomputes up to B - 1 periods)
-            if B >= 8 and nper > B and not (k.target.is_arm or k.target.is_riscv):
+            if B >= 8 and nper > B and not scalar_fpu(k.target):
                 # Blocks of B periods, the last one moved back to end at nper (its
                 # outputs computed twice, the same values): every block a full
                 # vector loop, no scalar remainder (short rows spent most of their
