@@ -23,11 +23,15 @@ DEPTHS = (12, 32, 64, 24, 8)   # depth 12: one group a step, 32: four, 64: eight
 @pytest.fixture(scope="module", params=[13, 8], ids=["13rows_v5", "8rows_v4"])
 def model(request, tmp_path_factory):
     """13 rows: five a block (the last overlapping); 8 rows: four a block."""
-    ROWS = request.param
+    return _chain_model(tmp_path_factory.mktemp("fused"), request.param, DEPTHS)
+
+
+def _chain_model(tmp, ROWS, DEPTHS):
+    """x [1, ROWS, DEPTHS[0]] through MatMuls of the depths in turn (a bias Add after the
+    first two), quantized to QDQ int8."""
     pytest.importorskip("onnxruntime.quantization")
     import onnx
     from onnx import TensorProto, helper, numpy_helper
-    tmp = tmp_path_factory.mktemp("fused")
     rng = np.random.default_rng(5)
     nodes, inits, prev = [], [], "x"
     for i, (k, n) in enumerate(zip(DEPTHS, DEPTHS[1:])):
@@ -53,8 +57,8 @@ def model(request, tmp_path_factory):
 
 
 def _calls(lib) -> list[str]:
-    """The kernels' calls of the fused loop (one out-of-line function per shape:
-    mtvm_mm_rq_s8_dsp_<rows>x<depth>x<columns>[_add<post>s<shift>][_w][_p])."""
+    """The kernels' calls of the fused loop (one out-of-line function per step form of the
+    depth and width: mtvm_mm_rq_s8_dsp_<rows>xk<form>x<columns>[_add<post>s<shift>][_w][_p])."""
     src = "\n".join(t for n, t in lib.sources.items() if n.endswith("_kernels.c"))
     return re.findall(r"^\s*(mtvm_mm_rq_s8_dsp_\w+)\(", src, re.M)
 
@@ -89,5 +93,22 @@ def test_on_the_board_bit_identical(model, board, target, config, tmp_path):
     assert _calls(lib)
     dev = run_on_board(lib, [x], tmp_path, board=board)
     host = mtvm.compile(model).run_host([x])
+    for (name, a), b in zip(dev.items(), host.values()):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+@pytest.mark.skipif(not (have("qemu-system-arm") and have("arm-none-eabi-gcc")),
+                    reason="QEMU or arm-none-eabi-gcc not installed")
+def test_depths_of_one_step_form_share_the_loop(tmp_path):
+    """Depths 128 and 64 onto 64 columns (eight groups a step both): one copy of the loop,
+    the depth its argument, on the board bit for bit the host's."""
+    m = _chain_model(tmp_path, 8, (128, 64, 64))
+    with np.load(m[:-5] + ".npz") as z:
+        x = z["in_0"]
+    lib = mtvm.compile(m, target=Target.resolve("cortex-m4"), schedule_config=NARROW)
+    calls = _calls(lib)
+    assert len(calls) == 2 and calls[0] == calls[1] and "xk8x64" in calls[0], calls
+    dev = run_on_board(lib, [x], tmp_path / "proj")
+    host = mtvm.compile(m).run_host([x])
     for (name, a), b in zip(dev.items(), host.values()):
         np.testing.assert_array_equal(a, b, err_msg=name)

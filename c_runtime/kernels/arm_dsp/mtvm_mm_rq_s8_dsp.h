@@ -138,7 +138,7 @@
  * packed block (V rows of kk elements, kk a multiple of 4). V, kk, nn, post, post_shift
  * and wide are constants at each call: the asm needs them as immediates. */
 #define mtvm_mm_rq_s8_dsp(V, w, p0, kk, nn, ldy, prm, y, post, post_shift, wide) \
-    mtvm_mm_rq_s8_dsp_##V(w, p0, kk, nn, ldy, prm, y, post, post_shift, wide)
+    mtvm_mm_rq_s8_dsp_##V(w, p0, kk, kk, nn, ldy, prm, y, post, post_shift, wide)
 
 /* The weights' n bytes (n a multiple of 4) widened for the wide form: per four bytes the
  * words (w0, w2), (w1, w3) as int16 lanes -- what the narrow form's SXTB16s make of them
@@ -152,7 +152,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, u
 #if defined(MTVM_MM_RQ_ASM)
 #define MTVM_MM_RQ_BODY(V)                                                                  \
     do {                                                                                   \
-        const int32_t* pend = (const int32_t*)p0 + 2 * V * (kk / 4 - MTVM_MM_RQ_TAIL(kk));  \
+        const int32_t* pend = (const int32_t*)p0 + 2 * V * (kk / 4 - MTVM_MM_RQ_TAIL(kc));  \
         int8_t* yend = y + nn;                                                             \
         int32_t s0, s1, s2, s3, s4, w, h, x0, x1;   /* s4: with five rows only */          \
         const uint32_t* p;                                                                 \
@@ -191,12 +191,12 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_widen_s8(const int8_t* w, int32_t n, u
     (((kk) / 4) % 8 == 0 && (kk) / 4 >= 16 ? 0 : (kk) / 4 >= 4 ? ((kk) / 4) % 4 : 0)
 #define MTVM_MM_RQ_STEPS(V, F, P, EPI)                                                        \
     do {                                                                                      \
-        if ((kk / 4) % 8 == 0 && kk / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, 0, F, P, EPI);           \
-        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 0) MTVM_MM_RQ_STMT(V, 4, 0, F, P, EPI);\
-        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 1) MTVM_MM_RQ_STMT(V, 4, 1, F, P, EPI);\
-        else if (kk / 4 >= 4 && MTVM_MM_RQ_TAIL(kk) == 2) MTVM_MM_RQ_STMT(V, 4, 2, F, P, EPI);\
-        else if (kk / 4 >= 4) MTVM_MM_RQ_STMT(V, 4, 3, F, P, EPI);                            \
-        else if ((kk / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, 0, F, P, EPI);                      \
+        if ((kc / 4) % 8 == 0 && kc / 4 >= 16) MTVM_MM_RQ_STMT(V, 8, 0, F, P, EPI);           \
+        else if (kc / 4 >= 4 && MTVM_MM_RQ_TAIL(kc) == 0) MTVM_MM_RQ_STMT(V, 4, 0, F, P, EPI);\
+        else if (kc / 4 >= 4 && MTVM_MM_RQ_TAIL(kc) == 1) MTVM_MM_RQ_STMT(V, 4, 1, F, P, EPI);\
+        else if (kc / 4 >= 4 && MTVM_MM_RQ_TAIL(kc) == 2) MTVM_MM_RQ_STMT(V, 4, 2, F, P, EPI);\
+        else if (kc / 4 >= 4) MTVM_MM_RQ_STMT(V, 4, 3, F, P, EPI);                            \
+        else if ((kc / 4) % 2 == 0) MTVM_MM_RQ_STMT(V, 2, 0, F, P, EPI);                      \
         else MTVM_MM_RQ_STMT(V, 1, 0, F, P, EPI);                                             \
     } while (0)
 #endif
@@ -282,10 +282,12 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
 }
 
 /* mtvm_mm_rq_s8_dsp_4 and _5: the loop where it applies (a depth of whole groups, the
- * rows' stores within STRB's 12-bit offsets), else the C form. */
+ * rows' stores within STRB's 12-bit offsets), else the C form. kc: a constant depth whose
+ * steps (MTVM_MM_RQ_STEPS: groups a step, the groups after the loop) are kk's, where kk
+ * is a run-time value (MTVM_DEFINE_MM_RQ_S8_DSP_K); else kk itself. */
 #if defined(MTVM_MM_RQ_ASM)
 #define MTVM_MM_RQ_TRY(V)                                                                   \
-    if (kk % 4 == 0 && nn > 0 && (V - 1) * ldy < 4096 && post_shift >= 0 &&               \
+    if (kc % 4 == 0 && nn > 0 && (V - 1) * ldy < 4096 && post_shift >= 0 &&               \
         post_shift < 32) {                                                                  \
         MTVM_MM_RQ_BODY(V);                                                                 \
         return;                                                                             \
@@ -295,10 +297,12 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_c(int32_t V, const int8_t* wt,
 #endif
 #define MTVM_MM_RQ_FN(V)                                                                    \
     static MTVM_ALWAYS_INLINE void mtvm_mm_rq_s8_dsp_##V(                                  \
-        const int8_t* wt, const uint32_t* p0, int32_t kk, int32_t nn, int32_t ldy,         \
+        const int8_t* wt, const uint32_t* p0, int32_t kc, int32_t kk, int32_t nn,          \
+        int32_t ldy,                                                                       \
         const int32_t* prm,                                                                \
         int8_t* y, int32_t post, int32_t post_shift, int wide)                             \
     {                                                                                      \
+        (void)kc;   /* (the C form: no steps to choose) */                                 \
         MTVM_MM_RQ_TRY(V)                                                                  \
         mtvm_mm_rq_s8_dsp_c(V, wt, p0, kk, nn, ldy, prm, y, post, post_shift, wide);       \
     }
@@ -314,6 +318,16 @@ MTVM_MM_RQ_FN(5)
                                                const int32_t* prm, int8_t* y)             \
     {                                                                                      \
         mtvm_mm_rq_s8_dsp(V, w, p0, KK, NN, LDY, prm, y, POST, POST_SHIFT, WIDE);          \
+    }
+
+/* As MTVM_DEFINE_MM_RQ_S8_DSP with the depth an argument, NAME(w, p0, prm, y, kk): one copy
+ * for the depths of one step form, KC one of them (a transformer's 64 -> 64 and 128 -> 64
+ * projections: 660 bytes of flash less). */
+#define MTVM_DEFINE_MM_RQ_S8_DSP_K(NAME, V, KC, NN, LDY, POST, POST_SHIFT, WIDE)              \
+    static __attribute__((noinline)) void NAME(const int8_t* w, const uint32_t* p0,       \
+                                               const int32_t* prm, int8_t* y, int32_t kk) \
+    {                                                                                      \
+        mtvm_mm_rq_s8_dsp_##V(w, p0, KC, kk, NN, LDY, prm, y, POST, POST_SHIFT, WIDE);     \
     }
 
 #endif  /* MTVM_MM_RQ_S8_DSP_H_ */

@@ -148,6 +148,19 @@ def fused_applies(k, attrs: dict) -> bool:
     return fast_requant_table(k, attrs.get("y_zp", 0)) is not None
 
 
+
+def rq_step_form(kk: int) -> str:
+    """The fused loop's step form of a depth of kk (a multiple of 4; MTVM_MM_RQ_STEPS):
+    eight groups a step, four with 0-3 after the loop, two, one. Depths of one form share
+    a copy of the loop."""
+    g = kk // 4
+    if g % 8 == 0 and g >= 16:
+        return "8"
+    if g >= 4:
+        return f"4t{g % 4}"
+    return "2" if g % 2 == 0 else "1"
+
+
 def fused_post(k) -> int:
     """The fused kernel's `post`: 0 without a folded bias Add, 1 with one whose ia is one
     value for all columns (the table holds it once, after the columns), 2 with an ia per
@@ -328,10 +341,13 @@ class QMatMulDsp(Schedule):
         shift = int(post_shift) if post else 0
         wide = 1 if self._widened(k, attrs) else 0
         packed = fused_packed(k, attrs.get("y_zp", 0))
-        fn = f"mtvm_mm_rq_s8_dsp_{v}x{kk}x{nn}" + (f"_add{post}s{shift}" if post else "") + \
+        # one out-of-line copy per step form of the depth and output width
+        # (mtvm_mm_rq_s8_dsp.h, MTVM_DEFINE_MM_RQ_S8_DSP_K: the depth an argument)
+        form = rq_step_form(kk)
+        fn = f"mtvm_mm_rq_s8_dsp_{v}xk{form}x{nn}" + (f"_add{post}s{shift}" if post else "") + \
             ("_w" if wide else "") + ("_p" if packed else "")
-        if fn not in k.helpers:   # one out-of-line copy per shape (mtvm_mm_rq_s8_dsp.h)
-            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP({fn}, {v}, {kk}, {nn}, {nn}, "
+        if fn not in k.helpers:
+            k.helper(fn, f"MTVM_DEFINE_MM_RQ_S8_DSP_K({fn}, {v}, {kk}, {nn}, {nn}, "
                      f"{post | (PACKED if packed else 0)}, {shift}, {wide})")
         # the widened weights after the packed rows (word-aligned: whole groups of words)
         ww = Var("ww", Type("uint32", pointer=True))
@@ -339,7 +355,7 @@ class QMatMulDsp(Schedule):
 
         def block(row) -> list:
             return [ExprStmt(call("mtvm_packv_s8_dsp", xv + row * kk, kk, 1, v, v, kk, pk)),
-                    ExprStmt(call(fn, weights, pk, Var(prm.c), Var(k.out.c) + row * nn))]
+                    ExprStmt(call(fn, weights, pk, Var(prm.c), Var(k.out.c) + row * nn, kk))]
         body = [Comment(f"{x.c}: input [{m}][{kk}], {w.c}: weights [{nn}][{kk}] (transposed), "
                         f"{v} rows of the input packed into int16 pairs (scratch), then per "
                         f"weight row their {v} sums, requantized"
