@@ -87,10 +87,15 @@ static MTVM_ALWAYS_INLINE void mtvm_im2col_border_8(int16_t* col, int32_t px, co
                 tq[q2] = (int16_t)mtvm_byte_at(p, 2 * hw, x_u);
                 tq[q3] = (int16_t)mtvm_byte_at(p, 3 * hw, x_u);
             }
-            for (int32_t i = i0 + c * khw; c < channels; ++c, i += khw, p += hw) {
+            /* (i unsigned: its steps cannot overflow as far as the compiler knows, which
+             * otherwise warned of an iteration past int32 where it did not see the
+             * channel count) */
+            for (uint32_t i = (uint32_t)(i0 + c * khw); c < channels;
+                 ++c, i += (uint32_t)khw, p += hw) {
                 const int16_t v = (int16_t)mtvm_byte_at(p, 0, x_u);
-                if (i < lim) t[i + (i & ~3)] = v;
-                else tt[tl == 3 && i > lim ? lim + 3 - i : i - lim] = v;
+                const uint32_t j = i - (uint32_t)lim;   /* the tail's tap, where i >= lim */
+                if (i < (uint32_t)lim) t[i + (i & ~3u)] = v;
+                else tt[tl == 3 && j ? 3 - j : j] = v;
             }
         }
     }
