@@ -215,34 +215,11 @@ static MTVM_ALWAYS_INLINE __m512i mtvm_dw_requant16_x86(__m512i acc,
                             _mm512_set1_epi32(rq->hi));
 }
 
-/* One block: the 32 / s pixels whose widened input starts at b, requantized into out. */
-static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t* b, int32_t s,
-                                                     int32_t row_w, int32_t kh, int32_t kp,
-                                                     int32_t dh, const int32_t* wp,
-                                                     int32_t bias_in,
-                                                     const mtvm_dw_requant_x86_t* rq)
+/* The block's sums (e: its even pixels, or all at stride 2; o: its odd ones) requantized
+ * into out (32 / s bytes). */
+static MTVM_ALWAYS_INLINE void mtvm_dw_w16_store_x86(uint8_t* out, __m512i e, __m512i o,
+                                                     int32_t s, const mtvm_dw_requant_x86_t* rq)
 {
-    __m512i e = _mm512_set1_epi32(bias_in), o = e;
-    for (int32_t ky = 0; ky < kh; ++ky) {
-        const int16_t* r = b + ky * dh * row_w;
-        for (int32_t j = 0; j < kp; ++j) {
-            const __m512i pair = _mm512_set1_epi32(wp[ky * kp + j]);
-            const __m512i xe = _mm512_loadu_si512((const void*)(r + 2 * j));
-#if defined(__AVX512VNNI__)
-            e = _mm512_dpwssd_epi32(e, xe, pair);
-#else
-            e = _mm512_add_epi32(e, _mm512_madd_epi16(xe, pair));
-#endif
-            if (s == 1) {
-                const __m512i xo = _mm512_loadu_si512((const void*)(r + 2 * j + 1));
-#if defined(__AVX512VNNI__)
-                o = _mm512_dpwssd_epi32(o, xo, pair);
-#else
-                o = _mm512_add_epi32(o, _mm512_madd_epi16(xo, pair));
-#endif
-            }
-        }
-    }
     if (s == 1) {   /* int16 lane j: even pixel j's output, then odd pixel j's */
         const __m512i v = _mm512_or_si512(
             _mm512_and_si512(mtvm_dw_requant16_x86(e, rq), _mm512_set1_epi32(0xFF)),
@@ -252,30 +229,24 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t
         _mm_storeu_si128((__m128i*)(void*)out, _mm512_cvtepi32_epi8(mtvm_dw_requant16_x86(e, rq)));
     }
 }
+
+typedef __m512i mtvm_dw_vec_x86;
+#define MTVM_DW_SET1(v) _mm512_set1_epi32(v)
+#define MTVM_DW_LOAD(p) _mm512_loadu_si512((const void*)(p))
+#if defined(__AVX512VNNI__)
+#define MTVM_DW_MAC(acc, x, pair) _mm512_dpwssd_epi32(acc, x, pair)
+#else
+#define MTVM_DW_MAC(acc, x, pair) _mm512_add_epi32(acc, _mm512_madd_epi16(x, pair))
+#endif
 #else
 #define MTVM_DW_W16_LANES 8
 #define MTVM_DW_W16_RQ_EXACT 20
 
-/* One block: the 16 / s pixels whose widened input starts at b, requantized into out. */
-static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t* b, int32_t s,
-                                                     int32_t row_w, int32_t kh, int32_t kp,
-                                                     int32_t dh, const int32_t* wp,
-                                                     int32_t bias_in,
-                                                     const mtvm_dw_requant_x86_t* rq)
+/* The block's sums (e: its even pixels, or all at stride 2; o: its odd ones) requantized
+ * into out (16 / s bytes). */
+static MTVM_ALWAYS_INLINE void mtvm_dw_w16_store_x86(uint8_t* out, __m256i e, __m256i o,
+                                                     int32_t s, const mtvm_dw_requant_x86_t* rq)
 {
-    __m256i e = _mm256_set1_epi32(bias_in), o = e;
-    for (int32_t ky = 0; ky < kh; ++ky) {
-        const int16_t* r = b + ky * dh * row_w;
-        for (int32_t j = 0; j < kp; ++j) {
-            const __m256i pair = _mm256_set1_epi32(wp[ky * kp + j]);
-            e = _mm256_add_epi32(e, _mm256_madd_epi16(
-                _mm256_loadu_si256((const __m256i*)(const void*)(r + 2 * j)), pair));
-            if (s == 1) {
-                o = _mm256_add_epi32(o, _mm256_madd_epi16(
-                    _mm256_loadu_si256((const __m256i*)(const void*)(r + 2 * j + 1)), pair));
-            }
-        }
-    }
     if (s == 1) {   /* byte 2j: even pixel j's output, 2j + 1: odd pixel j's */
         const __m256i v = _mm256_or_si256(
             _mm256_and_si256(mtvm_dw_requant8_x86(e, rq), _mm256_set1_epi32(0xFF)),
@@ -290,7 +261,32 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t
         mtvm_dw_store8_x86(out, e, rq);
     }
 }
+
+typedef __m256i mtvm_dw_vec_x86;
+#define MTVM_DW_SET1(v) _mm256_set1_epi32(v)
+#define MTVM_DW_LOAD(p) _mm256_loadu_si256((const __m256i*)(const void*)(p))
+#define MTVM_DW_MAC(acc, x, pair) _mm256_add_epi32(acc, _mm256_madd_epi16(x, pair))
 #endif
+
+/* One block: the 2 MTVM_DW_W16_LANES / s pixels whose widened input starts at b,
+ * requantized into out. */
+static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t* b, int32_t s,
+                                                     int32_t row_w, int32_t kh, int32_t kp,
+                                                     int32_t dh, const int32_t* wp,
+                                                     int32_t bias_in,
+                                                     const mtvm_dw_requant_x86_t* rq)
+{
+    mtvm_dw_vec_x86 e = MTVM_DW_SET1(bias_in), o = e;
+    for (int32_t ky = 0; ky < kh; ++ky) {
+        const int16_t* r = b + ky * dh * row_w;
+        for (int32_t j = 0; j < kp; ++j) {
+            const mtvm_dw_vec_x86 pair = MTVM_DW_SET1(wp[ky * kp + j]);
+            e = MTVM_DW_MAC(e, MTVM_DW_LOAD(r + 2 * j), pair);
+            if (s == 1) o = MTVM_DW_MAC(o, MTVM_DW_LOAD(r + 2 * j + 1), pair);
+        }
+    }
+    mtvm_dw_w16_store_x86(out, e, o, s, rq);
+}
 
 static MTVM_ALWAYS_INLINE int mtvm_dw_flat_w16_x86(const uint8_t* xc, int x_u, int32_t row_w,
                                                    uint8_t* yc, int32_t oh, int32_t ow,
