@@ -205,9 +205,7 @@ static MTVM_ALWAYS_INLINE __m512i mtvm_dw_requant16_x86(__m512i acc,
         v = _mm512_add_epi32(mtvm_requantize16_x86(acc, mult, -1 - rq->shift),
                              _mm512_set1_epi32(rq->y_zp));
     } else {
-        const __m512i even = _mm512_srli_epi64(_mm512_mul_epi32(acc, mult), 32);
-        const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(acc, 32), mult);
-        v = _mm512_sra_epi32(_mm512_add_epi32(_mm512_mask_blend_epi32(0xAAAA, even, odd),
+        v = _mm512_sra_epi32(_mm512_add_epi32(mtvm_mulhi16_x86(acc, mult),
                                               _mm512_set1_epi32(rq->rnd)),
                              _mm_cvtsi32_si128(rq->shr));
     }

@@ -79,9 +79,7 @@ static MTVM_ALWAYS_INLINE __m512i mtvm_pw_requantize_x86(__m512i a, int32_t mult
                                                          int32_t m, int32_t add, int32_t lo,
                                                          int32_t hi_)
 {
-    __m512i v = _mm512_mul_epi32(a, _mm512_set1_epi32(mult));
-    const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(a, 32), _mm512_set1_epi32(mult));
-    v = _mm512_mask_blend_epi32((__mmask16)0xAAAA, _mm512_srli_epi64(v, 32), odd);
+    __m512i v = mtvm_mulhi16_x86(a, _mm512_set1_epi32(mult));
     if (m > 0) {
         v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(add)), m);
     } else {

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mtvm_int8_bytes.h"
+#include "mtvm_mulhi_s32_x86.h"
 
 /* Operands, as the schedule lays them out:
  *   wq     [group * mg][kp4] int32: channel o's taps t = (c, ky, kx) of its window in four
@@ -62,10 +63,7 @@ static MTVM_ALWAYS_INLINE __m512i mtvm_qvnni_requantize_x86(__m512i a, int32_t m
                                                             int32_t shift, int32_t add,
                                                             int32_t lo, int32_t hi)
 {
-    const __m512i m = _mm512_set1_epi32(mult);
-    const __m512i even = _mm512_srli_epi64(_mm512_mul_epi32(a, m), 32);
-    const __m512i odd = _mm512_mul_epi32(_mm512_srli_epi64(a, 32), m);
-    __m512i v = _mm512_mask_blend_epi32((__mmask16)0xAAAA, even, odd);
+    __m512i v = mtvm_mulhi16_x86(a, _mm512_set1_epi32(mult));
     v = _mm512_sra_epi32(v, _mm_cvtsi32_si128(-2 - shift));
     v = _mm512_srai_epi32(_mm512_add_epi32(v, _mm512_set1_epi32(add)), 1);
     return _mm512_min_epi32(_mm512_max_epi32(v, _mm512_set1_epi32(lo)), _mm512_set1_epi32(hi));
