@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "mtvm_int8_bytes.h"   /* MTVM_ALWAYS_INLINE */
+#include "mtvm_im2col_slots.h"
 
 #if defined(__ARM_FEATURE_MVE)
 #include <arm_mve.h>
@@ -43,7 +44,7 @@ static inline void mtvm_mm_s8_mve_offsets(int32_t r, int32_t tl, uint8_t off[32]
         off[16 + j] = (uint8_t)(off[j] + 4);
     }
     for (j = 0; j < tl; ++j) {
-        const int32_t slot = (tl == 3 && j) ? 3 - j : j;     /* tail_slot */
+        const int32_t slot = mtvm_col_tail_slot(j, tl);
         off[4 * r + j] = (uint8_t)(8 * r + 2 * slot);
         off[16 + 4 * r + j] = (uint8_t)(8 * r + 2 * slot + 1);
     }

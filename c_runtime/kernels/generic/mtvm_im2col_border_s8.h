@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mtvm_int8_bytes.h"
+#include "mtvm_im2col_slots.h"
 
 /* A layer's window and column, constant for the layer (a static const int32_t table in its
  * kernel, in this order). */
@@ -66,7 +67,7 @@ static MTVM_ALWAYS_INLINE void mtvm_im2col_border_8(int16_t* col, int32_t px, co
         memcpy(t + 8 * b, &z2, 4);
         memcpy(t + 8 * b + 2, &z2, 4);
     }
-    for (int32_t j = 0; j < tl; ++j) tt[tl == 3 && j ? 3 - j : j] = (int16_t)zx;
+    for (int32_t j = 0; j < tl; ++j) tt[mtvm_col_tail_slot(j, tl)] = (int16_t)zx;
     /* the taps inside, over the channels innermost (few rows and columns inside, many
      * channels): four channels a step while all their taps lie in the blocks (their 4 khw
      * taps fill khw blocks: each of the four slots moves on by 8 khw), then one, in the
@@ -95,7 +96,7 @@ static MTVM_ALWAYS_INLINE void mtvm_im2col_border_8(int16_t* col, int32_t px, co
                 const int16_t v = (int16_t)mtvm_byte_at(p, 0, x_u);
                 const uint32_t j = i - (uint32_t)lim;   /* the tail's tap, where i >= lim */
                 if (i < (uint32_t)lim) t[i + (i & ~3u)] = v;
-                else tt[tl == 3 && j ? 3 - j : j] = v;
+                else tt[mtvm_col_tail_slot((int32_t)j, tl)] = v;
             }
         }
     }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mtvm_int8_bytes.h"
+#include "mtvm_im2col_slots.h"
 #include "mtvm_int8_x86.h"
 #include "mtvm_mm_s16_thumb2.h"
 #include "mtvm_mm_s16_x86.h"
@@ -163,7 +164,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mm_s16_tail(const int16_t* ct, const uint8_t
     int32_t s10 = pixels == 2 ? acc[2] : 0, s11 = pixels == 2 ? acc[3] : 0;
     const int32_t ts = tl <= 2 ? 2 : 4;
     for (int32_t j = 0; j < tl; ++j) {
-        const int32_t q = tl == 3 && j ? 3 - j : j;
+        const int32_t q = mtvm_col_tail_slot(j, tl);
         s00 += (int32_t)ct[q] * mtvm_byte_at(wt, 2 * q, w_u);
         s01 += (int32_t)ct[q] * mtvm_byte_at(wt, 2 * q + 1, w_u);
         if (pixels == 2) {

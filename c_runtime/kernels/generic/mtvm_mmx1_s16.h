@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "mtvm_int8_bytes.h"
+#include "mtvm_im2col_slots.h"
 
 /* acc[p] += p-th pixel's column . w for npx (1 or 2) pixels; w (uint8 data when w_u,
  * else int8): one channel's row, blocks of four taps pair-permuted (w0 w2 w1 w3), then
@@ -41,7 +42,7 @@ static MTVM_ALWAYS_INLINE void mtvm_mmx1_s16(const int16_t* c, const uint8_t* w,
 #endif
     }
     for (int32_t j = 0; j < tl; ++j) {   /* the column's tail words: see tail_slot */
-        const int32_t q = tl == 3 && j ? 3 - j : j;
+        const int32_t q = mtvm_col_tail_slot(j, tl);
         s0 += (int32_t)t[q] * mtvm_byte_at(w, j, w_u);
         if (npx == 2) s1 += (int32_t)t[(tl <= 2 ? 2 : 4) + q] * mtvm_byte_at(w, j, w_u);
     }
