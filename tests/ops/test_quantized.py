@@ -237,6 +237,9 @@ IM2COL_CASES = [  # x shape, w shape, attrs
     ((2, 2, 5, 6), (9, 2, 2, 2), {"pads": [1, 0, 0, 1]}),
     ((1, 7, 13), (5, 7, 3), {"pads": [1, 1], "dilations": [2]}),
     ((1, 1, 14, 9), (4, 1, 10, 4), {"pads": [5, 2, 5, 2], "strides": [2, 2]}),  # 40 taps
+    # fewer channels than a whole number of blocks: their 25 or 50 taps unrolled
+    ((1, 1, 15, 10), (6, 1, 5, 5), {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    ((1, 2, 8, 7), (3, 2, 5, 5), {"pads": [0, 1, 2, 0]}),
 ]
 
 

@@ -497,7 +497,10 @@ def emit_im2col(k, x, w, bias, w_zp, store, *, n, c, oc, group, h, wd, kh, kw, o
                                        border_table))]).splitlines()
 
     per = 4 // math.gcd(khw, 4)            # channels per whole number of blocks
-    unroll = per * khw <= 64
+    # fast() unrolls `per` channels a step, or the layer's cg where it has fewer (a
+    # one-channel 5x5 stem: 25 taps, not 100); the one-tap-at-a-time gather costs
+    # some 15 instructions a tap on the Cortex-M4, four or five times the unrolled one's
+    unroll = min(per, cg) * khw <= 64
 
     def fast(px: str, masked: bool = False) -> list[str]:
         """The taps at constant offsets, `per` channels per step. masked: a pixel whose
