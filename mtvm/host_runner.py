@@ -156,7 +156,7 @@ class HostModule:
         self.ffi.cdef(_cdef(model))
         self.lib = self.ffi.dlopen(build_shared(model, **build_opts))
         ws = model.metadata["workspace_bytes"]
-        self._ws = np.zeros(ws + 16, np.uint8) if model.external_workspace else None
+        self._ws = np.zeros(ws + 64, np.uint8) if model.external_workspace else None
 
     def run(self, inputs) -> dict:
         outs = call_run(self.ffi, self.lib, self.model, normalize_inputs(self.model, inputs),
@@ -169,8 +169,9 @@ class HostModule:
 
 def call_run(ffi, lib, model, arrays, workspace=None) -> list[np.ndarray]:
     """Call tvmgen_<mod>_run of a loaded library on contiguous input arrays (in
-    input order); returns new output arrays. `workspace` (a uint8 array with 16
-    spare bytes) is passed as the arena of an external-workspace build."""
+    input order); returns new output arrays. `workspace` (a uint8 array with 64
+    spare bytes) is passed as the arena of an external-workspace build, from its
+    first cache line (as the model's own arena is aligned on x86)."""
     md, m = model.metadata, model.module_name
     outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
     ins_s = ffi.new(f"struct tvmgen_{m}_inputs*")
@@ -185,7 +186,7 @@ def call_run(ffi, lib, model, arrays, workspace=None) -> list[np.ndarray]:
     if workspace is not None:
         pools = ffi.new(f"struct tvmgen_{m}_workspace_pools*")
         base = ffi.from_buffer(workspace)
-        offset = (-int(ffi.cast("uintptr_t", base))) % 16
+        offset = (-int(ffi.cast("uintptr_t", base))) % 64
         pools.global_workspace = ffi.cast("void*", base + offset)
         keep.append(base)
         args.append(pools)
