@@ -144,6 +144,17 @@ MTVM_DEFINE_DW_UNPACK_(u8, uint8_t, __uxtb16, mtvm_uxtb16_ror8)
     }
 MTVM_DEFINE_DW_MAC2_(b)
 MTVM_DEFINE_DW_MAC2_(t)
+
+/* The second pixel of the pair alone: *a += p1 w0 + p2 w1 + p3 w2 (lo, hi unpacked from
+ * p, one byte before the window: a row's last pixel then reads no byte past the row). */
+#define MTVM_DEFINE_DW_MAC1_(W_) \
+    static inline void mtvm_dw_mac1##W_(int32_t lo, int32_t hi, int32_t w02, int32_t wm, \
+                                        int32_t* a) \
+    { \
+        *a = __smlat##W_(lo, wm, __smlad(hi, w02, *a)); \
+    }
+MTVM_DEFINE_DW_MAC1_(b)
+MTVM_DEFINE_DW_MAC1_(t)
 #endif
 
 #endif  /* MTVM_DW_ROW_S8_H_ */

@@ -45,11 +45,11 @@ def unpack_helper(k, x_dtype) -> str:
     return f"mtvm_dw_unpack_{INT8_EXT[np.dtype(x_dtype).name][1]}"
 
 
-def mac2_helper(k, wsel: str) -> str:
-    """DSP only: one unpacked row x one weight row, two neighbouring output pixels
-    (mtvm_dw_row_s8.h)."""
+def mac2_helper(k, wsel: str, npix: int = 2) -> str:
+    """DSP only: one unpacked row x one weight row, two neighbouring output pixels, or
+    (npix 1) the second of them alone (mtvm_dw_row_s8.h)."""
     k.library("mtvm_dw_row_s8.h")
-    return f"mtvm_dw_mac2{wsel}"
+    return f"mtvm_dw_mac{npix}{wsel}"
 
 
 ASM_GUARD = "#if defined(__ARM_FEATURE_DSP) && defined(__GNUC__) && defined(__thumb2__)"
@@ -541,6 +541,27 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                                            "oy + 1" if i >= 2 else "oy")) + ["}"]
         return body
 
+    def column_dsp(rows: int) -> list[str]:
+        """DSP cores: the pixel at ox of `rows` (1, or 2 at stride 1) output rows from
+        oy, each input row unpacked once from the byte before the window (mac1: no byte
+        read past the row), and fed to the output rows it serves: a row's odd last
+        pixel in 6 instructions a window row where the plain sum took 9 or more."""
+        body = [f"const {x.ctype}* p = r + {px} - 1;",
+                "int32_t " + ", ".join(f"acc{i} = bias_in" for i in range(rows)) + ";"]
+        unpack = unpack_helper(k, x.dtype)
+        uses: dict[int, list[tuple[int, int]]] = {}
+        for ry in range(rows):
+            for ky in range(kh):
+                uses.setdefault(ry + ky * dh, []).append((ry, ky))
+        for off in sorted(uses):
+            body += ["{", "    int32_t lo, hi;", f"    {unpack}(p + {off * row_w}, &lo, &hi);"]
+            body += [f"    {mac2_helper(k, 'b' if ky % 2 == 0 else 't', 1)}(lo, hi, "
+                     f"w{3 * ky}{3 * ky + 2}, m{ky - ky % 2}, &acc{ry});" for ry, ky in uses[off]]
+            body.append("}")
+        for ry in range(rows):
+            body += ["{"] + indent_c(stored(f"acc{ry}", "ox", "oy + 1" if ry else "oy")) + ["}"]
+        return body
+
     def scalar(yrow="oy"):
         """One output pixel at (yrow, ox), the plain sum of its taps."""
         roff = "" if yrow == "oy" else f" + {row_w}"
@@ -569,7 +590,9 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             if ow - done >= 2:
                 out += ["{"] + indent_c(block(2)) + ["    ox += 2;", "}"]
                 done += 2
-        if done < ow:
+        if rows3 and ow - done == 1:   # (ow >= 2: the byte before the window is in the row)
+            out += ["{"] + indent_c(column_dsp(1)) + ["}"]
+        elif done < ow:
             out += [f"for (; ox < {ow}; ++ox) {{"] + indent_c(scalar()) + ["}"]
         return indent_c(out, indent)
 
@@ -611,10 +634,8 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                 c_loop + ["#endif"]
         else:
             lines += c_loop
-        if ow % 2:
-            lines += [f"            for (; ox < {ow}; ++ox) {{"] + \
-                indent_c(["{"] + indent_c(scalar()) + ["}", "{"] + indent_c(scalar("oy + 1")) +
-                        ["}"], 4) + ["            }"]
+        if ow % 2:   # the last column, two rows at a time
+            lines += indent_c(["{"] + indent_c(column_dsp(2)) + ["}"], 3)
         lines.append("        }")
     if not pairs2 or oh % 2:
         lines += [f"        for (; oy < {oh}; ++oy) {{",
