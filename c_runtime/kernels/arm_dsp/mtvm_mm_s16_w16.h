@@ -23,6 +23,7 @@
 #include "mtvm_int8_bytes.h"
 #include "mtvm_dsp.h"
 #include "mtvm_depthwise_s8.h"
+#include "mtvm_st16x2.h"
 
 /* int16 of a widened row of rb (even) packed bytes: four per started four bytes. */
 #define MTVM_MM_W16_ROW(RB) (4 * (((RB) + 3) / 4))
@@ -223,10 +224,22 @@ static MTVM_ALWAYS_INLINE void mtvm_mm2x2_w16_q8(const int16_t* c, const int16_t
                          mtvm_mm_w16_param(row, 5), mtvm_mm_w16_param(row, 7), lo, hi);
 }
 
-/* d[0..n) times 2^k (no overflow: the schedule's bound). */
+/* d[0..n) (n even) times 2^k (no overflow: the schedule's bound). DSP cores: a word of
+ * two at a time, SMLABB and SMLATB (onto 0) then PKHBT (2.5 instructions a weight where the
+ * halfword loop took 5: the widening of a 32 -> 32 pointwise layer's weights, 2.6 K
+ * instructions each inference, is as much as its 39 pixels' work saves). */
 static MTVM_ALWAYS_INLINE void mtvm_mm_w16_scale(int16_t* d, int32_t n, int32_t k)
 {
+#if defined(__ARM_FEATURE_DSP)
+    const int32_t m = 1 << k;
+    for (int32_t i = 0; i < n; i += 2) {
+        int32_t v;
+        memcpy(&v, d + i, 4);
+        mtvm_st16x2(d + i, __smlabb(v, m, 0), __smlatb(v, m, 0));
+    }
+#else
     for (int32_t i = 0; i < n; ++i) d[i] = (int16_t)(d[i] * (1 << k));
+#endif
 }
 
 /* One shift S for the layer (the schedule's common_shift): a pair's row made once a call
