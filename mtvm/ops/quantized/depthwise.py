@@ -445,6 +445,10 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             copy = [f"for (size_t y = 0; y < {h}; ++y) {{",
                     f"    mtvm_copy(pad + (y + {ph}) * {pw_} + {left}, xc + y * {wd}, {wd});",
                     "}"]
+            if wd * x.dtype.itemsize <= 8 and h >= 8:
+                # short rows: their copies are a few loads and stores, which the loop's
+                # pointer updates and branch (3 or 4 instructions a row) outweighed
+                copy = ["#if defined(__GNUC__)", "#pragma GCC unroll 4", "#endif"] + copy
         # Output channels that read one input channel (a multiplier mg > 1: a first
         # layer's 1 -> 32) share its padded copy: made for the first of them only
         # (kws_crnn_int8's 1 -> 32 5x3 layer: the copy was 32 times the plane)
