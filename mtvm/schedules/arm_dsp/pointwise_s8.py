@@ -1,4 +1,4 @@
-"""int8 pointwise QConv over 8, 16, 24 or 32 input channels on Armv7E-M/v8-M cores with the
+"""int8 pointwise QConv over 8 or 16 input channels on Armv7E-M/v8-M cores with the
 DSP extension and without Helium (M4, M7, M33): the expansion and projection layers of
 inverted-residual blocks (8 -> 48 and 16 -> 8 channels in MobileNetV2 at width 0.35), where
 the im2col path's column and per-output requantization outweigh the few MACs of each
@@ -23,7 +23,13 @@ from ...ops.quantized.depthwise import common_shift, fast_requant_bounded
 from .. import Knob, Schedule, register
 from .matmul_s8 import _I32
 
-MAX_GROUPS = 4   # of eight input channels (beyond, the im2col path is as fast)
+# Groups of eight input channels at most. With 24 or 32 the im2col kernel is faster
+# since its widened weights are scaled a word at a time: over the 69 int8 models of the
+# shared set and seeds 11-16 on mps2-an386, 2 instead of 4 takes 0.3-3.4 % off the
+# instructions of 11 (mbv1_v15_int8 4.47 -> 4.31 M, dscnn_v16_int8's 32 -> 32 layers on 39
+# pixels 53.9 -> 50.3 K each) and adds none; 1 adds 0.2-1.1 % to 10 (fomo_mbv2_int8,
+# mbv2_v14_int8's 16 -> 96 layers).
+MAX_GROUPS = 2
 
 
 def _block(k) -> int:
