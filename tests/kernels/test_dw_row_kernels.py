@@ -1,6 +1,6 @@
 """C unit test of c_runtime/kernels/generic/mtvm_dw_row_s8.h, the row micro-kernels of
 the int8 3-wide depthwise windows (mtvm_dw3x<npix>s<stride><b|t>_<s8|u8>, and on DSP
-cores mtvm_dw_unpack_* and mtvm_dw_mac2*), against their NumPy definition
+cores mtvm_dw_unpack_*, mtvm_dw_mac2* and mtvm_dw_mac1*), against their NumPy definition
 a[i] += p[s i] w0 + p[s i + 1] w1 + p[s i + 2] w2: on the host (ASan/UBSan, the plain
 sums), the emulated Cortex-M4F (SMLAD / SMLAxy) and Cortex-M3 (plain)."""
 from __future__ import annotations
@@ -51,6 +51,12 @@ int main(void)
             mtvm_dw_unpack_u8((const uint8_t*)(u8_x + 12 * c), &lo, &hi);
             mtvm_dw_mac2b(lo, hi, w02, PAIR(w1, junk[c]), a, a + 1);
             printf(" %ld %ld", (long)a[0], (long)a[1]);
+            /* mac1: the pair's second pixel alone (p1 w0 + p2 w1 + p3 w2) */
+            int32_t e = acc[c], f = acc[c];
+            mtvm_dw_unpack_s8((const int8_t*)(s8_x + 12 * c), &lo, &hi);
+            mtvm_dw_mac1b(lo, hi, w02, PAIR(w1, junk[c]), &e);
+            mtvm_dw_mac1t(lo, hi, w02, PAIR(junk[c], w1), &f);
+            printf(" %ld %ld", (long)e, (long)f);
         }
 #endif
         printf("\n");
@@ -92,4 +98,5 @@ def test_depthwise_rows_are_bit_exact(target):
             two = _row(xs8[c], w[c], acc[c], 1, 2)[:2]
             u = _row(xu8[c], w[c], 0, 1, 2)          # [c0, 1 + c1]
             want += two + two + [two[0] + u[0], two[1] + u[1] - 1]
+            want += [two[1] - 1] * 2   # mac1 from the same unpack: the second pixel
         assert [int(v) for v in got] == want, c
