@@ -448,7 +448,9 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             if wd * x.dtype.itemsize <= 8 and h >= 8:
                 # short rows: their copies are a few loads and stores, which the loop's
                 # pointer updates and branch (3 or 4 instructions a row) outweighed
-                copy = ["#if defined(__GNUC__)", "#pragma GCC unroll 4", "#endif"] + copy
+                from ...codegen.cwriter import PreIf, Pragma, render_c
+                copy = render_c(PreIf("defined(__GNUC__)", [Pragma("GCC unroll 4")])) \
+                    .splitlines() + copy
         # Output channels that read one input channel (a multiplier mg > 1: a first
         # layer's 1 -> 32) share its padded copy: made for the first of them only
         # (kws_crnn_int8's 1 -> 32 5x3 layer: the copy was 32 times the plane)
@@ -550,21 +552,27 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         oy, each input row unpacked once from the byte before the window (mac1: no byte
         read past the row), and fed to the output rows it serves: a row's odd last
         pixel in 6 instructions a window row where the plain sum took 9 or more."""
-        body = [f"const {x.ctype}* p = r + {px} - 1;",
-                "int32_t " + ", ".join(f"acc{i} = bias_in" for i in range(rows)) + ";"]
-        unpack = unpack_helper(k, x.dtype)
+        from ...codegen.cwriter import Block, Decl, ExprStmt, Raw, RawExpr, Type, Var, call, \
+            render_c
+        i32 = Type("int32")
+        p = Var("p", Type(x.dtype.name, const=True, pointer=True))
+        lo, hi = Var("lo", i32), Var("hi", i32)
+        accs = [Var(f"acc{i}", i32) for i in range(rows)]
+        body = [Decl(p, RawExpr(f"r + {px} - 1"))] + [Decl(a, Var("bias_in", i32)) for a in accs]
         uses: dict[int, list[tuple[int, int]]] = {}
         for ry in range(rows):
             for ky in range(kh):
                 uses.setdefault(ry + ky * dh, []).append((ry, ky))
         for off in sorted(uses):
-            body += ["{", "    int32_t lo, hi;", f"    {unpack}(p + {off * row_w}, &lo, &hi);"]
-            body += [f"    {mac2_helper(k, 'b' if ky % 2 == 0 else 't', 1)}(lo, hi, "
-                     f"w{3 * ky}{3 * ky + 2}, m{ky - ky % 2}, &acc{ry});" for ry, ky in uses[off]]
-            body.append("}")
-        for ry in range(rows):
-            body += ["{"] + indent_c(stored(f"acc{ry}", "ox", "oy + 1" if ry else "oy")) + ["}"]
-        return body
+            body.append(Block([Decl(lo), Decl(hi), ExprStmt(call(
+                unpack_helper(k, x.dtype), p + off * row_w, RawExpr("&lo"), RawExpr("&hi")))] + [
+                ExprStmt(call(mac2_helper(k, "b" if ky % 2 == 0 else "t", 1), lo, hi,
+                              Var(f"w{3 * ky}{3 * ky + 2}", i32), Var(f"m{ky - ky % 2}", i32),
+                              RawExpr(f"&{accs[ry].name}")))
+                for ry, ky in uses[off]]))
+        body += [Block([Raw("\n".join(stored(a.name, "ox", "oy + 1" if ry else "oy")))])
+                 for ry, a in enumerate(accs)]
+        return render_c(Block(body)).splitlines()
 
     def scalar(yrow="oy"):
         """One output pixel at (yrow, ox), the plain sum of its taps."""
@@ -595,7 +603,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                 out += ["{"] + indent_c(block(2)) + ["    ox += 2;", "}"]
                 done += 2
         if rows3 and ow - done == 1:   # (ow >= 2: the byte before the window is in the row)
-            out += ["{"] + indent_c(column_dsp(1)) + ["}"]
+            out += column_dsp(1)
         elif done < ow:
             out += [f"for (; ox < {ow}; ++ox) {{"] + indent_c(scalar()) + ["}"]
         return indent_c(out, indent)
@@ -639,7 +647,7 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         else:
             lines += c_loop
         if ow % 2:   # the last column, two rows at a time
-            lines += indent_c(["{"] + indent_c(column_dsp(2)) + ["}"], 3)
+            lines += indent_c(column_dsp(2), 3)
         lines.append("        }")
     if not pairs2 or oh % 2:
         lines += [f"        for (; oy < {oh}; ++oy) {{",
