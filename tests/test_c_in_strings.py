@@ -21,9 +21,11 @@ TOOL = os.path.join(HERE, "..", "tools", "count_c_in_strings.py")
 # 969 with the int8 depthwise row micro-kernels in c_runtime/kernels/
 # (generic/mtvm_dw_row_s8.h: -42) and QAvgPool/QMaxPool, QBatchMatMul's transposition and
 # QConv's tap-by-tap gather, window masks and weight-zero-point sums in the C writer (-86),
-# 965 with the border pixels' im2col column in c_runtime/kernels/ (mtvm_im2col_border_s8.h).
+# 965 with the border pixels' im2col column in c_runtime/kernels/ (mtvm_im2col_border_s8.h),
+# 959 with the constants' attribute macros one helper and the depthwise odd column and
+# short-row copy in the C writer.
 # Lower it as more C moves out. The goal of issue 12 is 1,000.
-BUDGET = 965
+BUDGET = 959
 
 sys.path.insert(0, os.path.dirname(TOOL))
 from count_c_in_strings import count_source  # noqa: E402
