@@ -18,6 +18,9 @@ import numpy as np
 from .errors import BuildError, MtvmError
 
 WARN_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror"]
+# The external workspace's alignment: a cache line, as the model's own arena is aligned on
+# x86 (Target.arena_alignment), so that its 512-bit loads never split one.
+WORKSPACE_ALIGN = 64
 SANITIZE_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                   "-fno-omit-frame-pointer", "-g"]
 
@@ -156,7 +159,8 @@ class HostModule:
         self.ffi.cdef(_cdef(model))
         self.lib = self.ffi.dlopen(build_shared(model, **build_opts))
         ws = model.metadata["workspace_bytes"]
-        self._ws = np.zeros(ws + 64, np.uint8) if model.external_workspace else None
+        self._ws = np.zeros(ws + WORKSPACE_ALIGN, np.uint8) if model.external_workspace \
+            else None
 
     def run(self, inputs) -> dict:
         outs = call_run(self.ffi, self.lib, self.model, normalize_inputs(self.model, inputs),
@@ -169,9 +173,9 @@ class HostModule:
 
 def call_run(ffi, lib, model, arrays, workspace=None) -> list[np.ndarray]:
     """Call tvmgen_<mod>_run of a loaded library on contiguous input arrays (in
-    input order); returns new output arrays. `workspace` (a uint8 array with 64
-    spare bytes) is passed as the arena of an external-workspace build, from its
-    first cache line (as the model's own arena is aligned on x86)."""
+    input order); returns new output arrays. `workspace` (a uint8 array with
+    WORKSPACE_ALIGN spare bytes) is passed as the arena of an external-workspace build,
+    from its first aligned byte."""
     md, m = model.metadata, model.module_name
     outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
     ins_s = ffi.new(f"struct tvmgen_{m}_inputs*")
@@ -186,7 +190,7 @@ def call_run(ffi, lib, model, arrays, workspace=None) -> list[np.ndarray]:
     if workspace is not None:
         pools = ffi.new(f"struct tvmgen_{m}_workspace_pools*")
         base = ffi.from_buffer(workspace)
-        offset = (-int(ffi.cast("uintptr_t", base))) % 64
+        offset = (-int(ffi.cast("uintptr_t", base))) % WORKSPACE_ALIGN
         pools.global_workspace = ffi.cast("void*", base + offset)
         keep.append(base)
         args.append(pools)

@@ -45,7 +45,7 @@ def unpack_helper(k, x_dtype) -> str:
     return f"mtvm_dw_unpack_{INT8_EXT[np.dtype(x_dtype).name][1]}"
 
 
-def mac2_helper(k, wsel: str, npix: int = 2) -> str:
+def mac_helper(k, wsel: str, npix: int = 2) -> str:
     """DSP only: one unpacked row x one weight row, two neighbouring output pixels, or
     (npix 1) the second of them alone (mtvm_dw_row_s8.h)."""
     k.library("mtvm_dw_row_s8.h")
@@ -516,6 +516,15 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
             body += ["{"] + indent_c(stored(f"acc{i}", f"ox + {i}" if i else "ox")) + ["}"]
         return body
 
+    def window_rows(rows: int) -> dict[int, list[tuple[int, int]]]:
+        """Input row offset -> the (output row, kernel row) pairs it serves, for `rows`
+        output rows at stride 1: each input row is unpacked once for all of them."""
+        uses: dict[int, list[tuple[int, int]]] = {}
+        for ry in range(rows):
+            for ky in range(kh):
+                uses.setdefault(ry + ky * dh, []).append((ry, ky))
+        return dict(sorted(uses.items()))
+
     def block2x2():
         """Output pixels (oy, ox), (oy, ox+1), (oy+1, ox), (oy+1, ox+1), stride 1: each
         input row is unpacked once for the one or two output rows it feeds."""
@@ -523,14 +532,10 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
                 "int32_t acc0 = bias_in, acc1 = bias_in, acc2 = bias_in, acc3 = bias_in;"]
         body.append("#if defined(__ARM_FEATURE_DSP)")
         unpack = unpack_helper(k, x.dtype)
-        uses: dict[int, list[tuple[int, int]]] = {}
-        for ry in range(2):
-            for ky in range(kh):
-                uses.setdefault(ry + ky * dh, []).append((ry, ky))
-        for off in sorted(uses):
+        for off, uses in window_rows(2).items():
             body += ["{", "    int32_t lo, hi;", f"    {unpack}(p + {off * row_w}, &lo, &hi);"]
-            for ry, ky in uses[off]:
-                fn = mac2_helper(k, "b" if ky % 2 == 0 else "t")
+            for ry, ky in uses:
+                fn = mac_helper(k, "b" if ky % 2 == 0 else "t")
                 body.append(f"    {fn}(lo, hi, w{3 * ky}{3 * ky + 2}, m{ky - ky % 2}, "
                             f"&acc{2 * ry}, &acc{2 * ry + 1});")
             body.append("}")
@@ -559,17 +564,13 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
         lo, hi = Var("lo", i32), Var("hi", i32)
         accs = [Var(f"acc{i}", i32) for i in range(rows)]
         body = [Decl(p, RawExpr(f"r + {px} - 1"))] + [Decl(a, Var("bias_in", i32)) for a in accs]
-        uses: dict[int, list[tuple[int, int]]] = {}
-        for ry in range(rows):
-            for ky in range(kh):
-                uses.setdefault(ry + ky * dh, []).append((ry, ky))
-        for off in sorted(uses):
+        for off, uses in window_rows(rows).items():
             body.append(Block([Decl(lo), Decl(hi), ExprStmt(call(
                 unpack_helper(k, x.dtype), p + off * row_w, RawExpr("&lo"), RawExpr("&hi")))] + [
-                ExprStmt(call(mac2_helper(k, "b" if ky % 2 == 0 else "t", 1), lo, hi,
+                ExprStmt(call(mac_helper(k, "b" if ky % 2 == 0 else "t", 1), lo, hi,
                               Var(f"w{3 * ky}{3 * ky + 2}", i32), Var(f"m{ky - ky % 2}", i32),
                               RawExpr(f"&{accs[ry].name}")))
-                for ry, ky in uses[off]]))
+                for ry, ky in uses]))
         body += [Block([Raw("\n".join(stored(a.name, "ox", "oy + 1" if ry else "oy")))])
                  for ry, a in enumerate(accs)]
         return render_c(Block(body)).splitlines()
