@@ -211,6 +211,39 @@ def test_ctrl_c_is_one_line_and_exit_130(host_project):
         assert err.strip() == "mtvm: interrupted", (wait_for, err)
 
 
+def test_an_interrupt_another_error_swallowed_is_still_an_interrupt(monkeypatch, capsys):
+    """A Ctrl-C that C code turned into another error (numpy's extension, interrupted
+    while it imports datetime, raises ImportError) is still reported as the interrupt:
+    one line and exit 130, where it printed numpy's traceback. And main() puts Python's
+    handler back."""
+    import threading
+    import time
+
+    from mtvm import cli
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are the main thread's")
+
+    def interrupted_import():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)   # (the handler raises at once)
+        except KeyboardInterrupt:
+            raise ImportError("PyCapsule_Import could not import module \"datetime\"")
+        raise AssertionError("no interrupt")
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        monkeypatch.setattr(cli, "build_parser", interrupted_import)
+        assert cli.main(["run"]) == 130
+        assert capsys.readouterr().err == "mtvm: interrupted\n"
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        # and an ImportError with no interrupt is not one
+        monkeypatch.setattr(cli, "build_parser", lambda: (_ for _ in ()).throw(ImportError("x")))
+        with pytest.raises(ImportError):
+            cli.main(["run"])
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_an_error_naming_a_hostile_node_stays_one_line(tmp_path):
     """A node name holding newlines and escape sequences is shown escaped: the
     error is still one line of printable text."""

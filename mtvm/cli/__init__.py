@@ -77,8 +77,36 @@ def _quiet_stdout() -> None:
         pass
 
 
+class _Interrupts:
+    """Whether a Ctrl-C came during this command. Python raises KeyboardInterrupt at it,
+    but C code that catches the failure of an import can turn it into another error:
+    numpy's, interrupted while its extension imports datetime, raises ImportError
+    ("PyCapsule_Import could not import module datetime"), which printed a traceback."""
+    seen = False
+
+    @classmethod
+    def handler(cls, signum, frame):
+        cls.seen = True
+        raise KeyboardInterrupt
+
+
+def _watch_interrupts():
+    """Installs _Interrupts.handler where Python's default one is in place (the main
+    thread); returns the handler to restore, or None."""
+    import signal
+    import threading
+    _Interrupts.seen = False
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return None
+    signal.signal(signal.SIGINT, _Interrupts.handler)
+    return signal.default_int_handler
+
+
 def main(argv=None) -> int:
+    import signal
     verbose = False
+    restore = _watch_interrupts()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -100,6 +128,14 @@ def main(argv=None) -> int:
             raise
         _quiet_stdout()
         return 141          # as if killed by SIGPIPE, like other commands in a pipeline
+    except Exception:
+        if not _Interrupts.seen or verbose:
+            raise
+        print("mtvm: interrupted", file=sys.stderr)   # (an error the interrupt became)
+        return 130
+    finally:
+        if restore is not None:
+            signal.signal(signal.SIGINT, restore)
 
 
 if __name__ == "__main__":
