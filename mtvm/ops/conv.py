@@ -487,7 +487,8 @@ DEFAULT_KNOBS = {
                                    #   on AVX2); at 16 the band's two rows a tile beat
                                    #   it (ic_resnet8 -17 %)
     "band_below_cols": 32,         # other KxK outputs narrower than this: band
-    "band_cols": 32,               # output positions per band, at least one row
+    "band_cols": 0,                # output positions per band, at least one row; 0: the
+                                   #   rows that fill the tiles best (band_rows)
     "band_max_bytes": 65536,       # band scratch cap (fewer rows per band)
     "winograd": 1,                 # 1: 3x3 stride-1 one-group layers by Winograd
                                    #   F(4x4, 3x3) (ops/conv_winograd.py; AVX2 code)
@@ -1660,12 +1661,42 @@ def band_layout(ah: Axis, aw: Axis, kh_n: int, kw_n: int, rows: int):
     return at, kw_n * at, off, layout
 
 
+BAND_TILE = 32        # positions per band micro-kernel call: two 16-float vectors
+BAND_MAX_TILES = 5    # the automatic band size looks this far (160 positions)
+
+
+def band_vectors(oh_n: int, ow_n: int, rows: int) -> float:
+    """Vector units the band micro-kernel spends per output position when the plane is
+    cut into bands of `rows` rows: a whole tile is two, a partial one two when it holds
+    more than 16 positions, else one -- counted 1.25, as a one-vector tile is bound by
+    its broadcasts. A 20-column row alone fills 20 of 32 lanes; 8 rows, five whole
+    tiles."""
+    total = 0.0
+    for r0 in range(0, oh_n, rows):
+        full, rem = divmod(min(rows, oh_n - r0) * ow_n, BAND_TILE)
+        total += 2 * full + (0 if rem == 0 else 1.25 if rem <= BAND_TILE // 2 else 2)
+    return total / (oh_n * ow_n)
+
+
 def band_rows(ah: Axis, aw: Axis, cg: int, kh_n: int, kw_n: int,
               s: dict = DEFAULT_KNOBS) -> int:
-    """Output rows per band: band_cols positions (at least a row), fewer if the
-    scratch would pass band_max_bytes."""
-    rows = max(1, min(ah.out, s["band_cols"] // aw.out))
-    while rows > 1 and 4 * cg * band_layout(ah, aw, kh_n, kw_n, rows)[1] > s["band_max_bytes"]:
+    """Output rows per band. band_cols > 0: that many positions (at least a row);
+    0 (the default): from the fewest rows filling a tile up to BAND_MAX_TILES tiles,
+    the fewest rows whose tiles waste no more than 2 % beyond the least waste
+    (band_vectors). Fewer rows where the scratch would pass band_max_bytes."""
+    def fits(rows):
+        return 4 * cg * band_layout(ah, aw, kh_n, kw_n, rows)[1] <= s["band_max_bytes"]
+
+    if s["band_cols"]:
+        rows = max(1, min(ah.out, s["band_cols"] // aw.out))
+    else:
+        least = max(1, min(ah.out, BAND_TILE // aw.out))
+        most = max(least, min(ah.out, BAND_MAX_TILES * BAND_TILE // aw.out))
+        cost = {r: band_vectors(ah.out, aw.out, r)
+                for r in range(least, most + 1) if r == least or fits(r)}
+        low = min(cost.values())
+        rows = min(r for r, c in cost.items() if c <= low * 1.02)
+    while rows > 1 and not fits(rows):
         rows -= 1
     return rows
 

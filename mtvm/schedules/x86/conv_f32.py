@@ -21,7 +21,7 @@ _CHOICES = {
     "direct_min_cols": (8, 16, 17),
     "direct_below_cols": (24, 32, 48),
     "band_below_cols": (16, 32, 64),
-    "band_cols": (16, 32, 64),
+    "band_cols": (0, 16, 32, 64),
     "band_max_bytes": (16384, 65536, 262144),
     "winograd": (0, 1),
     "winograd_min_cols": (8, 16, 32),
