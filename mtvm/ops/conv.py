@@ -718,6 +718,22 @@ def depthwise_cv8(k, wt, axes) -> bool:
         ah.size * aw.size <= knobs_of(k)["depthwise_cv8_max_plane"]
 
 
+def depthwise_cv8_avx512(k, wt, axes) -> bool:
+    """Whether emit_conv_depthwise's AVX-512 branch is the small-plane kernel too (the
+    AVX2 code, which an AVX-512 host runs): where the direct kernel does not apply
+    (a stride, or an output smaller than the input: the flat loop then runs a
+    copy-in, a loop and a copy-out per channel) or its plane is one 16-lane tile.
+    Per layer on Zen 5, 3x3 with a clamp: 88 channels of 8 x 8 at stride 2 7.2 ->
+    5.4 us, 176 of 4 x 4 at stride 1 7.5 -> 5.4 us; but 96 of 8 x 8 at stride 1
+    5.5 -> 6.5 us, where the direct kernel's tiles are whole."""
+    ah, aw = axes
+    direct = depthwise_variants(k, axes)[0]
+    return (k.target.is_generic or k.target.has("avx512f")) and \
+        clamp_tail(k) is not None and wt.shape[2] * wt.shape[3] <= 49 and \
+        ah.size * aw.size <= knobs_of(k)["depthwise_cv8_max_plane"] and \
+        (not direct or ah.out * aw.out <= 16)
+
+
 def depthwise_cv8_block(axes, kh_n: int, kw_n: int) -> tuple[int, int]:
     """(hp, wp): the bordered input block every tap of every output falls in."""
     return tuple(max(a.pad_begin + a.size, (a.out - 1) * a.stride + (kn - 1) * a.dilation + 1)
@@ -748,27 +764,32 @@ def depthwise_scratch_bytes(k, wt, axes) -> int:
         sizes.append(depthwise_direct_bytes(axes))
     if depthwise_avx2(k, wt, axes):
         sizes.append(depthwise_avx2_bytes(k, axes))
-    if depthwise_cv8(k, wt, axes):
+    if depthwise_cv8(k, wt, axes) or depthwise_cv8_avx512(k, wt, axes):
         sizes.append(depthwise_cv8_bytes(axes, wt.shape[2], wt.shape[3]))
     return max(sizes)
 
 
 def emit_conv_depthwise(k, x, wt, bias, axes, cols) -> str:
-    """Up to four schedules, chosen by the C preprocessor: AVX-512's direct one, AVX2's
-    3x3 stride-1 kernel (depthwise_avx2) or its small-plane one (depthwise_cv8), on
-    other SIMD hosts (MTVM_F32_NR > 4) the flat one (when both strides are equal),
-    else the row one."""
+    """Up to four schedules, chosen by the C preprocessor: on AVX-512 the small-plane
+    kernel (depthwise_cv8_avx512) or the direct one, on AVX2 the 3x3 stride-1 kernel
+    (depthwise_avx2) or the small-plane one (depthwise_cv8), on other SIMD hosts
+    (MTVM_F32_NR > 4) the flat one (when both strides are equal), else the row one.
+    Where AVX-512 and AVX2 take the same kernel it is written once, under both."""
     w = CWriter()
     prelude(k)
     w.line(conv_comment(x, wt, k.out, axes, x.shape[1]))
     direct, flat = depthwise_variants(k, axes)
-    avx2, cv8 = depthwise_avx2(k, wt, axes), depthwise_cv8(k, wt, axes)
+    on_avx512 = _depthwise_cv8 if depthwise_cv8_avx512(k, wt, axes) else \
+        _depthwise_direct if direct else None
+    on_avx2 = _depthwise_avx2 if depthwise_avx2(k, wt, axes) else \
+        _depthwise_cv8 if depthwise_cv8(k, wt, axes) else None
+    choices = [("MTVM_F32_AVX512", on_avx512), ("MTVM_F32_AVX2", on_avx2),
+               ("MTVM_F32_NR > 4", _depthwise_flat if flat else None)]
+    if on_avx512 is not None and on_avx512 is on_avx2:
+        choices[:2] = [("MTVM_F32_AVX512 || MTVM_F32_AVX2", on_avx512)]
     sizes, branches = [], 0
-    for cond, on, emit in (("MTVM_F32_AVX512", direct, _depthwise_direct),
-                           ("MTVM_F32_AVX2", avx2, _depthwise_avx2),
-                           ("MTVM_F32_AVX2", cv8, _depthwise_cv8),
-                           ("MTVM_F32_NR > 4", flat, _depthwise_flat)):
-        if on:
+    for cond, emit in choices:
+        if emit is not None:
             w.lines.append(f"#{'el' if branches else ''}if {cond}")
             sizes.append(emit(k, w, x, wt, bias, axes))
             branches += 1
@@ -817,7 +838,7 @@ def _depthwise_avx2(k, w, x, wt, bias, axes) -> int:
 
 
 def _depthwise_cv8(k, w, x, wt, bias, axes) -> int:
-    """AVX2, small planes: per group of eight channels one call of the kernel, which
+    """AVX2 (and AVX-512 hosts), small planes: per group of eight channels one call of the kernel, which
     transposes them into scratch, computes a lane per channel and stores the clamped
     outputs back into their planes (in place too: a group is read before it is
     written)."""
@@ -831,7 +852,7 @@ def _depthwise_cv8(k, w, x, wt, bias, axes) -> int:
     fp, cfp = Type("float32", pointer=True), Type("float32", pointer=True, const=True)
     n, g = Var("n", Type("int32")), Var("g", Type("int32"))
     nc = Var("nc", Type("int32", const=True))
-    w.line(f"/* Schedule (AVX2): depthwise, eight channels at a time (a lane each) through a "
+    w.line(f"/* Schedule (x86): depthwise, eight channels at a time (a lane each) through a "
            f"bordered\n * {hp}x{wp} block in scratch (x86/mtvm_dw_f32_cv8_avx2.h). */")
     first = (n * chans + g * 8)
     body = [Decl(nc, select(lt(chans - g * 8, 8), chans - g * 8, 8)),

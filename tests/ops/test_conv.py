@@ -449,7 +449,7 @@ def test_conv_winograd(x_shape, m_out, attrs, tail, tiles, monkeypatch):
 # small planes eight channels at a time (x86/mtvm_dw_f32_cv8_avx2.h) ---------------------
 
 DW3X3 = "Schedule (AVX2): depthwise 3x3 stride 1"
-CV8 = "Schedule (AVX2): depthwise, eight channels at a time"
+CV8 = "Schedule (x86): depthwise, eight channels at a time"
 # (id, x shape, kernel, attributes, tail, in place, schedule). 3x3: rows of 32 outputs
 # and more with the two-vector, one-vector and masked steps, rows not a multiple of 8,
 # zero rows above and below, padding of 0, 1 and 2, asymmetric, a batch. Small planes:
@@ -474,9 +474,10 @@ DW_AVX2_CASES = [
 
 
 @pytest.mark.skipif(not cpu_has("avx2"), reason="the AVX2 kernels need an AVX2 host")
-@pytest.mark.parametrize("x_shape,kernel,attrs,tail,inplace,schedule",
-                         [c[1:] for c in DW_AVX2_CASES], ids=[c[0] for c in DW_AVX2_CASES])
-def test_conv_depthwise_avx2(x_shape, kernel, attrs, tail, inplace, schedule, monkeypatch):
+@pytest.mark.parametrize("case_id,x_shape,kernel,attrs,tail,inplace,schedule", DW_AVX2_CASES,
+                         ids=[c[0] for c in DW_AVX2_CASES])
+def test_conv_depthwise_avx2(case_id, x_shape, kernel, attrs, tail, inplace, schedule,
+                             monkeypatch):
     """Depthwise convs on AVX2's kernels where the tail is at most a clamp, built for AVX2
     plainly and under ASan/UBSan, against onnx.reference; in place where a Relu before
     them lets them write over their input. With a residual Add they keep the flat
@@ -506,13 +507,20 @@ def test_conv_depthwise_avx2(x_shape, kernel, attrs, tail, inplace, schedule, mo
     if inplace:
         assert "In place (out0 == in0)" in src
     _check_avx2_and_sanitized(m, lib, {"x": x}, monkeypatch)
+    # AVX-512 hosts run the small-plane kernel too, where the direct kernel does not
+    # apply (a stride, a smaller output) or its plane is one tile
+    both = "#if MTVM_F32_AVX512 || MTVM_F32_AVX2" in src
+    assert both == (schedule == CV8 and case_id != "cv8_25x5_in_place"), case_id
+    if both and _has_avx512():
+        _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
     y_shape = mtvm.compile(make_model("Conv", {"x": x}, dict(attrs, group=c), consts={"w": w})
                            ).metadata["outputs"][0]["shape"]
     m2 = graph_model([helper.make_node("Conv", ["x", "w", "b"], ["c"], group=c, **attrs),
                       helper.make_node("Add", ["c", "r"], ["y"])], {"x": x, "r": randn(*y_shape)},
                      {"w": w, "b": b})
     lib2 = mtvm.compile(m2)
-    assert len(lib2.graph.nodes) == 1 and "Schedule (AVX2): depthwise" not in kernel_source(lib2)
+    src2 = kernel_source(lib2)
+    assert len(lib2.graph.nodes) == 1 and DW3X3 not in src2 and CV8 not in src2
 
 
 def test_conv_winograd_weights_and_transforms():
