@@ -351,16 +351,25 @@ DEPTHWISE_DIRECT_CASES = [
      {"group": 4, "pads": [2, 1, 2, 0], "dilations": [2, 1]}),
     ("20x21_many_interior_tiles", (1, 3, 20, 21), (3, 1, 3, 3),
      {"group": 3, "pads": [1, 1, 1, 1]}),
+    # interior tiles streamed (one load per kernel row, taps shifted): dilation 2, and
+    # taps that only look right (no vector before the tile)
+    ("dilation2_streamed", (1, 3, 24, 20), (3, 1, 3, 3),
+     {"group": 3, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ("right_only_streamed", (1, 2, 20, 24), (2, 1, 3, 3), {"group": 2, "pads": [1, 0, 1, 2]}),
 ]
+# The depthwise direct cases with at least 3 interior tiles whose loads, and the
+# vectors before and after them, stay in the plane.
+STREAMED = {"5x5_16x16", "20x21_many_interior_tiles", "dilation2_streamed",
+            "right_only_streamed"}
 SIMD_CASES = [c + ("band GEMM",) for c in BAND_CASES] + \
     [c + ("direct GEMM",) for c in DIRECT_CASES] + \
     [c + ("depthwise direct",) for c in DEPTHWISE_DIRECT_CASES]
 
 
 @pytest.mark.skipif(not cpu_has("avx2"), reason="band and direct are compiled for x86 only")
-@pytest.mark.parametrize("x_shape,w_shape,attrs,schedule", [c[1:] for c in SIMD_CASES],
+@pytest.mark.parametrize("case_id,x_shape,w_shape,attrs,schedule", SIMD_CASES,
                          ids=[f"{c[4].split()[0]}_{c[0]}" for c in SIMD_CASES])
-def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
+def test_conv_band_direct(case_id, x_shape, w_shape, attrs, schedule, monkeypatch):
     """The band, direct and depthwise direct schedules with a fused residual Add +
     Relu, against onnx.reference, then under ASan/UBSan: built for AVX-512 (where
     the host has it) and for AVX2 (-march=x86-64-v3: the band, also for the direct
@@ -378,6 +387,8 @@ def test_conv_band_direct(x_shape, w_shape, attrs, schedule, monkeypatch):
     src = kernel_source(lib)
     isa = "x86" if schedule == "band GEMM" else "AVX-512"
     assert f"Schedule ({isa}): {schedule}" in src
+    if schedule == "depthwise direct":
+        assert ("streamed: one load per kernel row" in src) == (case_id in STREAMED), case_id
     inputs = {"x": x, "r": r}
     if schedule != "depthwise direct":
         assert "Schedule (x86): band GEMM" in src     # what an AVX2 build runs
