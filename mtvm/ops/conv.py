@@ -838,10 +838,10 @@ def _depthwise_avx2(k, w, x, wt, bias, axes) -> int:
 
 
 def _depthwise_cv8(k, w, x, wt, bias, axes) -> int:
-    """AVX2 (and AVX-512 hosts), small planes: per group of eight channels one call of the kernel, which
-    transposes them into scratch, computes a lane per channel and stores the clamped
-    outputs back into their planes (in place too: a group is read before it is
-    written)."""
+    """Small planes on AVX2 (and AVX-512) hosts: per group of eight channels one call
+    of the kernel, which transposes them into scratch, computes a lane per channel and
+    stores the clamped outputs back into their planes (in place too: a group is read
+    before it is written)."""
     ah, aw = axes
     n_batch, chans = x.shape[0], x.shape[1]
     kh_n, kw_n = wt.shape[2], wt.shape[3]
