@@ -195,6 +195,16 @@ class CWriter:
         self.depth -= 1
         self.line("}")
 
+    @contextmanager
+    def block(self, head: str, comment: str = ""):
+        """head { ... }: an if, a loop of another form, or a bare scope (head "")."""
+        note = f"  /* {comment} */" if comment else ""
+        self.line(f"{head + ' ' if head else ''}{{{note}")
+        self.depth += 1
+        yield
+        self.depth -= 1
+        self.line("}")
+
     def text(self) -> str:
         return "\n".join(self.lines)
 
@@ -921,44 +931,21 @@ def _depthwise_direct(k, w, x, wt, bias, axes) -> int:
         w.line(f"for (int t = 0; t < {tiles}; ++t) {{  /* tiles of 16 positions */")
         w.depth += 1
         if s_hi > s_lo:
-            _direct_stream(w, dys, dxs, aw.size, s_lo, s_hi, tiles)
-        w.line("const uint16_t* mk = dw_mask[t];")
-        w.line("const float* xt = x_c + t * 16;")
-        w.line("/* one accumulator per kernel row: shorter dependency chains */")
-        w.line(f"__m512 {', '.join(f'a{i}' for i in range(kh_n))};")
+            _direct_stream(w, dys, dxs, aw.size, s_lo, s_hi)
 
-        def taps(interior: bool):
-            for i in range(kh_n):
-                for j in range(kw_n):
-                    t_ = i * kw_n + j
-                    at = f"xt {'-' if offs[t_] < 0 else '+'} {abs(offs[t_])}"
-                    prev = ("_mm512_set1_ps(b)" if i == 0 else "_mm512_setzero_ps()") \
-                        if j == 0 else f"a{i}"
-                    if interior:
-                        w.line(f"a{i} = _mm512_mask3_fmadd_ps(v{i}_{j}, _mm512_loadu_ps({at}), "
-                               f"{prev}, m{j});")
-                    else:
-                        w.line(f"a{i} = _mm512_fmadd_ps(v{i}_{j}, "
-                               f"_mm512_maskz_loadu_ps(mk[{t_}], {at}), {prev});")
+        def at(i, j):
+            o = offs[i * kw_n + j]
+            return f"x_c + t * 16 {'-' if o < 0 else '+'} {abs(o)}"
         if t_hi > t_lo:
             # Interior tiles: plain loads (a masked one costs an extra uop on the FMA
             # ports), the column masks (the same for every kernel row) on the FMAs.
-            w.line(f"if (t >= {t_lo} && t < {t_hi}) {{  /* every load inside the plane */")
-            w.depth += 1
-            w.line("const __mmask16 " + ", ".join(f"m{j} = mk[{j}]" for j in range(kw_n)) + ";")
-            taps(True)
-            w.depth -= 1
-            w.line("} else {")
-            w.depth += 1
-        taps(False)
-        if t_hi > t_lo:
-            w.depth -= 1
-            w.line("}")
-        total = " + ".join(f"a{i}" for i in range(kh_n))
-        sums = "a0"
-        for i in range(1, kh_n):
-            sums = f"_mm512_add_ps({sums}, a{i})"
-        w.line(f"_mm512_storeu_ps(tmp + t * 16, {sums});  /* {total} */")
+            with w.block(f"if (t >= {t_lo} && t < {t_hi})", "every load inside the plane"):
+                _tile_masks(w, kw_n, True)
+                _direct_tile(w, kh_n, kw_n, lambda i, j: f"_mm512_loadu_ps({at(i, j)})", True)
+        with w.block("else" if t_hi > t_lo else ""):
+            _tile_masks(w, kw_n, False)
+            _direct_tile(w, kh_n, kw_n, lambda i, j:
+                         f"_mm512_maskz_loadu_ps(mk[{i * kw_n + j}], {at(i, j)})", False)
         w.depth -= 1
         w.line("}")
         w.line(f"const int y_c = {lin((n, chans * plane), (c, plane))};")
@@ -990,58 +977,68 @@ def _direct_stream_tiles(dys, dxs, width: int, plane: int, t_lo: int, t_hi: int)
     return run[0], run[-1] + 1    # the conditions hold on an interval of t
 
 
-def _direct_stream(w, dys, dxs, width: int, s_lo: int, s_hi: int, tiles: int) -> None:
+def _tile_masks(w, kw_n: int, columns: bool) -> None:
+    """The depthwise direct tile's mask row mk; columns: its column masks m0.. too."""
+    w.line("const uint16_t* mk = dw_mask[t];")
+    if columns:
+        w.line("const __mmask16 " + ", ".join(f"m{j} = mk[{j}]" for j in range(kw_n)) + ";")
+
+
+def _direct_tile(w, kh_n: int, kw_n: int, tap, masked: bool) -> None:
+    """One tile of the depthwise direct schedule into tmp: an accumulator per kernel row
+    (shorter dependency chains), tap(i, j) the C of tap (i, j)'s 16 inputs; masked: the
+    FMAs take the column masks m0.. (interior tiles), else the loads were masked."""
+    w.line(f"__m512 {', '.join(f'a{i}' for i in range(kh_n))};")
+    for i in range(kh_n):
+        for j in range(kw_n):
+            prev = ("_mm512_set1_ps(b)" if i == 0 else "_mm512_setzero_ps()") \
+                if j == 0 else f"a{i}"
+            fma = f"_mm512_mask3_fmadd_ps(v{i}_{j}, {tap(i, j)}, {prev}, m{j})" if masked \
+                else f"_mm512_fmadd_ps(v{i}_{j}, {tap(i, j)}, {prev})"
+            w.line(f"a{i} = {fma};")
+    sums = "a0"
+    for i in range(1, kh_n):
+        sums = f"_mm512_add_ps({sums}, a{i})"
+    total = " + ".join(f"a{i}" for i in range(kh_n))
+    w.line(f"_mm512_storeu_ps(tmp + t * 16, {sums});  /* {total} */")
+
+
+def _direct_stream(w, dys, dxs, width: int, s_lo: int, s_hi: int) -> None:
     """The depthwise direct schedule's streamed interior tiles, written at the top of
     its tile loop: from tile s_lo to s_hi, per kernel row the tile's vector (c), the
     one before (p) and the one after (n), the row's taps being c shifted by dx lanes
     (valignd) -- one load per kernel row a tile where the plain interior tiles load
     every tap, each 64-byte load unaligned and so crossing a cache line: dscnn's 64
     channels of 24 x 20, 3x3, 7.3 -> 5.2 us a layer on Zen 5. The same FMAs in the
-    same order: the same bits."""
-    def shifted(i, dx):
+    same order: the same bits. The run ends before the last tile (the last kernel row
+    looks down, pad_end >= 0, and the vector after a tile must be in the plane), so the
+    loop's own code takes tile s_hi."""
+    def shifted(i, j):
+        dx = dxs[j]
         if dx == 0:
             return f"c{i}"
         hi, lo, n = (f"c{i}", f"p{i}", 16 + dx) if dx < 0 else (f"n{i}", f"c{i}", dx)
         return (f"_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512({hi}), "
                 f"_mm512_castps_si512({lo}), {n}))")
 
-    def at(dy, extra=0):
-        o = dy * width + extra
-        return f"xt {'-' if o < 0 else '+'} {abs(o)}"
+    def vectors(decl, *names):
+        """Declare the rows' vectors name0.. at extra floats from the tile's position."""
+        at = {(name, i): lin(("x_c", 1), ("t", 16), const=dy * width + extra)
+              for name, extra in names for i, dy in enumerate(dys)}
+        loads = [f"{name}{i} = _mm512_loadu_ps({a})" for (name, i), a in at.items()]
+        w.line(f"{decl} {', '.join(loads)};")
 
     before = min(dxs) < 0
-    w.line(f"if (t == {s_lo}) {{  /* tiles {s_lo}..{s_hi - 1} streamed: one load per kernel "
-           f"row a tile, the taps shifted */")
-    w.depth += 1
-    w.line(f"const float* xt = x_c + {s_lo * 16};")
-    for i, dy in enumerate(dys):
-        p = f"p{i} = _mm512_loadu_ps({at(dy, -16)}), " if before else ""
-        w.line(f"__m512 {p}c{i} = _mm512_loadu_ps({at(dy)});")
-    w.line(f"for (; t < {s_hi}; ++t) {{")
-    w.depth += 1
-    w.line("const uint16_t* mk = dw_mask[t];")
-    w.line("xt = x_c + t * 16;")
-    w.line("const __mmask16 " + ", ".join(f"m{j} = mk[{j}]" for j in range(len(dxs))) + ";")
-    w.line("const __m512 " + ", ".join(f"n{i} = _mm512_loadu_ps({at(dy, 16)})"
-                                       for i, dy in enumerate(dys)) + ";")
-    w.line(f"__m512 {', '.join(f'a{i}' for i in range(len(dys)))};")
-    for i in range(len(dys)):
-        for j, dx in enumerate(dxs):
-            prev = ("_mm512_set1_ps(b)" if i == 0 else "_mm512_setzero_ps()") \
-                if j == 0 else f"a{i}"
-            w.line(f"a{i} = _mm512_mask3_fmadd_ps(v{i}_{j}, {shifted(i, dx)}, {prev}, m{j});")
-    sums = "a0"
-    for i in range(1, len(dys)):
-        sums = f"_mm512_add_ps({sums}, a{i})"
-    w.line(f"_mm512_storeu_ps(tmp + t * 16, {sums});")
-    w.line(" ".join((f"p{i} = c{i}; " if before else "") + f"c{i} = n{i};"
-                    for i in range(len(dys))))
-    w.depth -= 1
-    w.line("}")
-    if s_hi == tiles:
-        w.line("break;")
-    w.depth -= 1
-    w.line("}")
+    moves = [(f"p{i}", f"c{i}") for i in range(len(dys)) if before] + \
+        [(f"c{i}", f"n{i}") for i in range(len(dys))]
+    with w.block(f"if (t == {s_lo})", f"tiles {s_lo}..{s_hi - 1} streamed: one load per "
+                 f"kernel row a tile, the taps shifted"):
+        vectors("__m512", ("c", 0), *([("p", -16)] if before else []))
+        with w.block(f"for (; t < {s_hi}; ++t)"):
+            _tile_masks(w, len(dxs), True)
+            vectors("const __m512", ("n", 16))
+            _direct_tile(w, len(dys), len(dxs), shifted, True)
+            w.line(" ".join(f"{a} = {b};" for a, b in moves))   # the next tile's rows
 
 
 def depthwise_direct_bytes(axes) -> int:
