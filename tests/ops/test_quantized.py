@@ -1089,6 +1089,14 @@ X86_CASES = IM2COL_CASES + [  # x shape, w shape, attrs
     ((1, 3, 3, 16), (6, 3, 3, 3), {"pads": [1, 1, 1, 1]}),   # one pair of tiles
     ((1, 5, 3, 37), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),   # two pairs, then a last tile
     ((1, 7, 30), (5, 7, 3), {"strides": [2], "pads": [1, 1]}),
+    # one input channel a group (int8: the direct path): pairs of taps
+    # (mtvm_conv_tile8_taps_x86), 40 (a keyword-spotting stem, stride 2), 25 and 27 (an
+    # odd last pair), dilation, 1-D, two groups of one channel
+    ((1, 1, 49, 40), (8, 1, 10, 4), {"strides": [2, 2], "pads": [4, 1, 4, 1]}),
+    ((1, 1, 12, 16), (8, 1, 5, 5), {"pads": [2, 2, 2, 2]}),
+    ((1, 1, 14, 20), (6, 1, 3, 9), {"dilations": [2, 1], "pads": [2, 4, 2, 4]}),
+    ((1, 1, 40), (6, 1, 27), {"strides": [2], "pads": [13, 13]}),
+    ((1, 2, 12, 16), (16, 1, 7, 7), {"group": 2, "pads": [3, 3, 3, 3]}),
 ]
 
 
@@ -1117,7 +1125,7 @@ def test_im2col_x86_paths_bit_exact(xs, ws, attrs, dtype, monkeypatch):
         got = list(HostModule(lib, opt="-O3", extra=extra).run({"x": x}).values())[0]
         np.testing.assert_array_equal(got, expected, err_msg=str(extra))
     if ws in ((5, 6, 3, 3), (9, 7, 2, 2), (2, 2, 7, 5), (8, 3, 3, 3), (4, 5, 1, 1),
-              (7, 5, 3, 3)):
+              (7, 5, 3, 3), (8, 1, 10, 4), (6, 1, 3, 9)):
         monkeypatch.setattr(host_runner, "SANITIZE_FLAGS",
                             host_runner.SANITIZE_FLAGS + ["-march=native"])
         got = list(lib.run_host({"x": x}, sanitize=True).values())[0]

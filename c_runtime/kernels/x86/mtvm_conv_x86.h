@@ -88,6 +88,40 @@ static MTVM_ALWAYS_INLINE void mtvm_conv_tile8_x86(__m256i* xp, const uint8_t* x
     }
 }
 
+/* xp[t] = (tap 2t, tap 2t + 1) as int16 pairs, taps in (ky, kx) order, of the one channel
+ * plane at xg, for the eight output pixels (oy, ox0..ox0 + 7); the second of an odd last
+ * pair is the zero point (its weight is 0). With one input channel, pairs of channels
+ * would be half zeros: this halves the dot products (a keyword-spotting stem's 10 x 4). */
+static MTVM_ALWAYS_INLINE void mtvm_conv_tile8_taps_x86(__m256i* xp, const uint8_t* xg, int x_u,
+                                                        int32_t h, int32_t wd, int32_t kh,
+                                                        int32_t kw, int32_t sh, int32_t sw,
+                                                        int32_t ph, int32_t pw, int32_t dh,
+                                                        int32_t dw, int32_t oy, int32_t ox0,
+                                                        uint8_t zx)
+{
+    const __m128i zv = _mm_set1_epi8((char)zx);
+    __m128i half = zv;
+    for (int32_t k = 0; k < kh * kw; ++k) {
+        const int32_t ky = k / kw, kx = k % kw;
+        const int32_t iy = oy * sh - ph + ky * dh;
+        __m128i v = zv;
+        if (iy >= 0 && iy < h) {
+            v = mtvm_conv_row8_x86(xg + (size_t)iy * (size_t)wd, ox0 * sw - pw + kx * dw, sw,
+                                   wd, zx);
+        }
+        if (k % 2 == 0) {
+            half = v;
+        } else {
+            const __m128i p = _mm_unpacklo_epi8(half, v);
+            xp[k / 2] = x_u ? _mm256_cvtepu8_epi16(p) : _mm256_cvtepi8_epi16(p);
+        }
+    }
+    if (kh * kw % 2) {
+        const __m128i p = _mm_unpacklo_epi8(half, zv);
+        xp[kh * kw / 2] = x_u ? _mm256_cvtepu8_epi16(p) : _mm256_cvtepi8_epi16(p);
+    }
+}
+
 /* acc[i] += the tile xp (n pairs) . channel i's weight pairs (wj + i * n), i < nc <= 4;
  * with xq (a second tile of the same taps) also acc[4 + i] += xq . the same weights.
  * Four (eight) accumulators in registers whatever nc (a missing channel repeats channel
@@ -152,18 +186,22 @@ static MTVM_ALWAYS_INLINE void mtvm_conv_group_x86(uint8_t* y, size_t y_ch, cons
                                                    const int32_t* wq, int32_t mg,
                                                    const int32_t* bias, mtvm_conv_requant_x86_t rq)
 {
-    const int32_t n = s.kh * s.kw * ((s.cg + 1) / 2);
+    /* one input channel: pairs of taps (x86_pair_table), else pairs of channels */
+    const int32_t n = s.cg == 1 ? (s.kh * s.kw + 1) / 2 : s.kh * s.kw * ((s.cg + 1) / 2);
     for (int32_t oy = 0; oy < s.oh; ++oy) {
         for (int32_t ox1 = 0; ox1 < s.ow;) {
             const int32_t two = ox1 + 16 <= s.ow;
             const int32_t ox0 = ox1 + 8 <= s.ow ? ox1 : s.ow - 8;   /* a last single tile
                                                                       overlaps */
             __m256i xp[2 * n];   /* [tile][tap][t / 2]: the pairs of the eight pixels */
-            mtvm_conv_tile8_x86(xp, xg, x_u, s.cg, s.h, s.wd, s.kh, s.kw, s.sh, s.sw, s.ph, s.pw,
-                                s.dh, s.dw, oy, ox0, zx);
-            if (two) {
-                mtvm_conv_tile8_x86(xp + n, xg, x_u, s.cg, s.h, s.wd, s.kh, s.kw, s.sh, s.sw,
-                                    s.ph, s.pw, s.dh, s.dw, oy, ox0 + 8, zx);
+            for (int32_t u = 0; u <= two; ++u) {
+                if (s.cg == 1) {
+                    mtvm_conv_tile8_taps_x86(xp + u * n, xg, x_u, s.h, s.wd, s.kh, s.kw, s.sh,
+                                             s.sw, s.ph, s.pw, s.dh, s.dw, oy, ox0 + 8 * u, zx);
+                } else {
+                    mtvm_conv_tile8_x86(xp + u * n, xg, x_u, s.cg, s.h, s.wd, s.kh, s.kw, s.sh,
+                                        s.sw, s.ph, s.pw, s.dh, s.dw, oy, ox0 + 8 * u, zx);
+                }
             }
             for (int32_t o0 = 0; o0 < mg; o0 += 4) {
                 const int32_t nc = mg - o0 < 4 ? mg - o0 : 4;

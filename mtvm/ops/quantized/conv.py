@@ -940,15 +940,24 @@ def x86_pair_table(rows: np.ndarray, group: int, khw: int) -> np.ndarray:
     """The weight pairs of the x86 direct paths from the plain weights [OC, C/group, KH,
     KW]: [group][ceil4(mg) * khw * cp] int32, entry (j, k, t) holding w[j][2t][k] in its
     low int16 lane and w[j][2t + 1][k] (0 past cg) in its high one, the channels padded
-    with zeros to whole blocks of four (the dot's four-channel form reads them)."""
+    with zeros to whole blocks of four (the dot's four-channel form reads them). One
+    input channel a group: pairs of taps instead, [group][ceil4(mg) * ceil(khw / 2)],
+    entry (j, t) holding w[j][0][2t] and w[j][0][2t + 1] (0 past khw) -- a pair of
+    channels would be half zeros (mtvm_conv_tile8_taps_x86 builds the input side)."""
     oc = rows.shape[0]
     kk = int(np.prod(rows.shape[1:]))
     cg, mg = kk // khw, oc // group
     cp, mg4 = (cg + 1) // 2, -(-mg // 4) * 4
     rows = np.asarray(rows, np.int64).reshape(group, mg, cg, khw)
-    pairs = np.zeros((group, mg4, khw, 2 * cp), np.int64)      # [.., tap, channel]
-    pairs[:, :mg, :, :cg] = rows.transpose(0, 1, 3, 2)
-    lanes = pairs.reshape(group, mg4, khw, cp, 2) & 0xFFFF      # int16 lanes, two's complement
+    if cg == 1:
+        tp = (khw + 1) // 2
+        pairs = np.zeros((group, mg4, 2 * tp), np.int64)         # [.., tap]
+        pairs[:, :mg, :khw] = rows[:, :, 0, :]
+        lanes = pairs.reshape(group, mg4, tp, 2) & 0xFFFF
+    else:
+        pairs = np.zeros((group, mg4, khw, 2 * cp), np.int64)    # [.., tap, channel]
+        pairs[:, :mg, :, :cg] = rows.transpose(0, 1, 3, 2)
+        lanes = pairs.reshape(group, mg4, khw, cp, 2) & 0xFFFF  # int16 lanes, two's complement
     word = (lanes[..., 0] | (lanes[..., 1] << 16)).astype(np.uint32).view(np.int32)
     return word.reshape(group, -1)
 
@@ -960,10 +969,13 @@ def _x86_weight_lines(k, w, group: int, khw: int) -> list[str] | None:
     MTVM_NO_SIMD builds and target `c`), which reads the im2col layout."""
     if w.const is None:
         return None
-    table = x86_pair_table(unpack_conv_weights(np.asarray(w.const), group), group, khw)
+    plain = unpack_conv_weights(np.asarray(w.const), group)
+    table = x86_pair_table(plain, group, khw)
     rows = ["    { " + ", ".join(str(int(v)) for v in r) + " }," for r in table]
-    return ["/* [o][tap][t / 2]: (w[o][t][tap], w[o][t + 1][tap]) int16 pairs; whole blocks of "
-            "four channels */",
+    one_channel = int(np.prod(plain.shape[1:])) == khw
+    layout = "[o][tap / 2]: (w[o][0][tap], w[o][0][tap + 1])" if one_channel else \
+        "[o][tap][t / 2]: (w[o][t][tap], w[o][t + 1][tap])"
+    return [f"/* {layout} int16 pairs; whole blocks of four channels */",
             f"static const int32_t wq_all[{table.shape[0]}][{table.shape[1]}] = {{"] + rows + \
         ["};", "const int32_t* wq = wq_all[g];",
          f"(void){w.c};   /* the packed weights: the other paths' */"]
@@ -986,21 +998,30 @@ def _x86_requant(store, mg: int) -> str:
             f"{int(m[0]) if one else 0}, {add}, {int(store.lo)}, {int(store.hi)}}}")
 
 
+def direct_x86_fits(cg: int, mg: int, khw: int, sw: int, ow: int) -> bool:
+    """direct_x86's shape conditions: strides 1 or 2 along x, rows of eight pixels or
+    more, and its stack tiles and weight table bounded (in int16 pairs: of taps for one
+    input channel, else of channels)."""
+    pairs = (khw + 1) // 2 if cg == 1 else khw * ((cg + 1) // 2)
+    return sw in (1, 2) and ow >= 8 and mg * pairs <= 8192 and pairs <= 512
+
+
 def direct_x86(k, x, w, bias, store, *, n, c, oc, group, h, wd, kh, kw, oh, ow, sh, sw, ph,
                pw, dh, dw, x_zp) -> list[str] | None:
     """A KxK conv not written in place, on x86 hosts (AVX2; VPDPWSSD with AVX-512 VNNI):
     eight output pixels of a row per vector, each tap's input row segment loaded once
-    per eight pixels as int16 pairs of channels (x[2t], x[2t + 1]) (the padding read as
-    the zero point), four output channels at a time against the weight pairs rebuilt
-    from the packed rows on the stack; the row's last tile overlaps the one before.
+    per eight pixels as int16 pairs of channels (x[2t], x[2t + 1]), or of taps where a
+    group has one channel (the padding read as the zero point), four output channels
+    at a time against the weight pairs rebuilt from the packed rows on the stack; the
+    row's last tile overlaps the one before.
     The parts in c_runtime/kernels/x86/mtvm_conv_x86.h, and why not the im2col column.
     None where it does not apply: weight zero points, in place, strides other than 1
     and 2 along x, rows under eight pixels, requantization not the fast path, large
     stack tiles."""
     cg, mg = c // group, oc // group
-    khw, cp = kh * kw, (c // group + 1) // 2
+    khw = kh * kw
     if not isinstance(store, _Store) or store.mult is None or store.m is None or \
-            sw not in (1, 2) or ow < 8 or mg * khw * cp > 8192 or khw * cp > 512:
+            not direct_x86_fits(cg, mg, khw, sw, ow):
         return None
     table = _x86_weight_lines(k, w, group, khw)
     if table is None:

@@ -44,7 +44,8 @@ import numpy as np
 from ...codegen.cwriter import VOID, Call, Cast, Comment, Const, ExprStmt, If, Raw, Table, \
     Type, Var, render_c
 from ...ops.quantized.common import conv_geometry, operands
-from ...ops.quantized.conv import emit_qconv, fast_requant, qconv_scratch_bytes
+from ...ops.quantized.conv import direct_x86_fits, emit_qconv, fast_requant, \
+    qconv_scratch_bytes
 from .. import Knob, Schedule, ScheduleConfig, get_schedule, register
 
 GUARD = "MTVM_QCONV_VNNI_ON"       # the header's 1 where the VNNI kernel compiles, else 0
@@ -263,10 +264,8 @@ class QConvIm2colAvx2(_QConvIm2colX86):
         cfg = ScheduleConfig.resolve(k.config) or ScheduleConfig()
         if not cfg.for_kernel(k, get_schedule("qconv_s8.im2col")).get("x86_direct", True):
             return True
-        khw, cp, mg = kh * kw, (x.shape[1] // group + 1) // 2, w.shape[0] // group
-        direct = k.inplace is None and sw in (1, 2) and ow >= 8 and \
-            mg * khw * cp <= 8192 and khw * cp <= 512
-        return not direct
+        return not (k.inplace is None and
+                    direct_x86_fits(x.shape[1] // group, w.shape[0] // group, kh * kw, sw, ow))
 
     def applies(self, k, /, **attrs) -> bool:
         return super().applies(k, **attrs) and self.takes(k, attrs)
