@@ -928,26 +928,23 @@ def _depthwise_direct(k, w, x, wt, bias, axes) -> int:
         for i in range(kh_n):
             w.line("const __m512 " + ", ".join(f"v{i}_{j} = _mm512_set1_ps(w{i}_{j})"
                                                for j in range(kw_n)) + ";")
-        w.line(f"for (int t = 0; t < {tiles}; ++t) {{  /* tiles of 16 positions */")
-        w.depth += 1
-        if s_hi > s_lo:
-            _direct_stream(w, dys, dxs, aw.size, s_lo, s_hi)
-
         def at(i, j):
             o = offs[i * kw_n + j]
-            return f"x_c + t * 16 {'-' if o < 0 else '+'} {abs(o)}"
-        if t_hi > t_lo:
-            # Interior tiles: plain loads (a masked one costs an extra uop on the FMA
-            # ports), the column masks (the same for every kernel row) on the FMAs.
-            with w.block(f"if (t >= {t_lo} && t < {t_hi})", "every load inside the plane"):
-                _tile_masks(w, kw_n, True)
-                _direct_tile(w, kh_n, kw_n, lambda i, j: f"_mm512_loadu_ps({at(i, j)})", True)
-        with w.block("else" if t_hi > t_lo else ""):
-            _tile_masks(w, kw_n, False)
-            _direct_tile(w, kh_n, kw_n, lambda i, j:
-                         f"_mm512_maskz_loadu_ps(mk[{i * kw_n + j}], {at(i, j)})", False)
-        w.depth -= 1
-        w.line("}")
+            return f"xt {'-' if o < 0 else '+'} {abs(o)}"
+        with w.block(f"for (int t = 0; t < {tiles}; ++t)", "tiles of 16 positions"):
+            if s_hi > s_lo:
+                _direct_stream(w, dys, dxs, aw.size, s_lo, s_hi)
+            if t_hi > t_lo:
+                # Interior tiles: plain loads (a masked one costs an extra uop on the FMA
+                # ports), the column masks (the same for every kernel row) on the FMAs.
+                with w.block(f"if (t >= {t_lo} && t < {t_hi})", "every load inside the plane"):
+                    _tile_masks(w, kw_n, True)
+                    _direct_tile(w, kh_n, kw_n, lambda i, j: f"_mm512_loadu_ps({at(i, j)})",
+                                 True)
+            with w.block("else" if t_hi > t_lo else ""):
+                _tile_masks(w, kw_n, False)
+                _direct_tile(w, kh_n, kw_n, lambda i, j:
+                             f"_mm512_maskz_loadu_ps(mk[{i * kw_n + j}], {at(i, j)})", False)
         w.line(f"const int y_c = {lin((n, chans * plane), (c, plane))};")
         with w.loop("q", plane, "bias added above; epilogue, store") as q:
             w.line(f"const int y_idx = {lin(('y_c', 1), (q, 1))};")
@@ -977,9 +974,10 @@ def _direct_stream_tiles(dys, dxs, width: int, plane: int, t_lo: int, t_hi: int)
     return run[0], run[-1] + 1    # the conditions hold on an interval of t
 
 
-def _tile_masks(w, kw_n: int, columns: bool) -> None:
-    """The depthwise direct tile's mask row mk; columns: its column masks m0.. too."""
-    w.line("const uint16_t* mk = dw_mask[t];")
+def _tile_masks(w, kw_n: int, columns: bool, at: bool = True) -> None:
+    """The depthwise direct tile's mask row mk; columns: its column masks m0.. too; at:
+    its first input, xt."""
+    w.line("const uint16_t* mk = dw_mask[t];" + (" const float* xt = x_c + t * 16;" if at else ""))
     if columns:
         w.line("const __mmask16 " + ", ".join(f"m{j} = mk[{j}]" for j in range(kw_n)) + ";")
 
@@ -1035,7 +1033,7 @@ def _direct_stream(w, dys, dxs, width: int, s_lo: int, s_hi: int) -> None:
                  f"kernel row a tile, the taps shifted"):
         vectors("__m512", ("c", 0), *([("p", -16)] if before else []))
         with w.block(f"for (; t < {s_hi}; ++t)"):
-            _tile_masks(w, len(dxs), True)
+            _tile_masks(w, len(dxs), True, at=False)
             vectors("const __m512", ("n", 16))
             _direct_tile(w, len(dys), len(dxs), shifted, True)
             w.line(" ".join(f"{a} = {b};" for a, b in moves))   # the next tile's rows
