@@ -179,34 +179,13 @@ def call_run(ffi, lib, model, arrays, workspace=None) -> list[np.ndarray]:
     input order); returns new output arrays. `workspace` (a uint8 array with
     WORKSPACE_ALIGN spare bytes) is passed as the arena of an external-workspace build,
     from its first aligned byte."""
-    md, m = model.metadata, model.module_name
-    outs = [np.empty(o["shape"], o["dtype"]) for o in md["outputs"]]
-    ins_s = ffi.new(f"struct tvmgen_{m}_inputs*")
-    outs_s = ffi.new(f"struct tvmgen_{m}_outputs*")
-    keep = []   # cffi buffers must outlive the call
-    for struct, specs, arrays_ in ((ins_s, md["inputs"], arrays), (outs_s, md["outputs"], outs)):
-        for s, a in zip(specs, arrays_):
-            p = ffi.from_buffer(a)
-            keep.append(p)
-            setattr(struct, s["c_name"], ffi.cast("void*", p))
-    args = [ins_s, outs_s]
-    if workspace is not None:
-        pools = ffi.new(f"struct tvmgen_{m}_workspace_pools*")
-        base = ffi.from_buffer(workspace)
-        offset = (-int(ffi.cast("uintptr_t", base))) % WORKSPACE_ALIGN
-        pools.global_workspace = ffi.cast("void*", base + offset)
-        keep.append(base)
-        args.append(pools)
-    status = getattr(lib, f"tvmgen_{m}_run")(*args)
-    if status != 0:
-        raise MtvmError(f"model {m} returned status {status}")
-    return outs
+    return _PreparedCall(ffi, lib, model, workspace).run_arrays(arrays)
 
 
 class _PreparedCall:
-    """HostModule.run's call, its cffi argument structs made once: on a model of tens
-    of microseconds, building them and checking the inputs each call (call_run,
-    normalize_inputs) took about 4 us. Inputs that already are contiguous arrays of
+    """A loaded model's call, its cffi argument structs made once (HostModule keeps
+    one: on a model of tens of microseconds, building them and checking the inputs
+    each call took about 4 us; call_run makes one for a single call). Inputs that already are contiguous arrays of
     the model's dtype and shape are passed as they are; any other input goes through
     normalize_inputs, which converts or names what is wrong. One call at a time, as
     the model's arena is one."""
@@ -237,13 +216,13 @@ class _PreparedCall:
                 return arrays
         return normalize_inputs(self.model, inputs)
 
-    def __call__(self, inputs) -> dict:
+    def run_arrays(self, arrays) -> list[np.ndarray]:
+        """The call on contiguous input arrays in input order: new outputs in order."""
         ffi = self.ffi
-        arrays = self._arrays(inputs)
-        outs = {name: np.empty(shape, dt) for name, _, shape, dt in self.outs}
+        outs = [np.empty(shape, dt) for _, _, shape, dt in self.outs]
         keep = []   # cffi buffers must outlive the call
         for struct, specs, values in ((self.ins_s, self.ins, arrays),
-                                      (self.outs_s, self.outs, outs.values())):
+                                      (self.outs_s, self.outs, outs)):
             for (_, c_name, _, _), a in zip(specs, values):
                 p = ffi.from_buffer(a)
                 keep.append(p)
@@ -252,6 +231,10 @@ class _PreparedCall:
         if status != 0:
             raise MtvmError(f"model {self.model.module_name} returned status {status}")
         return outs
+
+    def __call__(self, inputs) -> dict:
+        outs = self.run_arrays(self._arrays(inputs))
+        return {name: a for (name, _, _, _), a in zip(self.outs, outs)}
 
 
 _loaded: dict[int, HostModule] = {}

@@ -722,9 +722,15 @@ def depthwise_cv8(k, wt, axes) -> bool:
     channels at a time (x86/mtvm_dw_f32_cv8_avx2.h): any window of up to 49 taps,
     stride and dilation, planes of at most depthwise_cv8_max_plane input pixels,
     where _depthwise_avx2_ok and the 3x3 kernel (depthwise_avx2) does not take it."""
-    ah, aw = axes
     return _depthwise_avx2_ok(k) and not depthwise_avx2(k, wt, axes) and \
-        wt.shape[2] * wt.shape[3] <= 49 and \
+        _cv8_window_and_plane(k, wt, axes)
+
+
+def _cv8_window_and_plane(k, wt, axes) -> bool:
+    """What the small-plane kernel takes: windows of up to 49 taps, planes of at most
+    depthwise_cv8_max_plane input pixels."""
+    ah, aw = axes
+    return wt.shape[2] * wt.shape[3] <= 49 and \
         ah.size * aw.size <= knobs_of(k)["depthwise_cv8_max_plane"]
 
 
@@ -739,8 +745,7 @@ def depthwise_cv8_avx512(k, wt, axes) -> bool:
     ah, aw = axes
     direct = depthwise_variants(k, axes)[0]
     return (k.target.is_generic or k.target.has("avx512f")) and \
-        clamp_tail(k) is not None and wt.shape[2] * wt.shape[3] <= 49 and \
-        ah.size * aw.size <= knobs_of(k)["depthwise_cv8_max_plane"] and \
+        clamp_tail(k) is not None and _cv8_window_and_plane(k, wt, axes) and \
         (not direct or ah.out * aw.out <= 16)
 
 
