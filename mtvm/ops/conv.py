@@ -28,6 +28,7 @@ from ..errors import ShapeError, UnsupportedError
 from . import conv_winograd
 from .base import Op, register
 from .microkernels import (MR, avx2_c, band_epi_ukernel, band_ukernel, clamp_bounds,
+                           pwcv_ukernel,
                            clamp_tail, direct_ukernel, gemm_epi_ukernel, gemm_ukernel,
                            gemm_ukernel_offsets, prelude, vfp_epi_mode)
 
@@ -491,6 +492,9 @@ DEFAULT_KNOBS = {
     "window_min_cols": 8,          # narrower outputs: im2col (fills whole tiles)
     "pointwise_inplace_cols": 16,  # 32: two-vector tiles on AVX-512 (2x scratch; the
                                    #   default where AVX-512 may run: ConvF32.default_knobs)
+    "pwcv_max_plane": 144,         # AVX-512 pointwise over output channels on planes up
+                                   #   to this many positions that fill the position
+                                   #   tiles poorly (pwcv_applies); 0: never
     # x86 only (other targets keep window/im2col, chosen by the preprocessor):
     "direct_min_cols": 17,         # stride 1, output size = input size, outputs of
     "direct_below_cols": 32,       #   17..31 columns: direct (no scratch; AVX-512, band
@@ -538,8 +542,13 @@ def schedule_of(x, wt, axes, group, s: dict = DEFAULT_KNOBS) -> str:
         return "direct"
     if group == c_in == m_out and group > 1:
         cols = depthwise_columns(axes[1])
+        # a 1-D window's border column is one row of taps: four times as many written
+        # out (a dilated 1-D layer's padding: 5 taps at dilation 4 leave 8 columns a
+        # side, whose loop nest ran 3 GMAC/s on the AVX-512 host)
+        border = s["depthwise_max_border"] * (4 if wt.shape[2] == 1 and axes[0].size == 1
+                                              else 1)
         if wt.shape[2] * wt.shape[3] <= s["depthwise_max_taps"] and \
-                max(len(cols[0]), len(cols[2])) <= s["depthwise_max_border"]:
+                max(len(cols[0]), len(cols[2])) <= border:
             return "depthwise"
     if mg < s["gemm_min_channels"]:
         return "direct"
@@ -1339,10 +1348,13 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     wp = laid_out_weights(k, mr)
     if header:
         w.line(conv_comment(x, wt, y, axes, group))
+    pwcv = pointwise and pwcv_applies(k, x, wt, group)
     if pointwise:
         w.line(f"/* Schedule: pointwise GEMM, y[m][p] = sum_c w[m][c] x[c][p] over the {taps}"
                f"\n * input channels; register blocks of {mr} output channels x MTVM_F32_NR"
                f"\n * positions; weights packed [channel block][c][{mr}]. */")
+        if pwcv:
+            w.line(PWCV_COMMENT)
     else:
         nb = im2col_block(taps, out_plane, knobs_of(k))
         k.scratch_bytes = im2col_bytes(taps, out_plane, knobs_of(k))
@@ -1355,11 +1367,22 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
         w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
         p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=out_plane, taps=taps, wp=wp.c)
         if pointwise:
+            if pwcv:
+                w.lines.append("#if MTVM_F32_AVX512")
+                _emit_pwcv(w, k, bias, p, taps, m_out, wp, lambda pos: f"x_g + {pos}",
+                           lambda n: in_plane, out_plane)
+                w.lines.append("#else")
             blocks = _channel_blocks(mg, mr)
             for m0, rows, count in blocks:
                 with channel_block(w, count, rows) as mb:
                     m0e = lin((mb, rows), const=m0)
                     w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
+                    if pwcv:
+                        _position_tiles(w, k, bias, p, rows, m0e, out_plane, "MTVM_F32_NR",
+                                        f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, "
+                                        f"{in_plane}, np, tile);",
+                                        f"{taps}, w_blk, x_g + p, {in_plane}")
+                        continue
                     # AVX-512: tiles of 32 positions, two vectors per row (the one-vector
                     # kernel is bound by its loads): the band micro-kernel with the
                     # input channels as its "channels", one tap each.
@@ -1375,6 +1398,8 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                                     f"{in_plane}, np, tile);",
                                     f"{taps}, w_blk, x_g + p, {in_plane}")
                     w.lines.append("#endif")
+            if pwcv:
+                w.lines.append("#endif")
             continue
         w.line(f"for (int p0 = 0; p0 < {out_plane}; p0 += {nb}) {{  /* blocks of positions */")
         w.depth += 1
@@ -1397,6 +1422,87 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
         w.depth -= 1
         w.line("}")
     return w.text()
+
+
+PWCV_MAX_POSITIONS = 12   # positions per tile of the channel-vector pointwise: 2 x 12 of
+                          # the 32 zmm registers accumulate, 2 hold weights, 1 an input
+PWCV_MIN_GAIN = 16        # ... where taps x (1 / position_fill - 1), the FMAs an output saves
+                          # in sixteenths, is at least this (its transposes cost about one);
+PWCV_MIN_GAIN_TILE = 64   # a tail other than a clamp stores each output from a tile in C
+PWCV_COMMENT = ("/* AVX-512: the plane's few positions in tiles of at most "
+                f"{PWCV_MAX_POSITIONS}, each vector 16\n * output channels "
+                "(mtvm_pwcv_f32_x86.h): the position tiles would leave most lanes idle. */")
+
+
+def position_fill(plane: int) -> float:
+    """The share of lanes the AVX-512 position tiles of a pointwise GEMM compute on: one
+    vector of 16 positions on planes up to 16, else two (the band's 32)."""
+    width = 16 if plane <= 16 else 32
+    return plane / (ceil_div(plane, width) * width)
+
+
+def pwcv_applies(k, x, wt, group) -> bool:
+    """Whether a pointwise Conv takes the AVX-512 kernel over output channels
+    (mtvm_pwcv_f32_x86.h): one group, whole blocks of 8 output channels packed as
+    gemm_mr 8 (two blocks a vector), where AVX-512 may run, on planes of at most
+    pwcv_max_plane positions that the position tiles fill poorly, where the FMAs saved
+    pay for the transposes (PWCV_MIN_GAIN): a MobileNet's last layers (3 x 3 to 10 x 10
+    planes, 48 input channels or more). Measured on the AMD Zen 5 host: 176 -> 176 on
+    6 x 6 and 176 -> 360 on 3 x 3 ..., 16 -> 96 on 9 x 11 slower (1.41 -> 1.55 us)."""
+    s = knobs_of(k)
+    plane = int(np.prod(x.shape[2:]))
+    if not (group == 1 and s["gemm_mr"] == 8 and wt.shape[0] % 8 == 0 and
+            (k.target.is_generic or k.target.has("avx512f")) and plane <= s["pwcv_max_plane"]):
+        return False
+    gain = x.shape[1] * (1 / position_fill(plane) - 1)
+    return gain >= (PWCV_MIN_GAIN if clamp_tail(k) is not None else PWCV_MIN_GAIN_TILE)
+
+
+def pwcv_tiles(plane: int) -> tuple[int, int, int]:
+    """(positions a tile, full tiles, positions of the last, shorter one or 0): the
+    plane split evenly into tiles of at most PWCV_MAX_POSITIONS."""
+    per = ceil_div(plane, ceil_div(plane, PWCV_MAX_POSITIONS))
+    return per, plane // per, plane % per
+
+
+def _emit_pwcv(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, copy=None):
+    """The pointwise GEMM over output channels (pwcv_applies): per tile of positions,
+    blocks of 32 output channels (the last 8, 16 or 24) by mtvm_f32_pwcv_<n>, its
+    epilogue in registers where the tail is a clamp (clamp_tail), else its tile stored
+    through the fused tail. x_at(pos): C of the tile's first input, ldx floats between
+    input channels; copy(pos, n): lines run first per tile (the in-place copy)."""
+    per, full, last = pwcv_tiles(plane)
+    clamp = clamp_tail(k)
+
+    def tile(pos, n):
+        if copy is not None:
+            copy(pos, n)
+        fn = pwcv_ukernel(k, n, clamp is not None)
+        a = f"{wp.c} + mb * {taps}"
+        with w.block(f"for (int mb = 0; mb < {m_out}; mb += 32)", "blocks of 32 output channels"):
+            w.line(f"const int nm = {m_out} - mb < 32 ? {m_out} - mb : 32;")
+            if clamp is not None:
+                b = f"{bias.c} + mb" if bias is not None else "NULL"
+                y = lin((p["n"], m_out * plane), ("mb", plane), (pos, 1))
+                w.line(f"{fn}({taps}, {a}, {8 * taps}, nm, {x_at(pos)}, {ldx(n)}, {b}, "
+                       f"{clamp[0]}, {clamp[1]}, out0 + {y}, {plane});")
+                return
+            w.line(f"float tile[{n} * 32];")
+            w.line(f"{fn}({taps}, {a}, {8 * taps}, nm, {x_at(pos)}, {ldx(n)}, tile);")
+            with w.loop("r", "nm", "the block's channels"):
+                w.line("const int m = mb + r;")
+                w.line(f"const int y_row = {lin((p['n'], m_out * plane), ('m', plane), (pos, 1))};")
+                with w.loop("q", n, "its positions") as q:
+                    w.line(f"const int y_idx = {lin(('y_row', 1), (q, 1))};")
+                    w.line(f"float acc = tile[{lin((q, 32), ('r', 1))}]"
+                           f"{' + ' + bias.c + '[m]' if bias is not None else ''};")
+                    store_acc(w, k, "m")
+    if full:
+        with w.block(f"for (int p = 0; p < {full * per}; p += {per})", "tiles of positions"):
+            tile("p", per)
+    if last:
+        with w.block(""):
+            tile(full * per, last)
 
 
 def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call, epi_args=None,
@@ -2055,7 +2161,18 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
                              band=wide_)
         w.depth -= 1
         w.line("}")
-    if wide:
+    pwcv = pwcv_applies(k, x, wt, 1)
+    if pwcv:
+        w.line(PWCV_COMMENT)
+
+        def copy(pos, n):
+            with w.loop("c", c_in, "copy the tile's input columns") as c:
+                with w.loop("q", n) as q:
+                    w.line(f"xt[{lin((c, n), (q, 1))}] = {x.c}[{lin((c, plane), (pos, 1), (q, 1))}];")
+        w.lines.append("#if MTVM_F32_AVX512")
+        _emit_pwcv(w, k, bias, p, c_in, m_out, wp, lambda pos: "xt", lambda n: n, plane, copy)
+        w.lines.append("#else")
+    elif wide:
         w.lines.append("#if MTVM_F32_AVX512")
         w.line("static const int32_t tap0[1] = { 0 };")
         tiles("32", lambda rows, a: f"{band_ukernel(k, rows)}({c_in}, 32, 1, tap0, {a}, xt, "
@@ -2069,6 +2186,6 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
     n = "MTVM_F32_NR" if k.target.is_arm else "np"
     tiles("MTVM_F32_NR", lambda rows, a: f"{gemm_ukernel(k, rows)}({c_in}, {a}, xt, "
                                          f"MTVM_F32_NR, {n}, tile);")
-    if wide:
+    if wide or pwcv:
         w.lines.append("#endif")
     return w.text()

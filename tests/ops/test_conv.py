@@ -97,6 +97,8 @@ CASES = [
      True, True),
     ("sched_depthwise_5x5_dilated", (1, 5, 12, 12), (5, 1, 5, 5),
      {"group": 5, "pads": [4, 2, 4, 2], "dilations": [2, 1]}, True, True),
+    ("sched_depthwise_1d_dilated_border", (1, 5, 30), (5, 1, 5),
+     {"group": 5, "pads": [8, 7], "dilations": [4]}, True, True),
 ]
 
 
@@ -131,6 +133,9 @@ def test_conv_float64():
     ("window", (1, 3, 9, 9), (10, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "window rows GEMM"),
     ("im2col", (1, 3, 9, 5), (10, 3, 3, 3), {"pads": [1, 1, 1, 1]}, "im2col GEMM"),
     ("depthwise", (1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1]}, "depthwise"),
+    # a dilated 1-D window's padding: 8 border columns a side (1-D allows 16)
+    ("depthwise_1d_wide_border", (1, 6, 48), (6, 1, 5),
+     {"group": 6, "dilations": [4], "pads": [8, 8]}, "depthwise"),
     ("direct", (1, 3, 8, 8), (4, 3, 3, 3), {"pads": [1, 1, 1, 1]}, None),
 ])
 def test_conv_schedule_choice_and_native_build(name, x_shape, w_shape, attrs, schedule):
@@ -647,6 +652,76 @@ def test_conv_pointwise_two_vector_tiles(plane, inplace_cols, monkeypatch):
     src = kernel_source(lib)
     assert "pointwise GEMM in place" in src and "mtvm_f32_band_8x32" in src
     _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
+
+
+# (plane, output channels, input channels, tail, in place): one tile (9), three of 12 (36),
+# tiles of 9 and a last one of 7 (25), one position, a 2 x 13 plane; 8 channels (one
+# half vector), 24, 40 (32 + 8), 48, 56 (32 + 24); Relu, Clip, none (the epilogue kernel)
+# and a residual Add (the tile through the fused tail).
+PWCV_CASES = [
+    ((3, 3), 48, 32, "relu", False),
+    ((3, 3), 56, 40, "relu", True),
+    ((6, 6), 40, 48, "clip", True),
+    ((6, 6), 24, 48, "none", False),
+    ((5, 5), 8, 64, "relu", False),
+    ((1, 1), 40, 24, "relu", True),
+    ((2, 13), 48, 96, "clip", False),
+    ((3, 3), 48, 96, "add", False),
+    ((6, 6), 32, 96, "add", True),
+]
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="the kernel is compiled for AVX-512 only")
+@pytest.mark.parametrize("plane, m_out, c_in, tail, inplace", PWCV_CASES)
+def test_conv_pointwise_channel_vectors(plane, m_out, c_in, tail, inplace, monkeypatch):
+    """Pointwise convs of small planes vectorized over output channels on AVX-512
+    (mtvm_pwcv_f32_x86.h): every tiling of the positions, every channel remainder,
+    the epilogue in registers and the tile through the fused tail, on a model input
+    and in place (after a Relu whose output dies there); against onnx.reference,
+    built for AVX-512, portable and under ASan/UBSan."""
+    x = randn(1, c_in, *plane)
+    consts = {"w0": randn(c_in, c_in, 1, 1), "b0": randn(c_in),
+              "w1": randn(m_out, c_in, 1, 1), "b1": randn(m_out)}
+    nodes = [helper.make_node("Conv", ["x", "w0", "b0"], ["c0"]),
+             helper.make_node("Relu", ["c0"], ["r0"])] if inplace else []
+    src_in = "r0" if inplace else "x"
+    nodes.append(helper.make_node("Conv", [src_in, "w1", "b1"], ["c1"]))
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["c1"], ["t"]))
+    elif tail == "clip":
+        consts.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
+        nodes.append(helper.make_node("Clip", ["c1", "lo", "hi"], ["t"]))
+    elif tail == "add":
+        consts["res"] = randn(1, m_out, *plane)
+        nodes.append(helper.make_node("Add", ["c1", "res"], ["t"]))
+    last = "c1" if tail == "none" else "t"
+    nodes.append(helper.make_node("Softmax", [last], ["y"], axis=1))
+    m = graph_model(nodes, {"x": x}, consts)
+    lib = mtvm.compile(m)
+    src = kernel_source(lib)
+    assert re.search(r"mtvm_f32_pwcv_\d+%s\(" % ("" if tail == "add" else "_epi"), src)
+    assert ("pointwise GEMM in place" in src) == inplace
+    _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
+    off = kernel_source(mtvm.compile(m, schedule_config={"conv2d_f32": {"pwcv_max_plane": 0}}))
+    assert "mtvm_f32_pwcv_" not in off
+
+
+def test_pwcv_tiles_and_choice():
+    """The positions split evenly into tiles of at most 12; the channel-vector kernel
+    only where the FMAs it saves pay for its transposes."""
+    from mtvm.ops.conv import position_fill, pwcv_tiles
+    assert pwcv_tiles(9) == (9, 1, 0)
+    assert pwcv_tiles(36) == (12, 3, 0)
+    assert pwcv_tiles(25) == (9, 2, 7)
+    assert pwcv_tiles(1) == (1, 1, 0)
+    assert position_fill(9) == 9 / 16 and position_fill(36) == 36 / 64
+    assert position_fill(64) == 1.0
+    for c_in, plane, used in [(16, (9, 11), False),   # 16 -> 96 on 9 x 11: slower
+                              (88, (5, 5), True), (176, (3, 3), True), (64, (8, 8), False)]:
+        x = randn(1, c_in, *plane)
+        m = make_model("Conv", {"x": x}, {}, consts={"w": randn(32, c_in, 1, 1),
+                                                     "b": randn(32)})
+        assert ("mtvm_f32_pwcv_" in kernel_source(mtvm.compile(m))) == used, (c_in, plane)
 
 
 @pytest.mark.parametrize("oh, ow, cg, rows", [

@@ -27,6 +27,7 @@ _CHOICES = {
     "kxk": ("window", "im2col"),
     "window_min_cols": (4, 8, 16),
     "pointwise_inplace_cols": (16, 32),
+    "pwcv_max_plane": (0, 144),
     "depthwise_max_taps": (9, 25, 49),
     "depthwise_max_border": (2, 4, 8),
     "depthwise_direct_max_plane": (1024, 4096, 16384),
