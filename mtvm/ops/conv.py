@@ -1348,13 +1348,14 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     wp = laid_out_weights(k, mr)
     if header:
         w.line(conv_comment(x, wt, y, axes, group))
-    pwcv = pointwise and pwcv_applies(k, x, wt, group)
+    isas = pwcv_isas(k, x, wt, group) if pointwise else []
+    pwcv = "avx512" in isas   # (then the AVX-512 band below is not emitted)
     if pointwise:
         w.line(f"/* Schedule: pointwise GEMM, y[m][p] = sum_c w[m][c] x[c][p] over the {taps}"
                f"\n * input channels; register blocks of {mr} output channels x MTVM_F32_NR"
                f"\n * positions; weights packed [channel block][c][{mr}]. */")
-        if pwcv:
-            w.line(PWCV_COMMENT)
+        if isas:
+            w.line(pwcv_comment(isas))
     else:
         nb = im2col_block(taps, out_plane, knobs_of(k))
         k.scratch_bytes = im2col_bytes(taps, out_plane, knobs_of(k))
@@ -1367,11 +1368,9 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
         w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
         p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=out_plane, taps=taps, wp=wp.c)
         if pointwise:
-            if pwcv:
-                w.lines.append("#if MTVM_F32_AVX512")
-                _emit_pwcv(w, k, bias, p, taps, m_out, wp, lambda pos: f"x_g + {pos}",
-                           lambda n: in_plane, out_plane)
-                w.lines.append("#else")
+            if isas:
+                _emit_pwcv_branches(w, k, bias, p, taps, m_out, wp, lambda pos: f"x_g + {pos}",
+                                    lambda n: in_plane, out_plane, isas)
             blocks = _channel_blocks(mg, mr)
             for m0, rows, count in blocks:
                 with channel_block(w, count, rows) as mb:
@@ -1398,7 +1397,7 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
                                     f"{in_plane}, np, tile);",
                                     f"{taps}, w_blk, x_g + p, {in_plane}")
                     w.lines.append("#endif")
-            if pwcv:
+            if isas:
                 w.lines.append("#endif")
             continue
         w.line(f"for (int p0 = 0; p0 < {out_plane}; p0 += {nb}) {{  /* blocks of positions */")
@@ -1424,77 +1423,96 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
     return w.text()
 
 
-PWCV_MAX_POSITIONS = 12   # positions per tile of the channel-vector pointwise: 2 x 12 of
-                          # the 32 zmm registers accumulate, 2 hold weights, 1 an input
-PWCV_MIN_GAIN = 16        # ... where taps x (1 / position_fill - 1), the FMAs an output saves
-                          # in sixteenths, is at least this (its transposes cost about one);
+# The channel-vector pointwise (mtvm_pwcv_f32_x86.h) per x86 ISA: its #if, positions a
+# tile at most (the accumulators: 2 x 12 of AVX-512's 32 zmm registers, 2 x 6 of AVX2's 16
+# ymm), output channels a block (two vectors), the position tiles' width beyond one vector
+# of positions (the two-vector band of AVX-512, MTVM_F32_NR 16 on AVX2), and the least
+# gain, taps x (1 / position_fill - 1), that pays for its transposes and (in place) its
+# copies (per layer on the Zen 5 host: AVX2 gained from 29 up -- 88 -> 176 on 6 x 6, 9.97
+# -> 8.97 us -- and lost at 17: 72 -> 72 on 13 x 3, 3.54 -> 3.73).
+PWCV_ISAS = {"avx512": ("MTVM_F32_AVX512", 12, 32, 32, 16),
+             "avx2": ("MTVM_F32_AVX2", 6, 16, 16, 24)}
 PWCV_MIN_GAIN_TILE = 64   # a tail other than a clamp stores each output from a tile in C
-PWCV_COMMENT = ("/* AVX-512: the plane's few positions in tiles of at most "
-                f"{PWCV_MAX_POSITIONS}, each vector 16\n * output channels "
-                "(mtvm_pwcv_f32_x86.h): the position tiles would leave most lanes idle. */")
 
 
-def position_fill(plane: int) -> float:
-    """The share of lanes the AVX-512 position tiles of a pointwise GEMM compute on: one
-    vector of 16 positions on planes up to 16, else two (the band's 32)."""
-    width = 16 if plane <= 16 else 32
+def position_fill(plane: int, isa: str = "avx512") -> float:
+    """The share of lanes the position tiles of a pointwise GEMM compute on: one vector
+    of 16 positions on planes up to 16, else the ISA's wider tiles (AVX-512: 32)."""
+    width = 16 if plane <= 16 else PWCV_ISAS[isa][3]
     return plane / (ceil_div(plane, width) * width)
 
 
-def pwcv_applies(k, x, wt, group) -> bool:
-    """Whether a pointwise Conv takes the AVX-512 kernel over output channels
+def pwcv_applies(k, x, wt, group, isa: str = "avx512", mr: int | None = None) -> bool:
+    """Whether a pointwise Conv takes the kernel over output channels on `isa`
     (mtvm_pwcv_f32_x86.h): one group, whole blocks of 8 output channels packed as
-    gemm_mr 8 (two blocks a vector), where AVX-512 may run, on planes of at most
-    pwcv_max_plane positions that the position tiles fill poorly, where the FMAs saved
-    pay for the transposes (PWCV_MIN_GAIN): a MobileNet's last layers (3 x 3 to 10 x 10
-    planes, 48 input channels or more). Measured on the AMD Zen 5 host: 176 -> 176 on
-    6 x 6 and 176 -> 360 on 3 x 3 ..., 16 -> 96 on 9 x 11 slower (1.41 -> 1.55 us)."""
+    gemm_mr 8 (mr: that value if not k's), where the ISA's code may run, on planes of at
+    most pwcv_max_plane positions that the position tiles fill poorly, where the FMAs
+    saved pay for the transposes (PWCV_ISAS): a MobileNet's last layers (3 x 3 to
+    10 x 10 planes, 48 input channels or more). Per layer on the Zen 5 host, AVX-512:
+    88 -> 176 on 5 x 5 3.83 -> 3.36 us, 88 -> 88 on 10 x 10 7.11 -> 6.83; 16 -> 96 on
+    9 x 11 slower (1.41 -> 1.55: the gain rule leaves it)."""
     s = knobs_of(k)
     plane = int(np.prod(x.shape[2:]))
-    if not (group == 1 and s["gemm_mr"] == 8 and wt.shape[0] % 8 == 0 and
-            (k.target.is_generic or k.target.has("avx512f")) and plane <= s["pwcv_max_plane"]):
+    runs = k.target.is_generic or (k.target.has("avx512f") if isa == "avx512" else
+                                   k.target.has("avx2", "fma") and not k.target.has("avx512f"))
+    if not (group == 1 and (mr or s["gemm_mr"]) == 8 and wt.shape[0] % 8 == 0 and runs and
+            plane <= s["pwcv_max_plane"]):
         return False
-    gain = x.shape[1] * (1 / position_fill(plane) - 1)
-    return gain >= (PWCV_MIN_GAIN if clamp_tail(k) is not None else PWCV_MIN_GAIN_TILE)
+    gain = x.shape[1] * (1 / position_fill(plane, isa) - 1)
+    return gain >= (PWCV_ISAS[isa][4] if clamp_tail(k) is not None else PWCV_MIN_GAIN_TILE)
 
 
-def pwcv_tiles(plane: int) -> tuple[int, int, int]:
+def pwcv_isas(k, x, wt, group) -> list[str]:
+    """The ISAs whose #if branch runs the channel-vector pointwise (pwcv_applies)."""
+    return [isa for isa in PWCV_ISAS if pwcv_applies(k, x, wt, group, isa)]
+
+
+def pwcv_comment(isas) -> str:
+    names = " and ".join({"avx512": "AVX-512", "avx2": "AVX2"}[i] for i in isas)
+    return (f"/* {names}: the plane's few positions in tiles, each vector output channels\n"
+            " * (mtvm_pwcv_f32_x86.h): the position tiles would leave most lanes idle. */")
+
+
+def pwcv_tiles(plane: int, most: int = PWCV_ISAS["avx512"][1]) -> tuple[int, int, int]:
     """(positions a tile, full tiles, positions of the last, shorter one or 0): the
-    plane split evenly into tiles of at most PWCV_MAX_POSITIONS."""
-    per = ceil_div(plane, ceil_div(plane, PWCV_MAX_POSITIONS))
+    plane split evenly into tiles of at most `most`."""
+    per = ceil_div(plane, ceil_div(plane, most))
     return per, plane // per, plane % per
 
 
-def _emit_pwcv(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, copy=None):
-    """The pointwise GEMM over output channels (pwcv_applies): per tile of positions,
-    blocks of 32 output channels (the last 8, 16 or 24) by mtvm_f32_pwcv_<n>, its
-    epilogue in registers where the tail is a clamp (clamp_tail), else its tile stored
-    through the fused tail. x_at(pos): C of the tile's first input, ldx floats between
-    input channels; copy(pos, n): lines run first per tile (the in-place copy)."""
-    per, full, last = pwcv_tiles(plane)
+def _emit_pwcv(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, isa, copy=None):
+    """The pointwise GEMM over output channels on `isa` (pwcv_applies): per tile of
+    positions, blocks of two vectors of output channels (the last one shorter) by
+    mtvm_f32_pwcv[8]_<n>, its epilogue in registers where the tail is a clamp
+    (clamp_tail), else its tile stored through the fused tail. x_at(pos): C of the
+    tile's first input, ldx(n) floats between its input channels; copy(pos, n): lines
+    run first per tile (the in-place copy)."""
+    _, most, block, _, _ = PWCV_ISAS[isa]
+    per, full, last = pwcv_tiles(plane, most)
     clamp = clamp_tail(k)
 
     def tile(pos, n):
         if copy is not None:
             copy(pos, n)
-        fn = pwcv_ukernel(k, n, clamp is not None)
+        fn = pwcv_ukernel(k, n, clamp is not None, isa)
         a = f"{wp.c} + mb * {taps}"
-        with w.block(f"for (int mb = 0; mb < {m_out}; mb += 32)", "blocks of 32 output channels"):
-            w.line(f"const int nm = {m_out} - mb < 32 ? {m_out} - mb : 32;")
+        with w.block(f"for (int mb = 0; mb < {m_out}; mb += {block})",
+                     f"blocks of {block} output channels"):
+            w.line(f"const int nm = {m_out} - mb < {block} ? {m_out} - mb : {block};")
             if clamp is not None:
                 b = f"{bias.c} + mb" if bias is not None else "NULL"
                 y = lin((p["n"], m_out * plane), ("mb", plane), (pos, 1))
                 w.line(f"{fn}({taps}, {a}, {8 * taps}, nm, {x_at(pos)}, {ldx(n)}, {b}, "
                        f"{clamp[0]}, {clamp[1]}, out0 + {y}, {plane});")
                 return
-            w.line(f"float tile[{n} * 32];")
+            w.line(f"float tile[{n} * {block}];")
             w.line(f"{fn}({taps}, {a}, {8 * taps}, nm, {x_at(pos)}, {ldx(n)}, tile);")
             with w.loop("r", "nm", "the block's channels"):
                 w.line("const int m = mb + r;")
                 w.line(f"const int y_row = {lin((p['n'], m_out * plane), ('m', plane), (pos, 1))};")
                 with w.loop("q", n, "its positions") as q:
                     w.line(f"const int y_idx = {lin(('y_row', 1), (q, 1))};")
-                    w.line(f"float acc = tile[{lin((q, 32), ('r', 1))}]"
+                    w.line(f"float acc = tile[{lin((q, block), ('r', 1))}]"
                            f"{' + ' + bias.c + '[m]' if bias is not None else ''};")
                     store_acc(w, k, "m")
     if full:
@@ -1503,6 +1521,14 @@ def _emit_pwcv(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, copy=None):
     if last:
         with w.block(""):
             tile(full * per, last)
+
+
+def _emit_pwcv_branches(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, isas, copy=None):
+    """#if / #elif per ISA of isas, each _emit_pwcv, then #else (the caller closes it)."""
+    for i, isa in enumerate(isas):
+        w.lines.append(f"#{'el' if i else ''}if {PWCV_ISAS[isa][0]}")
+        _emit_pwcv(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, isa, copy)
+    w.lines.append("#else")
 
 
 def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call, epi_args=None,
@@ -2161,18 +2187,17 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
                              band=wide_)
         w.depth -= 1
         w.line("}")
-    pwcv = pwcv_applies(k, x, wt, 1)
-    if pwcv:
-        w.line(PWCV_COMMENT)
+    isas = pwcv_isas(k, x, wt, 1)
+    if isas:
+        w.line(pwcv_comment(isas))
 
         def copy(pos, n):
             with w.loop("c", c_in, "copy the tile's input columns") as c:
                 with w.loop("q", n) as q:
                     w.line(f"xt[{lin((c, n), (q, 1))}] = {x.c}[{lin((c, plane), (pos, 1), (q, 1))}];")
-        w.lines.append("#if MTVM_F32_AVX512")
-        _emit_pwcv(w, k, bias, p, c_in, m_out, wp, lambda pos: "xt", lambda n: n, plane, copy)
-        w.lines.append("#else")
-    elif wide:
+        _emit_pwcv_branches(w, k, bias, p, c_in, m_out, wp, lambda pos: "xt", lambda n: n, plane,
+                            isas, copy)
+    if wide and "avx512" not in isas:
         w.lines.append("#if MTVM_F32_AVX512")
         w.line("static const int32_t tap0[1] = { 0 };")
         tiles("32", lambda rows, a: f"{band_ukernel(k, rows)}({c_in}, 32, 1, tap0, {a}, xt, "
@@ -2186,6 +2211,8 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
     n = "MTVM_F32_NR" if k.target.is_arm else "np"
     tiles("MTVM_F32_NR", lambda rows, a: f"{gemm_ukernel(k, rows)}({c_in}, {a}, xt, "
                                          f"MTVM_F32_NR, {n}, tile);")
-    if wide or pwcv:
+    if wide and "avx512" not in isas:
+        w.lines.append("#endif")
+    if isas:
         w.lines.append("#endif")
     return w.text()

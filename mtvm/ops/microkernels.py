@@ -230,22 +230,23 @@ def band_epi_ukernel(k, mr: int) -> str:
                    f"r < {mr}, q < n <= 32 (AVX-512, AVX2)")
 
 
-def pwcv_ukernel(k, positions: int, epi: bool) -> str:
-    """Declare the AVX-512 pointwise kernel over output channels for `positions`
-    positions (x86/mtvm_pwcv_f32_x86.h; only compiled where MTVM_F32_AVX512): with epi,
-    y[r * ldy + q] = clamp(tile + bias[r], lo, hi) scattered from the registers, else
-    tile[q * 32 + r] = sum_c a[block][c][r % 8] * x[c * ldx + q], r < nm <= 32, q <
-    positions. Returns its name."""
+def pwcv_ukernel(k, positions: int, epi: bool, isa: str = "avx512") -> str:
+    """Declare the pointwise kernel over output channels for `positions` positions
+    (x86/mtvm_pwcv_f32_x86.h; only compiled where MTVM_F32_AVX512, or for isa "avx2"
+    MTVM_F32_AVX2): with epi, y[r * ldy + q] = clamp(tile + bias[r], lo, hi) stored from
+    the registers, else tile[q * block + r] = sum_c a[block][c][r % 8] * x[c * ldx + q],
+    r < nm <= block (32, AVX2 16), q < positions. Returns its name."""
     if not 1 <= positions <= MAX_ROWS:
         raise MtvmError(f"a pointwise tile of {positions} positions: 1 to {MAX_ROWS}")
     k.library("mtvm_pwcv_f32_x86.h")
-    name = f"mtvm_f32_pwcv_{positions}{'_epi' if epi else ''}"
+    kind = "pwcv8" if isa == "avx2" else "pwcv"
+    name = f"mtvm_f32_{kind}_{positions}{'_epi' if epi else ''}"
     if name not in k.helpers:
-        macro = "MTVM_DEFINE_F32_PWCV_EPI" if epi else "MTVM_DEFINE_F32_PWCV"
+        macro = f"MTVM_DEFINE_F32_{kind.upper()}{'_EPI' if epi else ''}"
         what = (f"y[r * ldy + q] = clamp(sum_c a[r][c] x[c * ldx + q] + bias[r], lo, hi)"
-                if epi else "tile[q * 32 + r] = sum_c a[r][c] x[c * ldx + q]")
-        k.helper(name, f"/* {what}, r < nm <= 32, q < {positions} (AVX-512) */\n"
-                       f"{macro}({name}, {positions})")
+                if epi else "tile[q * block + r] = sum_c a[r][c] x[c * ldx + q]")
+        k.helper(name, f"/* {what}, r < nm, q < {positions} "
+                       f"({'AVX2' if isa == 'avx2' else 'AVX-512'}) */\n{macro}({name}, {positions})")
     return name
 
 

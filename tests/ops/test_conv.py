@@ -699,11 +699,19 @@ def test_conv_pointwise_channel_vectors(plane, m_out, c_in, tail, inplace, monke
     m = graph_model(nodes, {"x": x}, consts)
     lib = mtvm.compile(m)
     src = kernel_source(lib)
-    assert re.search(r"mtvm_f32_pwcv_\d+%s\(" % ("" if tail == "add" else "_epi"), src)
+    epi = "" if tail == "add" else "_epi"
+    assert re.search(r"mtvm_f32_pwcv_\d+%s\(" % epi, src)
     assert ("pointwise GEMM in place" in src) == inplace
     _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
+    # AVX2: target c's AVX2 branch where the rule takes it there too, and an AVX2 target
+    # (its pointwise layers keep blocks of 8 channels for it)
+    for target in ("c", "x86-64-v3"):
+        lib = mtvm.compile(m, target=target)
+        avx2 = re.search(r"mtvm_f32_pwcv8_\d+%s\(" % epi, kernel_source(lib))
+        if avx2 or target == "c":
+            _check_avx2_and_sanitized(m, lib, {"x": x}, monkeypatch)
     off = kernel_source(mtvm.compile(m, schedule_config={"conv2d_f32": {"pwcv_max_plane": 0}}))
-    assert "mtvm_f32_pwcv_" not in off
+    assert "mtvm_f32_pwcv" not in off
 
 
 def test_pwcv_tiles_and_choice():

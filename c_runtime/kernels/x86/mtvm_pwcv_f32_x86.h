@@ -181,4 +181,108 @@ static inline __attribute__((always_inline)) void mtvm_pwcv_store16(__m512* v, i
 #define MTVM_DEFINE_F32_PWCV_EPI(NAME_, R_)
 #endif  /* MTVM_F32_AVX512 */
 
+/* AVX2 + FMA (without AVX-512): the same over 8-float vectors, one block of 8 channels a
+ * vector: R (at most 6) positions x 16 channels are 2 R of the 16 ymm registers, nm 8
+ * or 16 (one vector where 8), tile[q * 16 + r]; the epilogue's 8 x 8 transposes
+ * (mtvm_dw_f32_cv8_avx2.h) then stores of the R positions of each channel.
+ * MTVM_DEFINE_F32_PWCV8(name, R), MTVM_DEFINE_F32_PWCV8_EPI(name, R): as above. */
+#if MTVM_F32_AVX2
+#include "mtvm_dw_f32_cv8_avx2.h"
+
+#define MTVM_PWCV8_2ACC_(Q_, x) __m256 c##Q_##_0 = _mm256_setzero_ps(), c##Q_##_1 = c##Q_##_0;
+#define MTVM_PWCV8_1ACC_(Q_, x) __m256 c##Q_##_0 = _mm256_setzero_ps();
+#define MTVM_PWCV8_2FMA_(Q_, x) \
+    { const __m256 v = _mm256_broadcast_ss(x + Q_); \
+      c##Q_##_0 = _mm256_fmadd_ps(w0, v, c##Q_##_0); \
+      c##Q_##_1 = _mm256_fmadd_ps(w1, v, c##Q_##_1); }
+#define MTVM_PWCV8_1FMA_(Q_, x) \
+    { const __m256 v = _mm256_broadcast_ss(x + Q_); c##Q_##_0 = _mm256_fmadd_ps(w0, v, c##Q_##_0); }
+#define MTVM_PWCV8_LOOP_(R_, N_) \
+    MTVM_REPEAT(R_, MTVM_PWCV8_##N_##ACC_, 0) \
+    for (int c = 0; c < chans; ++c, x += ldx) { \
+        const __m256 w0 = _mm256_loadu_ps(a + 8 * c); \
+        const __m256 w1 = _mm256_loadu_ps(a1 + 8 * c); \
+        (void)w1; \
+        MTVM_REPEAT(R_, MTVM_PWCV8_##N_##FMA_, x) \
+    }
+/* (the second block read only where nm is 16: else a1 is a, whose row is as good) */
+#define MTVM_PWCV8_BLOCKS_ const float* a1 = nm > 8 ? a + as : a;
+#define MTVM_PWCV8_2STORE_(Q_, x) \
+    _mm256_storeu_ps(tile + Q_ * 16, c##Q_##_0); _mm256_storeu_ps(tile + Q_ * 16 + 8, c##Q_##_1);
+#define MTVM_PWCV8_1STORE_(Q_, x) _mm256_storeu_ps(tile + Q_ * 16, c##Q_##_0);
+#define MTVM_DEFINE_F32_PWCV8(NAME_, R_) \
+    static inline void NAME_(int chans, const float* restrict a, int as, int nm, \
+        const float* restrict x, int ldx, float* restrict tile) \
+    { \
+        MTVM_PWCV8_BLOCKS_ \
+        if (nm > 8) { \
+            MTVM_PWCV8_LOOP_(R_, 2) \
+            MTVM_REPEAT(R_, MTVM_PWCV8_2STORE_, 0) \
+        } else { \
+            MTVM_PWCV8_LOOP_(R_, 1) \
+            MTVM_REPEAT(R_, MTVM_PWCV8_1STORE_, 0) \
+        } \
+    }
+
+/* The first n (1 to 8, a constant after inlining) floats of v at y. */
+static inline __attribute__((always_inline)) void mtvm_pwcv8_store_n(float* y, __m256 v, int n)
+{
+    const __m128 lo = _mm256_castps256_ps128(v);
+    if (n == 8) {
+        _mm256_storeu_ps(y, v);
+        return;
+    }
+    if (n >= 4) {
+        _mm_storeu_ps(y, lo);
+        y += 4;
+        n -= 4;
+        v = _mm256_permute2f128_ps(v, v, 0x01);
+    }
+    {
+        const __m128 h = _mm256_castps256_ps128(v);
+        if (n >= 2) {
+            _mm_storel_epi64((__m128i*)(void*)y, _mm_castps_si128(h));
+            if (n == 3) _mm_store_ss(y + 2, _mm_movehl_ps(h, h));
+        } else if (n == 1) {
+            _mm_store_ss(y, h);
+        }
+    }
+}
+
+/* Bias and clamp per vector, then each vector of 8 channels transposed into rows of y. */
+#define MTVM_PWCV8_EPI_(C_, B_) _mm256_min_ps(hi_, _mm256_max_ps(lo_, _mm256_add_ps(C_, B_)))
+#define MTVM_PWCV8_V0_(Q_, x) v[Q_] = MTVM_PWCV8_EPI_(c##Q_##_0, b0);
+#define MTVM_PWCV8_V1_(Q_, x) v[Q_] = MTVM_PWCV8_EPI_(c##Q_##_1, b1);
+#define MTVM_PWCV8_STORE_V_(R_, V_, Y_) \
+    { \
+        __m256 v[8]; \
+        MTVM_REPEAT(R_, MTVM_PWCV8_##V_##_, 0) \
+        for (int q = R_; q < 8; ++q) v[q] = _mm256_setzero_ps(); \
+        mtvm_transpose8_f32_avx2(v); \
+        for (int r = 0; r < 8; ++r) mtvm_pwcv8_store_n(Y_ + (ptrdiff_t)r * ldy, v[r], R_); \
+    }
+#define MTVM_DEFINE_F32_PWCV8_EPI(NAME_, R_) \
+    static inline void NAME_(int chans, const float* restrict a, int as, int nm, \
+        const float* restrict x, int ldx, const float* restrict bias, float lo, float hi, \
+        float* restrict y, int ldy) \
+    { \
+        MTVM_PWCV8_BLOCKS_ \
+        const __m256 lo_ = _mm256_set1_ps(lo), hi_ = _mm256_set1_ps(hi); \
+        const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps(); \
+        if (nm > 8) { \
+            const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps(); \
+            MTVM_PWCV8_LOOP_(R_, 2) \
+            MTVM_PWCV8_STORE_V_(R_, V0, y) \
+            MTVM_PWCV8_STORE_V_(R_, V1, y + 8 * (ptrdiff_t)ldy) \
+        } else { \
+            MTVM_PWCV8_LOOP_(R_, 1) \
+            MTVM_PWCV8_STORE_V_(R_, V0, y) \
+        } \
+    }
+
+#else
+#define MTVM_DEFINE_F32_PWCV8(NAME_, R_)
+#define MTVM_DEFINE_F32_PWCV8_EPI(NAME_, R_)
+#endif  /* MTVM_F32_AVX2 */
+
 #endif  /* MTVM_PWCV_F32_X86_H_ */

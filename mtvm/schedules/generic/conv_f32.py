@@ -88,6 +88,15 @@ def _pointwise_or_1d(k) -> bool:
     return len(wt.shape) == 3 or all(d == 1 for d in wt.shape[2:])
 
 
+def _pwcv_avx2(k) -> bool:
+    """A pointwise conv whose AVX2 code is the channel-vector kernel when its weights are
+    packed in blocks of 8 (conv.pwcv_applies): it keeps gemm_mr 8 on AVX2 targets."""
+    a, wt = k.node.attrs, k.ins[1]
+    pointwise = all(d == 1 for d in wt.shape[2:]) and \
+        all(v == 1 for v in a.get("strides", [1])) and not any(a.get("pads", [0]))
+    return pointwise and conv.pwcv_applies(k, k.ins[0], wt, a.get("group", 1), "avx2", mr=8)
+
+
 @register
 class ConvF32(Schedule):
     op = "Conv"
@@ -111,7 +120,7 @@ class ConvF32(Schedule):
         values = super().default_knobs(k)
         if k is not None and (k.target.is_generic or k.target.has("avx512f")):
             values["pointwise_inplace_cols"] = 32
-        if k is not None and _avx2_target(k) and _pointwise_or_1d(k):
+        if k is not None and _avx2_target(k) and _pointwise_or_1d(k) and not _pwcv_avx2(k):
             # AVX2 (x86-64-v3 targets): register blocks of 12 output channels, two passes
             # of six rows (12 accumulators) instead of 8 as one pass of 4 + 4. The tuner
             # chose 12 for every pointwise layer of vww_mobilenetv1 and kws_dscnn and for
