@@ -16,7 +16,9 @@ from .common import (
     operands,
     per_channel,
     post_add_pairs,
+    has_post_add,
     store_lines,
+    ties_impossible,
 )
 
 
@@ -124,7 +126,49 @@ class QMatMul(IntOp):
                                      act_max=act_max, dst=lambda ch: f"out0[i * {nn} + {ch}]",
                                      xsum=xsum))
         lines.append("}")
+        if vnni_applies(k):
+            lines = [lines[0], "#if defined(MTVM_QMM_VNNI)",
+                     vnni_call(k, m, kk, nn, y_zp, act_min, act_max), "#else"] + lines[1:] + \
+                ["#endif"]
         return "\n".join(lines)
+
+
+def vnni_applies(k) -> bool:
+    """Whether QMatMul's C has the AVX-512 VNNI branch (x86/mtvm_qmatmul_s8_vnni_x86.h):
+    where it may run (target c, an AVX-512 x86 target), 8-bit data, constant int8
+    weights without zero points, constant multipliers without ties (the kernel's vector
+    requantization is mtvm_requantize_nt's), not in place."""
+    x, w, bias, mult, shift, w_zp = operands(k)
+    t = k.target
+    return (t.is_generic or (t.is_x86 and t.has("avx512f"))) and \
+        np.dtype(x.dtype) in (np.int8, np.uint8) and np.dtype(k.out.dtype) in (np.int8, np.uint8) \
+        and np.dtype(w.dtype) == np.int8 and w.const is not None and w_zp is None and \
+        mult is not None and shift is not None and mult.const is not None and \
+        shift.const is not None and ties_impossible(mult.const, shift.const) and \
+        k.inplace is None
+
+
+def vnni_call(k, m: int, kk: int, nn: int, y_zp: int, act_min: int, act_max: int) -> str:
+    """The call of mtvm_qmatmul_vnni_x86 for the whole QMatMul."""
+    from ...codegen.cwriter import Cast, ExprStmt, RawExpr, Type, Var, call, render_c
+    x, w, bias, mult, shift, _ = operands(k)
+    k.library("mtvm_qmatmul_s8_vnni_x86.h")
+
+    def params(buf):   # (pointer, per-channel): a one-value array as a literal
+        if buf.size > 1:
+            return Var(buf.c), 1
+        return RawExpr(f"(const int32_t[]){{ {int(np.asarray(buf.const).ravel()[0])} }}"), 0
+    post = [RawExpr("NULL"), 0, 0, 0, 0]
+    if has_post_add(k):
+        a = k.node.attrs
+        post = [Var(k.ins[6].c), int(len(k.ins[6].shape) == 2), int(a["post_shift"]),
+                int(a["post_min"]), int(a["post_max"])]
+    u8 = Type("uint8", pointer=True)
+    args = [Cast(Type("uint8", pointer=True, const=True), Var(x.c)),
+            int(np.dtype(x.dtype) == np.uint8), m, kk, nn, Var(w.c), Var(bias.c),
+            *params(mult), *params(shift), int(y_zp), int(act_min), int(act_max), *post,
+            Cast(u8, Var(k.out.c))]
+    return render_c([ExprStmt(call("mtvm_qmatmul_vnni_x86", *args))])
 
 
 def _batch_offsets(shape, batch_out) -> list[tuple[int, int]]:
