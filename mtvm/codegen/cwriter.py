@@ -255,6 +255,13 @@ class ArrayDecl(Stmt):
         object.__setattr__(self, "values", tuple(_expr(v) for v in self.values))
 
 
+@dataclass(frozen=True)
+class LocalArray(Stmt):
+    """An uninitialized local array: <var.type> name[size]; (a tile a kernel fills)."""
+    var: Var
+    size: int
+
+
 @dataclass(frozen=True, eq=False)
 class Table(Stmt):
     """A constant table given as an array (weights re-laid out at compile time):
@@ -521,6 +528,8 @@ def _stmt_lines(s, level: int) -> list[str]:
         return [f"{pad}{_declare(s.var)}{init};"]
     if isinstance(s, ArrayDecl):
         return [_table_line(pad, s.var, [_expr_text(v)[0] for v in s.values])]
+    if isinstance(s, LocalArray):
+        return [f"{pad}{_declare(s.var)}[{int(s.size)}];"]
     if isinstance(s, Table):
         from ..ops.base import c_literal
         values = [c_literal(v, s.data.dtype) for v in s.data] or ["0"]

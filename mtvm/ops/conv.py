@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..codegen.cwriter import (VOID, Assign, Block, Cast, Comment, Const, Decl, ExprStmt, For,
-                               If, Index, PreIf, Raw, RawExpr, Type, Var, and_, call, eq, ge,
-                               gt, lt, render_c, select)
+from ..codegen.cwriter import (VOID, ArrayDecl, Assign, Block, Cast, Comment, Const, Decl,
+                               ExprStmt, For, If, Index, LocalArray, PreIf, Raw, RawExpr, Type,
+                               Var, and_, call, eq, ge, gt, lt, render_c, select)
 from ..codegen.cwriter import call as c_call   # emitters below have a parameter `call`
 from ..codegen.cwriter import tail as tail_stmts
 from ..errors import ShapeError, UnsupportedError
@@ -1368,37 +1368,35 @@ def emit_conv_gemm(k, x, wt, bias, axes, group, header: bool = True) -> str:
         w.line(f"const float* x_g = {x.c} + {lin((n, c_in * in_plane), (g, cg * in_plane))};")
         p = dict(n=n, g=g, mg=mg, m_out=m_out, out_plane=out_plane, taps=taps, wp=wp.c)
         if pointwise:
-            if isas:
-                _emit_pwcv_branches(w, k, bias, p, taps, m_out, wp, lambda pos: f"x_g + {pos}",
-                                    lambda n: in_plane, out_plane, isas)
+            outer, w = w, (CWriter() if isas else w)   # the position tiles: isas' #else
             blocks = _channel_blocks(mg, mr)
             for m0, rows, count in blocks:
                 with channel_block(w, count, rows) as mb:
                     m0e = lin((mb, rows), const=m0)
                     w.line(f"const float* w_blk = {wp.c} + {lin((g, mg * taps), (m0e, taps))};")
-                    if pwcv:
-                        _position_tiles(w, k, bias, p, rows, m0e, out_plane, "MTVM_F32_NR",
-                                        f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, "
-                                        f"{in_plane}, np, tile);",
-                                        f"{taps}, w_blk, x_g + p, {in_plane}")
-                        continue
-                    # AVX-512: tiles of 32 positions, two vectors per row (the one-vector
-                    # kernel is bound by its loads): the band micro-kernel with the
-                    # input channels as its "channels", one tap each.
-                    w.lines.append("#if MTVM_F32_AVX512")
-                    w.line("static const int32_t tap0[1] = { 0 };")
-                    _position_tiles(w, k, bias, p, rows, m0e, out_plane, "32",
-                                    f"{band_ukernel(k, rows)}({taps}, {in_plane}, 1, tap0, "
-                                    "w_blk, x_g + p, np, tile);",
-                                    f"{taps}, {in_plane}, 1, tap0, w_blk, x_g + p", band=True)
-                    w.lines.append("#else")
+                    # AVX-512 (unless the channel-vector tiles took it): tiles of 32
+                    # positions, two vectors per row (the one-vector kernel is bound by its
+                    # loads): the band micro-kernel with the input channels as its
+                    # "channels", one tap each.
+                    if not pwcv:
+                        w.lines.append("#if MTVM_F32_AVX512")
+                        w.line(render_c(ArrayDecl(Var("tap0", Type("int32", const=True)), (0,))))
+                        _position_tiles(w, k, bias, p, rows, m0e, out_plane, "32",
+                                        f"{band_ukernel(k, rows)}({taps}, {in_plane}, 1, tap0, "
+                                        "w_blk, x_g + p, np, tile);",
+                                        f"{taps}, {in_plane}, 1, tap0, w_blk, x_g + p", band=True)
+                        w.lines.append("#else")
                     _position_tiles(w, k, bias, p, rows, m0e, out_plane, "MTVM_F32_NR",
                                     f"{gemm_ukernel(k, rows)}({taps}, w_blk, x_g + p, "
                                     f"{in_plane}, np, tile);",
                                     f"{taps}, w_blk, x_g + p, {in_plane}")
-                    w.lines.append("#endif")
+                    if not pwcv:
+                        w.lines.append("#endif")
             if isas:
-                w.lines.append("#endif")
+                other, w = w.text(), outer
+                w.line(render_c(_pwcv_branches(
+                    k, bias, p, taps, m_out, wp, lambda pos: Var("x_g") + pos,
+                    lambda n: in_plane, out_plane, isas, other)))
             continue
         w.line(f"for (int p0 = 0; p0 < {out_plane}; p0 += {nb}) {{  /* blocks of positions */")
         w.depth += 1
@@ -1480,55 +1478,75 @@ def pwcv_tiles(plane: int, most: int = PWCV_ISAS["avx512"][1]) -> tuple[int, int
     return per, plane // per, plane % per
 
 
-def _emit_pwcv(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, isa, copy=None):
-    """The pointwise GEMM over output channels on `isa` (pwcv_applies): per tile of
-    positions, blocks of two vectors of output channels (the last one shorter) by
-    mtvm_f32_pwcv[8]_<n>, its epilogue in registers where the tail is a clamp
-    (clamp_tail), else its tile stored through the fused tail. x_at(pos): C of the
-    tile's first input, ldx(n) floats between its input channels; copy(pos, n): lines
-    run first per tile (the in-place copy)."""
+def _cv_tiles(k, bias, p, taps, m_out, wp, isa, positions, operands, y_pos,
+              copy=None) -> list:
+    """Statements of the GEMM over output channels on `isa` (mtvm_pwcv_f32_x86.h) for
+    `positions` consecutive output positions: per tile of them (pwcv_tiles), blocks of two
+    vectors of output channels (the last one shorter) by mtvm_f32_pwcv[8]_<n>, its epilogue
+    in registers where the tail is a clamp (clamp_tail), else its tile stored through the
+    fused tail. operands(pos, n, a): the kernel's arguments up to its input (a: the
+    block's packed weights); y_pos(pos): the tile's first flat output position (C);
+    copy(pos, n): statements run first per tile (the in-place copy)."""
     _, most, block, _, _ = PWCV_ISAS[isa]
-    per, full, last = pwcv_tiles(plane, most)
+    per, full, last = pwcv_tiles(positions, most)
     clamp = clamp_tail(k)
+    plane = p["out_plane"]
+    i32, ci32, f32 = Type("int32"), Type("int32", const=True), Type("float32")
+    mb, nm, r, m = Var("mb", i32), Var("nm", ci32), Var("r", i32), Var("m", ci32)
 
-    def tile(pos, n):
-        if copy is not None:
-            copy(pos, n)
+    def tile(pos, n) -> list:
         fn = pwcv_ukernel(k, n, clamp is not None, isa)
-        a = f"{wp.c} + mb * {taps}"
-        with w.block(f"for (int mb = 0; mb < {m_out}; mb += {block})",
-                     f"blocks of {block} output channels"):
-            w.line(f"const int nm = {m_out} - mb < {block} ? {m_out} - mb : {block};")
-            if clamp is not None:
-                b = f"{bias.c} + mb" if bias is not None else "NULL"
-                y = lin((p["n"], m_out * plane), ("mb", plane), (pos, 1))
-                w.line(f"{fn}({taps}, {a}, {8 * taps}, nm, {x_at(pos)}, {ldx(n)}, {b}, "
-                       f"{clamp[0]}, {clamp[1]}, out0 + {y}, {plane});")
-                return
-            w.line(f"float tile[{n} * {block}];")
-            w.line(f"{fn}({taps}, {a}, {8 * taps}, nm, {x_at(pos)}, {ldx(n)}, tile);")
-            with w.loop("r", "nm", "the block's channels"):
-                w.line("const int m = mb + r;")
-                w.line(f"const int y_row = {lin((p['n'], m_out * plane), ('m', plane), (pos, 1))};")
-                with w.loop("q", n, "its positions") as q:
-                    w.line(f"const int y_idx = {lin(('y_row', 1), (q, 1))};")
-                    w.line(f"float acc = tile[{lin((q, block), ('r', 1))}]"
-                           f"{' + ' + bias.c + '[m]' if bias is not None else ''};")
-                    store_acc(w, k, "m")
+        args = operands(pos, n, Var(wp.c) + mb * taps)
+        y = RawExpr(lin((p["n"], m_out * plane), ("mb", plane), (y_pos(pos), 1)))
+        body = [Decl(nm, select(lt(Const(m_out) - mb, block), Const(m_out) - mb, block))]
+        if clamp is not None:
+            b = Var(bias.c) + mb if bias is not None else RawExpr("NULL")
+            body.append(ExprStmt(call(fn, *args, b, RawExpr(clamp[0]), RawExpr(clamp[1]),
+                                      Var("out0") + y, plane)))
+        else:
+            t, q, acc, idx = Var("tile", f32), Var("q", i32), Var("acc", f32), Var("y_idx", ci32)
+            row = RawExpr(lin((p["n"], m_out * plane), ("m", plane), (y_pos(pos), 1)))
+            value = Index(t, q * block + r)
+            if bias is not None:
+                value = value + Index(Var(bias.c), m)
+            body += [LocalArray(t, n * block), ExprStmt(call(fn, *args, t)),
+                     For(r, nm, [Decl(m, mb + r), For(q, n, [
+                         Decl(idx, row + q), Decl(acc, value),
+                         *tail_stmts(k, acc, idx, m), Assign(Index(Var("out0"), idx), acc)])])]
+        return (copy(pos, n) if copy is not None else []) + \
+            [For(mb, m_out, body, step=block)]
+    out = []
     if full:
-        with w.block(f"for (int p = 0; p < {full * per}; p += {per})", "tiles of positions"):
-            tile("p", per)
+        out.append(For(Var("p", i32), full * per, tile(Var("p", i32), per), step=per))
     if last:
-        with w.block(""):
-            tile(full * per, last)
+        out.append(Block(tile(Const(full * per), last)))
+    return out
 
 
-def _emit_pwcv_branches(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, isas, copy=None):
-    """#if / #elif per ISA of isas, each _emit_pwcv, then #else (the caller closes it)."""
-    for i, isa in enumerate(isas):
-        w.lines.append(f"#{'el' if i else ''}if {PWCV_ISAS[isa][0]}")
-        _emit_pwcv(w, k, bias, p, taps, m_out, wp, x_at, ldx, plane, isa, copy)
-    w.lines.append("#else")
+def _pwcv(k, bias, p, taps, m_out, wp, x_at, ldx, plane, isa, copy=None) -> list:
+    """The pointwise GEMM over output channels (_cv_tiles) of a plane: x_at(pos) a tile's
+    first input, ldx(n) floats between its input channels."""
+    tap0 = Var("tap0", Type("int32", const=True))
+    if isa == "avx512":
+        def operands(pos, n, a):
+            return [taps, 1, ldx(n), tap0, a, 8 * taps, Var("nm"), x_at(pos)]
+    else:
+        def operands(pos, n, a):
+            return [taps, a, 8 * taps, Var("nm"), x_at(pos), ldx(n)]
+    stmts = _cv_tiles(k, bias, p, taps, m_out, wp, isa, plane, operands,
+                      lambda pos: render_c(pos), copy)
+    return ([ArrayDecl(tap0, (0,))] if isa == "avx512" else []) + stmts
+
+
+def _pwcv_branches(k, bias, p, taps, m_out, wp, x_at, ldx, plane, isas, other: str,
+                   copy=None) -> list:
+    """#if per ISA of isas (nested: each #else the next), each _pwcv, the last #else
+    `other` (the position tiles' C)."""
+    out = [Raw(other)]
+    for isa in reversed(isas):
+        out = [PreIf(PWCV_ISAS[isa][0], _pwcv(k, bias, p, taps, m_out, wp, x_at, ldx, plane,
+                                              isa, copy), out)]
+    return out
 
 
 def _position_tiles(w, k, bias, p, rows, m0e, positions, width, call, epi_args=None,
@@ -1963,9 +1981,10 @@ def _band_gather_row(w, aw: Axis, kw_n: int, ks: int) -> None:
             w.line(f"memset(dst + {at + hi}, 0, {aw.out - hi} * sizeof(float));")
 
 
-def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
+def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n, avx512: bool = True) -> int:
     """The band schedule's body (packed weights wp as for window/im2col); returns
-    its scratch bytes."""
+    its scratch bytes. avx512: whether the body may run on AVX-512 (its #if), where the
+    tiles may go over output channels (band_cv_applies)."""
     ah, aw = axes
     n_batch, c_in, m_out = x.shape[0], x.shape[1], k.out.shape[1]
     cg, mg = c_in // group, m_out // group
@@ -2018,6 +2037,10 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
                             w.line(f"memset(dst + {kw * ks}, 0, {aw.out} * sizeof(float));")
                         w.depth -= 1
                         w.line("}")
+        cv = avx512 and band_cv_applies(k, group, mg, taps, band)
+        outer = w
+        if cv:
+            w = CWriter()   # the position tiles below: the #else of the AVX-512 branch
         for m0, rows_b, count in _channel_blocks(mg, mr):
             with channel_block(w, count, rows_b) as mb:
                 m0e = lin((mb, rows_b), const=m0)
@@ -2031,9 +2054,37 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
                              band=True)
                 w.depth -= 1
                 w.line("}")
+        if cv:   # AVX-512: the band's positions in tiles, output channels in the vectors
+            tiles, w = w.text(), outer
+
+            def operands(pos, n, a):
+                return [cg, kh_n * kw_n, cs, Var("band_off"), a, 8 * taps, Var("nm"),
+                        Var("col") + pos]
+
+            def cv_tiles(positions):
+                return _cv_tiles(k, bias, p, taps, mg, wp, "avx512", positions, operands,
+                                 lambda pos: lin(("oh0", aw.out), (render_c(pos), 1)))
+            last = ah.out % rows * aw.out
+            body = [ExprStmt(Cast(Type(VOID), Var("nb"))), *cv_tiles(band)] if not last else \
+                [If(eq(Var("nb"), band), cv_tiles(band), cv_tiles(last))]
+            w.line(render_c(PreIf("MTVM_F32_AVX512", body, [Raw(tiles)])))
         w.depth -= 1
         w.line("}")
     return band_bytes(ah, aw, cg, kh_n, kw_n, knobs_of(k))
+
+
+def band_cv_applies(k, group: int, mg: int, taps: int, band: int) -> bool:
+    """Whether the band's AVX-512 code computes its tiles over output channels
+    (_cv_tiles, as pwcv_applies for pointwise layers): one group, whole blocks of 8
+    output channels packed as gemm_mr 8, bands of at most pwcv_max_plane positions that the
+    32-position tiles fill poorly, where the taps saved pay for the transposes (a ResNet's
+    3x3 layers on 10 x 10, 7 x 7, 5 x 5 planes)."""
+    s = knobs_of(k)
+    if not (group == 1 and s["gemm_mr"] == 8 and mg % 8 == 0 and band <= s["pwcv_max_plane"]
+            and (k.target.is_generic or k.target.has("avx512f"))):
+        return False
+    gain = taps * (1 / position_fill(band) - 1)
+    return gain >= (PWCV_ISAS["avx512"][4] if clamp_tail(k) is not None else PWCV_MIN_GAIN_TILE)
 
 
 def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:
@@ -2089,9 +2140,11 @@ def emit_conv_simd_or(k, x, wt, bias, axes, group, kind, bodies) -> str:
         if body == "winograd":
             sizes.append(conv_winograd.emit_body(k, w, x, wt, bias, axes, knobs_of(k),
                                                  clamp_tail(k)))
+        elif body == "direct":
+            sizes.append(_conv_direct(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n))
         else:
-            emit_body = _conv_direct if body == "direct" else _conv_band
-            sizes.append(emit_body(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n))
+            sizes.append(_conv_band(k, w, x, k.ins[1], bias, axes, group, kh_n, kw_n,
+                                    avx512="AVX512" in cond))
         if not sizes[-1]:
             w.line("(void)scratch;")
         own = [buf.c for buf in k.ins[before:]]
@@ -2188,15 +2241,10 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
         w.depth -= 1
         w.line("}")
     isas = pwcv_isas(k, x, wt, 1)
+    outer = w
     if isas:
         w.line(pwcv_comment(isas))
-
-        def copy(pos, n):
-            with w.loop("c", c_in, "copy the tile's input columns") as c:
-                with w.loop("q", n) as q:
-                    w.line(f"xt[{lin((c, n), (q, 1))}] = {x.c}[{lin((c, plane), (pos, 1), (q, 1))}];")
-        _emit_pwcv_branches(w, k, bias, p, c_in, m_out, wp, lambda pos: "xt", lambda n: n, plane,
-                            isas, copy)
+        w = CWriter()   # the position tiles below: the #else of isas' branches
     if wide and "avx512" not in isas:
         w.lines.append("#if MTVM_F32_AVX512")
         w.line("static const int32_t tap0[1] = { 0 };")
@@ -2214,5 +2262,12 @@ def emit_conv_pointwise_inplace(k, x, wt, bias, axes) -> str:
     if wide and "avx512" not in isas:
         w.lines.append("#endif")
     if isas:
-        w.lines.append("#endif")
-    return w.text()
+        i32 = Type("int32")
+        c, q = Var("c", i32), Var("q", i32)
+
+        def copy(pos, n):   # the tile's input columns into xt, [c][n]
+            return [Comment("copy the tile's input columns"), For(c, c_in, [For(q, n, [
+                Assign(Index(Var("xt"), c * n + q), Index(Var(x.c), c * plane + pos + q))])])]
+        outer.line(render_c(_pwcv_branches(k, bias, p, c_in, m_out, wp, lambda pos: Var("xt"),
+                                           lambda n: n, plane, isas, w.text(), copy)))
+    return outer.text()

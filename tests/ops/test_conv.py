@@ -714,6 +714,49 @@ def test_conv_pointwise_channel_vectors(plane, m_out, c_in, tail, inplace, monke
     assert "mtvm_f32_pwcv" not in off
 
 
+# (x shape, output channels, kernel, attributes, tail): KxK layers whose band tiles of 32
+# positions fill poorly: bands of 25, 9 (stride 2) and 20 positions, bands of 30 then a
+# last one of 10, a channel remainder, dilation, a 5 x 5 window; the epilogue kernel and
+# a residual Add.
+BAND_CV_CASES = [
+    ((1, 16, 5, 5), 32, (3, 3), {"pads": [1, 1, 1, 1]}, "relu"),         # a band of 25
+    ((1, 8, 6, 6), 24, (3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, "none"),  # 9
+    ((1, 16, 2, 10), 40, (3, 3), {"pads": [1, 1, 1, 1]}, "relu"),        # 20, 32 + 8
+    ((1, 64, 10, 10), 16, (3, 3), {"pads": [1, 1, 1, 1]}, "relu"),       # 3 rows, then 1
+    ((1, 32, 5, 5), 16, (3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, "add"),
+    ((1, 4, 4, 5), 8, (5, 5), {"pads": [2, 2, 2, 2]}, "clip"),
+]
+
+
+@pytest.mark.skipif(not _has_avx512(), reason="the kernel is compiled for AVX-512 only")
+@pytest.mark.parametrize("x_shape, m_out, kernel, attrs, tail", BAND_CV_CASES)
+def test_conv_band_channel_vectors(x_shape, m_out, kernel, attrs, tail, monkeypatch):
+    """KxK convs on small planes: the band's AVX-512 tiles over output channels
+    (band_cv_applies) against onnx.reference, built for AVX-512, portable, for AVX2 and
+    under ASan/UBSan."""
+    x = randn(*x_shape)
+    consts = {"w": randn(m_out, x_shape[1], *kernel), "b": randn(m_out)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs)]
+    if tail == "relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif tail == "clip":
+        consts.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    elif tail == "add":
+        consts["res"] = randn(1, m_out, *x_shape[2:])   # (the case keeps the plane's size)
+        nodes.append(helper.make_node("Add", ["c", "res"], ["y"]))
+    else:
+        nodes[0].output[0] = "y"
+    m = graph_model(nodes, {"x": x}, consts)
+    lib = mtvm.compile(m)
+    src = kernel_source(lib)
+    assert "band GEMM" in src and re.search(
+        r"mtvm_f32_pwcv_\d+%s\(\d+, \d+, \d+, band_off" % ("" if tail == "add" else "_epi"),
+        src)
+    _check_native_and_sanitized(m, lib, {"x": x}, monkeypatch)
+    _check_avx2_and_sanitized(m, lib, {"x": x}, monkeypatch)
+
+
 def test_pwcv_tiles_and_choice():
     """The positions split evenly into tiles of at most 12; the channel-vector kernel
     only where the FMAs it saves pay for its transposes."""

@@ -6,21 +6,25 @@
  * of its FMAs compute nothing (176 -> 360 channels on a 3 x 3 plane: 9 of 16). Here each
  * vector holds 16 output channels and each accumulator one position:
  *
- *   tile[q * 32 + r] = sum_c a[block(r)][c][r % 8] * x[c * ldx + q]    r < nm, q < R
+ *   tile[q * 32 + r] = sum_c sum_j a[block(r)][c ntaps + j][r % 8] * x[c cs + off[j] + q]
+ *                                                                   r < nm, q < R
  *
- * with the weights in the layout the GEMM schedules already pack (per block of 8 output
- * channels, [c][8]; `as` floats from one block to the next): two blocks make a vector,
+ * (a pointwise conv: ntaps 1, off {0}, cs the plane; a KxK one over the band's gathered
+ * rows, mtvm_conv_f32_x86.h, its tap offsets) with the weights in the layout the GEMM
+ * schedules already pack (per block of 8 output channels, [tap][8]; `as` floats from one
+ * block to the next): two blocks make a vector,
  * their halves loaded under masks (no shuffle, and a masked-off half reads no memory).
  * R positions x 32 channels are 2 R accumulators (24 at R = 12), each input value one
  * broadcast feeding two FMAs. nm (8, 16, 24 or 32) output channels: a pass of one vector
  * where nm <= 16.
  *
  * MTVM_DEFINE_F32_PWCV(name, R) defines
- *   void name(int chans, const float* a, int as, int nm, const float* x, int ldx,
- *             float* tile)                       the tile above, for any fused tail
+ *   void name(int chans, int ntaps, int cs, const int32_t* off, const float* a, int as,
+ *             int nm, const float* x, float* tile)      the tile above, for any fused tail
  * MTVM_DEFINE_F32_PWCV_EPI(name, R) defines
- *   void name(int chans, const float* a, int as, int nm, const float* x, int ldx,
- *             const float* bias, float lo, float hi, float* y, int ldy)
+ *   void name(int chans, int ntaps, int cs, const int32_t* off, const float* a, int as,
+ *             int nm, const float* x, const float* bias, float lo, float hi, float* y,
+ *             int ldy)
  *   y[r * ldy + q] = clamp(tile[q * 32 + r] + bias[r], lo, hi)  (bias NULL: none)
  * each vector of channels transposed in registers into rows of y (16 x 16 blocks).
  * On other targets both are empty: the schedule calls them under MTVM_F32_AVX512 only.
@@ -56,19 +60,27 @@ static inline __mmask16 mtvm_pwcv_lanes(int n)
       c##Q_##_1 = _mm512_fmadd_ps(w1, v, c##Q_##_1); }
 #define MTVM_PWCV1_FMA_(Q_, x) \
     { const __m512 v = _mm512_set1_ps(x[Q_]); c##Q_##_0 = _mm512_fmadd_ps(w0, v, c##Q_##_0); }
-/* The loop over input channels: a, a1 (a2, a3) the blocks' rows of channel c. */
+/* The loop over input channels c and their ntaps taps j (a pointwise conv: one, at 0): a,
+ * a1 (a2, a3) step through the blocks' rows of tap c ntaps + j, whose positions start at
+ * x + c cs + off[j]. */
 #define MTVM_PWCV2_LOOP_(R_) \
     MTVM_REPEAT(R_, MTVM_PWCV2_ACC_, 0) \
-    for (int c = 0; c < chans; ++c, x += ldx) { \
-        const __m512 w0 = mtvm_pwcv_weights(a + 8 * c, a1 + 8 * c, h0); \
-        const __m512 w1 = mtvm_pwcv_weights(a2 + 8 * c, a3 + 8 * c, h1); \
-        MTVM_REPEAT(R_, MTVM_PWCV2_FMA_, x) \
+    for (int c = 0; c < chans; ++c, x += cs) { \
+        for (int j = 0; j < ntaps; ++j, a += 8, a1 += 8, a2 += 8, a3 += 8) { \
+            const float* xj = x + off[j]; \
+            const __m512 w0 = mtvm_pwcv_weights(a, a1, h0); \
+            const __m512 w1 = mtvm_pwcv_weights(a2, a3, h1); \
+            MTVM_REPEAT(R_, MTVM_PWCV2_FMA_, xj) \
+        } \
     }
 #define MTVM_PWCV1_LOOP_(R_) \
     MTVM_REPEAT(R_, MTVM_PWCV1_ACC_, 0) \
-    for (int c = 0; c < chans; ++c, x += ldx) { \
-        const __m512 w0 = mtvm_pwcv_weights(a + 8 * c, a1 + 8 * c, h0); \
-        MTVM_REPEAT(R_, MTVM_PWCV1_FMA_, x) \
+    for (int c = 0; c < chans; ++c, x += cs) { \
+        for (int j = 0; j < ntaps; ++j, a += 8, a1 += 8) { \
+            const float* xj = x + off[j]; \
+            const __m512 w0 = mtvm_pwcv_weights(a, a1, h0); \
+            MTVM_REPEAT(R_, MTVM_PWCV1_FMA_, xj) \
+        } \
     }
 /* The blocks of the nm channels (a block past the last one is never read: its pointer
  * stays a, under a zero mask). */
@@ -84,8 +96,8 @@ static inline __mmask16 mtvm_pwcv_lanes(int n)
     _mm512_storeu_ps(tile + Q_ * 32, c##Q_##_0); _mm512_storeu_ps(tile + Q_ * 32 + 16, c##Q_##_1);
 #define MTVM_PWCV1_STORE_(Q_, x) _mm512_storeu_ps(tile + Q_ * 32, c##Q_##_0);
 #define MTVM_DEFINE_F32_PWCV(NAME_, R_) \
-    static inline void NAME_(int chans, const float* restrict a, int as, int nm, \
-        const float* restrict x, int ldx, float* restrict tile) \
+    static inline void NAME_(int chans, int ntaps, int cs, const int32_t* restrict off, \
+        const float* a, int as, int nm, const float* restrict x, float* restrict tile) \
     { \
         MTVM_PWCV_BLOCKS_ \
         if (nm > 16) { \
@@ -155,9 +167,9 @@ static inline __attribute__((always_inline)) void mtvm_pwcv_store16(__m512* v, i
         mtvm_pwcv_store16(v, N_, kq, Y_, ldy); \
     }
 #define MTVM_DEFINE_F32_PWCV_EPI(NAME_, R_) \
-    static inline void NAME_(int chans, const float* restrict a, int as, int nm, \
-        const float* restrict x, int ldx, const float* restrict bias, float lo, float hi, \
-        float* restrict y, int ldy) \
+    static inline void NAME_(int chans, int ntaps, int cs, const int32_t* restrict off, \
+        const float* a, int as, int nm, const float* restrict x, const float* restrict bias, \
+        float lo, float hi, float* restrict y, int ldy) \
     { \
         MTVM_PWCV_BLOCKS_ \
         const __m512 lo_ = _mm512_set1_ps(lo), hi_ = _mm512_set1_ps(hi); \

@@ -127,9 +127,10 @@ class QMatMul(IntOp):
                                      xsum=xsum))
         lines.append("}")
         if vnni_applies(k):
-            lines = [lines[0], "#if defined(MTVM_QMM_VNNI)",
-                     vnni_call(k, m, kk, nn, y_zp, act_min, act_max), "#else"] + lines[1:] + \
-                ["#endif"]
+            from ...codegen.cwriter import PreIf, Raw, render_c
+            lines = [lines[0], render_c(PreIf("defined(MTVM_QMM_VNNI)",
+                                              vnni_call(k, m, kk, nn, y_zp, act_min, act_max),
+                                              [Raw("\n".join(lines[1:]))]))]
         return "\n".join(lines)
 
 
@@ -148,16 +149,19 @@ def vnni_applies(k) -> bool:
         k.inplace is None
 
 
-def vnni_call(k, m: int, kk: int, nn: int, y_zp: int, act_min: int, act_max: int) -> str:
-    """The call of mtvm_qmatmul_vnni_x86 for the whole QMatMul."""
-    from ...codegen.cwriter import Cast, ExprStmt, RawExpr, Type, Var, call, render_c
+def vnni_call(k, m: int, kk: int, nn: int, y_zp: int, act_min: int, act_max: int) -> list:
+    """Statements calling mtvm_qmatmul_vnni_x86 for the whole QMatMul."""
+    from ...codegen.cwriter import ArrayDecl, Cast, ExprStmt, RawExpr, Type, Var, call
     x, w, bias, mult, shift, _ = operands(k)
     k.library("mtvm_qmatmul_s8_vnni_x86.h")
+    tables = []
 
-    def params(buf):   # (pointer, per-channel): a one-value array as a literal
+    def params(buf, name):   # (pointer, per-channel): one value as a table of its own
         if buf.size > 1:
             return Var(buf.c), 1
-        return RawExpr(f"(const int32_t[]){{ {int(np.asarray(buf.const).ravel()[0])} }}"), 0
+        tables.append(ArrayDecl(Var(name, Type("int32", const=True)),
+                                (int(np.asarray(buf.const).ravel()[0]),)))
+        return Var(name), 0
     post = [RawExpr("NULL"), 0, 0, 0, 0]
     if has_post_add(k):
         a = k.node.attrs
@@ -166,9 +170,9 @@ def vnni_call(k, m: int, kk: int, nn: int, y_zp: int, act_min: int, act_max: int
     u8 = Type("uint8", pointer=True)
     args = [Cast(Type("uint8", pointer=True, const=True), Var(x.c)),
             int(np.dtype(x.dtype) == np.uint8), m, kk, nn, Var(w.c), Var(bias.c),
-            *params(mult), *params(shift), int(y_zp), int(act_min), int(act_max), *post,
-            Cast(u8, Var(k.out.c))]
-    return render_c([ExprStmt(call("mtvm_qmatmul_vnni_x86", *args))])
+            *params(mult, "rq_mult"), *params(shift, "rq_shift"), int(y_zp), int(act_min),
+            int(act_max), *post, Cast(u8, Var(k.out.c))]
+    return tables + [ExprStmt(call("mtvm_qmatmul_vnni_x86", *args))]
 
 
 def _batch_offsets(shape, batch_out) -> list[tuple[int, int]]:
