@@ -292,7 +292,8 @@ class ExprStmt(Stmt):
 
 @dataclass(frozen=True)
 class For(Stmt):
-    """for var in [begin, end) by step (step > 0), var declared by the loop."""
+    """for var in [begin, end) by step (step > 0: an int, or an expression such as a
+    kernel library macro), var declared by the loop."""
     var: Var
     end: Expr
     body: tuple
@@ -510,7 +511,8 @@ def _block_lines(body, level: int) -> list[str]:
 
 def _for_head(s: For) -> str:
     v = c_name(s.var.name)
-    step = f"++{v}" if s.step == 1 else f"{v} += {s.step}"
+    by = s.step if isinstance(s.step, int) else _expr_text(_expr(s.step))[0]   # (a macro)
+    step = f"++{v}" if s.step == 1 else f"{v} += {by}"
     begin = _expr_text(s.begin)[0]
     end = _expr_text(s.end)[0]
     return f"for ({_declare(s.var)} = {begin}; {v} < {end}; {step})"

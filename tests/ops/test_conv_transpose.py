@@ -42,6 +42,8 @@ STRIDE_SIZED = [
     ((1, 16, 5, 7), (16, 8, 2, 2), {"strides": [2, 2]}, True, True),     # U-Net up-conv
     ((2, 3, 4, 4), (3, 13, 3, 3), {"strides": [3, 3]}, False, False),
     ((1, 17, 3, 6), (17, 5, 2, 3), {"strides": [2, 3]}, True, False),
+    ((1, 9, 3, 37), (9, 11, 2, 2), {"strides": [2, 2]}, True, True),    # rows of 16, 16, 5
+    ((2, 5, 4, 18), (5, 8, 3, 2), {"strides": [3, 2]}, False, True),
     ((1, 1, 9), (1, 9, 2), {"strides": [2]}, True, True),                # 1-D
     ((2, 6, 11), (6, 4, 4), {"strides": [4]}, False, True),
 ]
@@ -81,6 +83,25 @@ def test_stride_sized_conv_transpose_is_one_gemm_per_phase(x_shape, w_shape, att
     lib = check_model(m, feed, target=target, sanitize=target == "c")
     assert [n.op for n in lib.graph.nodes] == ["ConvTranspose"]
     assert lib.metadata["operators"][0]["schedule"] == "conv_transpose_f32.phase_gemm"
+
+
+@pytest.mark.parametrize("x_shape,w_shape,attrs,bias,relu",
+                         [c for c in STRIDE_SIZED if len(c[0]) == 4])
+def test_stride_sized_conv_transpose_rows_on_host_simd(x_shape, w_shape, attrs, bias, relu):
+    """The 2-D phase GEMMs of hosts (a row's tiles, one per column phase, stored
+    interleaved) built for this host's SIMD and for AVX2, against onnx.reference."""
+    import platform
+
+    from mtvm.host_runner import HostModule
+    from mtvm.testing import assert_close, reference_outputs
+    m, feed = _model(x_shape, w_shape, attrs, bias, relu)
+    lib = mtvm.compile(m, target="c")
+    expected = reference_outputs(m, feed)[0]
+    builds = [["-march=native"]] + ([["-march=x86-64-v3"]] if platform.machine() in
+                                    ("x86_64", "AMD64") else [])
+    for extra in builds:
+        got = HostModule(lib, opt="-O3", extra=extra).run(feed)
+        assert_close(list(got.values())[0], expected, what=str(extra))
 
 
 def _against_onnxruntime(m, feed, **compile_opts):
