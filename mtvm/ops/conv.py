@@ -500,6 +500,11 @@ DEFAULT_KNOBS = {
     "direct_below_cols": 32,       #   17..31 columns: direct (no scratch; AVX-512, band
                                    #   on AVX2); at 16 the band's two rows a tile beat
                                    #   it (ic_resnet8 -17 %)
+    "direct_min_taps": 400,        #   and at least this many taps (C/group x KH x KW):
+                                   #   the direct kernel's masks and offsets per tile
+                                   #   outweigh few channels' FMAs (Zen 5, 3x3: 12, 16
+                                   #   and 32 channels 1.3-1.5x faster by band, 48 and
+                                   #   64 1.05-1.3x slower)
     "band_below_cols": 32,         # other KxK outputs narrower than this: band
     "band_cols": 0,                # output positions per band, at least one row; 0: the
                                    #   rows that fill the tiles best (band_rows)
@@ -522,8 +527,8 @@ DEFAULT_KNOBS = {
 
 
 # The knobs only the x86 variants read (schedules/x86/conv_f32.py declares them).
-X86_KNOBS = ("direct_min_cols", "direct_below_cols", "band_below_cols", "band_cols",
-             "band_max_bytes", "winograd", "winograd_min_cols", "winograd_tiles")
+X86_KNOBS = ("direct_min_cols", "direct_below_cols", "direct_min_taps", "band_below_cols",
+             "band_cols", "band_max_bytes", "winograd", "winograd_min_cols", "winograd_tiles")
 
 
 def knobs_of(k) -> dict:
@@ -571,7 +576,8 @@ def x86_variant(x, wt, axes, group, s: dict) -> tuple[str | None, str | None] | 
     avx512 = None
     if s["direct_min_cols"] <= axes[1].out < s["direct_below_cols"] and \
             wt.shape[2] * wt.shape[3] <= 64 and all(a.stride == 1 and a.out == a.size
-                                                    for a in axes):
+                                                    for a in axes) and \
+            x.shape[1] // group * wt.shape[2] * wt.shape[3] >= s["direct_min_taps"]:
         avx512 = "direct"
     elif axes[1].out < s["band_below_cols"]:
         avx512 = "band"

@@ -20,6 +20,7 @@ from ..generic.conv_f32 import ConvF32, float_conv, geometry
 _CHOICES = {
     "direct_min_cols": (8, 16, 17),
     "direct_below_cols": (24, 32, 48),
+    "direct_min_taps": (0, 400, 1000),
     "band_below_cols": (16, 32, 64),
     "band_cols": (0, 16, 32, 64),
     "band_max_bytes": (16384, 65536, 262144),
