@@ -74,11 +74,13 @@ KNOBS = {
                        "im2col_cols": 64, "depthwise_direct_max_plane": 1024},
         "conv2d_f32.x86": {"kxk": "im2col", "pointwise_inplace_cols": 32,
                            "band_max_bytes": 16384, "band_cols": 64,
-                           "direct_below_cols": 48, "depthwise_direct_max_plane": 1024}},
+                           "direct_below_cols": 48, "direct_min_taps": 0,
+                           "depthwise_direct_max_plane": 1024}},
     "narrow_windows": {
         "conv2d_f32": {"window_min_cols": 4, "gemm_min_channels": 4, "depthwise_max_border": 2},
         "conv2d_f32.x86": {"window_min_cols": 4, "gemm_min_channels": 4,
-                           "band_below_cols": 64, "band_cols": 16, "direct_min_cols": 8}},
+                           "band_below_cols": 64, "band_cols": 16, "direct_min_cols": 8,
+                           "direct_min_taps": 0}},
 }
 
 
