@@ -676,6 +676,20 @@ PWCV_CASES = [
 ]
 
 
+def _tail_nodes(tail, src, dst, consts, res_shape) -> list:
+    """The fused tail of a case, src -> dst: a Relu, a Clip to [0, 6] or a residual Add
+    (its operand of res_shape added to consts); none for "none"."""
+    if tail == "relu":
+        return [helper.make_node("Relu", [src], [dst])]
+    if tail == "clip":
+        consts.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
+        return [helper.make_node("Clip", [src, "lo", "hi"], [dst])]
+    if tail == "add":
+        consts["res"] = randn(*res_shape)
+        return [helper.make_node("Add", [src, "res"], [dst])]
+    return []
+
+
 @pytest.mark.skipif(not _has_avx512(), reason="the kernel is compiled for AVX-512 only")
 @pytest.mark.parametrize("plane, m_out, c_in, tail, inplace", PWCV_CASES)
 def test_conv_pointwise_channel_vectors(plane, m_out, c_in, tail, inplace, monkeypatch):
@@ -691,14 +705,7 @@ def test_conv_pointwise_channel_vectors(plane, m_out, c_in, tail, inplace, monke
              helper.make_node("Relu", ["c0"], ["r0"])] if inplace else []
     src_in = "r0" if inplace else "x"
     nodes.append(helper.make_node("Conv", [src_in, "w1", "b1"], ["c1"]))
-    if tail == "relu":
-        nodes.append(helper.make_node("Relu", ["c1"], ["t"]))
-    elif tail == "clip":
-        consts.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
-        nodes.append(helper.make_node("Clip", ["c1", "lo", "hi"], ["t"]))
-    elif tail == "add":
-        consts["res"] = randn(1, m_out, *plane)
-        nodes.append(helper.make_node("Add", ["c1", "res"], ["t"]))
+    nodes += _tail_nodes(tail, "c1", "t", consts, (1, m_out, *plane))
     last = "c1" if tail == "none" else "t"
     nodes.append(helper.make_node("Softmax", [last], ["y"], axis=1))
     m = graph_model(nodes, {"x": x}, consts)
@@ -742,15 +749,9 @@ def test_conv_band_channel_vectors(x_shape, m_out, kernel, attrs, tail, monkeypa
     x = randn(*x_shape)
     consts = {"w": randn(m_out, x_shape[1], *kernel), "b": randn(m_out)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], **attrs)]
-    if tail == "relu":
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    elif tail == "clip":
-        consts.update(lo=np.array(0, np.float32), hi=np.array(6, np.float32))
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-    elif tail == "add":
-        consts["res"] = randn(1, m_out, *x_shape[2:])   # (the case keeps the plane's size)
-        nodes.append(helper.make_node("Add", ["c", "res"], ["y"]))
-    else:
+    # (the add case keeps the plane's size)
+    nodes += _tail_nodes(tail, "c", "y", consts, (1, m_out, *x_shape[2:]))
+    if tail == "none":
         nodes[0].output[0] = "y"
     m = graph_model(nodes, {"x": x}, consts)
     lib = mtvm.compile(m)
