@@ -1478,8 +1478,9 @@ def pwcv_comment(isas) -> str:
 
 
 def pwcv_tiles(plane: int, most: int = PWCV_ISAS["avx512"][1]) -> tuple[int, int, int]:
-    """(positions a tile, full tiles, positions of the last, shorter one or 0): the
-    plane split evenly into tiles of at most `most`."""
+    """(positions a tile, full tiles, positions of the last, shorter one or 0): as few
+    tiles as `most` positions a tile allow, each of the size that even split gives
+    (rounded up), the remainder in one last tile (100 at most 12: 8 of 12 and one of 4)."""
     per = ceil_div(plane, ceil_div(plane, most))
     return per, plane // per, plane % per
 
