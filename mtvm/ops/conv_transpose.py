@@ -208,7 +208,7 @@ def _phase_rows(k, x, b, ins, out, st, co: int, ci: int, mr: int) -> list:
     n, ph, i, j0, pw, r, q = (Var(v, i32) for v in ("n", "ph", "i", "j0", "pw", "r", "q"))
     nq, oc, y_row = Var("nq", ci32), Var("oc", idx), Var("y_row", idx)
     pos, acc = Var("p", idx), Var("acc", Type(k.outs[0].dtype))
-    nr = RawExpr("MTVM_F32_NR")
+    nr = Var("MTVM_F32_NR", i32)   # (the kernel library's macro)
     tile = Var("tile", Type("float32"))
     x_row = Var(x.c) + n * (ci * hw) + i * ins[1] + j0
 
