@@ -298,7 +298,7 @@ class For(Stmt):
     end: Expr
     body: tuple
     begin: Expr = Const(0)
-    step: int = 1
+    step: "int | Expr" = 1
 
     def __post_init__(self):
         object.__setattr__(self, "end", _expr(self.end))

@@ -28,9 +28,8 @@ from ..errors import ShapeError, UnsupportedError
 from . import conv_winograd
 from .base import Op, register
 from .microkernels import (MR, avx2_c, band_epi_ukernel, band_ukernel, clamp_bounds,
-                           pwcv_ukernel,
                            clamp_tail, direct_ukernel, gemm_epi_ukernel, gemm_ukernel,
-                           gemm_ukernel_offsets, prelude, vfp_epi_mode)
+                           gemm_ukernel_offsets, prelude, pwcv_ukernel, vfp_epi_mode)
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 FLOAT_DTYPES = ("float32", "float64")
@@ -1446,24 +1445,29 @@ def position_fill(plane: int, isa: str = "avx512") -> float:
     return plane / (ceil_div(plane, width) * width)
 
 
+def cv_applies(k, group: int, mg: int, taps: int, positions: int, isa: str = "avx512",
+               mr: int | None = None) -> bool:
+    """Whether tiles of `positions` consecutive output positions with `taps` taps an
+    output are computed over output channels on `isa` (mtvm_pwcv_f32_x86.h): one group,
+    whole blocks of 8 output channels (mg) packed as gemm_mr 8 (mr: that value if not
+    k's), where the ISA's code may run, at most pwcv_max_plane positions that the position
+    tiles fill poorly, where the FMAs saved pay for the transposes (PWCV_ISAS)."""
+    s = knobs_of(k)
+    runs = k.target.is_generic or (k.target.has("avx512f") if isa == "avx512" else
+                                   k.target.has("avx2", "fma") and not k.target.has("avx512f"))
+    if not (group == 1 and (mr or s["gemm_mr"]) == 8 and mg % 8 == 0 and runs and
+            positions <= s["pwcv_max_plane"]):
+        return False
+    gain = taps * (1 / position_fill(positions, isa) - 1)
+    return gain >= (PWCV_ISAS[isa][4] if clamp_tail(k) is not None else PWCV_MIN_GAIN_TILE)
+
+
 def pwcv_applies(k, x, wt, group, isa: str = "avx512", mr: int | None = None) -> bool:
-    """Whether a pointwise Conv takes the kernel over output channels on `isa`
-    (mtvm_pwcv_f32_x86.h): one group, whole blocks of 8 output channels packed as
-    gemm_mr 8 (mr: that value if not k's), where the ISA's code may run, on planes of at
-    most pwcv_max_plane positions that the position tiles fill poorly, where the FMAs
-    saved pay for the transposes (PWCV_ISAS): a MobileNet's last layers (3 x 3 to
+    """cv_applies for a pointwise Conv's plane: a MobileNet's last layers (3 x 3 to
     10 x 10 planes, 48 input channels or more). Per layer on the Zen 5 host, AVX-512:
     88 -> 176 on 5 x 5 3.83 -> 3.36 us, 88 -> 88 on 10 x 10 7.11 -> 6.83; 16 -> 96 on
     9 x 11 slower (1.41 -> 1.55: the gain rule leaves it)."""
-    s = knobs_of(k)
-    plane = int(np.prod(x.shape[2:]))
-    runs = k.target.is_generic or (k.target.has("avx512f") if isa == "avx512" else
-                                   k.target.has("avx2", "fma") and not k.target.has("avx512f"))
-    if not (group == 1 and (mr or s["gemm_mr"]) == 8 and wt.shape[0] % 8 == 0 and runs and
-            plane <= s["pwcv_max_plane"]):
-        return False
-    gain = x.shape[1] * (1 / position_fill(plane, isa) - 1)
-    return gain >= (PWCV_ISAS[isa][4] if clamp_tail(k) is not None else PWCV_MIN_GAIN_TILE)
+    return cv_applies(k, group, wt.shape[0], x.shape[1], int(np.prod(x.shape[2:])), isa, mr)
 
 
 def pwcv_isas(k, x, wt, group) -> list[str]:
@@ -1991,7 +1995,7 @@ def _band_gather_row(w, aw: Axis, kw_n: int, ks: int) -> None:
 def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n, avx512: bool = True) -> int:
     """The band schedule's body (packed weights wp as for window/im2col); returns
     its scratch bytes. avx512: whether the body may run on AVX-512 (its #if), where the
-    tiles may go over output channels (band_cv_applies)."""
+    tiles may go over output channels (cv_applies)."""
     ah, aw = axes
     n_batch, c_in, m_out = x.shape[0], x.shape[1], k.out.shape[1]
     cg, mg = c_in // group, m_out // group
@@ -2044,7 +2048,9 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n, avx512: bool = True) 
                             w.line(f"memset(dst + {kw * ks}, 0, {aw.out} * sizeof(float));")
                         w.depth -= 1
                         w.line("}")
-        cv = avx512 and band_cv_applies(k, group, mg, taps, band)
+        # AVX-512: the band's tiles over output channels where its 32-position tiles fill
+        # poorly (a ResNet's 3x3 layers on 10 x 10, 7 x 7, 5 x 5 planes)
+        cv = avx512 and cv_applies(k, group, mg, taps, band)
         outer = w
         if cv:
             w = CWriter()   # the position tiles below: the #else of the AVX-512 branch
@@ -2078,20 +2084,6 @@ def _conv_band(k, w, x, wp, bias, axes, group, kh_n, kw_n, avx512: bool = True) 
         w.depth -= 1
         w.line("}")
     return band_bytes(ah, aw, cg, kh_n, kw_n, knobs_of(k))
-
-
-def band_cv_applies(k, group: int, mg: int, taps: int, band: int) -> bool:
-    """Whether the band's AVX-512 code computes its tiles over output channels
-    (_cv_tiles, as pwcv_applies for pointwise layers): one group, whole blocks of 8
-    output channels packed as gemm_mr 8, bands of at most pwcv_max_plane positions that the
-    32-position tiles fill poorly, where the taps saved pay for the transposes (a ResNet's
-    3x3 layers on 10 x 10, 7 x 7, 5 x 5 planes)."""
-    s = knobs_of(k)
-    if not (group == 1 and s["gemm_mr"] == 8 and mg % 8 == 0 and band <= s["pwcv_max_plane"]
-            and (k.target.is_generic or k.target.has("avx512f"))):
-        return False
-    gain = taps * (1 / position_fill(band) - 1)
-    return gain >= (PWCV_ISAS["avx512"][4] if clamp_tail(k) is not None else PWCV_MIN_GAIN_TILE)
 
 
 def _conv_direct(k, w, x, wp, bias, axes, group, kh_n, kw_n) -> int:

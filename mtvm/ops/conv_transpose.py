@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codegen.cwriter import (Assign, Block, Cast, Comment, Const, Decl, ExprStmt, For, If,
-                               Index, LocalArray, Raw, RawExpr, Type, Var, and_, call, eq, ge,
+from ..codegen.cwriter import (Assign, Cast, Comment, Const, Decl, ExprStmt, For, If, Index,
+                               LocalArray, Raw, RawExpr, Type, Var, and_, call, eq, ge,
                                index_type, lt, param, render_c, select, sum_of, tail)
 from ..errors import ShapeError
 from .base import Op, register
@@ -202,7 +202,7 @@ def _phase_rows(k, x, b, ins, out, st, co: int, ci: int, mr: int) -> list:
     which gcc vectorizes -- where the flat-position tiles' stores divided each position
     by the row width (a U-Net's 64 -> 32 up-convolution on a 10 x 14 input: the stores
     took about 2.5x its FMAs)."""
-    from .microkernels import gemm_ukernel
+    from .microkernels import gemm_ukernel, row_blocks
     hw, ohw, s0, s1 = ins[0] * ins[1], out[0] * out[1], st[0], st[1]
     i32, ci32, idx = Type("int32"), Type("int32", const=True), index_type(const=True)
     n, ph, i, j0, pw, r, q = (Var(v, i32) for v in ("n", "ph", "i", "j0", "pw", "r", "q"))
@@ -212,7 +212,7 @@ def _phase_rows(k, x, b, ins, out, st, co: int, ci: int, mr: int) -> list:
     tile = Var("tile", Type("float32"))
     x_row = Var(x.c) + n * (ci * hw) + i * ins[1] + j0
 
-    def block(m0, rows: int) -> list:
+    def block(m0, rows: int) -> list[str]:
         wb = param(k.ins[1]) + ((ph * s1 + pw) * co + m0) * ci
         value = Index(tile, (pw * rows + r) * nr + q)
         if b is not None:
@@ -227,15 +227,9 @@ def _phase_rows(k, x, b, ins, out, st, co: int, ci: int, mr: int) -> list:
                      For(q, nq, [For(pw, s1, [
                          Decl(pos, y_row + q * s1 + pw), Decl(acc, value), *tail(k, acc, pos, oc),
                          Assign(param(k.outs[0], output=True)[pos], acc)])])])]
-        return [For(i, ins[0], [For(j0, ins[1], tiles, step=nr)])]
-    full = co // mr * mr
-    blocks = []
-    m0 = Var("m0", i32)
-    if full:
-        blocks.append(For(m0, full, block(m0, mr), step=mr))
-    if co > full:
-        blocks.append(Block(block(Const(full), co - full)))
-    return [For(n, x.shape[0], [For(ph, s0, blocks)])]
+        return render_c(For(i, ins[0], [For(j0, ins[1], tiles, step=nr)])).splitlines()
+    blocks = row_blocks(co, mr, lambda m0, rows: block(RawExpr(m0), rows))
+    return [For(n, x.shape[0], [For(ph, s0, [Raw("\n".join(blocks))])])]
 
 
 @register("LpPool", "GlobalLpPool")

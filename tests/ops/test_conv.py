@@ -744,7 +744,7 @@ BAND_CV_CASES = [
 @pytest.mark.parametrize("x_shape, m_out, kernel, attrs, tail", BAND_CV_CASES)
 def test_conv_band_channel_vectors(x_shape, m_out, kernel, attrs, tail, monkeypatch):
     """KxK convs on small planes: the band's AVX-512 tiles over output channels
-    (band_cv_applies) against onnx.reference, built for AVX-512, portable, for AVX2 and
+    (cv_applies) against onnx.reference, built for AVX-512, portable, for AVX2 and
     under ASan/UBSan."""
     x = randn(*x_shape)
     consts = {"w": randn(m_out, x_shape[1], *kernel), "b": randn(m_out)}

@@ -11,12 +11,12 @@ from .common import (
     INT8_EXT,
     IntOp,
     finish,
+    has_post_add,
     indent_c,
     minus,
     operands,
     per_channel,
     post_add_pairs,
-    has_post_add,
     store_lines,
     ties_impossible,
 )
@@ -134,19 +134,24 @@ class QMatMul(IntOp):
         return "\n".join(lines)
 
 
+def vector_requant_operands(k) -> bool:
+    """What QMatMul's vector kernels (the x86 VNNI branch here, the AVX2 packed schedule,
+    mtvm/schedules/x86/qmatmul_s8.py) take: 8-bit data, constant int8 weights without
+    zero points, constant multipliers without ties (their vector requantization is
+    mtvm_requantize_nt's), not in place."""
+    x, w, bias, mult, shift, w_zp = operands(k)
+    return np.dtype(x.dtype) in (np.int8, np.uint8) and \
+        np.dtype(k.out.dtype) in (np.int8, np.uint8) and np.dtype(w.dtype) == np.int8 and \
+        w.const is not None and w_zp is None and bias is not None and mult is not None and \
+        shift is not None and mult.const is not None and shift.const is not None and \
+        ties_impossible(mult.const, shift.const) and k.inplace is None
+
+
 def vnni_applies(k) -> bool:
     """Whether QMatMul's C has the AVX-512 VNNI branch (x86/mtvm_qmatmul_s8_vnni_x86.h):
-    where it may run (target c, an AVX-512 x86 target), 8-bit data, constant int8
-    weights without zero points, constant multipliers without ties (the kernel's vector
-    requantization is mtvm_requantize_nt's), not in place."""
-    x, w, bias, mult, shift, w_zp = operands(k)
+    where it may run (target c, an AVX-512 x86 target), on vector_requant_operands."""
     t = k.target
-    return (t.is_generic or (t.is_x86 and t.has("avx512f"))) and \
-        np.dtype(x.dtype) in (np.int8, np.uint8) and np.dtype(k.out.dtype) in (np.int8, np.uint8) \
-        and np.dtype(w.dtype) == np.int8 and w.const is not None and w_zp is None and \
-        mult is not None and shift is not None and mult.const is not None and \
-        shift.const is not None and ties_impossible(mult.const, shift.const) and \
-        k.inplace is None
+    return (t.is_generic or (t.is_x86 and t.has("avx512f"))) and vector_requant_operands(k)
 
 
 def vnni_call(k, m: int, kk: int, nn: int, y_zp: int, act_min: int, act_max: int) -> list:

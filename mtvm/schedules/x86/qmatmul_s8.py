@@ -17,7 +17,7 @@ import numpy as np
 
 from ...codegen.cwriter import Cast, Decl, ExprStmt, For, RawExpr, Type, Var, call, render_c
 from ...ops.quantized.common import has_post_add, operands, post_add_pairs, ties_impossible
-from ...ops.quantized.matmul import batch_offset_c
+from ...ops.quantized.matmul import batch_offset_c, vector_requant_operands
 from .. import Schedule, register
 
 ROWS = 4      # rows of x a pass (the kernel's four sums)
@@ -56,16 +56,10 @@ class QMatMulAvx2(Schedule):
     def applies(self, k, /, **attrs) -> bool:
         if not _x86_v3(k.target):
             return False
-        x, w, bias, mult, shift, w_zp = operands(k)
-        if w_zp is not None or w.const is None or bias is None or bias.const is None or \
-                mult is None or shift is None or mult.const is None or shift.const is None:
-            return False
-        if np.dtype(w.dtype) != np.int8 or not (_byte(x) and _byte(k.out)) or \
-                k.inplace is not None:
-            return False
-        if not ties_impossible(mult.const, shift.const):
-            return False
-        return x.size // x.shape[-1] >= 2
+        x, bias = k.ins[0], k.ins[2]
+        # (the packed kernel's bias is read as a table: constant)
+        return vector_requant_operands(k) and bias.const is not None and \
+            x.size // x.shape[-1] >= 2
 
     def weight_layout(self, k, /, **attrs):
         layout = {1: avx2_matmul_weights(np.asarray(k.ins[1].const))}
