@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import sys
 import time
@@ -167,9 +168,12 @@ def main(argv=None) -> int:
     p.add_argument("--no-peer", action="store_true", help="skip emx-onnx-cgen")
     p.add_argument("--march", default="native", help="cc -march for mtvm's C (x86-64-v3: "
                    "an AVX2 host; default: this machine)")
+    p.add_argument("--json", metavar="FILE", help="also write the rows and the onnxruntime "
+                   "line as JSON (bench/run_all.py's AVX2 table)")
     add_ort_isa_option(p)
     args = p.parse_args(argv)
-    print(apply_ort_isa(args), file=sys.stderr)
+    ort_line = apply_ort_isa(args)
+    print(ort_line, file=sys.stderr)
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
     if args.models:
         paths = [q for q in paths if os.path.splitext(os.path.basename(q))[0] in args.models]
@@ -178,6 +182,9 @@ def main(argv=None) -> int:
         print(f"  {os.path.basename(path)} ...", file=sys.stderr, flush=True)
         rows.append(bench_model(path, args.repeat, peer=not args.no_peer, march=args.march))
     print(table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"ort_isa": ort_line, "rows": rows}, f)
     return 0
 
 

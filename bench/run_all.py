@@ -2,11 +2,14 @@
 
     python bench/run_all.py [--repeat N] [--no-device] [--no-peer] [--no-compile-time] [MODEL ...]
 
-Host latency (mtvm vs onnxruntime vs emx-onnx-cgen, bench/host.py) and the
-Cortex-M4 figures under QEMU icount (bench/device.py) for every model of
-../shared/models, and the compile time of light_resnet50 (bench/compile_time.py);
-prints the tables and writes them, with the date, the machine and the
-compilers, to bench/results/<date>.md.
+Host latency (mtvm vs onnxruntime vs emx-onnx-cgen, bench/host.py) on this machine's
+ISA and, where it has AVX-512, again as an AVX2 host (mtvm's C with -march=x86-64-v3,
+onnxruntime limited to AVX2 in a child process: bench/ort_isa.py), the Cortex-M4
+figures under QEMU icount (bench/device.py) and emx-onnx-cgen's beside them
+(bench/peer_device.py) for every model of ../shared/models, the limits of issue 13
+checked against those tables (bench/bounds.py), and the compile time of
+light_resnet50 (bench/compile_time.py); prints the tables and writes them, with the
+date, the machine and the compilers, to bench/results/<date>.md.
 """
 from __future__ import annotations
 
@@ -20,9 +23,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import bounds  # noqa: E402
 import compile_time  # noqa: E402
 import device  # noqa: E402
 import host  # noqa: E402
+import peer  # noqa: E402
+import peer_device  # noqa: E402
 
 
 def _first_line(cmd: list[str]) -> str:
@@ -70,6 +76,31 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
+def has_avx512() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
+
+
+def avx2_rows(paths: list[str], args) -> tuple[str, list[dict]]:
+    """bench/host.py as an AVX2 host, in a child process: onnxruntime's AVX2 limit
+    (CPUID faulting) holds for a whole process and must come before its import."""
+    import json
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="mtvm-bench-avx2-") as tmp:
+        out = os.path.join(tmp, "rows.json")
+        names = [os.path.splitext(os.path.basename(q))[0] for q in paths]
+        cmd = [sys.executable, os.path.join(HERE, "host.py"), "--march", "x86-64-v3",
+               "--models-dir", args.models_dir, "--repeat", str(args.repeat), "--json", out,
+               *(["--no-peer"] if args.no_peer else []), *names]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            data = json.load(f)
+    return data["ort_isa"], data["rows"]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("models", nargs="*")
@@ -79,6 +110,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-device", action="store_true")
     p.add_argument("--no-peer", action="store_true")
     p.add_argument("--no-compile-time", action="store_true")
+    p.add_argument("--no-avx2", action="store_true", help="skip the AVX2 host table (taken "
+                   "by default where the machine has AVX-512 and -march is native)")
     p.add_argument("--out", default=None, help="markdown file (default bench/results/<date>.md)")
     p.add_argument("--march", default="native", help="cc -march for mtvm's host C (x86-64-v3: "
                    "an AVX2 host)")
@@ -95,14 +128,36 @@ def main(argv=None) -> int:
         print(f"  host: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
         host_rows.append(host.bench_model(path, args.repeat, peer=not args.no_peer,
                                           march=args.march))
+    isa = "native" if args.march == "native" else args.march
     parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(args.march, ort_isa), "",
              "## Host latency (ratio < 1: faster than onnxruntime)", "", host.table(host_rows)]
+    checks = bounds.host_lines(host_rows, isa) + bounds.arena_lines(host_rows, isa)
+    if args.march == "native" and has_avx512() and not args.no_avx2:
+        print("  host, as an AVX2 host (a child process) ...", file=sys.stderr, flush=True)
+        avx2_ort, rows = avx2_rows(paths, args)
+        parts += ["", "## Host latency as an AVX2 host (-march=x86-64-v3)", "",
+                  f"mtvm's C built with -march=x86-64-v3 (its AVX-512 paths off); {avx2_ort}.",
+                  "", host.table(rows)]
+        checks += bounds.host_lines(rows, "AVX2") + bounds.arena_lines(rows, "AVX2")
     if not args.no_device:
+        kinds = bounds.kinds_of(paths)
         dev_rows = []
         for path in paths:
             print(f"  {args.board}: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
             dev_rows.append(device.bench_model(path, args.board, device.DEFAULT_WORK))
         parts += ["", f"## Cortex-M ({args.board})", "", device.table(dev_rows, args.board)]
+        checks += bounds.device_lines(dev_rows, kinds, args.board)
+        if not args.no_peer and peer.available():
+            peer_rows = []
+            for path in paths:
+                print(f"  {args.board}, beside emx-onnx-cgen: {os.path.basename(path)} ...",
+                      file=sys.stderr, flush=True)
+                peer_rows.append(peer_device.bench_model(path, args.board,
+                                                         peer_device.DEFAULT_WORK))
+            parts += ["", f"## Cortex-M ({args.board}) beside emx-onnx-cgen", "",
+                      peer_device.table(peer_rows, args.board)]
+            checks += bounds.peer_lines(peer_rows, kinds, args.board)
+    parts += ["", "## The limits of issue 13", "", *checks]
     big = compile_time.default_model()
     if big and not args.no_compile_time:
         print("  compile time: light_resnet50 ...", file=sys.stderr, flush=True)
