@@ -1,7 +1,8 @@
 """The pools' Arm DSP schedules (mtvm/schedules/arm_dsp/pool_s8.py). QMaxPool: unpadded
 2-wide windows at stride 2 -- 1-D MaxPool 2, 1x2 and 2x2 in 2-D, over rows of even and odd
 widths and planes of odd heights. QAvgPool: column means (a plane's whole height, one
-column: ReduceMean over a transformer's tokens). Each chosen on DSP cores only and for no
+column: ReduceMean over a transformer's tokens) and plane means (the window a whole plane:
+GlobalAveragePool). Each chosen on DSP cores only and for no
 other window; on the emulated Cortex-M4 (one firmware, every form, int8 and uint8) the
 bytes of the host build of target c."""
 from __future__ import annotations
@@ -141,3 +142,57 @@ def test_column_means_on_the_cortex_m4_give_the_host_bytes(uint8, tmp_path):
         zo, (lo, hi) = (120, (0, 255)) if uint8 else (-7, (-128, 127))
         mean = np.clip(mean, (lo - zo) * 0.011, (hi - zo) * 0.011)   # the output's range
         assert np.max(np.abs(d - mean)) <= 0.011 * 1.01, name
+
+
+# QAvgPool over whole planes (qavgpool_s8.dsp_plane): GlobalAveragePool over 2-D and 1-D
+# planes of odd sizes (unaligned plane starts, a tail of 1-3 bytes), an AveragePool whose
+# window is the plane; then windows it leaves: padded, smaller than the plane
+PLANE = "qavgpool_s8.dsp_plane"
+PLANES = [((1, 32, 13, 3), None), ((2, 5, 7, 9), None), ((1, 6, 37), None), ((1, 3, 1, 2), None),
+          ((1, 4, 5, 6), ([5, 6], [0, 0, 0, 0])), ((1, 4, 4, 4), ([5, 5], [1, 1, 0, 0])),
+          ((1, 4, 6, 6), ([3, 3], [0, 0, 0, 0]))]
+PLANES_TAKEN = 5
+
+
+def plane_model(uint8: bool):
+    def mean(i, d, m):
+        window = PLANES[i][1]
+        if window is None:
+            return helper.make_node("GlobalAveragePool", [d], [m])
+        return helper.make_node("AveragePool", [d], [m], kernel_shape=window[0], pads=window[1])
+    return qdq_models("planes", [p[0] for p in PLANES], mean, np.uint8 if uint8 else np.int8,
+                      0.05, 129 if uint8 else 5, 0.013, 118 if uint8 else -3, seed=6)
+
+
+@pytest.mark.parametrize("target", ["c", "cortex-m3", "cortex-m4", "cortex-m7", "x86-64-v3"])
+def test_plane_means_take_the_byte_sums_on_dsp_cores(target):
+    chosen = _chosen(mtvm.compile(plane_model(False)[0], target=target), "QAvgPool")
+    assert len(chosen) == len(PLANES)
+    if Target.resolve(target).is_arm_dsp:
+        assert chosen[:PLANES_TAKEN] == [PLANE] * PLANES_TAKEN
+        assert PLANE not in chosen[PLANES_TAKEN:]
+    else:
+        assert PLANE not in chosen
+
+
+@pytest.mark.device
+@pytest.mark.parametrize("uint8", [False, True])
+def test_plane_means_on_the_cortex_m4_give_the_host_bytes(uint8, tmp_path):
+    """Every form on the board equals the host build of target c bit for bit, and
+    onnxruntime within one output step."""
+    from mtvm.testing import have, run_on_board
+    if not (have("arm-none-eabi-gcc") and have("qemu-system-arm")):
+        pytest.skip("no Arm toolchain or QEMU")
+    import onnxruntime as ort
+    model, xs = plane_model(uint8)
+    lib = mtvm.compile(model, target="cortex-m4")
+    assert _chosen(lib, "QAvgPool")[:PLANES_TAKEN] == [PLANE] * PLANES_TAKEN
+    feeds = {f"x{i}": x for i, x in enumerate(xs)}
+    dev = run_on_board(lib, feeds, str(tmp_path / "m4"))
+    host = mtvm.compile(model, target="c").run_host(xs)
+    ref = ort.InferenceSession(model.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)
+    assert dev.keys() == host.keys()
+    for i, (name, d) in enumerate(dev.items()):
+        np.testing.assert_array_equal(d, host[name], err_msg=name)
+        assert np.max(np.abs(d - ref[i].reshape(d.shape))) <= 0.013 * 1.01, name

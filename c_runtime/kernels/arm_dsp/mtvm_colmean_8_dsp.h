@@ -3,7 +3,9 @@
  * column sums four columns a step in int16 lanes (mtvm_colsum4_8_dsp: per row one LDR, two
  * extends and two SADD16s), where the window loop took six instructions a byte; then each
  * column's sum less rows * zx requantized as the portable kernel does
- * (mtvm.ops.quantized.pool.QAvgPool): the same integers.
+ * (mtvm.ops.quantized.pool.QAvgPool): the same integers. And the mean of whole planes
+ * (GlobalAveragePool: a CNN's last pool) four bytes a step with USADA8 (mtvm_sum_8_dsp),
+ * where the window loop took seven instructions a byte.
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_COLMEAN_8_DSP_H_
 #define MTVM_COLMEAN_8_DSP_H_
@@ -28,6 +30,19 @@ static MTVM_ALWAYS_INLINE void mtvm_colmean_8_dsp(const uint8_t* x, int u, int32
             v = v < lo ? lo : (v > hi ? hi : v);
             y[j + q] = (uint8_t)v;
         }
+    }
+}
+
+/* y[p] = clamp(requantize(sum_i (x[p * n + i] - zx), mult, shift) + zy, lo, hi), p < planes;
+ * x int8 (u 0) or uint8 (u 1). */
+static MTVM_ALWAYS_INLINE void mtvm_planemean_8_dsp(const uint8_t* x, int u, int32_t planes,
+                                                    int32_t n, int32_t zx, int32_t mult,
+                                                    int32_t shift, int32_t zy, int32_t lo,
+                                                    int32_t hi, uint8_t* y)
+{
+    for (int32_t p = 0; p < planes; ++p) {
+        int32_t v = mtvm_requantize(mtvm_sum_8_dsp(x + p * n, u, n) - n * zx, mult, shift) + zy;
+        y[p] = (uint8_t)(v < lo ? lo : (v > hi ? hi : v));
     }
 }
 

@@ -4,7 +4,9 @@ step with the byte-wise SSUB8/SEL maximum (c_runtime/kernels/arm_dsp/mtvm_maxpoo
 QAvgPool whose window is a plane's whole height and one column (a transformer's mean over
 its tokens, ReduceMean over axis 1): the column sums four columns a step in int16 lanes
 (mtvm_colsum4_8_dsp: LDR, two extends, two SADD16s a row), where the window loop took six
-instructions a byte. The same integers as the portable window loops
+instructions a byte. QAvgPool whose window is a whole plane (GlobalAveragePool, a CNN's
+last pool): four bytes a step with USADA8 (mtvm_planemean_8_dsp), where the window loop
+took seven instructions a byte. The same integers as the portable window loops
 (mtvm.ops.quantized.pool), which every other pool keeps.
 """
 from __future__ import annotations
@@ -111,3 +113,40 @@ class QAvgPoolColumnsDsp(Schedule):
             "mtvm_colmean_8_dsp", Cast(u8c, Var(x.c)) + p * (h * wd), u, h, wd, int(x_zp),
             Var(mult.c)[0], Var(shift.c)[0], int(y_zp), int(act_min), int(act_max),
             Cast(u8, Var(k.out.c)) + p * wd))])])
+
+
+def _plane_means(k, kernel_shape, pads) -> tuple[int, int] | None:
+    """(planes, bytes a plane) of a QAvgPool this schedule computes -- each plane's window
+    the whole plane, unpadded, one output a plane, one table entry -- or None."""
+    x, mult = k.ins[0], k.ins[1]
+    if np.dtype(x.dtype) not in (np.int8, np.uint8) or len(x.shape) not in (3, 4) or \
+            mult.size != 1:
+        return None
+    h, wd = (x.shape[2], x.shape[3]) if len(x.shape) == 4 else (1, x.shape[-1])
+    if list(_pool2d(kernel_shape)) != [h, wd] or any(_pool4(pads)):
+        return None
+    return x.shape[0] * x.shape[1], h * wd
+
+
+@register
+class QAvgPoolPlaneDsp(Schedule):
+    op = "QAvgPool"
+    domain = "mtvm"
+    name = "qavgpool_s8.dsp_plane"
+    family = "arm_dsp"
+    priority = 10
+
+    def applies(self, k, /, **attrs) -> bool:
+        return k.target.is_arm_dsp and \
+            _plane_means(k, attrs["kernel_shape"], attrs.get("pads")) is not None
+
+    def emit(self, k, /, *, kernel_shape, strides=(1, 1), pads=None, count_include_pad=0,
+             x_zp=0, y_zp=0, act_min=-128, act_max=127, out_shape=None) -> str:
+        planes, n = _plane_means(k, kernel_shape, pads)
+        x, mult, shift = k.ins[:3]
+        k.library("mtvm_colmean_8_dsp.h")
+        u8c, u8 = Type("uint8", pointer=True, const=True), Type("uint8", pointer=True)
+        return render_c(ExprStmt(call(
+            "mtvm_planemean_8_dsp", Cast(u8c, Var(x.c)), int(np.dtype(x.dtype) == np.uint8),
+            planes, n, int(x_zp), Var(mult.c)[0], Var(shift.c)[0], int(y_zp), int(act_min),
+            int(act_max), Cast(u8, Var(k.out.c)))))
