@@ -1,6 +1,7 @@
 """Everything bench/ measures, in one run, into one markdown file.
 
-    python bench/run_all.py [--repeat N] [--no-device] [--no-peer] [--no-compile-time] [MODEL ...]
+    python bench/run_all.py [--repeat N] [--no-device] [--no-peer] [--no-avx2]
+                            [--no-compile-time] [MODEL ...]
 
 Host latency (mtvm vs onnxruntime vs emx-onnx-cgen, bench/host.py) on this machine's
 ISA and, where it has AVX-512, again as an AVX2 host (mtvm's C with -march=x86-64-v3,
