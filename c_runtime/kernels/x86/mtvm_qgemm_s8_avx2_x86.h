@@ -177,8 +177,7 @@ static MTVM_ALWAYS_INLINE void mtvm_qavx2_gather_x86(
                     _mm_storeu_si128(ctl + (size_t)r * 9,
                                      _mm_andnot_si128(in, _mm_loadu_si128(ctl + (size_t)r * 9)));
                     _mm_storeu_si128(ctl + (size_t)r * 9 + 1 + nseg,
-                                     _mm_or_si128(_mm_and_si128(in, src),
-                                                  _mm_andnot_si128(in, _mm_set1_epi8(-1))));
+                                     _mm_blendv_epi8(_mm_set1_epi8(-1), src, in));
                     sof[r * 8 + nseg] = (ptrdiff_t)ry * w + ix0 + (ptrdiff_t)jlo * sw -
                                         ((ptrdiff_t)ky * dh * w + (ptrdiff_t)kx * dw);
                 }
