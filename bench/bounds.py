@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
+from host import geomean
 
 HOST_GEOMEAN = 0.8
 HOST_MAX = 1.2
@@ -45,7 +45,7 @@ def host_lines(rows: list[dict], isa: str) -> list[str]:
     errors = [r["model"] for r in rows if "ratio" not in r]
     if not ratios:
         return [_line(False, f"host {isa}: no model ran")]
-    geo = float(np.exp(np.mean(np.log(list(ratios.values())))))
+    geo = geomean(ratios.values())
     worst = max(ratios, key=ratios.get)
     out = [_line(geo <= HOST_GEOMEAN, f"host {isa}: geometric mean mtvm/onnxruntime {geo:.2f} "
                  f"(limit {HOST_GEOMEAN}) over {len(ratios)} models"),

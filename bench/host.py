@@ -133,6 +133,10 @@ def bench_model(path: str, repeat: int, peer: bool = True, march: str = "native"
     return row
 
 
+def geomean(values) -> float:
+    return float(np.exp(np.mean(np.log(list(values)))))
+
+
 def table(rows: list[dict]) -> str:
     head = ["model", "mtvm ms", "ort ms", "mtvm/ort", "emx ms", "emx/ort", "arena B",
             "lower bound B", "const B", "MACs", "compile s"]
@@ -151,12 +155,12 @@ def table(rows: list[dict]) -> str:
                      f"{r['compile_s'] + r['build_s']:.1f} |")
     ok = [r["ratio"] for r in rows if "ratio" in r]
     if ok:
-        lines.append(f"\ngeometric mean mtvm/onnxruntime: {float(np.exp(np.mean(np.log(ok)))):.2f}"
+        lines.append(f"\ngeometric mean mtvm/onnxruntime: {geomean(ok):.2f}"
                      f" over {len(ok)} models")
     peer = [r["peer_ms"] / r["ort_ms"] for r in rows if "peer_ms" in r]
     if peer:
         lines.append(f"geometric mean emx-onnx-cgen/onnxruntime: "
-                     f"{float(np.exp(np.mean(np.log(peer)))):.2f} over {len(peer)} models")
+                     f"{geomean(peer):.2f} over {len(peer)} models")
     return "\n".join(lines)
 
 

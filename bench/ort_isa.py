@@ -20,7 +20,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 AVX512F = 1 << 16
 
 
-def _cpu_flags() -> set[str]:
+def cpu_flags() -> set[str]:
+    """The flags of /proc/cpuinfo (empty where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -37,7 +38,7 @@ def limit_to_avx2() -> str:
     or the CPU cannot fault on CPUID."""
     if "onnxruntime" in sys.modules:
         raise RuntimeError("limit_to_avx2() must run before onnxruntime is imported")
-    flags = _cpu_flags()
+    flags = cpu_flags()
     if "avx512f" not in flags:
         return "onnxruntime on this machine's own kernels (no AVX-512 here to hide)"
     if "cpuid_fault" not in flags:

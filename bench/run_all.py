@@ -28,6 +28,7 @@ import bounds  # noqa: E402
 import compile_time  # noqa: E402
 import device  # noqa: E402
 import host  # noqa: E402
+import ort_isa  # noqa: E402
 import peer  # noqa: E402
 import peer_device  # noqa: E402
 
@@ -77,14 +78,6 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def has_avx512() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(line.startswith("flags") and " avx512f" in line for line in f)
-    except OSError:
-        return False
-
-
 def avx2_rows(paths: list[str], args) -> tuple[str, list[dict]]:
     """bench/host.py as an AVX2 host, in a child process: onnxruntime's AVX2 limit
     (CPUID faulting) holds for a whole process and must come before its import."""
@@ -118,7 +111,7 @@ def main(argv=None) -> int:
                    "an AVX2 host)")
     host.add_ort_isa_option(p)
     args = p.parse_args(argv)
-    ort_isa = host.apply_ort_isa(args)
+    ort_line = host.apply_ort_isa(args)
     import glob
     paths = sorted(glob.glob(os.path.join(args.models_dir, "*.onnx")))
     if args.models:
@@ -129,11 +122,10 @@ def main(argv=None) -> int:
         print(f"  host: {os.path.basename(path)} ...", file=sys.stderr, flush=True)
         host_rows.append(host.bench_model(path, args.repeat, peer=not args.no_peer,
                                           march=args.march))
-    isa = "native" if args.march == "native" else args.march
-    parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(args.march, ort_isa), "",
+    parts = [f"# mtvm benchmark, {now:%Y-%m-%d %H:%M} UTC", "", machine(args.march, ort_line), "",
              "## Host latency (ratio < 1: faster than onnxruntime)", "", host.table(host_rows)]
-    checks = bounds.host_lines(host_rows, isa) + bounds.arena_lines(host_rows, isa)
-    if args.march == "native" and has_avx512() and not args.no_avx2:
+    checks = bounds.host_lines(host_rows, args.march) + bounds.arena_lines(host_rows, args.march)
+    if args.march == "native" and "avx512f" in ort_isa.cpu_flags() and not args.no_avx2:
         print("  host, as an AVX2 host (a child process) ...", file=sys.stderr, flush=True)
         avx2_ort, rows = avx2_rows(paths, args)
         parts += ["", "## Host latency as an AVX2 host (-march=x86-64-v3)", "",
