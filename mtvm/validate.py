@@ -252,14 +252,49 @@ def validate_outputs(model, inputs: dict, outputs: dict, float_io: dict | None =
     if len(ref.outputs) != len(outputs):
         raise MtvmError(f"the model has {len(ref.outputs)} output(s) ({', '.join(names)}), "
                         f"{len(outputs)} were given to validate")
-    by_name = dict(zip(names, ref.outputs))
-    checks = []
-    for i, (name, a) in enumerate(outputs.items()):
-        r = by_name[name] if name in by_name else ref.outputs[i]
+
+    def check(i: int, name: str, a, ref_outputs: list) -> OutputCheck:
+        r = dict(zip(names, ref_outputs)).get(name, ref_outputs[i])
         step = steps.get(name)
         if name in float_io and np.asarray(r).dtype.kind in "iu":
             q = float_io[name]
             r = quant_io.dequantize(r, q)
             step = Step(np.asarray(q["scale"], np.float64), q.get("axis"))
-        checks.append(compare(a, r, step, rtol, name))
+        return compare(a, r, step, rtol, name)
+
+    checks = [check(i, name, a, ref.outputs) for i, (name, a) in enumerate(outputs.items())]
+    off = [i for i, c in enumerate(checks) if not c.ok and c.step is not None and not c.note]
+    if off and _quantized_ops(m):
+        integer_outputs = integer_kernel_outputs(m, feeds)
+        for i in off if integer_outputs is not None else ():
+            name, a = list(outputs.items())[i]
+            again = check(i, name, a, integer_outputs)
+            if again.ok:
+                c = checks[i]
+                c.ok = True
+                c.note = (f"{c.max_steps:g} steps from the float reference but within one "
+                          "of onnxruntime's integer kernels: the reference's float32 rounds "
+                          "ties of the integer arithmetic the other way (docs/validation.md)")
     return ref, checks
+
+
+def integer_kernel_outputs(model, inputs: dict) -> list | None:
+    """Outputs of the ONNX model with onnxruntime's graph optimizations on, which
+    run QDQ layers as its integer kernels (QLinearConv, MatMulInteger...); None
+    when onnxruntime is missing or cannot run the model so.
+
+    The reference (graph optimizations off) runs a quantized layer as ONNX
+    defines it: dequantize, float32, quantize. Integer arithmetic puts a sum of
+    exactly x.5 steps on one side of the tie, a float32 sum a hair off x.5 may
+    put it on the other, and later layers can grow that one step to several."""
+    import onnx
+    try:
+        import onnxruntime as ort
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+        sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+        return sess.run(None, {i.name: inputs[i.name] for i in sess.get_inputs()})
+    except Exception:
+        return None

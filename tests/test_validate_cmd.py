@@ -312,3 +312,73 @@ def test_host_project_through_a_session(kws8, models_dir, tmp_path, capsys):
     other = os.path.join(models_dir, "har_cnn1d.onnx")
     rc, out, err = run_cli(capsys, other, "--data", data, "--project", proj.dir)
     assert rc == 1 and "unlike" in err and "is it the project's model?" in err
+
+
+def _tie_model(path):
+    """Two quantized 1x1 convs. The first one's requantization multiplier is exactly
+    1/2 (input scale 0.1, weight scale 2^-6, output scale 0.1 * 2^-5), so an odd
+    integer sum lands exactly on an x.5 tie; the second multiplies by 3. The ONNX
+    semantics (dequantize, float32 conv, quantize) see 0.1 * k rounded in float32
+    and round some ties the other way, 3 steps at the output."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper as nh
+    s_in = np.float32(0.1)
+    s_y1 = np.float32(s_in * np.float32(2.0 ** -5))
+    consts = {"s_in": s_in, "z": np.int8(0), "s_y1": s_y1, "one": np.float32(1.0),
+              "w1q": np.array([3, -5, -4, -3], np.int8).reshape(1, 4, 1, 1),
+              "s_w1": np.float32(2.0 ** -6), "w2q": np.full((1, 1, 1, 1), 3, np.int8)}
+    chain = [("QuantizeLinear", ["x", "s_in", "z"], "xq"),
+             ("DequantizeLinear", ["xq", "s_in", "z"], "xd"),
+             ("DequantizeLinear", ["w1q", "s_w1", "z"], "w1"),
+             ("Conv", ["xd", "w1"], "c1"),
+             ("QuantizeLinear", ["c1", "s_y1", "z"], "y1q"),
+             ("DequantizeLinear", ["y1q", "s_y1", "z"], "y1"),
+             ("DequantizeLinear", ["w2q", "one", "z"], "w2"),
+             ("Conv", ["y1", "w2"], "c2"),
+             ("QuantizeLinear", ["c2", "s_y1", "z"], "yq"),
+             ("DequantizeLinear", ["yq", "s_y1", "z"], "y")]
+    g = helper.make_graph(
+        [helper.make_node(op, ins, [out]) for op, ins, out in chain], "ties",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 64])],
+        [nh.from_array(np.asarray(v), k) for k, v in consts.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return float(s_y1)
+
+
+def test_float_reference_rounding_ties_pass_by_the_integer_kernels(tmp_path):
+    """The float reference rounds exact ties of the integer arithmetic either way,
+    and a later layer makes that 3 steps: the sample passes when it is within one
+    step of onnxruntime's integer kernels, with a note saying so. A real error
+    still fails."""
+    model = tmp_path / "ties.onnx"
+    step = _tie_model(model)
+    x = np.random.default_rng(3).integers(-4, 5, (2, 1, 4, 1, 64)) * np.float32(0.1)
+    data = dv.Dataset({"x": x.astype(np.float32)}, "ties")
+    build = dv.HostBuild(str(model))
+    r = dv.validate_dataset(str(model), data, build)
+    (o,) = r.outputs
+    assert r.ok, r.summary()
+    assert o.max_steps == pytest.approx(3, abs=1e-3) and o.beyond > 0
+    assert o.integer_kernel_samples == [0, 1]
+    assert "integer kernels" in o.note and "ties" in o.note
+    from mtvm.validate import validate_outputs     # `mtvm run --validate`, the tuner
+    outs = build.run(data.sample(0))
+    _, (c,) = validate_outputs(str(model), data.sample(0), outs)
+    assert c.ok and c.max_steps == pytest.approx(3, abs=1e-3) and "integer kernels" in c.note
+    outs["y"].flat[0] += 2 * step
+    _, (c,) = validate_outputs(str(model), data.sample(0), outs)
+    assert not c.ok
+
+    class OneStepMore:           # the host build with one output value 2 steps off
+        inputs, outputs, name = build.inputs, build.outputs, "host build, one value +2 steps"
+
+        def run(self, sample):
+            outs = build.run(sample)
+            outs["y"] = outs["y"].copy()
+            outs["y"].flat[0] += 2 * step
+            return outs
+
+    r = dv.validate_dataset(str(model), data, OneStepMore())
+    assert not r.ok and r.outputs[0].integer_kernel_samples == []
+    assert "more than 1 quantization step(s) off" in r.failures[0]
