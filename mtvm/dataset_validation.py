@@ -33,7 +33,7 @@ import numpy as np
 
 from . import progress as _progress
 from .errors import MtvmError
-from .validate import FLOAT_RTOL, Step, compare, output_steps
+from .validate import FLOAT_RTOL, Step, compare, ort_session, output_steps
 
 STEP_SLACK = 1e-3       # differences are whole steps up to float32 rounding of the scale
 
@@ -299,7 +299,8 @@ class ReferenceModel:
 
     optimized: with onnxruntime's graph optimizations on instead, which run the
     quantized (QDQ) operators as integer kernels (QLinearConv, MatMulInteger...)
-    rather than in float; None when onnxruntime cannot run the model so."""
+    rather than in float; run() then returns None when onnxruntime cannot run
+    the model so."""
 
     def __init__(self, model, optimized: bool = False):
         import onnx
@@ -319,12 +320,7 @@ class ReferenceModel:
         self.name = ""
         try:
             import onnxruntime as ort
-            opts = ort.SessionOptions()
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL \
-                if optimized else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            opts.log_severity_level = 3
-            src = m.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-            self.sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+            self.sess = ort_session(model, optimized)
             self.name = f"onnxruntime {ort.__version__} " + (
                 "(graph optimizations on: quantized operators as integer kernels)" if optimized
                 else "(graph optimizations off: the ONNX operators' own semantics)")
@@ -660,14 +656,10 @@ def _add_sample(o: OutputResult, i: int, actual, ref, step, tol: Tolerances) -> 
 def _accept_by_integer_kernels(off: list, i: int, outs: dict, integer_outs: list | None,
                                steps: dict, tol: Tolerances) -> None:
     """Sample i of the quantized outputs `off` ([(result, spec, reference index)])
-    is more than max_steps from the reference, which runs the model as the ONNX
-    operators define it: each quantized layer dequantized, computed in float32
-    and quantized again. Integer arithmetic (mtvm's, an MCU's, onnxruntime's
-    integer kernels) puts a value of exactly x.5 steps on the other side of a
-    rounding tie from a float32 sum that lands at x.4999..., and a one-step
-    difference in one layer can be several steps a few layers on. So such a
-    sample passes when it is within max_steps of onnxruntime's own integer
-    kernels (integer_outs, graph optimizations on)."""
+    is more than max_steps from the float reference; it passes when it is within
+    max_steps of onnxruntime's integer kernels (integer_outs, graph optimizations
+    on), for the float32 rounding ties mtvm.validate.integer_kernel_outputs
+    explains."""
     if integer_outs is None:
         return
     rtol = tol.rtol if tol.rtol is not None else FLOAT_RTOL

@@ -191,6 +191,21 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(e).__name__
 
 
+def ort_session(model, optimized: bool = False):
+    """An onnxruntime CPU session of the ONNX model (a path or a ModelProto) with its
+    graph optimizations off -- the ONNX operators' own semantics, the reference --
+    or on (optimized: QDQ layers run as onnxruntime's integer kernels, see
+    integer_kernel_outputs). Raises what onnxruntime raises."""
+    import onnx
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    level = ort.GraphOptimizationLevel
+    opts.graph_optimization_level = level.ORT_ENABLE_ALL if optimized else level.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    return ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+
+
 def reference_outputs(model, inputs: dict) -> Reference:
     """Outputs of the ONNX model (a path or a ModelProto) on `inputs` ({name:
     array}): onnxruntime with graph optimizations off; the ONNX reference
@@ -202,12 +217,8 @@ def reference_outputs(model, inputs: dict) -> Reference:
         ort = None
     why = "onnxruntime is not installed"
     if ort is not None:
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.log_severity_level = 3
-        src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
         try:
-            sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+            sess = ort_session(model)
             feeds = {i.name: inputs[i.name] for i in sess.get_inputs() if i.name in inputs}
             return Reference(sess.run(None, feeds), f"onnxruntime {ort.__version__} (graph "
                              "optimizations off: the ONNX operators' own semantics)")
@@ -253,8 +264,12 @@ def validate_outputs(model, inputs: dict, outputs: dict, float_io: dict | None =
         raise MtvmError(f"the model has {len(ref.outputs)} output(s) ({', '.join(names)}), "
                         f"{len(outputs)} were given to validate")
 
-    def check(i: int, name: str, a, ref_outputs: list) -> OutputCheck:
-        r = dict(zip(names, ref_outputs)).get(name, ref_outputs[i])
+    def aligned(ref_outputs: list) -> list:
+        """A reference run's arrays in the order of `outputs` (by name, else by position)."""
+        by_name = dict(zip(names, ref_outputs))
+        return [by_name[n] if n in by_name else ref_outputs[i] for i, n in enumerate(outputs)]
+
+    def check(name: str, a, r) -> OutputCheck:
         step = steps.get(name)
         if name in float_io and np.asarray(r).dtype.kind in "iu":
             q = float_io[name]
@@ -262,15 +277,13 @@ def validate_outputs(model, inputs: dict, outputs: dict, float_io: dict | None =
             step = Step(np.asarray(q["scale"], np.float64), q.get("axis"))
         return compare(a, r, step, rtol, name)
 
-    checks = [check(i, name, a, ref.outputs) for i, (name, a) in enumerate(outputs.items())]
+    checks = [check(name, a, r) for (name, a), r in zip(outputs.items(), aligned(ref.outputs))]
     off = [i for i, c in enumerate(checks) if not c.ok and c.step is not None and not c.note]
-    if off and _quantized_ops(m):
-        integer_outputs = integer_kernel_outputs(m, feeds)
-        for i in off if integer_outputs is not None else ():
-            name, a = list(outputs.items())[i]
-            again = check(i, name, a, integer_outputs)
-            if again.ok:
-                c = checks[i]
+    integer_outputs = integer_kernel_outputs(m, feeds) if off and _quantized_ops(m) else None
+    if integer_outputs is not None:
+        for i, ((name, a), r) in enumerate(zip(outputs.items(), aligned(integer_outputs))):
+            c = checks[i]
+            if i in off and check(name, a, r).ok:
                 c.ok = True
                 c.note = (f"{c.max_steps:g} steps from the float reference but within one "
                           "of onnxruntime's integer kernels: the reference's float32 rounds "
@@ -287,14 +300,8 @@ def integer_kernel_outputs(model, inputs: dict) -> list | None:
     defines it: dequantize, float32, quantize. Integer arithmetic puts a sum of
     exactly x.5 steps on one side of the tie, a float32 sum a hair off x.5 may
     put it on the other, and later layers can grow that one step to several."""
-    import onnx
     try:
-        import onnxruntime as ort
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        src = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
-        sess = ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"])
+        sess = ort_session(model, optimized=True)
         return sess.run(None, {i.name: inputs[i.name] for i in sess.get_inputs()})
     except Exception:
         return None
