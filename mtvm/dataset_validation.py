@@ -33,6 +33,7 @@ import numpy as np
 
 from . import progress as _progress
 from .errors import MtvmError
+from .exact_reference import ExactReference
 from .validate import FLOAT_RTOL, Step, compare, ort_session, output_steps
 
 STEP_SLACK = 1e-3       # differences are whole steps up to float32 rounding of the scale
@@ -415,9 +416,11 @@ class OutputResult:
     beyond: int = 0                     # elements more than one step away
     failed_samples: list = field(default_factory=list)   # outside the per-sample tolerance
     nonfinite_samples: list = field(default_factory=list)
-    # samples more than max_steps off the float reference, within them of
-    # onnxruntime's integer kernels (accepted; see _accept_by_integer_kernels)
+    # samples more than max_steps off the float reference and accepted (see
+    # _accept_by_tie_breaker): within them of onnxruntime's integer kernels, or
+    # else of the exact-arithmetic reference (mtvm.exact_reference)
     integer_kernel_samples: list = field(default_factory=list)
+    exact_arithmetic_samples: list = field(default_factory=list)
     note: str = ""
     failures: list = field(default_factory=list)
     _sq: float = 0.0
@@ -653,25 +656,28 @@ def _add_sample(o: OutputResult, i: int, actual, ref, step, tol: Tolerances) -> 
         o._bad.setdefault("cosine", []).append(i)
 
 
-def _accept_by_integer_kernels(off: list, i: int, outs: dict, integer_outs: list | None,
-                               steps: dict, tol: Tolerances) -> None:
+def _accept_by_tie_breaker(off: list, i: int, outs: dict, other_outs: list | None,
+                           steps: dict, tol: Tolerances, accepted: str) -> list:
     """Sample i of the quantized outputs `off` ([(result, spec, reference index)])
-    is more than max_steps from the float reference; it passes when it is within
-    max_steps of onnxruntime's integer kernels (integer_outs, graph optimizations
-    on), for the float32 rounding ties mtvm.validate.integer_kernel_outputs
-    explains."""
-    if integer_outs is None:
-        return
+    is more than max_steps from the float reference. Each output passes that is
+    within max_steps of other_outs, another run of the model that does not round
+    the float reference's ties (mtvm.validate.TIE_BREAKERS); the sample is added
+    to its result's list named `accepted`. Returns the outputs still off."""
+    if other_outs is None:
+        return off
     rtol = tol.rtol if tol.rtol is not None else FLOAT_RTOL
+    still = []
     for o, s, j in off:
-        a, r, step = _as_reference_units(outs[s.name], integer_outs[j], s, steps.get(s.name))
+        a, r, step = _as_reference_units(outs[s.name], other_outs[j], s, steps.get(s.name))
         c = compare(a, r, step, rtol, o.name)
         if c.step is None or c.note or c.max_steps > tol.max_steps + STEP_SLACK:
+            still.append((o, s, j))
             continue
         o._bad["steps"].remove(i)
         if not o._bad["steps"]:
             del o._bad["steps"]
-        o.integer_kernel_samples.append(i)
+        getattr(o, accepted).append(i)
+    return still
 
 
 def _finish(o: OutputResult, tol: Tolerances, per_sample_checked: bool) -> None:
@@ -685,11 +691,14 @@ def _finish(o: OutputResult, tol: Tolerances, per_sample_checked: bool) -> None:
     if per_sample_checked and o.nonfinite_samples:
         o._bad["nonfinite"] = list(o.nonfinite_samples)
     o.failed_samples = sorted({i for v in o._bad.values() for i in v})
-    if o.integer_kernel_samples and not o.note:
-        o.note = (f"{len(o.integer_kernel_samples)} of {n} sample(s) more than "
-                  f"{tol.max_steps:g} step(s) from the reference are within {tol.max_steps:g} "
-                  "of onnxruntime's integer kernels (graph optimizations on), so they pass: "
-                  "the reference runs each quantized layer in float32, which rounds some "
+    by = [(len(v), what) for v, what in (
+        (o.integer_kernel_samples, "onnxruntime's integer kernels, graph optimizations on"),
+        (o.exact_arithmetic_samples, "the exact-arithmetic reference in float64")) if v]
+    if by and not o.note:
+        o.note = (f"{sum(k for k, _ in by)} of {n} sample(s) more than {tol.max_steps:g} "
+                  f"step(s) from the reference pass, within {tol.max_steps:g} of "
+                  + " or ".join(f"{what} ({k} sample(s))" for k, what in by) +
+                  ": the reference runs each quantized layer in float32, which rounds some "
                   "x.5 ties the other way, and such one-step differences grow through the "
                   "layers that follow")
     why = {
@@ -800,7 +809,7 @@ def validate_dataset(model, data: Dataset, runner, reference=None, labels=None,
     mine = {s.name: [] for s in out_specs}
     refs = {s.name: [] for s in out_specs}
     host_agree = HostAgreement(required=host_exact) if host is not None else None
-    integer_ref = None                  # ReferenceModel(optimized=True), when first needed
+    tie_breakers = None                 # [(run, accepted list)], when first needed
     with _progress.bar(n, desc, unit="sample") as bar:
         for i in range(n):
             sample = data.sample(i)
@@ -815,9 +824,15 @@ def validate_dataset(model, data: Dataset, runner, reference=None, labels=None,
             off = [(o, s, j) for o, s, j in zip(results, out_specs, ref_index)
                    if i in o._bad.get("steps", ())]
             if off and same_model:
-                if integer_ref is None:
-                    integer_ref = ReferenceModel(model, optimized=True)
-                _accept_by_integer_kernels(off, i, outs, integer_ref.run(feeds), steps, tol)
+                if tie_breakers is None:
+                    tie_breakers = [
+                        (ReferenceModel(model, optimized=True).run, "integer_kernel_samples"),
+                        (ExactReference(model).run, "exact_arithmetic_samples")]
+                for run, accepted in tie_breakers:
+                    off = _accept_by_tie_breaker(off, i, outs, run(feeds), steps, tol,
+                                                 accepted)
+                    if not off:
+                        break
             if host_agree is not None:
                 h = host.run(sample)
                 same = True

@@ -314,12 +314,14 @@ def test_host_project_through_a_session(kws8, models_dir, tmp_path, capsys):
     assert rc == 1 and "unlike" in err and "is it the project's model?" in err
 
 
-def _tie_model(path):
+def _tie_model(path, unfused: bool = False):
     """Two quantized 1x1 convs. The first one's requantization multiplier is exactly
     1/2 (input scale 0.1, weight scale 2^-6, output scale 0.1 * 2^-5), so an odd
     integer sum lands exactly on an x.5 tie; the second multiplies by 3. The ONNX
     semantics (dequantize, float32 conv, quantize) see 0.1 * k rounded in float32
-    and round some ties the other way, 3 steps at the output."""
+    and round some ties the other way, 3 steps at the output. unfused: the first
+    conv's dequantized input is a graph output too, so onnxruntime's optimizer
+    leaves that conv in float32 rather than fusing it into QLinearConv."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper as nh
     s_in = np.float32(0.1)
@@ -340,7 +342,9 @@ def _tie_model(path):
     g = helper.make_graph(
         [helper.make_node(op, ins, [out]) for op, ins, out in chain], "ties",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1, 64])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 64])]
+        + ([helper.make_tensor_value_info("xd", TensorProto.FLOAT, [1, 4, 1, 64])]
+           if unfused else []),
         [nh.from_array(np.asarray(v), k) for k, v in consts.items()])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
     return float(s_y1)
@@ -382,3 +386,29 @@ def test_float_reference_rounding_ties_pass_by_the_integer_kernels(tmp_path):
     r = dv.validate_dataset(str(model), data, OneStepMore())
     assert not r.ok and r.outputs[0].integer_kernel_samples == []
     assert "more than 1 quantization step(s) off" in r.failures[0]
+
+
+def test_ties_of_layers_onnxruntime_does_not_fuse_pass_by_exact_arithmetic(tmp_path):
+    """The same ties in a conv onnxruntime leaves in float32 even with its graph
+    optimizations on: its integer kernels are 3 steps off too, the float64
+    reference (mtvm.exact_reference) is not, and the samples pass by it."""
+    model = tmp_path / "ties.onnx"
+    step = _tie_model(model, unfused=True)
+    x = np.random.default_rng(3).integers(-4, 5, (2, 1, 4, 1, 64)) * np.float32(0.1)
+    data = dv.Dataset({"x": x.astype(np.float32)}, "ties")
+    build = dv.HostBuild(str(model))
+    from mtvm.validate import integer_kernel_outputs, validate_outputs
+    outs = build.run(data.sample(0))
+    integer = integer_kernel_outputs(str(model), data.sample(0))
+    assert np.abs(outs["y"] - integer[0]).max() / step == pytest.approx(3, abs=1e-3)
+    r = dv.validate_dataset(str(model), data, build)
+    o = r.outputs[0]
+    assert r.ok, r.summary()
+    assert o.max_steps == pytest.approx(3, abs=1e-3)
+    assert o.integer_kernel_samples == [] and o.exact_arithmetic_samples == [0, 1]
+    assert "exact-arithmetic reference in float64 (2 sample(s))" in o.note
+    _, checks = validate_outputs(str(model), data.sample(0), outs)
+    assert all(c.ok for c in checks) and "exact-arithmetic" in checks[0].note
+    outs["y"].flat[0] += 2 * step
+    _, checks = validate_outputs(str(model), data.sample(0), outs)
+    assert not checks[0].ok
