@@ -251,7 +251,8 @@ def load_labels(path, count: int) -> np.ndarray:
 # -- what runs the samples ----------------------------------------------------------------
 class HostBuild:
     """The model compiled for this machine (target "c" unless given) and loaded
-    as a shared library (mtvm.host_runner)."""
+    as a shared library (mtvm.host_runner); with backend="llvm", its object code
+    run through LLVM's JIT (LLVMCompiledModel.run_host)."""
 
     def __init__(self, model, **compile_options):
         from .compiler import compile as mtvm_compile
@@ -262,14 +263,17 @@ class HostBuild:
         md = self.compiled.metadata
         self.inputs = specs(md["inputs"])
         self.outputs = specs(md["outputs"])
-        with _progress.waiting(f"building {md['model_name']} for the host"):
-            self.module = HostModule(self.compiled)
-        self.name = f"mtvm host build (target {self.compiled.target.name})"
+        self.module = None
+        if self.compiled.backend == "c":
+            with _progress.waiting(f"building {md['model_name']} for the host"):
+                self.module = HostModule(self.compiled)
+        self.name = f"mtvm host build (target {self.compiled.target.name}" + (
+            ")" if self.module else f", {self.compiled.backend} backend, JIT)")
         self.ticks: list[int] = []
         self.ticks_per_second = 0
 
     def run(self, sample: dict) -> dict:
-        return self.module.run(sample)
+        return self.module.run(sample) if self.module else self.compiled.run_host(sample)
 
 
 class DeviceRun:

@@ -86,6 +86,10 @@ def target_flags(model) -> list[str]:
 
 def build_shared(model, opt: str = "-O2", extra: list[str] | None = None) -> str:
     """The model as a shared library in the cache; returns its path."""
+    if model.backend != "c":
+        raise MtvmError(f"model {model.module_name} was compiled by the {model.backend} "
+                        "backend: it runs on the host through its run_host (the JIT), "
+                        "not as a shared library built from C")
     flags = [opt, "-fPIC", "-shared"] + WARN_FLAGS + target_flags(model) + (extra or [])
     key = hashlib.sha256(("\0".join(flags) + _cc()).encode())
     for rel, text in sorted(model.sources.items()):

@@ -51,6 +51,8 @@ def _io(g, names, c_names) -> list[dict]:
 
 
 class CompiledModel:
+    backend = "c"           # what made the code: C sources (LLVMCompiledModel: "llvm")
+
     def __init__(self, module_name, source_graph, graph, plan, kernels, sources,
                  profile=False, external_workspace=False, io_in_workspace=False,
                  target=None, output_names="onnx", constants_section=None):

@@ -412,3 +412,22 @@ def test_ties_of_layers_onnxruntime_does_not_fuse_pass_by_exact_arithmetic(tmp_p
     outs["y"].flat[0] += 2 * step
     _, checks = validate_outputs(str(model), data.sample(0), outs)
     assert not checks[0].ok
+
+
+def test_backend_llvm_runs_the_samples_through_the_jit(tmp_path, capsys):
+    """`mtvm validate --backend llvm`: the host build is the LLVM backend's object
+    code through the JIT (no shared library is built from C: there is no C)."""
+    pytest.importorskip("llvmlite")
+    model = tmp_path / "ties.onnx"
+    _tie_model(model)
+    data = tmp_path / "x.npz"
+    x = np.random.default_rng(5).integers(-4, 5, (3, 1, 4, 1, 64)) * np.float32(0.1)
+    np.savez(data, x=x.astype(np.float32))
+    rc, out, err = run_cli(capsys, model, "--data", data, "--backend", "llvm")
+    assert rc == 0, out + err
+    assert "llvm backend, JIT" in out and "PASS" in out
+    import mtvm
+    from mtvm.errors import MtvmError
+    from mtvm.host_runner import build_shared
+    with pytest.raises(MtvmError, match="llvm backend: it runs on the host through"):
+        build_shared(mtvm.compile(str(model), backend="llvm"))

@@ -254,8 +254,9 @@ class Batch:
         i32, i64 = ir.IntType(32), ir.IntType(64)
         names = {}
         for i, ident in enumerate(idents):
-            fn = dataclasses.replace(self.kernels[ident].function(), name=f"mtvm_tune_k{i}")
-            kf = low.function(fn, linkage="internal")
+            ik = self.kernels[ident]
+            fn = dataclasses.replace(ik.function(), name=f"mtvm_tune_k{i}")
+            kf = low.function(fn, linkage="internal", contract=ik.may_contract)
             kf.attributes.add("noinline")     # timed as the function it is in a model
             # int32 bench(params..., int64 n): n calls, the first nonzero status
             bf = ir.Function(m, ir.FunctionType(i32, [a.type for a in kf.args] + [i64]),

@@ -109,6 +109,7 @@ class FunctionLowering:
         self.intrinsics = intrinsics
         self.blobs: dict[str, bytes] = {}   # global name -> its bytes (see blob)
         self._tables = 0
+        self.contract: tuple = ("contract",)    # set per function (function())
 
     # -- types ---------------------------------------------------------------------
     def llvm_type(self, t: Type) -> ir.Type:
@@ -203,7 +204,11 @@ class FunctionLowering:
                                      ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
 
     # -- functions --------------------------------------------------------------------
-    def function(self, f: Function, linkage: str | None = None) -> ir.Function:
+    def function(self, f: Function, linkage: str | None = None,
+                 contract: bool = True) -> ir.Function:
+        """f as an LLVM function. contract: float a * b + c may become a fused
+        multiply-add (IRKernel.may_contract says where it may not)."""
+        self.contract = ("contract",) if contract else ()
         ftype = ir.FunctionType(self.llvm_type(f.ret), [self.llvm_type(p.type) for p in f.params])
         fn = ir.Function(self.module, ftype, f.name)
         if self.cconv:
@@ -503,15 +508,15 @@ class FunctionLowering:
             if op not in ("+", "-", "*", "/"):
                 raise NotLowerable(f"vector {op} on {vec.dtype}")
             fop = {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[op]
-            return _Value(fop(x, y, flags=("contract",)), vec)
+            return _Value(fop(x, y, flags=self.contract), vec)
         t = self.common(a.t, c.t)
         x, y = self.convert(a, t), self.convert(c, t)
         if is_float(t):
             if op in ("+", "-", "*"):
                 # `contract`: a * b + c may become one fused multiply-add, as gcc
-                # does by default for C (-ffp-contract=fast outside ISO mode).
+                # does by default for C outside ISO mode (-ffp-contract=fast).
                 fop = {"+": b.fadd, "-": b.fsub, "*": b.fmul}[op]
-                return _Value(fop(x, y, flags=("contract",)), t)
+                return _Value(fop(x, y, flags=self.contract), t)
             fn = {"/": b.fdiv, "%": b.frem}.get(op)
         elif is_signed(t):
             fn = {"+": b.add, "-": b.sub, "*": b.mul, "/": b.sdiv, "%": b.srem,
