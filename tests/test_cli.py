@@ -236,10 +236,14 @@ def test_an_interrupt_another_error_swallowed_is_still_an_interrupt(monkeypatch,
         assert cli.main(["run"]) == 130
         assert capsys.readouterr().err == "mtvm: interrupted\n"
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-        # and an ImportError with no interrupt is not one
+        # and an ImportError with no interrupt is not one: a fault of mtvm's own, in
+        # one line (exit 2) that says how to get the traceback, which --verbose raises
         monkeypatch.setattr(cli, "build_parser", lambda: (_ for _ in ()).throw(ImportError("x")))
+        assert cli.main(["run"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "(ImportError: x)" in err and "--verbose" in err
         with pytest.raises(ImportError):
-            cli.main(["run"])
+            cli.main(["run", "--verbose"])
     finally:
         signal.signal(signal.SIGINT, before)
 

@@ -105,7 +105,9 @@ def _watch_interrupts():
 
 def main(argv=None) -> int:
     import signal
-    verbose = False
+    # --verbose before the parser has read it too (a failure while building it)
+    verbose = any(a in ("--verbose", "-v") for a in (sys.argv[1:] if argv is None else argv))
+    args = None
     restore = _watch_interrupts()
     try:
         parser = build_parser()
@@ -128,11 +130,19 @@ def main(argv=None) -> int:
             raise
         _quiet_stdout()
         return 141          # as if killed by SIGPIPE, like other commands in a pipeline
-    except Exception:
-        if not _Interrupts.seen or verbose:
+    except Exception as e:
+        if verbose:
             raise
-        print("mtvm: interrupted", file=sys.stderr)   # (an error the interrupt became)
-        return 130
+        if _Interrupts.seen:
+            print("mtvm: interrupted", file=sys.stderr)   # (an error the interrupt became)
+            return 130
+        # a fault of mtvm's own (what it knows of bad input is an MtvmError): one line
+        # still, and the traceback where its report needs it
+        command = getattr(args, "command", None)
+        print(f"error: mtvm{' ' + command if command else ''} failed unexpectedly ({type(e).__name__}: "
+              f"{one_line(str(e))[:300]}); this is a bug in mtvm: run the command again "
+              "with --verbose for the traceback and report it", file=sys.stderr)
+        return 2
     finally:
         if restore is not None:
             signal.signal(signal.SIGINT, restore)
