@@ -138,8 +138,8 @@ def main(argv=None) -> int:
             return 130
         # a fault of mtvm's own (what it knows of bad input is an MtvmError): one line
         # still, and the traceback where its report needs it
-        command = getattr(args, "command", None)
-        print(f"error: mtvm{' ' + command if command else ''} failed unexpectedly ({type(e).__name__}: "
+        command = "mtvm" + (f" {args.command}" if getattr(args, "command", None) else "")
+        print(f"error: {command} failed unexpectedly ({type(e).__name__}: "
               f"{one_line(str(e))[:300]}); this is a bug in mtvm: run the command again "
               "with --verbose for the traceback and report it", file=sys.stderr)
         return 2
