@@ -95,12 +95,17 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
     assert all(sum(1 for r in first if r["key"] == k) == 3 for k in keys)   # 3 trials each
     _check_confirmation(everything)
 
-    # resume: nothing measured twice, three more candidates per layer (where there are)
+    # resume: nothing measured twice but the defaults (each run's baseline, which its
+    # records are compared against), three more candidates per layer (where there are)
     res = mtvm.tune(model, board="host", records=rec, trials=3, runs=5)
     assert res.stats.skipped == len(first) and res.hits == [lay.key for lay in res.layers]
     both = _lines(rec)
-    idents = [(r["key"], R.ident(r)) for r in both if r["phase"] != "confirm"]
-    assert len(idents) == len(set(idents)) > len(first)
+    idents = [(r["key"], R.ident(r)) for r in both if r["phase"] not in ("confirm", "baseline")]
+    assert len(idents) == len(set(idents)) > 0
+    runs = {r["run"] for r in both}
+    assert len(runs) == 2 and all(
+        sum(1 for r in both if r["phase"] == "baseline" and r["key"] == k and r["run"] == run
+            and r["default"]) == 1 for k in keys for run in runs)
 
     assert main(["tune", "--show", rec]) == 0
     shown = capsys.readouterr().out
@@ -231,6 +236,25 @@ def test_best_takes_a_candidates_newest_code():
     b = R.best(recs, "t")["k"]
     assert b.is_default and b.record["figure"] == 100.0     # 10.0 was the old code's
     assert R.stale(recs, {("k", R.ident(recs[1])): "new1"}) == [recs[1]]
+
+
+def test_timer_figures_are_taken_relative_to_the_default_of_their_run():
+    """A run on a loaded machine measured everything 2x slower: its candidate (1.33x
+    faster than the default beside it) is chosen over a quiet run's (1.03x), which
+    raw medians would have chosen (97 against a default of median(200, 100)).
+    Instruction counts are exact and never scaled."""
+    def rec(knob, figure, run, default=False, unit="ticks"):
+        return R.make(key="k", target="t", board="host", op="Conv", layer="",
+                      schedule="conv2d_f32", knobs={"gemm_mr": knob}, default=default,
+                      status="ok", figure=figure, unit=unit, run=run)
+    loaded = [rec(8, 200.0, "a", default=True), rec(4, 150.0, "a")]
+    quiet = [rec(8, 100.0, "b", default=True), rec(12, 97.0, "b")]
+    b = R.best(loaded + quiet)["k"]
+    assert b.record["knobs"] == {"gemm_mr": 4} and b.speedup == pytest.approx(200 / 150)
+    no_runs = [{k: v for k, v in r.items() if k != "run"} for r in loaded + quiet]
+    assert R.best(no_runs)["k"].record["knobs"] == {"gemm_mr": 12}
+    exact = [dict(r, unit="instructions") for r in loaded + quiet]
+    assert R.best(exact)["k"].record["knobs"] == {"gemm_mr": 12}
 
 
 def test_an_instruction_count_must_beat_the_default_by_a_timer_tick():

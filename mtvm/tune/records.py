@@ -20,6 +20,9 @@ figure is per kernel call: device instructions (QEMU -icount: exact; the
 median of `runs` profiled runs), else device timer ticks (`ticks_per_second`
 of them per second; the fastest of `runs` runs, as `statistic` says: on a
 loaded machine preemption only adds time); spread = (max - min) / median.
+run names the tuning run that measured it: every run measures each layer's
+default (its baseline build), and timer figures are compared relative to the
+default of their own run (_run_scales).
 
 Files are appended to (one flushed line per record, so an interrupted run keeps
 what it measured) and merge with `cat a.jsonl b.jsonl > c.jsonl`.
@@ -166,9 +169,30 @@ def _group_of(rec) -> tuple:
     return (rec.get("board", ""), rec.get("unit", ""), rec.get("statistic", "median"))
 
 
-def _figure(recs) -> float:
-    """One candidate's figure from its records: the median."""
-    return statistics.median(r["figure"] for r in recs)
+def _figure(recs, scale: dict) -> float:
+    """One candidate's figure from its records: the median, each record's figure
+    scaled to its run (_run_scales)."""
+    return statistics.median(r["figure"] * scale.get(r.get("run"), 1.0) for r in recs)
+
+
+def _run_scales(default_recs: list) -> dict:
+    """{run: factor} that brings a timer's figures of each run to the same footing:
+    the default's median over all runs / its median in that run. A run on a loaded
+    machine (a test suite beside it) measured everything up to 2x slower, and its
+    candidates, compared with a default measured in a quiet run, looked faster than
+    they are (bench/results/2026-11-29-session27.md); each run measures the default
+    of every layer (its baseline build), so each figure is taken relative to the
+    default it was measured beside. Records without a run (written before the field)
+    keep their figures."""
+    runs: dict = {}
+    for r in default_recs:
+        if r.get("run"):
+            runs.setdefault(r["run"], []).append(r["figure"])
+    if len(runs) < 2:
+        return {}
+    overall = statistics.median(r["figure"] for r in default_recs)
+    return {run: overall / statistics.median(figs) for run, figs in runs.items()
+            if statistics.median(figs) > 0}
 
 
 def _newest_code(recs) -> list:
@@ -207,7 +231,8 @@ def best(records, target: str | None = None, margin: float | None = None,
     """{key: Best} over the ok records (of `target`, when given). Figures of
     different boards, units or statistics are not compared: per key, the
     (board, unit, statistic) group with the most ok records is used. In it,
-    each candidate's figure is the median of its records, and a candidate other than the default is
+    each candidate's figure is the median of its records (timer figures each scaled
+    to its run: _run_scales), and a candidate other than the default is
     chosen only when it beats the default's figure by `margin` (default: one timer
     tick's instructions for instruction counts, TIMER_MARGIN for timer ticks).
     backend: only the records of that backend ("c" or "llvm")."""
@@ -236,8 +261,10 @@ def best(records, target: str | None = None, margin: float | None = None,
         vetoed = {ident(r) for r in recs if r.get("status") == SLOWER_MODEL}
         cands = {i: _newest_code(rs) for i, rs in cands.items()
                  if i not in vetoed or any(r.get("default") for r in rs)}
-        figures = {i: _figure(rs) for i, rs in cands.items()}
         defaults = [i for i, rs in cands.items() if any(r.get("default") for r in rs)]
+        scale = _run_scales(cands[defaults[0]]) if defaults and group[1] != "instructions" \
+            else {}
+        figures = {i: _figure(rs, scale) for i, rs in cands.items()}
         default_fig = figures[defaults[0]] if defaults else None
         m = margin if margin is not None else (0.0 if group[1] == "instructions"
                                                else TIMER_MARGIN)

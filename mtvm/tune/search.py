@@ -272,6 +272,9 @@ class Tuner:
         self.vetoed: set = set()                      # keys whose choice lost as a whole
         self._last_confirm = None                     # (build, res, device) for vetoes
         self.stop = threading.Event()
+        # which run a record comes from (records.best relates timer figures to the
+        # default measured in the same run)
+        self.run_id = f"{R.now()}-{random.Random().getrandbits(32):08x}"
 
     # -- composing builds --------------------------------------------------------------
     def _fixed(self, exclude) -> dict:
@@ -393,7 +396,8 @@ class Tuner:
                      ticks_per_second=res.ticks_per_second,
                      scratch_bytes=fig.scratch_bytes if fig else c.scratch_bytes,
                      arena_bytes=res.arena_bytes, model=self.model_name,
-                     build=build.index, device=device.name, phase=build.phase)
+                     build=build.index, device=device.name, phase=build.phase,
+                     run=self.run_id)
         if c.code:
             rec["code"] = c.code
         if self.backend != "c":     # C records have no field (records written before it)
@@ -473,14 +477,17 @@ class Tuner:
         self._pool = queue.Queue()
         for d in devices:
             self._pool.put(d)
-        # build 0: every layer at its default (the baseline every speedup is against)
-        base = {k: s.layer.default for k, s in self.search.items()
-                if s.untried and s.untried[0].ident == s.layer.default.ident}
+        # build 0: every layer at its default (the baseline every speedup is against),
+        # recorded for every layer, its default measured before or not: a timer's
+        # figures are of their run (a loaded machine slows all of them), and
+        # records.best compares a candidate with the default of the run it came from
+        base = {k: s.layer.default for k, s in self.search.items()}
         for k in base:
             s = self.search[k]
-            s.untried.remove(s.layer.default)
+            if s.untried and s.untried[0].ident == s.layer.default.ident:
+                s.untried.remove(s.layer.default)
+                s.tried += 1
             s.pending.add(s.layer.default.ident)
-            s.tried += 1
         self.queue.append(Build(self.n, base, {}, "baseline"))
         self.n += 1
         total = self.estimate()
