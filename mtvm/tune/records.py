@@ -191,8 +191,8 @@ def _run_scales(default_recs: list) -> dict:
     if len(runs) < 2:
         return {}
     overall = statistics.median(r["figure"] for r in default_recs)
-    return {run: overall / statistics.median(figs) for run, figs in runs.items()
-            if statistics.median(figs) > 0}
+    medians = {run: statistics.median(figs) for run, figs in runs.items()}
+    return {run: overall / m for run, m in medians.items() if m > 0}
 
 
 def _newest_code(recs) -> list:
