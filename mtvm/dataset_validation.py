@@ -33,8 +33,7 @@ import numpy as np
 
 from . import progress as _progress
 from .errors import MtvmError
-from .exact_reference import ExactReference
-from .validate import FLOAT_RTOL, Step, compare, ort_session, output_steps
+from .validate import FLOAT_RTOL, TIE_BREAKERS, Step, compare, ort_session, output_steps
 
 STEP_SLACK = 1e-3       # differences are whole steps up to float32 rounding of the scale
 
@@ -300,14 +299,9 @@ class DeviceRun:
 class ReferenceModel:
     """An ONNX model run by onnxruntime with its graph optimizations off, one
     session for all samples (mtvm.validate.reference_outputs per sample when
-    onnxruntime cannot run it: that falls back to the ONNX reference evaluator).
+    onnxruntime cannot run it: that falls back to the ONNX reference evaluator)."""
 
-    optimized: with onnxruntime's graph optimizations on instead, which run the
-    quantized (QDQ) operators as integer kernels (QLinearConv, MatMulInteger...)
-    rather than in float; run() then returns None when onnxruntime cannot run
-    the model so."""
-
-    def __init__(self, model, optimized: bool = False):
+    def __init__(self, model):
         import onnx
         self.model = model
         m = model if isinstance(model, onnx.ModelProto) else onnx.load(str(model))
@@ -325,13 +319,11 @@ class ReferenceModel:
         self.name = ""
         try:
             import onnxruntime as ort
-            self.sess = ort_session(model, optimized)
-            self.name = f"onnxruntime {ort.__version__} " + (
-                "(graph optimizations on: quantized operators as integer kernels)" if optimized
-                else "(graph optimizations off: the ONNX operators' own semantics)")
+            self.sess = ort_session(model)
+            self.name = (f"onnxruntime {ort.__version__} "
+                         "(graph optimizations off: the ONNX operators' own semantics)")
         except Exception:
             self.sess = None
-        self.optimized = optimized
 
     def feeds(self, sample: dict, input_order: list[str], bound: dict | None = None) -> dict:
         """The sample as this model's inputs: by name, else by position; `bound`:
@@ -361,8 +353,6 @@ class ReferenceModel:
                 return self.sess.run(None, feeds)
             except Exception:       # leave it to reference_outputs (it says why)
                 self.sess = None
-        if self.optimized:
-            return None
         from .validate import reference_outputs
         ref = reference_outputs(self.model, feeds)
         self.name = ref.name
@@ -695,9 +685,8 @@ def _finish(o: OutputResult, tol: Tolerances, per_sample_checked: bool) -> None:
     if per_sample_checked and o.nonfinite_samples:
         o._bad["nonfinite"] = list(o.nonfinite_samples)
     o.failed_samples = sorted({i for v in o._bad.values() for i in v})
-    by = [(len(v), what) for v, what in (
-        (o.integer_kernel_samples, "onnxruntime's integer kernels, graph optimizations on"),
-        (o.exact_arithmetic_samples, "the exact-arithmetic reference in float64")) if v]
+    by = [(len(getattr(o, b.samples_field)), b.described) for b in TIE_BREAKERS
+          if getattr(o, b.samples_field)]
     if by and not o.note:
         o.note = (f"{sum(k for k, _ in by)} of {n} sample(s) more than {tol.max_steps:g} "
                   f"step(s) from the reference pass, within {tol.max_steps:g} of "
@@ -813,7 +802,7 @@ def validate_dataset(model, data: Dataset, runner, reference=None, labels=None,
     mine = {s.name: [] for s in out_specs}
     refs = {s.name: [] for s in out_specs}
     host_agree = HostAgreement(required=host_exact) if host is not None else None
-    tie_breakers = None                 # [(run, accepted list)], when first needed
+    tie_breakers = None                 # [(TieBreaker, its runner)], built when first needed
     with _progress.bar(n, desc, unit="sample") as bar:
         for i in range(n):
             sample = data.sample(i)
@@ -829,12 +818,10 @@ def validate_dataset(model, data: Dataset, runner, reference=None, labels=None,
                    if i in o._bad.get("steps", ())]
             if off and same_model:
                 if tie_breakers is None:
-                    tie_breakers = [
-                        (ReferenceModel(model, optimized=True).run, "integer_kernel_samples"),
-                        (ExactReference(model).run, "exact_arithmetic_samples")]
-                for run, accepted in tie_breakers:
-                    off = _accept_by_tie_breaker(off, i, outs, run(feeds), steps, tol,
-                                                 accepted)
+                    tie_breakers = [(b, b.runner(model)) for b in TIE_BREAKERS]
+                for breaker, runner_of_breaker in tie_breakers:
+                    off = _accept_by_tie_breaker(off, i, outs, runner_of_breaker.run(feeds),
+                                                 steps, tol, breaker.samples_field)
                     if not off:
                         break
             if host_agree is not None:

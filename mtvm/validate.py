@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import MtvmError
-from .exact_reference import exact_outputs
+from .exact_reference import ExactReference
 
 FLOAT_RTOL = 1e-4
 # Ops that pass a quantized tensor's values through unchanged: an output behind
@@ -196,7 +196,7 @@ def ort_session(model, optimized: bool = False):
     """An onnxruntime CPU session of the ONNX model (a path or a ModelProto) with its
     graph optimizations off -- the ONNX operators' own semantics, the reference --
     or on (optimized: QDQ layers run as onnxruntime's integer kernels, see
-    integer_kernel_outputs). Raises what onnxruntime raises."""
+    IntegerKernels). Raises what onnxruntime raises."""
     import onnx
     import onnxruntime as ort
     opts = ort.SessionOptions()
@@ -280,8 +280,8 @@ def validate_outputs(model, inputs: dict, outputs: dict, float_io: dict | None =
 
     checks = [check(name, a, r) for (name, a), r in zip(outputs.items(), aligned(ref.outputs))]
     off = {i for i, c in enumerate(checks) if not c.ok and c.step is not None and not c.note}
-    for what, run in (TIE_BREAKERS if off and _quantized_ops(m) else ()):
-        other = run(m, feeds)
+    for breaker in (TIE_BREAKERS if off and _quantized_ops(m) else ()):
+        other = breaker.runner(m).run(feeds)
         if other is None:
             continue
         for i, ((name, a), r) in enumerate(zip(outputs.items(), aligned(other))):
@@ -289,30 +289,58 @@ def validate_outputs(model, inputs: dict, outputs: dict, float_io: dict | None =
                 off.discard(i)
                 checks[i].ok = True
                 checks[i].note = (f"{checks[i].max_steps:g} steps from the float reference "
-                                  f"but within one of {what}: the reference's float32 "
-                                  "rounds ties the other way (docs/validation.md)")
+                                  f"but within one of {breaker.what}: the reference's "
+                                  "float32 rounds ties the other way (docs/validation.md)")
         if not off:
             break
     return ref, checks
 
 
-def integer_kernel_outputs(model, inputs: dict) -> list | None:
-    """Outputs of the ONNX model with onnxruntime's graph optimizations on, which
-    run QDQ layers as its integer kernels (QLinearConv, MatMulInteger...); None
-    when onnxruntime is missing or cannot run the model so.
+class IntegerKernels:
+    """The ONNX model (a path or a ModelProto) with onnxruntime's graph
+    optimizations on, which run QDQ layers as its integer kernels (QLinearConv,
+    MatMulInteger...); build once, run per sample. run() returns None when
+    onnxruntime is missing or cannot run the model so.
 
     The reference (graph optimizations off) runs a quantized layer as ONNX
     defines it: dequantize, float32, quantize. Integer arithmetic puts a sum of
     exactly x.5 steps on one side of the tie, a float32 sum a hair off x.5 may
     put it on the other, and later layers can grow that one step to several."""
-    try:
-        sess = ort_session(model, optimized=True)
-        return sess.run(None, {i.name: inputs[i.name] for i in sess.get_inputs()})
-    except Exception:
-        return None
+
+    def __init__(self, model):
+        try:
+            self.sess = ort_session(model, optimized=True)
+        except Exception:
+            self.sess = None
+
+    def run(self, inputs: dict) -> list | None:
+        if self.sess is None:
+            return None
+        try:
+            return self.sess.run(None, {i.name: inputs[i.name] for i in self.sess.get_inputs()})
+        except Exception:
+            return None
 
 
-# Other exact-enough runs of a quantized model, tried in this order when an output
-# is more than the tolerance from the float reference: (what, outputs(model, inputs)).
-TIE_BREAKERS = (("onnxruntime's integer kernels", integer_kernel_outputs),
-                ("the exact-arithmetic reference", exact_outputs))
+def integer_kernel_outputs(model, inputs: dict) -> list | None:
+    """The outputs of `model` on `inputs` as onnxruntime's integer kernels compute
+    them (IntegerKernels); None when onnxruntime cannot run it so."""
+    return IntegerKernels(model).run(inputs)
+
+
+@dataclass(frozen=True)
+class TieBreaker:
+    """Another exact-enough run of a quantized model, consulted when an output is
+    more than the tolerance from the float reference."""
+    samples_field: str      # the OutputResult list of the samples it settled
+    what: str               # how a check's note names it
+    described: str          # ... and a dataset's note
+    runner: type            # runner(model).run(inputs) -> outputs (graph order) | None
+
+
+# Tried in this order, by validate_outputs and mtvm.dataset_validation alike.
+TIE_BREAKERS = (
+    TieBreaker("integer_kernel_samples", "onnxruntime's integer kernels",
+               "onnxruntime's integer kernels, graph optimizations on", IntegerKernels),
+    TieBreaker("exact_arithmetic_samples", "the exact-arithmetic reference",
+               "the exact-arithmetic reference in float64", ExactReference))
