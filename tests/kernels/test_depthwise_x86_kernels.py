@@ -6,7 +6,8 @@ multiples of eight, rows narrower than a vector (at stride 1 or 2 both ways the 
 one flat row: a DS-CNN's 25 x 5 planes and its stride-2 layer, one-pixel rows, odd row
 lengths, dilations, a 5x5 window; one by one below eight flat pixels and where the strides
 differ), int8 and uint8 activations, both
-requantization modes; the widened-pair form's chunks. Built with -march=native (AVX-512
+requantization modes; the widened-pair form's chunks, as a flat row and row by row, each
+form forced where it applies (MTVM_DW_FORM) and as its counts choose. Built with -march=native (AVX-512
 where the host has it) and -march=x86-64-v3 (AVX2) under ASan/UBSan: a read past the plane
 (the input is its own heap-sized array here) fails the test."""
 from __future__ import annotations
@@ -109,6 +110,11 @@ PLANES = [
     ("chunks_s2", 101, 99, 3, 3, 2, 2, 1, 1),
     ("rows_dil3", 12, 40, 3, 3, 1, 1, 3, 1),
     ("k9x9", 12, 20, 9, 9, 1, 1, 1, 1),
+    # the row-by-row form: rows of exactly a block (AVX-512, stride 2), a row dilation at
+    # stride 2, a last chunk of one row
+    ("s2_w16", 7, 33, 3, 3, 2, 2, 1, 1),
+    ("s2_dil2_rows", 13, 41, 3, 3, 2, 2, 2, 1),
+    ("rows_tail", 43, 99, 3, 3, 2, 2, 1, 1),
 ]
 
 
@@ -137,8 +143,11 @@ def _plane_case(rng, spec, x_u: int, exact: int):
     return x, w, bias, rq, (oh, ow), np.clip(y, lo, hi)
 
 
+# MTVM_DW_FORM: the widened-pair form's choice left to its counts (None), or each form
+# taken wherever it applies: 0 the byte form, 1 the flat row, 2 row by row
+@pytest.mark.parametrize("form", [None, 0, 1, 2])
 @pytest.mark.parametrize("march", ["native", "x86-64-v3"])
-def test_plane_matches_numpy(march):
+def test_plane_matches_numpy(march, form):
     rng = np.random.default_rng(5)
     arrays, calls, expected = [], [], []
     for i, spec in enumerate(s for s in PLANES for _ in range(2)):
@@ -157,8 +166,10 @@ def test_plane_matches_numpy(march):
             f"      for (int j = 0; j < {oh * ow}; ++j) printf(\"%d \", (int)y[j]);\n"
             f"      printf(\"\\n\"); free(x); }}")
         expected.append(y.ravel())
-    program = "\n".join(["#include <stdio.h>", "#include <stdlib.h>", "#include <string.h>",
-                         '#include "mtvm_depthwise_x86.h"', *arrays, "int main(void)", "{",
+    forced = [] if form is None else [f"#define MTVM_DW_FORM {form}"]
+    program = "\n".join([*forced, "#include <stdio.h>", "#include <stdlib.h>",
+                         "#include <string.h>", '#include "mtvm_depthwise_x86.h"', *arrays,
+                         "int main(void)", "{",
                          *calls, "    return 0;", "}"])
     out = run_c_test(program, name="dw_plane_x86", library=LIB, march=march)
     got = [np.array([int(v) for v in line.split()]) for line in out.splitlines() if line.strip()]

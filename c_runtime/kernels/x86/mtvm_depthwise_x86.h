@@ -1,6 +1,6 @@
 /* mtvm_depthwise_x86.h: One channel plane of QConv's int8 depthwise kernel on x86 hosts
  * (AVX2, AVX-512 where the build has it): int32 sums of int16 tap pairs, from the input
- * widened once (mtvm_dw_flat_w16_x86) or from its bytes a tap pair at a time.
+ * widened once (mtvm_dw_w16_x86) or from its bytes a tap pair at a time.
  * Part of mtvm's kernel library (c_runtime/kernels/README.md). */
 #ifndef MTVM_DEPTHWISE_X86_H_
 #define MTVM_DEPTHWISE_X86_H_
@@ -131,33 +131,37 @@ static MTVM_ALWAYS_INLINE __m256i mtvm_dw_window8_x86(__m256i acc, const uint8_t
  * x + q + 1 + kx; at stride 2 the row from x + 2q + kx gives pixels q .. q + 7. No byte
  * interleave a tap pair: the shuffles, on one port, bounded the form above (two for
  * eight pixels and two taps). An odd kw's last tap pairs with the next input, weight 0.
- * The plane goes as one flat row (as the narrow planes below), in chunks whose widened
- * input fits MTVM_DW_W16_ELEMS int16 on the stack; a chunk's outputs, sixteen (stride
- * 2: eight) a block, the last block overlapping, land in a staging row and their rows'
- * first ow columns are copied out (12 KB of stack in all). With AVX-512 (BW) a block is
- * sixteen sums a vector, with VNNI VPDPWSSD (the add in it). Returns 0 where it does not
- * apply. */
+ * The input goes in chunks whose widened form fits MTVM_DW_W16_ELEMS int16 on the stack,
+ * and the outputs sixteen (stride 2: eight) a block. Either the plane goes as one flat row
+ * (as the narrow planes below): a chunk's blocks, the last overlapping, land in a staging
+ * row and their rows' first ow columns are copied out (12 KB of stack in all); or, rows of
+ * a block or more, row by row: a chunk is whole output rows, each row's blocks stored in
+ * place. With AVX-512 (BW) a block is sixteen sums a vector, with VNNI VPDPWSSD (the add
+ * in it). Returns 0 where it does not apply. */
 #define MTVM_DW_W16_ELEMS 4096
 
 /* n bytes from src to dst (buffers that do not overlap) by 16-, 8- or 4-byte moves, the
  * last overlapping the one before: a row of a small plane, where a call of memcpy cost
- * more than the row's sums. */
-static MTVM_ALWAYS_INLINE void mtvm_dw_copy_short_x86(uint8_t* dst, const uint8_t* src, int32_t n)
+ * more than the row's sums. n <= cap, a constant at each call (the row's width): the
+ * moves wider than a row fold away, which under UBSan gcc could not see
+ * (-Warray-bounds, -Wstringop-overflow on a plane of one-pixel rows). */
+static MTVM_ALWAYS_INLINE void mtvm_dw_copy_short_x86(uint8_t* dst, const uint8_t* src, int32_t n,
+                                                      int32_t cap)
 {
-    if (n >= 16) {
+    if (cap >= 16 && n >= 16) {
         for (int32_t i = 0;; i += 16) {
             if (i + 16 > n) i = n - 16;
             _mm_storeu_si128((__m128i*)(void*)(dst + i),
                              _mm_loadu_si128((const __m128i*)(const void*)(src + i)));
             if (i + 16 >= n) break;
         }
-    } else if (n >= 8) {
+    } else if (cap >= 8 && n >= 8) {
         uint64_t a, b;
         memcpy(&a, src, 8);
         memcpy(&b, src + n - 8, 8);
         memcpy(dst, &a, 8);
         memcpy(dst + n - 8, &b, 8);
-    } else if (n >= 4) {
+    } else if (cap >= 4 && n >= 4) {
         uint32_t a, b;
         memcpy(&a, src, 4);
         memcpy(&b, src + n - 4, 4);
@@ -286,7 +290,20 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t
     mtvm_dw_w16_store_x86(out, e, o, s, rq);
 }
 
-static MTVM_ALWAYS_INLINE int mtvm_dw_flat_w16_x86(const uint8_t* xc, int x_u, int32_t row_w,
+/* The n int16 at buf: the input bytes from xc, the first `valid` of them, then zeros. */
+static MTVM_ALWAYS_INLINE void mtvm_dw_widen_x86(int16_t* buf, const uint8_t* xc, int x_u,
+                                                 int32_t n, int32_t valid)
+{
+    int32_t i = 0;
+    for (; i + 16 <= valid; i += 16) {
+        const __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(xc + i));
+        _mm256_storeu_si256((__m256i*)(void*)(buf + i),
+                            x_u ? _mm256_cvtepu8_epi16(b) : _mm256_cvtepi8_epi16(b));
+    }
+    for (; i < n; ++i) buf[i] = i < valid ? (int16_t)mtvm_byte_at(xc, i, x_u) : 0;
+}
+
+static MTVM_ALWAYS_INLINE int mtvm_dw_w16_x86(const uint8_t* xc, int x_u, int32_t row_w,
                                                    uint8_t* yc, int32_t oh, int32_t ow,
                                                    int32_t kh, int32_t kw, int32_t s,
                                                    int32_t dh, const int32_t* w,
@@ -297,23 +314,46 @@ static MTVM_ALWAYS_INLINE int mtvm_dw_flat_w16_x86(const uint8_t* xc, int x_u, i
     /* input elements past s q a pixel's pairs read (the last one of an odd kw: one more) */
     const int32_t halo = (kh - 1) * dh * row_w + 2 * kp;
     const int32_t per = (MTVM_DW_W16_ELEMS - halo) / s / blk * blk;   /* pixels a chunk */
-    if (flat < blk || per < blk || kh * kp > 32) return 0;
+    /* Or row by row (rows of at least a block): the blocks of a row, the last one
+     * overlapping, stored in place, and no pixel past a row's end computed -- at stride 2
+     * the flat row is half such pixels. Output rows a chunk: */
+    const int32_t row_room = MTVM_DW_W16_ELEMS - halo - s * (ow - 1);
+    const int32_t rows_per = ow >= blk && row_room >= 0 ? row_room / (s * row_w) + 1 : 0;
+    const int flat_ok = flat >= blk && per >= blk;
+    if ((!flat_ok && !rows_per) || kh * kp > 32) return 0;
+    int by_rows;
     /* Whether it pays: vector instructions counted per block, with its per-plane work
-     * (the widening, a copy a row, some 120 more: measured on 8 x 8 planes), against the
-     * byte form's below. A plane of few
-     * pixels (MobileNetV2's 8 x 8), or at stride 2 one whose flat row is half past its
-     * rows' ends, keeps the byte form; the exact requantization (about 20 instructions a
-     * vector) weighs on both. Constants at each call: the choice folds. */
+     * (the widening, a copy a row in the flat form, some 120 more: measured on 8 x 8
+     * planes), against the byte form's below. A plane of few pixels (MobileNetV2's 8 x 8)
+     * keeps the byte form; the exact requantization (about 20 instructions a vector)
+     * weighs on both. Constants at each call: the choice folds. MTVM_DW_FORM, for tests
+     * and measurements, takes one form where it applies: 0 bytes, 1 flat, 2 rows. */
     {
         const int32_t rq8 = rq->exact ? 20 : 8, taps = kh * kw;
-        const int32_t byte_block = (taps + 1) / 2 * 6 + rq8 + 2;
+        /* a tap pair: its bytes loaded, interleaved, widened, one VPMADDWD and an add; at
+         * stride 2 each tap's eight bytes gathered from two loads too (three shuffles a
+         * tap pair where stride 1 has one) */
+        const int32_t byte_block = (taps + 1) / 2 * (s == 1 ? 6 : 12) + rq8 + 2;
         const int32_t byte_cost = ow >= 8 ? oh * ((ow + 7) / 8) * byte_block
                                           : (flat + 7) / 8 * (byte_block + 16);
         const int32_t w16_block = kh * kp * (s == 1 ? 2 : 1) * 3 +
                                   (s == 1 ? 2 : 1) * (rq->exact ? MTVM_DW_W16_RQ_EXACT : 8) + 4;
-        const int32_t w16_cost = (flat + blk - 1) / blk * w16_block +
-                                 (s * flat + halo) / 16 * 3 + 12 * oh + 2 * kh * kp + 120;
-        if (w16_cost >= byte_cost) return 0;
+        const int32_t widen = (s * flat + halo) / 16 * 3 + 2 * kh * kp + 120;
+        const int32_t flat_cost = flat_ok ? (flat + blk - 1) / blk * w16_block + 12 * oh + widen
+                                          : INT32_MAX;
+        const int32_t rows_cost = rows_per ? oh * ((ow + blk - 1) / blk) * w16_block + widen
+                                           : INT32_MAX;
+        by_rows = rows_cost < flat_cost;
+#if defined(MTVM_DW_FORM)
+        (void)byte_cost;
+        if (MTVM_DW_FORM == 0 || (MTVM_DW_FORM == 1 && !flat_ok) ||
+            (MTVM_DW_FORM == 2 && !rows_per)) {
+            return 0;
+        }
+        by_rows = MTVM_DW_FORM == 2;
+#else
+        if ((by_rows ? rows_cost : flat_cost) >= byte_cost) return 0;
+#endif
     }
     /* the input elements the windows read: the rest of the last pair reads 0 */
     const int32_t extent = s * (flat - 1) + (kh - 1) * dh * row_w + kw;
@@ -326,20 +366,31 @@ static MTVM_ALWAYS_INLINE int mtvm_dw_flat_w16_x86(const uint8_t* xc, int x_u, i
         }
     }
     int16_t buf[MTVM_DW_W16_ELEMS];
+    if (by_rows) {
+        for (int32_t r0 = 0; r0 < oh; r0 += rows_per) {
+            const int32_t r1 = r0 + rows_per < oh ? r0 + rows_per : oh;
+            const int32_t base = r0 * row_w, last = (r1 - 1) * row_w + ow - 1;
+            const int32_t n = s * (last - base) + halo, from = s * base;   /* <= ELEMS */
+            mtvm_dw_widen_x86(buf, xc + from, x_u, n, extent - from < n ? extent - from : n);
+            for (int32_t r = r0; r < r1; ++r) {
+                for (int32_t c = 0;; c += blk) {
+                    if (c + blk > ow) c = ow - blk;   /* the last, overlapping block */
+                    mtvm_dw_w16_block_x86(yc + (size_t)r * (size_t)ow + (size_t)c,
+                                          buf + s * (r * row_w + c - base), s, row_w, kh, kp,
+                                          dh, wp, bias_in, rq);
+                    if (c + blk >= ow) break;
+                }
+            }
+        }
+        return 1;
+    }
     uint8_t stage[MTVM_DW_W16_ELEMS + 32];
     for (int32_t q0 = 0; q0 < flat; q0 += per) {
         const int32_t q1 = q0 + per < flat ? q0 + per : flat;
         /* a last chunk shorter than a block starts a block before its end */
         const int32_t base = q1 - q0 < blk ? q1 - blk : q0;
         const int32_t n = s * (q1 - 1 - base) + halo, from = s * base;   /* <= s per + halo */
-        const int32_t valid = extent - from < n ? extent - from : n;
-        int32_t i = 0;
-        for (; i + 16 <= valid; i += 16) {
-            const __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(xc + from + i));
-            _mm256_storeu_si256((__m256i*)(void*)(buf + i),
-                                x_u ? _mm256_cvtepu8_epi16(b) : _mm256_cvtepi8_epi16(b));
-        }
-        for (; i < n; ++i) buf[i] = i < valid ? (int16_t)mtvm_byte_at(xc + from, i, x_u) : 0;
+        mtvm_dw_widen_x86(buf, xc + from, x_u, n, extent - from < n ? extent - from : n);
         for (int32_t q = base; q < q1; q += blk) {
             if (q + blk > q1) q = q1 - blk;   /* the last, overlapping block */
             mtvm_dw_w16_block_x86(stage + (q - base), buf + s * (q - base), s, row_w, kh, kp,
@@ -351,7 +402,7 @@ static MTVM_ALWAYS_INLINE int mtvm_dw_flat_w16_x86(const uint8_t* xc, int x_u, i
             const int32_t hi = q1 - r * row_w < ow ? q1 - r * row_w : ow;
             if (hi > lo) {
                 mtvm_dw_copy_short_x86(yc + (size_t)r * (size_t)ow + (size_t)lo,
-                                       stage + (r * row_w + lo - base), hi - lo);
+                                       stage + (r * row_w + lo - base), hi - lo, ow);
             }
         }
     }
@@ -386,7 +437,7 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_plane_x86(const uint8_t* xc, int x_u, int
      * these planes ran at 3 MACs a nanosecond. */
     const int32_t flat = (oh - 1) * row_w + ow;
     if (vector_ok && dw == 1 && sh == sw && (sw == 1 || sw == 2) &&
-        mtvm_dw_flat_w16_x86(xc, x_u, row_w, yc, oh, ow, kh, kw, sw, dh, w, bias_in, &rq)) {
+        mtvm_dw_w16_x86(xc, x_u, row_w, yc, oh, ow, kh, kw, sw, dh, w, bias_in, &rq)) {
         return;
     }
     if (vector_ok && ow < 8 && sh == sw && (sw == 1 || sw == 2) && flat >= 8) {
