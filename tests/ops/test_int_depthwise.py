@@ -241,3 +241,33 @@ def test_depthwise_variants_on_mps2_an386_bit_identical(tmp_path):
         assert set(dev) == set(host)
         for k in host:
             np.testing.assert_array_equal(dev[k], host[k], err_msg=k)
+
+
+@pytest.mark.parametrize("target", ["c", "x86-64-v3"])
+def test_depthwise_ties_ruled_out_by_the_sums_bound_on_hosts(target):
+    """Multipliers from float scales have trailing zero bits, so the general test of the
+    cheap requantization (no tie for any int32 sum) rejects most layers; the sums' bound
+    (weights and bias are constants) rules the ties out for them, as on the DSP cores.
+    Such layers take the cheap form on hosts too (the x86 plane's mode 0) and still
+    equal the interpreter exactly."""
+    from mtvm.ops.quantized import depthwise as dw
+    model, feeds = variants_model()
+    lib = mtvm.compile(model, target=target)
+    by_bound = []
+    for lk in lib.kernels:
+        k = lk.kernel
+        x, w, bias, mult, shift, w_zp = dw.operands(k)
+        y_zp = int(k.node.attrs.get("y_zp", 0))
+        if not dw._fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) and \
+                dw.ties_ruled_out_by_bound(bias, w, w_zp, mult, shift, y_zp, x):
+            by_bound.append(k.fname)
+    assert len(by_bound) >= 4, by_bound
+    src = "\n".join(lib.sources.values())
+    for fname in by_bound:
+        start = re.search(rf"\b{fname}\([^;{{]*\)\s*\{{", src).end()   # the definition
+        body = src[start:src.index("\n}\n", start)]
+        assert "mtvm_dw_requant_x86_t){0, mult_o" in body, fname
+    got = lib.run_host(feeds)
+    interp = interpret(lib.graph, feeds)
+    for i, (name, a) in enumerate(got.items()):
+        np.testing.assert_array_equal(a, interp[lib.graph.outputs[i]], err_msg=name)

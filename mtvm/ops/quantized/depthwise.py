@@ -249,9 +249,15 @@ def fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x) -> bool:
     |acc| <= bound, so none when v2(mult) + floor(log2 bound) < 30 - shift (the
     float-derived multipliers of most layers have 7 trailing zero bits, which the
     general test rejects at shifts above -8). DSP cores only (the other targets'
-    choices stay as they were)."""
-    if not k.target.is_arm_dsp or mult is None or shift is None or mult.const is None or \
-            shift.const is None:
+    choices stay as they were; the depthwise kernel's own: ties_ruled_out_by_bound)."""
+    if not k.target.is_arm_dsp:
+        return False
+    return ties_ruled_out_by_bound(bias, w, w_zp, mult, shift, y_zp, x)
+
+
+def ties_ruled_out_by_bound(bias, w, w_zp, mult, shift, y_zp, x) -> bool:
+    """fast_requant_bounded's test on any target."""
+    if mult is None or shift is None or mult.const is None or shift.const is None:
         return False
     bound = _acc_bound(bias, w, w_zp, x.dtype.itemsize)
     if bound is None:
@@ -338,8 +344,12 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     y_zp = int(attrs.get("y_zp", 0))
     act_min, act_max = int(attrs.get("act_min", -128)), int(attrs.get("act_max", 127))
     mult, shift = (k.ins + [None] * 5)[3:5]
-    fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) or \
-        fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x)
+    # Ties ruled out by the sums' bound too on DSP cores and x86 hosts (target c runs the
+    # x86 plane under #if): with AVX2 the exact requantization took 20 instructions a
+    # vector of eight sums, the fast one 8
+    fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) or (
+        (k.target.is_arm_dsp or k.target.is_x86 or k.target.is_generic)
+        and ties_ruled_out_by_bound(bias, w, w_zp, mult, shift, y_zp, x))
     rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve and not rv32
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     plane = aligned_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None
