@@ -168,8 +168,3 @@ class ExactReference:
         except Exception:
             return None
 
-
-def exact_outputs(model, inputs: dict) -> list | None:
-    """The outputs of `model` (a path or a ModelProto) on `inputs` in exact quantization
-    arithmetic; None when the reference evaluator cannot run it."""
-    return ExactReference(model).run(inputs)

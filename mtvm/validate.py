@@ -322,12 +322,6 @@ class IntegerKernels:
             return None
 
 
-def integer_kernel_outputs(model, inputs: dict) -> list | None:
-    """The outputs of `model` on `inputs` as onnxruntime's integer kernels compute
-    them (IntegerKernels); None when onnxruntime cannot run it so."""
-    return IntegerKernels(model).run(inputs)
-
-
 @dataclass(frozen=True)
 class TieBreaker:
     """Another exact-enough run of a quantized model, consulted when an output is

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper as nh
 
-from mtvm.exact_reference import ExactReference, exact_outputs
+from mtvm.exact_reference import ExactReference
 from mtvm.validate import ort_session
 
 RNG = np.random.default_rng(11)
@@ -52,7 +52,7 @@ def test_per_channel_conv_with_constants_and_casts_within_one_step_of_onnxruntim
                 helper.make_tensor_value_info("yq", TensorProto.INT8, [1, c_out, 8, 8])],
                consts)
     x = RNG.uniform(-4, 4, (1, c_in, 8, 8)).astype(np.float32)
-    y, yq = exact_outputs(m, {"x": x})
+    y, yq = ExactReference(m).run({"x": x})
     ref_y, ref_yq = _ort(m, {"x": x})
     assert y.dtype == np.float64 and yq.dtype == np.int8
     assert np.abs(yq.astype(int) - ref_yq).max() <= 1
@@ -71,7 +71,7 @@ def test_float32_graph_input_is_quantized_in_float32():
     k = RNG.integers(-100, 100, 4096)
     x = ((k + 0.5) * s).astype(np.float32)
     wide = np.clip(np.rint(x.astype(np.float64) / np.float64(s)), -128, 127)
-    (q,) = exact_outputs(m, {"x": x})
+    (q,) = ExactReference(m).run({"x": x})
     (ref,) = _ort(m, {"x": x})
     assert (wide != ref).any()                  # the test can tell the two apart
     np.testing.assert_array_equal(q, ref)
@@ -87,7 +87,7 @@ def test_blocked_dequantize_matches_onnxruntime():
                [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
                {"w": w, "s_w": s_w}, opset=21)
     x = RNG.uniform(-1, 1, (2, 8)).astype(np.float32)
-    (y,) = exact_outputs(m, {"x": x})
+    (y,) = ExactReference(m).run({"x": x})
     (ref,) = _ort(m, {"x": x})
     np.testing.assert_allclose(y, ref, rtol=1e-5)
 
@@ -99,7 +99,7 @@ def test_what_the_evaluator_cannot_run_settles_nothing(tmp_path):
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
                                             helper.make_opsetid("example.custom", 1)])
-    assert exact_outputs(m, {"x": np.zeros(2, np.float32)}) is None
+    assert ExactReference(m).run({"x": np.zeros(2, np.float32)}) is None
     q = _model([helper.make_node("QuantizeLinear", ["x", "s"], ["y"])],
                [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                [helper.make_tensor_value_info("y", TensorProto.UINT8, [2])], {"s": np.float32(1)})
@@ -119,7 +119,7 @@ def test_saturates_to_the_zero_points_type(dtype):
                [helper.make_tensor_value_info("q", dtype, [5])],
                {"s": np.float32(0.5), "z": np.asarray(1, np_dtype)}, opset=21)
     x = np.float32([-1e6, -1.25, 0.25, 3.75, 1e6])
-    (q,) = exact_outputs(m, {"x": x})
+    (q,) = ExactReference(m).run({"x": x})
     (ref,) = _ort(m, {"x": x})
     assert q.dtype == np_dtype
     np.testing.assert_array_equal(q, ref)

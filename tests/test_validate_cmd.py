@@ -397,9 +397,9 @@ def test_ties_of_layers_onnxruntime_does_not_fuse_pass_by_exact_arithmetic(tmp_p
     x = np.random.default_rng(3).integers(-4, 5, (2, 1, 4, 1, 64)) * np.float32(0.1)
     data = dv.Dataset({"x": x.astype(np.float32)}, "ties")
     build = dv.HostBuild(str(model))
-    from mtvm.validate import integer_kernel_outputs, validate_outputs
+    from mtvm.validate import IntegerKernels, validate_outputs
     outs = build.run(data.sample(0))
-    integer = integer_kernel_outputs(str(model), data.sample(0))
+    integer = IntegerKernels(str(model)).run(data.sample(0))
     assert np.abs(outs["y"] - integer[0]).max() / step == pytest.approx(3, abs=1e-3)
     r = dv.validate_dataset(str(model), data, build)
     o = r.outputs[0]

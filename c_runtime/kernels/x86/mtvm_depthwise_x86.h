@@ -290,10 +290,12 @@ static MTVM_ALWAYS_INLINE void mtvm_dw_w16_block_x86(uint8_t* out, const int16_t
     mtvm_dw_w16_store_x86(out, e, o, s, rq);
 }
 
-/* The n int16 at buf: the input bytes from xc, the first `valid` of them, then zeros. */
+/* The n int16 at buf: the input bytes from xc, those before `left` (what is left of the
+ * input from xc), then zeros. */
 static MTVM_ALWAYS_INLINE void mtvm_dw_widen_x86(int16_t* buf, const uint8_t* xc, int x_u,
-                                                 int32_t n, int32_t valid)
+                                                 int32_t n, int32_t left)
 {
+    const int32_t valid = left < n ? left : n;
     int32_t i = 0;
     for (; i + 16 <= valid; i += 16) {
         const __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(xc + i));
@@ -371,7 +373,7 @@ static MTVM_ALWAYS_INLINE int mtvm_dw_w16_x86(const uint8_t* xc, int x_u, int32_
             const int32_t r1 = r0 + rows_per < oh ? r0 + rows_per : oh;
             const int32_t base = r0 * row_w, last = (r1 - 1) * row_w + ow - 1;
             const int32_t n = s * (last - base) + halo, from = s * base;   /* <= ELEMS */
-            mtvm_dw_widen_x86(buf, xc + from, x_u, n, extent - from < n ? extent - from : n);
+            mtvm_dw_widen_x86(buf, xc + from, x_u, n, extent - from);
             for (int32_t r = r0; r < r1; ++r) {
                 for (int32_t c = 0;; c += blk) {
                     if (c + blk > ow) c = ow - blk;   /* the last, overlapping block */
@@ -390,7 +392,7 @@ static MTVM_ALWAYS_INLINE int mtvm_dw_w16_x86(const uint8_t* xc, int x_u, int32_
         /* a last chunk shorter than a block starts a block before its end */
         const int32_t base = q1 - q0 < blk ? q1 - blk : q0;
         const int32_t n = s * (q1 - 1 - base) + halo, from = s * base;   /* <= s per + halo */
-        mtvm_dw_widen_x86(buf, xc + from, x_u, n, extent - from < n ? extent - from : n);
+        mtvm_dw_widen_x86(buf, xc + from, x_u, n, extent - from);
         for (int32_t q = base; q < q1; q += blk) {
             if (q + blk > q1) q = q1 - blk;   /* the last, overlapping block */
             mtvm_dw_w16_block_x86(stage + (q - base), buf + s * (q - base), s, row_w, kh, kp,

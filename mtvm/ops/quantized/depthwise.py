@@ -347,9 +347,9 @@ def emit_depthwise(k, x, w, bias, w_zp, store, n, c, oc, mg, h, wd, kh, kw, oh, 
     # Ties ruled out by the sums' bound too on DSP cores and x86 hosts: with AVX2 the
     # exact requantization took 20 instructions a vector of eight sums, the fast one 8.
     # (Not target c: its code would take the DSP cores' loops under #if too.)
-    fast = _fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x) or (
-        (k.target.is_arm_dsp or k.target.is_x86)
-        and ties_ruled_out_by_bound(bias, w, w_zp, mult, shift, y_zp, x))
+    fast = (_fast_requant(k, bias, w, w_zp, mult, shift, y_zp, x)
+            or fast_requant_bounded(k, bias, w, w_zp, mult, shift, y_zp, x)
+            or (k.target.is_x86 and ties_ruled_out_by_bound(bias, w, w_zp, mult, shift, y_zp, x)))
     rows3 = kw == 3 and dw == 1 and sw in (1, 2) and ow >= 2 and not mve and not rv32
     lines = [f"/* depthwise: output channel o reads input channel {src} */"]
     plane = aligned_plane(k, x, wd, pw, pe_w, (sh, sw), (dh, dw)) if padded else None
