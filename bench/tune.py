@@ -7,11 +7,14 @@ For each model: `mtvm tune` on the host board (profiling builds measured
 through host sessions, records in --records-dir), then two host-driven
 projects, the compiler's defaults and the tuned build (`--tuning-records`),
 both running at once on one CPU and timed by their device timer in turns
-(default, tuned, tuned, default, ...: `number` back-to-back runs per turn,
-`rounds` turns each), so both see the same load on a shared machine. The figure of each is
-its fastest turn (preemption only adds time: on this 2-core machine at a load
-of 6 the median turn of two identical builds differed by up to 40 %, the
-fastest by 1 %); the median turn is shown beside it. tuned/default < 1 means
+(default, tuned, tuned, default, ...: at least `number` back-to-back runs and 5 ms
+per turn, `rounds` turns each), so both see the same load on a shared machine.
+Latency is each build's fastest turn, its median turn beside it; tuned/default is
+the median of the ratios of neighbouring turns, with its 95 % sign-test upper bound
+(mtvm/tune/whole.py, which the tuner's own whole-model check uses too): on a KVM
+guest whose speed came and went by up to 1.7x, two processes of one build differed
+by up to 19 % by their fastest turns, 7 % by their median turns, 2.5 % by the median
+of the pairs' ratios. tuned/default < 1 means
 tuning made it faster; a tuned build whose C is the default's is reported as 1
 ("same C": the two timed copies differ by the noise only).
 
@@ -31,7 +34,6 @@ import glob
 import math
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -56,49 +58,31 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def paired(sessions: dict, inputs: dict, number: int, rounds: int) -> dict:
-    """{name: (median, min) seconds per inference over the turns}, timed in turns,
-    the first build first in even turns and last in odd ones (whoever runs right
-    after the other finds the caches holding the other's weights)."""
-    for s in sessions.values():
-        s.executor.run(inputs)
-        s.executor.benchmark(number=max(1, number // 4), repeat=1)   # warm up
-    times = {k: [] for k in sessions}
-    for turn in range(rounds):
-        items = list(sessions.items())
-        for k, s in (items if turn % 2 == 0 else items[::-1]):
-            times[k].append(s.executor.benchmark(number=number, repeat=1, warmup=0).median)
-    return {k: (statistics.median(v), min(v)) for k, v in times.items()}
-
-
-def one_core_sessions(projs: dict) -> dict:
-    """A session per project, every device process on the same CPU (the last this
-    process may use): on a 2-core machine the two cores see different loads
-    (interrupts, other jobs), so two identical builds on two cores differ by a
-    few percent, the same on one core by the noise only."""
-    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    if allowed:
-        os.sched_setaffinity(0, {max(allowed)})   # the device processes inherit it
-    try:
-        return {kind: proj.session() for kind, proj in projs.items()}
-    finally:
-        if allowed:
-            os.sched_setaffinity(0, allowed)
-
-
 def tune_figures(res, t0: float) -> dict:
     """A table row's tuning columns from a TuneResult (t0: when tuning began)."""
     return dict(tune_s=time.monotonic() - t0, builds=res.stats.builds, layers=len(res.layers),
                 tunable=sum(len(lay.candidates) > 1 for lay in res.layers),
                 improved=sum(1 for lay in res.layers if lay.key in res.best
                              and not res.best[lay.key].is_default),
-                measured=res.stats.measured, summary=res.summary())
+                measured=res.stats.measured, summary=res.summary(), check=_check(res.whole))
+
+
+def _check(whole) -> str:
+    """The tuner's whole-model check, a table cell: its tuned/default (fastest turn) and
+    the choices it gave back."""
+    if whole is None:
+        return "-"
+    if whole.error:
+        return "not made"
+    ratio = "defaults only" if whole.tuned_s is None else f"{whole.ratio:.3f}"
+    return ratio + (f", {len(whole.dropped)} given back" if whole.dropped else "")
 
 
 def bench_model(path: str, target: str, args) -> dict:
     import mtvm
     import mtvm.project as P
     from mtvm.tune.measure import reference_inputs
+    from mtvm.tune.whole import WholeCheck, one_core_sessions, paired_turns, runs_per_turn
     name = os.path.splitext(os.path.basename(path))[0]
     row = {"model": name}
     rec = os.path.join(args.records_dir, f"{name}.{target}.jsonl")
@@ -125,10 +109,12 @@ def bench_model(path: str, target: str, args) -> dict:
         # tuned/default is 1 (timing two copies would show the noise floor, +-2 %).
         row["same_c"] = libs["default"].sources == libs["tuned"].sources
         sessions.update(one_core_sessions(projs))
-        t = paired(sessions, inputs, args.number, args.rounds)
-        row.update(default_s=t["default"][1], tuned_s=t["tuned"][1],
-                   default_med=t["default"][0], tuned_med=t["tuned"][0],
-                   ratio=1.0 if row["same_c"] else t["tuned"][1] / t["default"][1])
+        row["number"] = runs_per_turn(sessions, inputs, args.number)
+        w = WholeCheck()
+        w.take(paired_turns(sessions, row["number"], args.rounds))
+        row.update(default_s=w.default_s, tuned_s=w.tuned_s, default_med=w.default_med,
+                   tuned_med=w.tuned_med, ratio=1.0 if row["same_c"] else w.ratio,
+                   bound=None if row["same_c"] else w.ratio_bound)
     finally:
         for s in sessions.values():
             s.close()
@@ -163,23 +149,28 @@ def bench_board_model(path: str, args) -> dict:
     return row
 
 
-def _table(head: str, unit: str, rows, cells, digits: int) -> str:
+def bound(row) -> str:
+    return f" (< {row['bound']:.3f})" if row.get("bound") is not None else ""
+
+
+def _table(head: str, unit: str, rows, cells, digits: int, check: bool = False) -> str:
     """The markdown table of default vs tuned rows; cells(row): the default and tuned
-    figure cells."""
+    figure cells; check: a column with the tuner's whole-model check."""
     lines = [head, "", "| model | layers (tunable) | builds | tune s | improved layers | "
-             f"default {unit} | tuned {unit} | tuned/default | arena default -> tuned B |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"default {unit} | tuned {unit} | tuned/default | arena default -> tuned B |"
+             + (" tuner's check |" if check else ""),
+             "|---|---|---|---|---|---|---|---|---|" + ("---|" if check else "")]
     ratios = []
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * 7)
+            lines.append(f"| {r['model']} | error: {r['error']} |" + " |" * (7 + check))
             continue
         ratios.append(r["ratio"])
         same = " (same C)" if r.get("same_c") else ""
         lines.append(f"| {r['model']} | {r['layers']} ({r['tunable']}) | {r['builds']} | "
                      f"{r['tune_s']:.0f} | {r['improved']} | {' | '.join(cells(r))} | "
-                     f"{r['ratio']:.{digits}f}{same} | {r['default_arena']:,} -> "
-                     f"{r['tuned_arena']:,} |")
+                     f"{r['ratio']:.{digits}f}{same}{bound(r)} | {r['default_arena']:,} -> "
+                     f"{r['tuned_arena']:,} |" + (f" {r.get('check', '-')} |" if check else ""))
     if ratios:
         gm = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
         lines.append(f"\ngeometric mean tuned/default: {gm:.{digits}f} over {len(ratios)} "
@@ -198,11 +189,15 @@ def board_table(rows, args) -> str:
 def table(rows, target, args) -> str:
     return _table(f"host: {cpu_name()}, target {target} (--isa {args.isa}); mtvm tune "
                   f"--trials {args.trials}, {args.runs or 15} profiled runs per build (fastest "
-                  f"run per kernel); latency = fastest of {args.rounds} turns of {args.number} "
-                  "runs (median turn in brackets), default and tuned in turns, device timer "
-                  "(clock_gettime)", "ms", rows,
+                  f"run per kernel); default and tuned timed in {args.rounds} turns each of at "
+                  f"least {args.number} runs and 5 ms, ABBA, device timer (clock_gettime): "
+                  "latency = the fastest turn (the median turn in brackets); tuned/default = "
+                  "the median of the ratios of neighbouring turns (its 95 % sign-test upper "
+                  "bound in brackets); the tuner's whole-model check (mtvm/tune/whole.py) in "
+                  "the last column", "ms", rows,
                   lambda r: (f"{r['default_s'] * 1e3:.3f} ({r['default_med'] * 1e3:.3f})",
-                             f"{r['tuned_s'] * 1e3:.3f} ({r['tuned_med'] * 1e3:.3f})"), 3)
+                             f"{r['tuned_s'] * 1e3:.3f} ({r['tuned_med'] * 1e3:.3f})"), 3,
+                  check=True)
 
 
 def model_paths(args) -> list[str]:

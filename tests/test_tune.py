@@ -80,7 +80,7 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
     assert main(["tune", model, "--board", "host", "-o", rec, "--trials", "3",
                  "--runs", "5"]) == 0
     out = capsys.readouterr().out
-    assert "tuned on host" in out and "--tuning-records" in out
+    assert "tuned on host" in out and "--tuning-records" in out and "whole model" in out
     everything = _lines(rec)
     assert everything and all(FIELDS <= set(r) for r in everything)
     target = mtvm.Target.parse("host").name
@@ -339,6 +339,101 @@ def test_confirmation_drops_choices_until_the_tuned_build_is_not_slower(model, t
         t2.confirm_totals = {False: [90.0] * 3, True: [100.0] * 3}
         t2.confirm_turns = 2 * CONFIRM_ROUNDS
         assert t2._confirm_build() is None and not t2.vetoed
+
+
+def test_whole_model_check_verdict_and_what_it_gives_back():
+    """On made-up turns: the tuned plain build is faster when the ratios of the
+    pairs of turns are below 1 with 95 % confidence (a sign test: at least 15 of 20
+    pairs), whatever the fastest turns say; when it is not, the choices with the
+    smallest measured speedups go first, half in the first passes, then all."""
+    from mtvm.tune.whole import HALVING_PASSES, WholeCheck, sign_test_bound, to_give_back
+    assert sign_test_bound([0.9] * 15 + [1.1] * 5) == 0.9
+    assert sign_test_bound([0.9] * 14 + [1.1] * 6) == 1.1
+    assert sign_test_bound([0.9] * 3) == float("inf")        # too few pairs to tell
+
+    def check(default, tuned):
+        w = WholeCheck()
+        w.take({"default": default, "tuned": tuned})
+        return w
+    slow = [1.5, 1.5, 1.0, 1.0] * 5                  # the machine's speed comes and goes
+    w = check(slow, [0.97 * t for t in slow])
+    assert w.faster and w.ratio == pytest.approx(0.97) and w.tuned_s < w.default_s
+    # one lucky fast turn of the tuned build; its other turns slower than their pairs'
+    w = check(slow, [0.6] + [1.02 * t for t in slow[1:]])
+    assert w.tuned_s < w.default_s and not w.faster and w.ratio == pytest.approx(1.02)
+    # faster in 14 pairs of 20: not enough
+    assert not check([1.0] * 20, [0.9] * 14 + [1.1] * 6).faster
+    assert not WholeCheck().faster                                       # defaults only
+    chosen = {k: R.Best(k, {"figure": 100.0}, 100.0 * g, 2, 0, ())
+              for k, g in (("a", 1.5), ("b", 1.04), ("c", 1.2), ("d", 1.1))}
+    assert to_give_back(chosen, 1) == ["b", "d"]
+    assert to_give_back({k: chosen[k] for k in "ac"}, HALVING_PASSES) == ["c"]
+    assert sorted(to_give_back(chosen, HALVING_PASSES + 1)) == ["a", "b", "c", "d"]
+
+
+def test_whole_model_check_gives_back_a_choice_then_a_whole_layer(tmp_path):
+    """Giving back a choice leaves the records' next-best candidate chosen (checked in
+    the next pass); giving back a layer whole leaves its default, whatever else the
+    records hold."""
+    from mtvm.tune.whole import _chosen, give_back
+    rec = str(tmp_path / "r.jsonl")
+
+    def r(mr, figure, default=False):
+        return R.make(key="k", target="t", board="host", op="Conv", layer="",
+                      schedule="conv2d_f32", knobs={"gemm_mr": mr}, default=default,
+                      status="ok", figure=figure, unit="ticks")
+    with R.Writer(rec) as w:
+        for line in (r(8, 100.0, True), r(12, 50.0), r(4, 60.0), r(16, 70.0)):
+            w.write(line)
+    give_back(rec, [], "t", _chosen(_lines(rec), "t"), whole=False, why="slower")
+    assert R.best(_lines(rec))["k"].record["knobs"] == {"gemm_mr": 4}
+    give_back(rec, [], "t", _chosen(_lines(rec), "t"), whole=True, why="slower")
+    assert R.best(_lines(rec))["k"].is_default and not _chosen(_lines(rec), "t")
+    vetoes = [x for x in _lines(rec) if x["status"] == R.SLOWER_MODEL]
+    assert [x["knobs"]["gemm_mr"] for x in vetoes] == [12, 4, 16]
+    assert all(x["phase"] == "whole" and x["figure"] is None for x in vetoes)
+
+
+def test_whole_model_check_keeps_a_choice_only_if_the_plain_build_is_faster(model, tmp_path):
+    """Records that claim a candidate 10x faster than its default: the check compiles
+    the model with them and with the defaults, times both plain builds in turns, and
+    either finds the tuned build faster (and keeps the choice) or gives it back with a
+    slower_model record, after which the records choose the default. Which one
+    depends on this machine; that the verdict and the records agree does not."""
+    from mtvm.tune.whole import check_whole_model
+    target = mtvm.Target.parse("host")
+    lay = layers_of(mtvm.compile(model, target=target))[1]
+    cand = lay.candidates[-1]
+    rec = str(tmp_path / "forged.jsonl")
+    with R.Writer(rec) as w:
+        for c, fig in ((lay.default, 1000.0), (cand, 100.0)):
+            w.write(R.make(key=lay.key, target=target.name, board="host", op=lay.kind,
+                           layer=lay.what, schedule=c.schedule, knobs=c.knob_dict,
+                           default=c is lay.default, status="ok", figure=fig, unit="ticks",
+                           statistic="min", run="r1"))
+    assert not R.best(_lines(rec))[lay.key].is_default
+    res = check_whole_model(model, target, rec, [], {"target": target},
+                            str(tmp_path / "work"), _x(), model_name="tiny", run_id="r2",
+                            rounds=6)
+    assert not res.error and res.passes >= 1 and res.default_s > 0
+    assert res.number >= 20 and "whole model, plain builds in 6 paired turns" in res.describe()
+    vetoes = [r for r in _lines(rec) if r["status"] == R.SLOWER_MODEL]
+    if res.faster:
+        assert res.tuned_s < res.default_s and not vetoes and res.kept == 1
+        assert not R.best(_lines(rec))[lay.key].is_default
+    else:
+        assert [(r["key"], R.ident(r), r["phase"]) for r in vetoes] == \
+            [(lay.key, cand.ident, "whole")] and res.dropped == [lay.key]
+        assert R.best(_lines(rec))[lay.key].is_default and res.tuned_s is None
+        assert "no choice left" in res.describe()
+    # records that choose only defaults: nothing is built
+    only = str(tmp_path / "defaults.jsonl")
+    with R.Writer(only) as w:
+        w.write(dict(_lines(rec)[0]))
+    res = check_whole_model(model, target, only, [], {"target": target},
+                            str(tmp_path / "work2"), _x())
+    assert res.passes == 0 and res.default_s is None and not os.path.exists(tmp_path / "work2")
+    assert res.describe() == "whole model: the records choose only defaults"
 
 
 # -- failures ---------------------------------------------------------------------------------

@@ -60,6 +60,10 @@ def add_parser(sub) -> None:
                    "loop nests' knobs, measured in this process through LLVM's JIT on "
                    "--board host (no C compiler needed), else as object code in builds on "
                    "the board; then compile with --backend llvm --tuning-records")
+    p.add_argument("--no-whole-check", action="store_true", help="on the host board, skip "
+                   "the check that ends a tune: the model compiled with the records against "
+                   "the defaults, plain builds timed in turns, choices given back while it is "
+                   "not faster")
     p.set_defaults(func=run)
 
 
@@ -94,7 +98,7 @@ def run(args) -> int:
                input_shapes=dict(parse_input_shape(s) for s in args.input_shape) or None,
                bind=dict(parse_bind(s) for s in args.bind) or None, seed=args.seed,
                timeout=args.timeout, target=args.target, backend=args.backend,
-               search=args.search,
+               search=args.search, whole_model_check=not args.no_whole_check,
                log=(lambda msg: progress.write(f"[tune] {msg}")) if verbose else None)
     print(res.summary())
     print(f"next: mtvm compile {args.model} --board {args.board}"

@@ -48,6 +48,7 @@ class TuneResult:
     jit: bool = False                # llvm on the host board: measured through the JIT
     tuned_check: str = ""            # llvm: the tuned model against the reference ("ok")
     model_figures: tuple | None = None   # llvm: (default, tuned or None: same code) ns, JIT
+    whole: object = None             # whole.WholeCheck: the host's plain builds in turns
 
     def _fig(self, key):
         b = self.best.get(key)
@@ -114,6 +115,8 @@ class TuneResult:
             lines.append(f"  model (all kernels, per inference): default {base:,.0f} {unit}, "
                          f"tuned about {est:,.0f} {unit} ({base / est:.2f}x; from the "
                          "per-layer figures)")
+        if self.whole is not None:
+            lines.append(f"  {self.whole.describe()}")
         lines.append(f"  arena: default {self.default_arena:,} B, tuned {self.tuned_arena:,} B")
         if self.memory_budget is not None and self.default_arena > self.memory_budget:
             lines.append(f"  --memory-budget {self.memory_budget:,} B: even the default arena "
@@ -157,7 +160,8 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
          input_shapes: dict | None = None, bind: dict | None = None,
          max_emits: int = MAX_EMITS, seed: int = 0, timeout: float | None = None,
          icount: bool = True, target=None, progress: bool | None = None,
-         log=None, backend: str = "c", search: str = "auto") -> TuneResult:
+         log=None, backend: str = "c", search: str = "auto",
+         whole_model_check: bool = True) -> TuneResult:
     """Tune `model` (an .onnx path) on `board`; appends a record per measured
     candidate to `records` (a JSON-lines file; what it already holds for this
     target is not measured again) and returns a TuneResult.
@@ -181,6 +185,9 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     `trials`, else "model"), "exhaustive", "annealing" or "model" (guided by
     a cost model learned from this run's measurements and the records it
     resumes: cost_model.py).
+    whole_model_check: on the host board, after the search, the model compiled with
+    the records against the defaults, plain builds timed in turns; choices are given
+    back while the tuned build is not faster (whole.py).
     """
     from .. import progress as _progress
     from ..project import load_board
@@ -265,6 +272,7 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
     layer_bar = (lambda total, desc, pos: _progress.bar(total, desc, unit="cand", delay=0,
                                                          position=pos)) if progress else None
     name = os.path.splitext(os.path.basename(model))[0]
+    whole = None
     try:
         with R.Writer(records_path) as writer:
             tuner = Tuner(model, name, board_data, target.name, layers, devs, writer, inputs,
@@ -273,6 +281,11 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
                           seed=seed, progress=bar, log=log, search=search,
                           cost_model=cost, backend=backend, layer_progress=layer_bar)
             stats = tuner.run()
+        if whole_model_check and backend == "c" and not emulated \
+                and all(d.port is None for d in devs):
+            from .whole import check_whole_model
+            whole = check_whole_model(model, target, records_path, known, opts, workdir,
+                                      inputs, board_data["name"], name, tuner.run_id, log=log)
     finally:
         if own_dir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -280,7 +293,7 @@ def tune(model, board: str = "host", records=None, trials: int = 32, devices=1,
                 and R.backend_of(r) == backend]
     res = TuneResult(records_path, board_data["name"], target.name, layers, stats,
                      R.best(all_recs, target.name, backend=backend), hits,
-                     memory_budget=memory_budget, backend=backend)
+                     memory_budget=memory_budget, backend=backend, whole=whole)
     if stats.baseline_total is None:     # resumed with the baseline measured before
         stats.unit = next((r.get("unit") for r in all_recs), "")
     res.default_arena = cm.metadata["workspace_bytes"]
