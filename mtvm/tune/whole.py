@@ -150,7 +150,7 @@ class WholeCheck:
 
     def describe(self) -> str:
         if self.error:
-            return f"whole-model check not made: {self.error}"
+            return "whole-model check not made: " + self.error
         if self.tuned_s is None:
             what = "no choice left" if self.dropped else "the records choose only defaults"
             if self.default_s is None:
@@ -158,7 +158,7 @@ class WholeCheck:
         head = (f"whole model, plain builds in {self.rounds} paired turns of {self.number} "
                 f"runs: default {self.default_s * 1e6:,.1f} us")
         if self.tuned_s is None:
-            return head + f"; {what}" + self._drops()
+            return f"{head}, {what}" + self._drops()
         return (head + f", tuned {self.tuned_s * 1e6:,.1f} us (fastest turns); tuned/default "
                 f"{self.ratio:.3f}, < {self.ratio_bound:.3f} at {CONFIDENCE:.0%}, with "
                 f"{self.kept} choice(s)" + self._drops())
