@@ -7,8 +7,9 @@ compile with the best (docs/tuning.md).
 
 Modules: space (the layers and their distinct candidates), measure (one
 profiling build on one device), search (which builds, on which devices),
-records (the JSON-lines file, choosing the best), apply (records -> a
-ScheduleConfig for the compiler), jit (the LLVM backend's loop nests,
+records (the JSON-lines file, choosing the best), whole (the host's check of
+the tuned model against the defaults, plain builds timed in turns), apply
+(records -> a ScheduleConfig for the compiler), jit (the LLVM backend's loop nests,
 measured in this process through LLVM's JIT: `backend="llvm"`).
 
 The package is callable: `mtvm.tune(...)` is `mtvm.tune.tune(...)`.
