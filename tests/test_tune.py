@@ -88,7 +88,7 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
     assert {r["unit"] for r in everything} == {"ticks"}
     assert all(r["status"] == "ok" and r["figure"] > 0 for r in everything
                if r["status"] != R.SLOWER_MODEL)
-    first = [r for r in everything if r["phase"] != "confirm"]
+    first = [r for r in everything if r["phase"] not in ("confirm", "whole")]
     keys = {r["key"] for r in first}
     assert len(keys) == 2 and all(sum(r["default"] for r in first if r["key"] == k) == 1
                                   for k in keys)
@@ -100,7 +100,8 @@ def test_host_tune_show_resume_apply(model, tmp_path, capsys):
     res = mtvm.tune(model, board="host", records=rec, trials=3, runs=5)
     assert res.stats.skipped == len(first) and res.hits == [lay.key for lay in res.layers]
     both = _lines(rec)
-    idents = [(r["key"], R.ident(r)) for r in both if r["phase"] not in ("confirm", "baseline")]
+    idents = [(r["key"], R.ident(r)) for r in both
+              if r["phase"] not in ("confirm", "baseline", "whole")]
     assert len(idents) == len(set(idents)) > 0
     runs = {r["run"] for r in both}
     assert len(runs) == 2 and all(
@@ -135,8 +136,8 @@ def _check_confirmation(recs):
     drops some (status slower_model), which are then never chosen."""
     from mtvm.tune.search import CONFIRM_PASSES, CONFIRM_ROUNDS
     confirm = [r for r in recs if r["phase"] == "confirm" and r["status"] == "ok"]
-    vetoed = [r for r in recs if r["status"] == R.SLOWER_MODEL]
-    search = [r for r in recs if r["phase"] != "confirm"]
+    vetoed = [r for r in recs if r["status"] == R.SLOWER_MODEL and r["phase"] == "confirm"]
+    search = [r for r in recs if r["phase"] not in ("confirm", "whole")]
     winners = set()
     for k in {r["key"] for r in search}:
         mine = [r for r in search if r["key"] == k]
